@@ -1,0 +1,30 @@
+# hina: every target sets up what it needs; `make test` on a fresh clone just works.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+# Debian's Python modules (Mininet) live here; pyenv's interpreter does not search it.
+DEBIAN_PY := /usr/lib/python3/dist-packages
+
+.PHONY: install test bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "hina needs Python >= 3.11"'
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	@# appended after the venv's own site-packages, so the venv's packages win
+	echo $(DEBIAN_PY) > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-debian-dist-packages.pth"
+	@# --ignore-installed: keep every dependency inside the venv, whatever pyenv or Debian hold
+	$(PY) -m pip install --quiet --ignore-installed -e '.[test,plot]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+test: install
+	$(PY) -m pytest
+
+bench: install
+	$(PY) benchmarks/codec_bench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,49 @@
+"""The three aggregation operators a switch applies to 32-bit words.
+
+The switch never knows about compression: each phase of the codec is one
+aggregation of int32 words with one of these operators.  The numeric values
+are the `op` field of the hina header (DESIGN.md section 2), so this enum is
+shared by the codec, the host agents and the switch emulator.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class Op(enum.IntEnum):
+    ADD = 0  # int32, wraps modulo 2**32
+    OR = 1  # bitwise
+    MAX = 2  # signed int32
+
+
+def combine(op: Op, acc: np.ndarray, words: np.ndarray) -> None:
+    """Fold `words` into `acc` in place, as the switch does for one packet.
+
+    Both arrays are int32; ADD wraps exactly like the switch's 32-bit ALU.
+    """
+    if op == Op.ADD:
+        np.add(acc, words, out=acc, casting="unsafe")
+    elif op == Op.OR:
+        np.bitwise_or(acc, words, out=acc)
+    elif op == Op.MAX:
+        np.maximum(acc, words, out=acc)
+    else:  # pragma: no cover - IntEnum makes this unreachable
+        raise ValueError(f"unknown op {op!r}")
+
+
+def reduce_words(op: Op, contributions: Sequence[np.ndarray]) -> np.ndarray:
+    """Aggregate every worker's words for one phase, standing in for the switch."""
+    if not contributions:
+        raise ValueError("reduce_words needs at least one contribution")
+    acc = np.array(contributions[0], dtype=np.int32, copy=True)
+    for words in contributions[1:]:
+        if words.shape != acc.shape:
+            raise ValueError(
+                f"phase contributions differ in length: {words.shape[0]} words vs {acc.shape[0]}"
+            )
+        combine(op, acc, words)
+    return acc

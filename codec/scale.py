@@ -1,0 +1,84 @@
+"""Phase 1, scale (MAX), and the fixed-point quantizer.
+
+Each worker sends the binary exponent e_w of its largest magnitude
+(max|g_w| < 2**e_w, frexp convention); the switch returns e = max e_w and
+every worker quantizes with the same shift s = 30 - e - ceil(log2 N), so
+|q_w| <= 2**(30 - ceil(log2 N)) and no sum of N of them reaches 2**31.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .params import check_dtype
+
+# Below the frexp exponent of the smallest float64 subnormal (-1073), so any
+# worker holding one non-zero value wins the MAX against an all-zero worker.
+EXPONENT_FLOOR = -1100
+
+
+def check_finite(grad: np.ndarray, *, who: str = "gradient") -> None:
+    """Refuse NaN and Inf, naming the first bad position."""
+    if grad.dtype.kind != "f" or grad.size == 0:
+        return
+    # max/min propagate NaN and expose +-Inf: two cheap passes instead of isfinite's temporary
+    if np.isfinite(grad.max()) and np.isfinite(grad.min()):
+        return
+    flat = grad.reshape(-1)
+    bad = int(np.flatnonzero(~np.isfinite(flat))[0])
+    raise ValueError(f"{who} holds a non-finite value ({flat[bad]}) at flat index {bad}; hina refuses NaN and Inf")
+
+
+def exponent(grad: np.ndarray) -> int:
+    """e_w: the smallest e with max|g| < 2**e, or EXPONENT_FLOOR for an all-zero gradient."""
+    if grad.size == 0:
+        return EXPONENT_FLOOR
+    peak = max(float(grad.max()), -float(grad.min()))
+    if peak == 0.0:
+        return EXPONENT_FLOOR
+    return int(np.frexp(peak)[1])
+
+
+def shift_for(max_exponent: int, workers: int) -> int:
+    """s = 30 - e - ceil(log2 N): the shift every worker applies after the MAX."""
+    if not 1 <= workers:
+        raise ValueError(f"workers must be positive, got {workers}")
+    return 30 - int(max_exponent) - (workers - 1).bit_length()
+
+
+def quantize(grad: np.ndarray, shift: int | None) -> np.ndarray:
+    """q = round(g * 2**shift) as int32 (round half to even), the fixed-point form.
+
+    For int32 input pass shift=None: the values are already fixed point and
+    are returned as an int32 copy.  Float input is scaled in float64, where
+    multiplying by a power of two is exact, so the only rounding is the one
+    to an integer.
+    """
+    grad = np.asarray(grad)
+    name = check_dtype(grad.dtype)
+    if name == "int32":
+        if shift is not None:
+            raise ValueError("int32 input is already fixed point: pass shift=None")
+        return grad.astype(np.int32, copy=True)
+    if shift is None:
+        raise ValueError(f"{name} input needs the shift from the scale phase")
+    check_finite(grad)
+    return quantize_values(grad, shift)
+
+
+def quantize_values(values: np.ndarray, shift: int) -> np.ndarray:
+    """The quantizer kernel, without checks (values already known finite)."""
+    scaled = np.ldexp(values.astype(np.float64, copy=False), int(shift))
+    np.rint(scaled, out=scaled)
+    peak = np.abs(scaled).max() if scaled.size else 0.0
+    if peak > 2**31 - 1:
+        raise ValueError(
+            f"shift {shift} overflows int32 (|g * 2**shift| reaches {peak:.3g}); "
+            "use the shift the scale phase agreed on"
+        )
+    return scaled.astype(np.int32)
+
+
+def dequantize(fixed: np.ndarray, shift: int) -> np.ndarray:
+    """S / 2**shift as float64 (exact: S has at most 31 significant bits)."""
+    return np.ldexp(fixed.astype(np.float64), -int(shift))

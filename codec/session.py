@@ -1,0 +1,219 @@
+"""One worker's side of an aggregation, as a sequence of phases that do no I/O.
+
+A `WorkerSession` hands out one `Phase` at a time (the op and this worker's
+int32 words); whoever drives it (numpy in `simulate_allreduce`, the network
+in `host/`) aggregates the phase across workers and feeds the aggregate back
+with `receive`.  The phase logic reads top to bottom in `_phases`:
+
+    scale (MAX, float only) -> index (OR) -> sketch (ADD) -> [residual (ADD)]
+
+or, in dense mode, scale -> dense (ADD of every quantized element).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Generator, Iterator
+
+import numpy as np
+
+from . import index, peel, scale, sketch
+from .ops import Op
+from .params import CodecParams, check_dtype
+
+WORD_BYTES = 4
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Phase:
+    """One aggregation: every worker sends `words` (int32) combined with `op`."""
+
+    name: str
+    op: Op
+    words: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class WorkerResult:
+    """What a worker holds after the last phase.
+
+    fixed: S, the int32 sum of the workers' quantized gradients (input shape);
+    shift: s (None for int32 input); union: |U| (None in dense mode); rows: the sketch's R (0 if
+    no sketch was sent); residual: elements the residual phase carried;
+    peel_rounds: rounds of the peeling decoder; bytes_sent: payload bytes
+    this worker sent per phase (headers excluded); seconds: compute time
+    spent producing words ("encode") and decoding, split into the work that
+    needs only the union ("decode_union") and the work after the sketch
+    arrives ("decode_sketch"); network waits are never counted.
+    """
+
+    fixed: np.ndarray
+    shift: int | None
+    union: int | None
+    rows: int
+    residual: int
+    peel_rounds: int
+    bytes_sent: dict[str, int]
+    seconds: dict[str, float]
+
+    @property
+    def sum(self) -> np.ndarray:
+        """S / 2**s as float64 for float input; S as int64 for int32 input."""
+        if self.shift is None:
+            return self.fixed.astype(np.int64)
+        return scale.dequantize(self.fixed, self.shift)
+
+
+def check_gradient(params: CodecParams, grad: np.ndarray, *, who: str = "gradient") -> np.ndarray:
+    """Refuse a gradient that does not fit the job, before anything is sent; return it flat."""
+    grad = np.asarray(grad)
+    name = check_dtype(grad.dtype)
+    if name != params.dtype:
+        raise ValueError(f"{who} is {name} but the job's dtype is {params.dtype}")
+    if grad.size != params.length:
+        raise ValueError(f"{who} has {grad.size} elements but the job's length is {params.length}")
+    scale.check_finite(grad, who=who)
+    return grad.reshape(-1)
+
+
+class WorkerSession:
+    """Drive one worker through the codec's phases: `next_phase`, then `receive`, until `done`."""
+
+    def __init__(self, params: CodecParams, grad: np.ndarray, *, who: str = "gradient"):
+        self.params = params
+        self._seconds = {"encode": 0.0, "decode_union": 0.0, "decode_sketch": 0.0}
+        self._shape = np.shape(grad)
+        with self._timed("encode"):
+            self._grad = check_gradient(params, grad, who=who)
+        self._bytes: dict[str, int] = {}
+        self._result: WorkerResult | None = None
+        self._steps = self._phases()
+        self._pending: Phase | None = next(self._steps)
+
+    @property
+    def done(self) -> bool:
+        return self._result is not None
+
+    def next_phase(self) -> Phase | None:
+        """The phase waiting for its aggregate, or None once the result is ready."""
+        return self._pending
+
+    def receive(self, aggregate: np.ndarray) -> None:
+        """Feed the aggregate of the pending phase (int32 words, same length as sent)."""
+        phase = self._pending
+        if phase is None:
+            raise RuntimeError("no phase is pending: the session is done")
+        aggregate = np.asarray(aggregate)
+        if aggregate.shape != phase.words.shape:
+            raise ValueError(
+                f"{phase.name} phase: expected {phase.words.shape[0]} aggregated words, got {aggregate.size}"
+            )
+        try:
+            self._pending = self._steps.send(aggregate.astype(np.int32, copy=False))
+        except StopIteration:
+            self._pending = None
+
+    def result(self) -> WorkerResult:
+        if self._result is None:
+            raise RuntimeError("the session has phases left; drive it until done")
+        return self._result
+
+    # -- the phases --------------------------------------------------------
+    def _send(self, name: str, op: Op, words: np.ndarray) -> Phase:
+        words = np.ascontiguousarray(words, dtype=np.int32)
+        self._bytes[name] = self._bytes.get(name, 0) + WORD_BYTES * words.size
+        return Phase(name, op, words)
+
+    @contextlib.contextmanager
+    def _timed(self, what: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._seconds[what] += time.perf_counter() - start
+
+    def _phases(self) -> Generator[Phase, np.ndarray, None]:
+        # `encode` times the work that produces this worker's words; decoding is
+        # split into what needs only the union (it can overlap the sketch
+        # phase) and what needs the aggregated sketch.  No yield sits inside a
+        # timed block, so waiting for the network is never counted.
+        p, g = self.params, self._grad
+        shift = None
+        if p.is_float:
+            with self._timed("encode"):
+                own_exp = scale.exponent(g)
+            agg = yield self._send("scale", Op.MAX, np.array([own_exp]))
+            if agg[0] < own_exp:
+                raise ValueError(f"scale phase: aggregate exponent {agg[0]} is below this worker's own")
+            shift = scale.shift_for(int(agg[0]), p.workers)
+
+        if p.mode == "dense":
+            with self._timed("encode"):
+                q = g.astype(np.int32) if shift is None else scale.quantize_values(g, shift)
+            agg = yield self._send("dense", Op.ADD, q)
+            self._finish(agg.copy(), shift, union=None)
+            return
+
+        with self._timed("encode"):
+            idx, vals = _sparse_fixed_point(g, shift)
+            own = index.support_words(idx, p.length)
+        union_words = yield self._send("index", Op.OR, own)
+        with self._timed("decode_union"):
+            if np.any(own & ~union_words):
+                raise ValueError("index phase: the union bitmap lacks some of this worker's non-zeros")
+            union = index.union_indices(union_words, p.length)
+            if union.size == 0:  # everyone is all-zero: every worker knows, no sketch needed
+                self._finish(np.zeros(p.length, dtype=np.int32), shift, union=0)
+                return
+            layout = sketch.SketchLayout.for_union(p, union)
+        with self._timed("encode"):
+            own_sketch = sketch.encode(layout, idx, vals)
+        with self._timed("decode_union"):
+            decoder = peel.Decoder(layout, union)
+        agg = yield self._send("sketch", Op.ADD, own_sketch)
+        with self._timed("decode_sketch"):
+            peeled = decoder.peel(agg)
+            fixed = np.zeros(p.length, dtype=np.int32)
+            fixed[peeled.indices] = peeled.values
+        if peeled.residual.size:
+            with self._timed("encode"):
+                residual_words = _lookup(idx, vals, peeled.residual)
+            fixed[peeled.residual] = yield self._send("residual", Op.ADD, residual_words)
+        self._finish(fixed, shift, union=union.size, rows=layout.rows,
+                     residual=peeled.residual.size, rounds=peeled.rounds)
+
+    def _finish(self, fixed: np.ndarray, shift: int | None, *, union: int | None,
+                rows: int = 0, residual: int = 0, rounds: int = 0) -> None:
+        self._result = WorkerResult(
+            fixed=fixed.reshape(self._shape), shift=shift, union=union, rows=rows,
+            residual=residual, peel_rounds=rounds, bytes_sent=dict(self._bytes),
+            seconds=dict(self._seconds),
+        )
+
+
+def _sparse_fixed_point(grad: np.ndarray, shift: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and int32 values of the non-zeros of q = quantize(grad, shift).
+
+    Only the non-zeros of g are scaled; values that round to zero are dropped,
+    so the support is exactly that of q.
+    """
+    nz = np.flatnonzero(grad != 0)  # much faster than flatnonzero(grad) on floats
+    if shift is None:
+        return nz, grad[nz].astype(np.int32)
+    vals = scale.quantize_values(grad[nz], shift)
+    keep = vals != 0
+    if keep.all():
+        return nz, vals
+    return nz[keep], vals[keep]
+
+
+def _lookup(indices: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """values at the positions `wanted` (0 where this worker has no non-zero)."""
+    out = np.zeros(wanted.size, dtype=np.int32)
+    if indices.size:
+        pos = np.minimum(np.searchsorted(indices, wanted), indices.size - 1)
+        hit = indices[pos] == wanted
+        out[hit] = values[pos[hit]]
+    return out

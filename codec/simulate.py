@@ -1,0 +1,136 @@
+"""All phases of one aggregation with numpy standing in for the switch.
+
+This is the reference the tests and benchmarks use: it runs the very
+`WorkerSession` phases the host agents run, and aggregates each phase with
+the switch's operators (`ops.reduce_words`: MAX, OR, wrapping ADD).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from .ops import reduce_words
+from .params import DEFAULT_CELLS_PER_ELEMENT, DEFAULT_LANES, DEFAULT_SEEDS, MAX_WORKERS, CodecParams, check_dtype
+from .session import WorkerResult, WorkerSession
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AllreduceResult:
+    """The aggregate every worker decoded (they agree bit for bit; see `workers`).
+
+    fixed: S (int32); shift: s (None for int32 input); sum: S / 2**s (float64)
+    or S (int64); residual: elements carried by the residual phase;
+    bytes_per_worker: payload bytes one worker sent, per phase and "total";
+    union: |U|; rows: the sketch's R; peel_rounds; params: the job;
+    aggregates: what the switch returned for each phase, in order (feed
+    them to `replay` to re-run one worker alone).
+    """
+
+    params: CodecParams
+    workers: tuple[WorkerResult, ...]
+    aggregates: tuple[np.ndarray, ...]
+
+    @property
+    def _first(self) -> WorkerResult:
+        return self.workers[0]
+
+    @property
+    def fixed(self) -> np.ndarray:
+        return self._first.fixed
+
+    @property
+    def shift(self) -> int | None:
+        return self._first.shift
+
+    @property
+    def sum(self) -> np.ndarray:
+        return self._first.sum
+
+    @property
+    def residual(self) -> int:
+        return self._first.residual
+
+    @property
+    def union(self) -> int | None:
+        return self._first.union
+
+    @property
+    def rows(self) -> int:
+        return self._first.rows
+
+    @property
+    def peel_rounds(self) -> int:
+        return self._first.peel_rounds
+
+    @property
+    def bytes_per_worker(self) -> dict[str, int]:
+        sent = dict(self._first.bytes_sent)
+        sent["total"] = sum(sent.values())
+        return sent
+
+    @property
+    def dense_bytes_per_worker(self) -> int:
+        """What the SwitchML-style dense aggregation sends: 4 bytes per element."""
+        return 4 * self.params.length
+
+
+def check_gradients(grads: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The refusals that need the whole list: empty, too many, mixed dtypes or lengths."""
+    if isinstance(grads, np.ndarray):
+        raise ValueError("pass a list with one gradient per worker, not a single array")
+    grads = [np.asarray(g) for g in grads]
+    if not grads:
+        raise ValueError("no gradients: pass one array per worker")
+    if len(grads) > MAX_WORKERS:
+        raise ValueError(f"{len(grads)} workers: hina supports at most {MAX_WORKERS}")
+    for w, g in enumerate(grads):
+        check_dtype(g.dtype)
+        if g.size == 0:
+            raise ValueError(f"worker {w}'s gradient is empty")
+    dtypes = {g.dtype.name for g in grads}
+    if len(dtypes) > 1:
+        raise ValueError(f"workers' gradients have different dtypes: {sorted(dtypes)}")
+    shapes = {g.shape for g in grads}
+    if len(shapes) > 1:
+        sizes = [g.size for g in grads]
+        raise ValueError(f"workers' gradients have different shapes: {sorted(shapes)} (sizes {sizes})")
+    return grads
+
+
+def simulate_allreduce(
+    grads: Sequence[np.ndarray],
+    *,
+    lanes: int = DEFAULT_LANES,
+    cells_per_element: float = DEFAULT_CELLS_PER_ELEMENT,
+    mode: str = "hina",
+    seeds: tuple[int, int, int] = DEFAULT_SEEDS,
+) -> AllreduceResult:
+    """Aggregate one gradient per worker through every codec phase; return what they decode."""
+    grads = check_gradients(grads)
+    params = CodecParams(
+        length=grads[0].size, workers=len(grads), dtype=grads[0].dtype.name, mode=mode,
+        lanes=lanes, cells_per_element=cells_per_element, seeds=seeds,
+    )
+    sessions = [WorkerSession(params, g, who=f"worker {w}'s gradient") for w, g in enumerate(grads)]
+    aggregates = []
+    while not sessions[0].done:
+        phases = [s.next_phase() for s in sessions]
+        names = {ph.name for ph in phases}
+        if len(names) != 1:  # cannot happen with one params object; would be a codec bug
+            raise RuntimeError(f"workers disagree on the next phase: {sorted(names)}")
+        aggregate = reduce_words(phases[0].op, [ph.words for ph in phases])
+        aggregates.append(aggregate)
+        for s in sessions:
+            s.receive(aggregate)
+    return AllreduceResult(params, tuple(s.result() for s in sessions), tuple(aggregates))
+
+
+def replay(params: CodecParams, grad: np.ndarray, aggregates: Sequence[np.ndarray]) -> WorkerResult:
+    """Run one worker alone against recorded phase aggregates (e.g. to time it)."""
+    session = WorkerSession(params, grad)
+    for aggregate in aggregates:
+        session.receive(aggregate)
+    return session.result()

@@ -1,0 +1,69 @@
+"""Helpers shared by the test modules: synthetic gradients and the dense reference sum."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import codec
+
+SUPPORTS = ("independent", "identical", "overlapping", "disjoint")
+
+
+def sparse_gradients(rng: np.random.Generator, workers: int, length: int, density: float, *,
+                     support: str = "independent", dtype=np.float32, cancel: bool = False,
+                     magnitudes: tuple[float, float] = (1.0, 1.0)) -> list[np.ndarray]:
+    """One gradient per worker with about `density` non-zeros each.
+
+    support: "independent" (each worker draws its own mask), "identical"
+    (one mask for all), "overlapping" (half shared, half own), "disjoint"
+    (workers own separate slices of a random permutation).  cancel=True
+    makes worker 2k+1 hold exactly -(worker 2k) where both exist.
+    magnitudes=(lo, hi) draws |values| log-uniformly between lo and hi.
+    """
+    k = int(round(density * length))
+    shared = rng.choice(length, size=k, replace=False)
+    perm = rng.permutation(length)
+    grads = []
+    for w in range(workers):
+        if support == "identical":
+            idx = shared
+        elif support == "overlapping":
+            own = rng.choice(length, size=k - k // 2, replace=False)
+            idx = np.union1d(shared[: k // 2], own)
+        elif support == "disjoint":
+            per = length // workers
+            idx = perm[w * per : w * per + min(k, per)]
+        else:
+            idx = rng.choice(length, size=k, replace=False)
+        g = np.zeros(length, dtype=dtype)
+        if np.dtype(dtype) == np.int32:
+            g[idx] = rng.integers(-(2**31) // workers, 2**31 // workers, size=idx.size, dtype=np.int64)
+        else:
+            lo, hi = np.log10(magnitudes[0]), np.log10(magnitudes[1])
+            mags = 10.0 ** rng.uniform(lo, hi, size=idx.size)
+            g[idx] = (mags * rng.choice([-1.0, 1.0], size=idx.size)).astype(dtype)
+        grads.append(g)
+    if cancel:
+        for w in range(0, workers - 1, 2):
+            grads[w + 1] = (-grads[w]).astype(dtype)
+    return grads
+
+
+def dense_fixed_sum(grads: list[np.ndarray], shift: int | None) -> np.ndarray:
+    """The SwitchML-style reference: sum of the quantized arrays with int32 wrap-around."""
+    total = np.zeros(grads[0].shape, dtype=np.int64)
+    for g in grads:
+        total += codec.quantize(g, shift)
+    return total.astype(np.int32)  # wraps like the switch
+
+
+def assert_exact(result: codec.AllreduceResult, grads: list[np.ndarray]) -> None:
+    """fixed equals the dense sum of quantized arrays bit for bit, on every worker."""
+    expected = dense_fixed_sum(grads, result.shift)
+    for w, r in enumerate(result.workers):
+        assert r.fixed.dtype == np.int32
+        mismatch = np.flatnonzero(r.fixed.reshape(-1) != expected.reshape(-1))
+        assert mismatch.size == 0, (
+            f"worker {w}: {mismatch.size} elements differ, first at {mismatch[:5]}: "
+            f"{r.fixed.reshape(-1)[mismatch[:5]]} != {expected.reshape(-1)[mismatch[:5]]}"
+        )

@@ -1,0 +1,142 @@
+"""Bit-exactness of the codec: `fixed` is the dense sum of the quantized arrays, for every input."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import codec
+from helpers import SUPPORTS, assert_exact, dense_fixed_sum, sparse_gradients
+
+LANES = 1024
+
+
+@st.composite
+def jobs(draw):
+    workers = draw(st.integers(1, 32))
+    length = draw(st.one_of(st.integers(1, 3000), st.integers(1, 200_000)))
+    density = draw(st.one_of(st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.2, 0.5, 1.0]), st.floats(0, 1)))
+    support = draw(st.sampled_from(SUPPORTS))
+    dtype = draw(st.sampled_from([np.float16, np.float32, np.float64, np.int32]))
+    cancel = draw(st.booleans())
+    seed = draw(st.integers(0, 2**32 - 1))
+    return workers, length, density, support, dtype, cancel, seed
+
+
+@settings(max_examples=200)
+@given(jobs())
+def test_exact_for_random_jobs(job):
+    workers, length, density, support, dtype, cancel, seed = job
+    rng = np.random.default_rng(seed)
+    grads = sparse_gradients(rng, workers, length, density, support=support, dtype=dtype, cancel=cancel)
+    result = codec.simulate_allreduce(grads)
+    assert_exact(result, grads)
+    assert result.shift is None if dtype == np.int32 else isinstance(result.shift, int)
+
+
+@pytest.mark.parametrize("support", SUPPORTS)
+@pytest.mark.parametrize("workers,length,density", [(2, 200_000 - 1, 0.05), (8, 123_457, 0.01), (32, 50_001, 0.2)])
+def test_exact_for_each_support_pattern(support, workers, length, density):
+    assert length % LANES != 0
+    grads = sparse_gradients(np.random.default_rng(workers), workers, length, density, support=support)
+    result = codec.simulate_allreduce(grads)
+    assert_exact(result, grads)
+    assert result.union > 0
+
+
+def test_values_that_cancel_are_exact_zero():
+    rng = np.random.default_rng(3)
+    grads = sparse_gradients(rng, 4, 70_001, 0.1, cancel=True)
+    result = codec.simulate_allreduce(grads)
+    assert_exact(result, grads)
+    assert not result.fixed.any() and not result.sum.any()
+    assert result.union > 0  # the union still holds them: cancellation is decoded, not assumed
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_extreme_magnitudes_in_one_tensor(dtype):
+    rng = np.random.default_rng(4)
+    grads = sparse_gradients(rng, 5, 100_003, 0.05, dtype=dtype, magnitudes=(1e-30, 1e30))
+    result = codec.simulate_allreduce(grads)
+    assert_exact(result, grads)
+    biggest = max(np.abs(g.astype(np.float64)).max() for g in grads)
+    assert result.shift == 30 - int(np.frexp(biggest)[1]) - 3
+    assert_within_quantization(result, grads)
+
+
+def assert_within_quantization(result, grads):
+    """Each worker's rounding costs at most half a unit of 2**-shift."""
+    true = sum(g.astype(np.float64) for g in grads)
+    bound = len(grads) * 0.5 * 2.0 ** -result.shift
+    assert np.abs(result.sum - true).max() <= bound
+
+
+def test_float_sum_is_fixed_over_two_to_the_shift():
+    grads = sparse_gradients(np.random.default_rng(5), 3, 10_000, 0.3)
+    result = codec.simulate_allreduce(grads)
+    assert result.sum.dtype == np.float64
+    assert np.array_equal(result.sum, result.fixed.astype(np.float64) * 2.0 ** -result.shift)
+    assert_within_quantization(result, grads)
+
+
+def test_int32_input_skips_the_scale_phase_and_sums_as_int64():
+    grads = sparse_gradients(np.random.default_rng(6), 4, 30_000, 0.1, dtype=np.int32)
+    result = codec.simulate_allreduce(grads)
+    assert_exact(result, grads)
+    assert result.shift is None and "scale" not in result.bytes_per_worker
+    assert result.sum.dtype == np.int64
+    assert np.array_equal(result.sum, sum(g.astype(np.int64) for g in grads))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_all_zero_input(dtype):
+    grads = [np.zeros(5000, dtype=dtype) for _ in range(3)]
+    result = codec.simulate_allreduce(grads)
+    assert_exact(result, grads)
+    assert result.union == 0 and "sketch" not in result.bytes_per_worker
+    if dtype == np.float32:
+        assert result.shift == 30 - codec.EXPONENT_FLOOR - 2
+
+
+def test_shapes_are_kept():
+    grads = [g.reshape(100, 70) for g in sparse_gradients(np.random.default_rng(7), 2, 7000, 0.1)]
+    result = codec.simulate_allreduce(grads)
+    assert result.fixed.shape == (100, 70) and result.sum.shape == (100, 70)
+    assert_exact(result, grads)
+
+
+def test_sketch_cells_wrap_like_the_switch():
+    """Many large values in one cell overflow int32 mid-sketch; the decode is exact modulo 2**32."""
+    rng = np.random.default_rng(8)
+    grads = [np.zeros(LANES * 64, dtype=np.int32) for _ in range(2)]
+    for g in grads:
+        g[::LANES] = rng.integers(2**29, 2**30, size=64)  # lane 0 of every block
+    result = codec.simulate_allreduce(grads, cells_per_element=0.5)
+    assert_exact(result, grads)
+
+
+def test_dense_mode_is_exact_and_sends_every_element():
+    grads = sparse_gradients(np.random.default_rng(9), 4, 12_345, 0.01)
+    result = codec.simulate_allreduce(grads, mode="dense")
+    assert_exact(result, grads)
+    assert result.bytes_per_worker == {"scale": 4, "dense": 4 * 12_345, "total": 4 + 4 * 12_345}
+    assert result.union is None
+
+
+def test_bytes_per_worker_follow_the_layout():
+    grads = sparse_gradients(np.random.default_rng(10), 8, 100_000, 0.01)
+    result = codec.simulate_allreduce(grads)
+    b = result.bytes_per_worker
+    assert b["scale"] == 4
+    assert b["index"] == 4 * -(-100_000 // 32)
+    assert b["sketch"] == 12 * result.rows * LANES
+    assert b.get("residual", 0) == 4 * result.residual
+    assert b["total"] == sum(v for k, v in b.items() if k != "total")
+
+
+def test_every_worker_decodes_the_same_bits():
+    grads = sparse_gradients(np.random.default_rng(11), 6, 40_000, 0.05)
+    result = codec.simulate_allreduce(grads)
+    for r in result.workers[1:]:
+        assert np.array_equal(r.fixed, result.fixed)
+    assert dense_fixed_sum(grads, result.shift).dtype == np.int32
