@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # Debian's Python modules (Mininet) live here; pyenv's interpreter does not search it.
 DEBIAN_PY := /usr/lib/python3/dist-packages
 
-.PHONY: install test bench clean
+.PHONY: install test bench demo clean
 
 install: $(STAMP)
 
@@ -25,6 +25,11 @@ test: install
 
 bench: install
 	$(PY) benchmarks/codec_bench.py
+	$(PY) benchmarks/emulator_bench.py
+
+# the main job: emulator on loopback + 4 workers, 2^22-element gradients at 1%, verified exact
+demo: install
+	$(VENV)/bin/hina demo --workers 4 --length 4194304 --density 0.01 --mode hina
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

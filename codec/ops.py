@@ -20,19 +20,13 @@ class Op(enum.IntEnum):
     MAX = 2  # signed int32
 
 
-def combine(op: Op, acc: np.ndarray, words: np.ndarray) -> None:
-    """Fold `words` into `acc` in place, as the switch does for one packet.
+# ADD wraps modulo 2**32 (numpy int32 arrays wrap silently), MAX compares signed
+UFUNCS = {Op.ADD: np.add, Op.OR: np.bitwise_or, Op.MAX: np.maximum}
 
-    Both arrays are int32; ADD wraps exactly like the switch's 32-bit ALU.
-    """
-    if op == Op.ADD:
-        np.add(acc, words, out=acc, casting="unsafe")
-    elif op == Op.OR:
-        np.bitwise_or(acc, words, out=acc)
-    elif op == Op.MAX:
-        np.maximum(acc, words, out=acc)
-    else:  # pragma: no cover - IntEnum makes this unreachable
-        raise ValueError(f"unknown op {op!r}")
+
+def combine(op: Op, acc: np.ndarray, words: np.ndarray) -> None:
+    """Fold `words` into `acc` (int32) in place, as the switch does for one packet."""
+    UFUNCS[op](acc, words, out=acc, casting="unsafe")
 
 
 def reduce_words(op: Op, contributions: Sequence[np.ndarray]) -> np.ndarray:

@@ -5,9 +5,11 @@ int32 words); whoever drives it (numpy in `simulate_allreduce`, the network
 in `host/`) aggregates the phase across workers and feeds the aggregate back
 with `receive`.  The phase logic reads top to bottom in `_phases`:
 
-    scale (MAX, float only) -> index (OR) -> sketch (ADD) -> [residual (ADD)]
+    check (OR) -> scale (MAX, float only) -> index (OR) -> sketch (ADD) -> [residual (ADD)]
 
-or, in dense mode, scale -> dense (ADD of every quantized element).
+or, in dense mode, check -> scale -> dense (ADD of every quantized element).
+The check phase ORs the parameters' fingerprint so that workers of a
+mismatched job all refuse before any gradient data is sent.
 """
 
 from __future__ import annotations
@@ -140,6 +142,17 @@ class WorkerSession:
         # phase) and what needs the aggregated sketch.  No yield sits inside a
         # timed block, so waiting for the network is never counted.
         p, g = self.params, self._grad
+        # Agreement: OR of [f, ~f] equals [f, ~f] at every worker iff all
+        # fingerprints f are equal, so every worker of a mismatched job refuses
+        # before any gradient data is sent.
+        fp = np.array([p.fingerprint(), ~p.fingerprint() & 0xFFFFFFFF], dtype=np.uint32).view(np.int32)
+        agg = yield self._send("check", Op.OR, fp)
+        if not np.array_equal(agg, fp):
+            raise ValueError(
+                f"mismatched job parameters: this worker's fingerprint is {p.fingerprint():#010x} "
+                f"but the workers' OR gives {int(agg.view(np.uint32)[0]):#010x}/{int(agg.view(np.uint32)[1]):#010x}; "
+                f"this worker has {p.to_json()}"
+            )
         shift = None
         if p.is_float:
             with self._timed("encode"):
@@ -151,7 +164,7 @@ class WorkerSession:
 
         if p.mode == "dense":
             with self._timed("encode"):
-                q = g.astype(np.int32) if shift is None else scale.quantize_values(g, shift)
+                q = g.astype(np.int32) if shift is None else scale.quantize_values(g, shift, check=False)
             agg = yield self._send("dense", Op.ADD, q)
             self._finish(agg.copy(), shift, union=None)
             return
@@ -202,7 +215,7 @@ def _sparse_fixed_point(grad: np.ndarray, shift: int | None) -> tuple[np.ndarray
     nz = np.flatnonzero(grad != 0)  # much faster than flatnonzero(grad) on floats
     if shift is None:
         return nz, grad[nz].astype(np.int32)
-    vals = scale.quantize_values(grad[nz], shift)
+    vals = scale.quantize_values(grad[nz], shift, check=False)
     keep = vals != 0
     if keep.all():
         return nz, vals

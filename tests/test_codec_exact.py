@@ -119,7 +119,7 @@ def test_dense_mode_is_exact_and_sends_every_element():
     grads = sparse_gradients(np.random.default_rng(9), 4, 12_345, 0.01)
     result = codec.simulate_allreduce(grads, mode="dense")
     assert_exact(result, grads)
-    assert result.bytes_per_worker == {"scale": 4, "dense": 4 * 12_345, "total": 4 + 4 * 12_345}
+    assert result.bytes_per_worker == {"check": 8, "scale": 4, "dense": 4 * 12_345, "total": 12 + 4 * 12_345}
     assert result.union is None
 
 
@@ -127,7 +127,7 @@ def test_bytes_per_worker_follow_the_layout():
     grads = sparse_gradients(np.random.default_rng(10), 8, 100_000, 0.01)
     result = codec.simulate_allreduce(grads)
     b = result.bytes_per_worker
-    assert b["scale"] == 4
+    assert b["check"] == 8 and b["scale"] == 4
     assert b["index"] == 4 * -(-100_000 // 32)
     assert b["sketch"] == 12 * result.rows * LANES
     assert b.get("residual", 0) == 4 * result.residual
@@ -140,3 +140,17 @@ def test_every_worker_decodes_the_same_bits():
     for r in result.workers[1:]:
         assert np.array_equal(r.fixed, result.fixed)
     assert dense_fixed_sum(grads, result.shift).dtype == np.int32
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 60))
+def test_float32_quantizer_matches_float64_arithmetic(seed, coarser):
+    """Scaling float32 in float32 rounds exactly as scaling in float64 would: ties, subnormals, all."""
+    rng = np.random.default_rng(seed)
+    exps = rng.integers(-152, 1, size=4000)
+    g = np.ldexp(rng.uniform(0.5, 1.0, size=4000), exps).astype(np.float32)
+    g *= rng.choice(np.array([-1, 1], dtype=np.float32), size=g.size)
+    shift = codec.shift_for(codec.exponent(g), 1) - coarser
+    g[:500] = ((2 * rng.integers(0, 2**20, size=500) + 1) * 2.0 ** (-shift - 1)).astype(np.float32)  # exact ties
+    expected = np.rint(np.ldexp(g.astype(np.float64), shift)).astype(np.int32)
+    assert np.array_equal(codec.quantize(g, shift), expected)
+    assert np.any(np.abs(g) < 2.0**-126)  # subnormals are in the mix

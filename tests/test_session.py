@@ -29,8 +29,8 @@ def test_phase_sequence_and_ops():
         p = s.next_phase()
         seen.append((p.name, p.op, p.words.dtype))
         s.receive(p.words)
-    assert [x[:2] for x in seen] == [("scale", Op.MAX), ("index", Op.OR), ("sketch", Op.ADD)] or \
-        [x[:2] for x in seen] == [("scale", Op.MAX), ("index", Op.OR), ("sketch", Op.ADD), ("residual", Op.ADD)]
+    expected = [("check", Op.OR), ("scale", Op.MAX), ("index", Op.OR), ("sketch", Op.ADD)]
+    assert [x[:2] for x in seen] in (expected, expected + [("residual", Op.ADD)])
     assert all(x[2] == np.int32 for x in seen)
     assert s.next_phase() is None
     assert np.array_equal(s.result().sum, g.astype(np.float64))
@@ -47,14 +47,29 @@ def test_refuses_gradient_that_does_not_fit_the_job():
 
 def test_refuses_aggregate_of_the_wrong_length():
     s = codec.WorkerSession(params(), np.ones(5000, dtype=np.float32))
+    s.receive(s.next_phase().words)  # check
     with pytest.raises(ValueError, match="scale phase: expected 1 aggregated words, got 2"):
         s.receive(np.zeros(2, dtype=np.int32))
+
+
+@pytest.mark.parametrize("other", [dict(lanes=512), dict(length=5001), dict(dtype="float16"), dict(mode="dense")])
+def test_workers_with_mismatched_parameters_all_refuse_before_sending_data(other):
+    a = codec.WorkerSession(params(), np.ones(5000, dtype=np.float32))
+    b_params = params(**other)
+    b = codec.WorkerSession(b_params, np.ones(b_params.length, dtype=b_params.dtype))
+    pa, pb = a.next_phase(), b.next_phase()
+    assert pa.name == pb.name == "check" and pa.words.size == pb.words.size == 2
+    agg = codec.reduce_words(Op.OR, [pa.words, pb.words])
+    for s in (a, b):
+        with pytest.raises(ValueError, match="mismatched job parameters"):
+            s.receive(agg)
 
 
 def test_refuses_a_union_that_misses_its_own_support():
     g = np.zeros(5000, dtype=np.float32)
     g[10] = 1.0
     s = codec.WorkerSession(params(), g)
+    s.receive(s.next_phase().words)  # check
     s.receive(s.next_phase().words)  # scale
     with pytest.raises(ValueError, match="lacks some of this worker's non-zeros"):
         s.receive(np.zeros_like(s.next_phase().words))
@@ -62,6 +77,7 @@ def test_refuses_a_union_that_misses_its_own_support():
 
 def test_refuses_a_scale_below_its_own():
     s = codec.WorkerSession(params(), np.ones(5000, dtype=np.float32))
+    s.receive(s.next_phase().words)  # check
     with pytest.raises(ValueError, match="below this worker's own"):
         s.receive(np.array([-5], dtype=np.int32))
 

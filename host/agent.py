@@ -1,0 +1,80 @@
+"""A worker agent: run the codec's phases through the switch over a transport.
+
+    worker = Worker(transport, JobSpec(job_id=1), worker_id=0)
+    result = worker.aggregate(params, grad)    # a codec.WorkerResult, exact or an exception
+
+The codec's `WorkerSession` refuses bad input (NaN, wrong length or dtype)
+before anything is sent and checks that all workers share the job's
+parameters before any gradient data is sent; `PhaseTransfer` moves each
+phase through the switch; this module is the small loop that connects them
+to a transport and a clock.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import numpy as np
+
+import codec
+from codec import CodecParams, WorkerResult
+
+from .job import JobSpec
+from .window import AggregationTimeout, PhaseTransfer, RttEstimator, SlotPool
+
+__all__ = ["AggregationTimeout", "Worker"]
+
+
+class Worker:
+    """One rank of a job; keeps its slot copies and RTT estimate across aggregations."""
+
+    def __init__(self, transport, job: JobSpec, worker_id: int, *, deadline: float = 10.0,
+                 rtt: RttEstimator | None = None):
+        if not 0 <= worker_id < 32:
+            raise ValueError(f"worker_id must be 0..31, got {worker_id}")
+        self.transport = transport
+        self.job = job
+        self.worker_id = worker_id
+        self.deadline = deadline
+        self.pool = SlotPool(job.slot_base, job.slots)
+        self.rtt = rtt or RttEstimator()
+        self._tag = 0
+        self.stats: collections.Counter[str] = collections.Counter()
+        self.phase_seconds: dict[str, float] = {}
+
+    def aggregate(self, params: CodecParams, grad: np.ndarray) -> WorkerResult:
+        """Sum `grad` with the other workers' through the switch; every phase, retransmitting on loss."""
+        if params.workers > 32:
+            raise ValueError("a job has at most 32 workers")
+        session = codec.WorkerSession(params, grad, who=f"worker {self.worker_id}'s gradient")
+        self.phase_seconds = {}
+        while (phase := session.next_phase()) is not None:
+            start = time.monotonic()
+            aggregate = self.transfer(phase.name, phase.op, phase.words)
+            self.phase_seconds[phase.name] = self.phase_seconds.get(phase.name, 0.0) + time.monotonic() - start
+            session.receive(aggregate)
+        return session.result()
+
+    def transfer(self, name: str, op: int, words: np.ndarray) -> np.ndarray:
+        """Aggregate one array of int32 words across the job's workers with `op`."""
+        now = time.monotonic()
+        xfer = PhaseTransfer(job_id=self.job.job_id, worker_id=self.worker_id, words=self.job.words,
+                             pool=self.pool, rtt=self.rtt, tag=self._tag, op=op, payload=words,
+                             name=name, now=now, deadline=self.deadline)
+        self._tag = (self._tag + 1) & 0xFFFF
+        send, recv = self.transport.send, self.transport.recv
+        try:
+            for frame in xfer.start(now):
+                send(frame)
+            while not xfer.done:
+                frame = recv(xfer.next_timer() - time.monotonic())
+                now = time.monotonic()
+                if frame is not None:
+                    for out in xfer.receive(frame, now):
+                        send(out)
+                for out in xfer.poll(now):
+                    send(out)
+        finally:
+            self.stats.update(xfer.stats)
+        return xfer.result

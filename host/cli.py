@@ -1,0 +1,114 @@
+"""`hina`: the command line.
+
+    hina demo [--workers N --length D --density P --mode hina|dense --drop P ...] [--json]
+        the main job on loopback: emulator + N worker processes, verified exact
+    hina roundtrip grad0.npy grad1.npy ... [--lanes L --cells-per-element C] [--json]
+        the codec on your own gradients (one .npy per worker), numpy standing in for the switch
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import DemoConfig, format_summary, run_demo
+    from .job import JobSpec
+
+    try:
+        cfg = DemoConfig(workers=args.workers, length=args.length, density=args.density, mode=args.mode,
+                         drop=args.drop, dup=args.dup, reorder=args.reorder, seed=args.seed,
+                         job=JobSpec(job_id=args.job_id, words=args.words, slots=args.slots),
+                         deadline=args.deadline)
+        cfg.params
+    except ValueError as exc:
+        print(f"hina demo: {exc}", file=sys.stderr)
+        return 2
+    log = (lambda msg: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    summary = run_demo(cfg, log=log)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(format_summary(summary))
+    return 0 if summary["exact"] else 1
+
+
+def _roundtrip(args: argparse.Namespace) -> int:
+    import codec
+
+    try:
+        grads = [np.load(path, allow_pickle=False) for path in args.files]
+        result = codec.simulate_allreduce(grads, lanes=args.lanes, cells_per_element=args.cells_per_element,
+                                          mode=args.mode)
+    except (OSError, ValueError) as exc:
+        print(f"hina roundtrip: {exc}", file=sys.stderr)
+        return 2
+    expected = np.zeros(grads[0].shape, dtype=np.int64)
+    for g in grads:
+        expected += codec.quantize(g, result.shift)
+    exact = bool(np.array_equal(result.fixed, expected.astype(np.int32)))
+    nnz = [int(np.count_nonzero(g)) for g in grads]
+    summary = {
+        "exact": exact, "workers": len(grads), "length": int(grads[0].size), "dtype": grads[0].dtype.name,
+        "shift": result.shift, "union": result.union, "rows": result.rows, "residual": result.residual,
+        "nonzeros_per_worker": nnz, "bytes_per_worker": result.bytes_per_worker,
+        "dense_bytes_per_worker": result.dense_bytes_per_worker,
+        "pairs_bytes_per_worker": 8 * max(nnz), "seconds": {k: round(v, 6) for k, v in result.workers[0].seconds.items()},
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        total = result.bytes_per_worker["total"]
+        print(f"exact: {'yes' if exact else 'NO'}; {len(grads)} workers x {grads[0].size:,} {grads[0].dtype.name}")
+        if result.union is not None:
+            print(f"union: {result.union:,} ({result.union / grads[0].size:.2%}), sketch rows {result.rows}, "
+                  f"residual {result.residual}")
+        print(f"bytes per worker: {total:,} = {total / result.dense_bytes_per_worker:.2%} of dense; "
+              f"{', '.join(f'{k} {v:,}' for k, v in result.bytes_per_worker.items() if k != 'total')}")
+        print(f"index/value pairs would send {8 * max(nnz):,} bytes (the largest worker)")
+    return 0 if exact else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .job import DEFAULT_SLOTS, DEFAULT_WORDS
+
+    ap = argparse.ArgumentParser(prog="hina", description="homomorphic in-network aggregation")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="the main job on loopback, verified exact")
+    d.add_argument("--workers", type=int, default=4)
+    d.add_argument("--length", type=int, default=1 << 22, help="elements per gradient (default 2^22)")
+    d.add_argument("--density", type=float, default=0.01, help="non-zero fraction per worker")
+    d.add_argument("--mode", choices=("hina", "dense"), default="hina")
+    d.add_argument("--drop", type=float, default=0.0, help="switch drop probability, each direction")
+    d.add_argument("--dup", type=float, default=0.0, help="switch duplication probability")
+    d.add_argument("--reorder", type=float, default=0.0, help="switch reordering probability")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--job-id", type=int, default=1)
+    d.add_argument("--words", type=int, default=DEFAULT_WORDS, help=f"K, words per packet (default {DEFAULT_WORDS})")
+    d.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help=f"W, packets in flight (default {DEFAULT_SLOTS})")
+    d.add_argument("--deadline", type=float, default=20.0, help="seconds without progress before a worker gives up")
+    d.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    d.set_defaults(func=_demo)
+
+    r = sub.add_parser("roundtrip", help="the codec on your .npy gradients, one file per worker")
+    r.add_argument("files", nargs="+")
+    r.add_argument("--lanes", type=int, default=1024)
+    r.add_argument("--cells-per-element", type=float, default=1.3)
+    r.add_argument("--mode", choices=("hina", "dense"), default="hina")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=_roundtrip)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

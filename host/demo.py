@@ -1,0 +1,199 @@
+"""The main job: the emulator on loopback, N worker processes, every result checked exact.
+
+`run_demo` starts `python -m switch_emulator` as a process, starts N worker
+processes that each bind a UDP socket, registers them with the switch's
+control port, lets them aggregate synthetic sparse gradients at the same
+moment, and compares every worker's result with numpy's sum of the
+quantized inputs, which it rebuilds from the same seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import multiprocessing as mp
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+import codec
+from switch_emulator.config import Member
+from switch_emulator.control import ControlClient
+
+from .agent import Worker
+from .job import JobSpec
+from .synthetic import synthetic_gradient
+from .transport import UdpTransport
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoConfig:
+    workers: int = 4
+    length: int = 1 << 22
+    density: float = 0.01
+    mode: str = "hina"
+    drop: float = 0.0
+    dup: float = 0.0
+    reorder: float = 0.0
+    seed: int = 0
+    job: JobSpec = JobSpec()
+    deadline: float = 20.0
+
+    @property
+    def params(self) -> codec.CodecParams:
+        return codec.CodecParams(length=self.length, workers=self.workers, mode=self.mode)
+
+
+def digest(array: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+
+
+def expected_fixed(cfg: DemoConfig) -> np.ndarray:
+    """numpy's sum of the workers' quantized inputs: the answer every worker must get."""
+    grads = [synthetic_gradient(cfg.length, cfg.density, seed=cfg.seed, rank=w) for w in range(cfg.workers)]
+    shift = codec.shift_for(max(codec.exponent(g) for g in grads), cfg.workers)
+    total = np.zeros(cfg.length, dtype=np.int64)
+    for g in grads:
+        total += codec.quantize(g, shift)
+    return total.astype(np.int32)
+
+
+def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> None:
+    """One worker process: bind, report its address, wait for go, aggregate, report."""
+    try:
+        grad = synthetic_gradient(cfg.length, cfg.density, seed=cfg.seed, rank=rank)
+        with UdpTransport(switch) as transport:
+            conn.send(("ready", transport.address))
+            if conn.recv() != "go":
+                return
+            worker = Worker(transport, cfg.job, rank, deadline=cfg.deadline)
+            start = time.perf_counter()
+            result = worker.aggregate(cfg.params, grad)
+            seconds = time.perf_counter() - start
+            conn.send(("done", {
+                "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": worker.stats["bytes"],
+                "frames": worker.stats["frames"], "retransmissions": worker.stats["retransmissions"],
+                "ignored": worker.stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
+                "phases": worker.phase_seconds, "compute": result.seconds,
+                "union": result.union, "residual": result.residual,
+            }))
+    except Exception as exc:  # reported, never swallowed: the parent prints it and fails
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def start_switch(cfg: DemoConfig) -> tuple[subprocess.Popen, dict]:
+    """`python -m switch_emulator` with the demo's impairments; returns the process and its addresses."""
+    cmd = [sys.executable, "-m", "switch_emulator", "--drop", str(cfg.drop), "--dup", str(cfg.dup),
+           "--reorder", str(cfg.reorder), "--seed", str(cfg.seed)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(5)
+        raise RuntimeError(f"the switch emulator did not start: {proc.stderr.read().strip()}")
+    return proc, json.loads(line)
+
+
+def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
+    """Run the main job once and return its summary (see README for the keys)."""
+    cfg.params  # validate before starting anything
+    switch, where = start_switch(cfg)
+    data, control = tuple(where["data"]), tuple(where["control"])
+    log(f"switch emulator on {data[0]}:{data[1]} (control {control[1]}), drop={cfg.drop} dup={cfg.dup} "
+        f"reorder={cfg.reorder}")
+    ctx = mp.get_context("spawn")
+    procs, conns = [], []
+    try:
+        for rank in range(cfg.workers):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_worker_main, args=(cfg, rank, data, child), daemon=True)
+            p.start()
+            procs.append(p)
+            conns.append(parent)
+        members = []
+        for rank, conn in enumerate(conns):
+            kind, value = _expect(conn, cfg.deadline + 60, rank)
+            if kind != "ready":
+                raise RuntimeError(f"worker {rank} failed before starting: {value}")
+            members.append(Member(rank, tuple(value)))
+        with ControlClient(control) as ctl:
+            ctl.add_job(cfg.job.switch_config(cfg.workers, members))
+            log(f"{cfg.workers} workers ready; job {cfg.job.job_id}: K={cfg.job.words} words/packet, "
+                f"{cfg.job.slots} slots; aggregating {cfg.length:,} elements at {cfg.density:.2%} density, "
+                f"mode {cfg.mode}")
+            log("computing numpy's reference sum ...")
+            expected = digest(expected_fixed(cfg))
+            for conn in conns:
+                conn.send("go")
+            reports, errors = [], []
+            for rank, conn in enumerate(conns):
+                kind, value = _expect(conn, cfg.deadline * 20 + 60, rank)
+                if kind == "done":
+                    reports.append(value)
+                    log(f"worker {rank}: {value['seconds']:.3f} s, {value['retransmissions']} retransmissions")
+                else:
+                    errors.append(f"worker {rank}: {value}")
+                    log(f"worker {rank} FAILED: {value}")
+            counters = ctl.counters()
+            ctl.shutdown()
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+        if switch.poll() is None:
+            switch.terminate()
+        switch.wait(5)
+
+    exact = not errors and all(r["digest"] == expected for r in reports)
+    seconds = max((r["seconds"] for r in reports), default=float("nan"))
+    n = max(len(reports), 1)
+    summary = {
+        "exact": exact,
+        "mode": cfg.mode,
+        "workers": cfg.workers,
+        "length": cfg.length,
+        "density": cfg.density,
+        "bytes_per_worker": sum(r["wire_bytes"] for r in reports) / n,
+        "dense_bytes_per_worker": 4 * cfg.length,
+        "seconds": seconds,
+        "goodput_gbps": 4 * cfg.length * 8 / seconds / 1e9 if reports else 0.0,
+        "retransmissions": sum(r["retransmissions"] for r in reports),
+        "switch_drops": sum(counters["drops"].values()),
+        "switch_drop_reasons": counters["drops"],
+        "payload_bytes_per_worker": sum(r["payload_bytes"] for r in reports) / n,
+        "frames_per_worker": sum(r["frames"] for r in reports) / n,
+        "phase_seconds": reports[0]["phases"] if reports else {},
+        "compute_seconds": reports[0]["compute"] if reports else {},
+        "union": reports[0]["union"] if reports else None,
+        "residual": reports[0]["residual"] if reports else None,
+        "impairments": {k: counters.get(k, {}) for k in ("impair_in", "impair_out")},
+        "errors": errors,
+    }
+    return summary
+
+
+def _expect(conn, timeout: float, rank: int):
+    if not conn.poll(timeout):
+        raise RuntimeError(f"worker {rank} said nothing for {timeout:g} s")
+    return conn.recv()
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    lines = [
+        f"exact:            {'yes, every worker' if s['exact'] else 'NO'}",
+        f"mode:             {s['mode']}, {s['workers']} workers, {s['length']:,} elements at {s['density']:.2%}",
+        f"bytes per worker: {s['bytes_per_worker']:,.0f} on the wire "
+        f"({s['bytes_per_worker'] / s['dense_bytes_per_worker']:.1%} of dense {s['dense_bytes_per_worker']:,})",
+        f"seconds:          {s['seconds']:.3f} ({', '.join(f'{k} {v:.3f}' for k, v in s['phase_seconds'].items())})",
+        f"goodput:          {s['goodput_gbps']:.2f} Gbit/s dense-equivalent per worker",
+        f"retransmissions:  {s['retransmissions']} (all workers)",
+        f"switch drops:     {s['switch_drops']} {s['switch_drop_reasons'] or ''}",
+    ]
+    lines += [f"error: {e}" for e in s["errors"]]
+    return "\n".join(lines)

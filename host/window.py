@@ -1,0 +1,174 @@
+"""One phase's words through the switch, as a sans-I/O object: frames out, frames in, timers.
+
+The phase's int32 words are cut into chunks of K words; chunk c goes to
+slot c mod W of the job's W slots, so every worker puts the same chunk in
+the same slot.  Each slot alternates between its two copies: the copy is
+flipped after every RESULT, for the whole life of the job (`SlotPool`), so
+consecutive uses of a slot never meet in one copy.  A slot carries chunk
+c + W as soon as chunk c's RESULT is in.  A chunk whose RESULT does not come
+is sent again after a timeout (`RttEstimator`, RFC 6298 style, doubling per
+retransmission of the same chunk); if nothing progresses for `deadline`
+seconds the transfer raises `AggregationTimeout`, naming job, phase and
+offset.  A RESULT counts only if job, phase tag, slot, copy, offset and
+count all match the chunk that slot is waiting for; anything else is
+ignored and counted, so stale or duplicated RESULTs can never land in the
+wrong place.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+
+import numpy as np
+
+from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, MsgType, pack_header, unpack_header
+
+
+class AggregationTimeout(RuntimeError):
+    """No progress within the deadline: the switch or another worker is gone."""
+
+
+class RttEstimator:
+    """Smoothed RTT and retransmission timeout (RFC 6298), shared by a worker's transfers."""
+
+    def __init__(self, initial: float = 0.1, minimum: float = 0.02, maximum: float = 2.0):
+        self.rto = initial
+        self.minimum, self.maximum = minimum, maximum
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+
+    def sample(self, rtt: float) -> None:
+        if self.srtt is None:
+            self.srtt, self.rttvar = rtt, rtt / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.rto = min(self.maximum, max(self.minimum, self.srtt + 4 * self.rttvar))
+
+
+class SlotPool:
+    """Which copy each of the job's slots uses next; lives as long as the worker's job."""
+
+    def __init__(self, slot_base: int, slots: int):
+        self.slot_base = slot_base
+        self.version = [0] * slots
+
+    @property
+    def slots(self) -> int:
+        return len(self.version)
+
+
+@dataclasses.dataclass
+class _Chunk:
+    index: int
+    version: int
+    sent_at: float
+    rto: float
+    retries: int = 0
+
+
+class PhaseTransfer:
+    """Aggregate one phase's words (int32) with `op` through the switch's slots."""
+
+    def __init__(self, *, job_id: int, worker_id: int, words: int, pool: SlotPool, rtt: RttEstimator,
+                 tag: int, op: int, payload: np.ndarray, name: str, now: float, deadline: float):
+        self.job_id, self.worker_id, self.words = job_id, worker_id, words
+        self.pool, self.rtt = pool, rtt
+        self.tag, self.op, self.name = tag & 0xFFFF, int(op), name
+        self.deadline = deadline
+        self.length = int(payload.size)
+        self.chunks = max(1, math.ceil(self.length / words))
+        wire = np.zeros(self.chunks * words, dtype=">i4")
+        wire[: self.length] = payload
+        self._wire = memoryview(wire.view(np.uint8))
+        self.result = np.empty(self.length, dtype=np.int32)
+        self._waiting: dict[int, _Chunk] = {}  # slot index (0..W-1) -> chunk in flight
+        self._received = 0
+        self._last_progress = now
+        self._earliest = math.inf
+        self.stats: collections.Counter[str] = collections.Counter()
+
+    @property
+    def done(self) -> bool:
+        return self._received == self.chunks
+
+    def start(self, now: float) -> list[bytes]:
+        """The first window: chunks 0..W-1."""
+        return [self._send(c, now) for c in range(min(self.pool.slots, self.chunks))]
+
+    def receive(self, frame: bytes, now: float) -> list[bytes]:
+        """Take in one frame from the switch; return the frames it lets us send."""
+        if len(frame) < HEADER_BYTES:
+            self.stats["ignored"] += 1
+            return []
+        msg_type, _op, job_id, _wid, _flags, pool_index, offset, count, phase = unpack_header(frame)
+        slot = (pool_index & (VERSION_BIT - 1)) - self.pool.slot_base
+        chunk = self._waiting.get(slot)
+        if (msg_type != MsgType.RESULT or job_id != self.job_id or phase != self.tag or chunk is None
+                or chunk.version != pool_index >> 15 or offset != chunk.index * self.words
+                or count != self._count(chunk.index) or len(frame) < HEADER_BYTES + 4 * count):
+            self.stats["ignored"] += 1
+            return []
+        self.result[offset : offset + count] = np.frombuffer(frame, dtype=">i4", count=count, offset=HEADER_BYTES)
+        if chunk.retries == 0:
+            self.rtt.sample(now - chunk.sent_at)
+        self._received += 1
+        self._last_progress = now
+        self.pool.version[slot] ^= 1
+        del self._waiting[slot]
+        following = chunk.index + self.pool.slots
+        return [self._send(following, now)] if following < self.chunks else []
+
+    def poll(self, now: float) -> list[bytes]:
+        """Retransmissions that are due; raises AggregationTimeout past the deadline."""
+        if self.done:
+            return []
+        if now - self._last_progress >= self.deadline:
+            oldest = min(self._waiting.values(), key=lambda c: c.index)
+            raise AggregationTimeout(
+                f"job {self.job_id}, worker {self.worker_id}: phase {self.name!r} (tag {self.tag}) got no "
+                f"RESULT for offset {oldest.index * self.words} (slot {self.pool.slot_base + oldest.index % self.pool.slots}, "
+                f"copy {oldest.version}) within {self.deadline:g} s; {self._received}/{self.chunks} chunks done"
+            )
+        if now < self._earliest:
+            return []
+        out = []
+        earliest = math.inf
+        for chunk in self._waiting.values():
+            if now >= chunk.sent_at + chunk.rto:
+                chunk.retries += 1
+                chunk.rto = min(2 * chunk.rto, self.rtt.maximum)
+                chunk.sent_at = now
+                self.stats["retransmissions"] += 1
+                out.append(self._frame(chunk))
+            earliest = min(earliest, chunk.sent_at + chunk.rto)
+        self._earliest = earliest
+        return out
+
+    def next_timer(self) -> float:
+        """When `poll` has something to do next (a retransmission or the deadline)."""
+        return min(self._earliest, self._last_progress + self.deadline)
+
+    # -- frames ---------------------------------------------------------------
+    def _count(self, index: int) -> int:
+        return min(self.words, self.length - index * self.words) if self.length else 0
+
+    def _send(self, index: int, now: float) -> bytes:
+        slot = index % self.pool.slots
+        chunk = _Chunk(index, self.pool.version[slot], now, self.rtt.rto)
+        self._waiting[slot] = chunk
+        self._earliest = min(self._earliest, now + chunk.rto)
+        return self._frame(chunk)
+
+    def _frame(self, chunk: _Chunk) -> bytes:
+        slot = chunk.index % self.pool.slots
+        pool_index = (chunk.version << 15) | (self.pool.slot_base + slot)
+        header = pack_header(MsgType.UPDATE, self.op, self.job_id, self.worker_id, 0, pool_index,
+                             chunk.index * self.words, self._count(chunk.index), self.tag)
+        start = chunk.index * self.words * 4
+        frame = header + self._wire[start : start + self.words * 4]
+        self.stats["frames"] += 1
+        self.stats["bytes"] += len(frame)
+        return frame

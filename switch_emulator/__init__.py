@@ -1,0 +1,32 @@
+"""hina's switch emulator: the P4 program's data plane in pure Python.
+
+`Pipeline` is the sans-I/O data plane (DESIGN.md section 2); `UdpSwitch`
+serves it on loopback; `InProcessSwitch` wires it to in-process workers;
+`ControlClient` talks to a running emulator.  `python -m switch_emulator`
+starts one.  The scapy layer for the wire format is `scapy_hina.Hina`.
+"""
+
+from .config import JobConfig, Member
+from .control import ControlClient, ControlError
+from .headers import UDP_PORT, Flags, HinaHeader, MsgType, max_words
+from .impair import Impairment, ImpairmentConfig
+from .pipeline import Drop, Emit, Pipeline
+from .udp import UdpSwitch
+
+__all__ = [
+    "UDP_PORT",
+    "ControlClient",
+    "ControlError",
+    "Drop",
+    "Emit",
+    "Flags",
+    "HinaHeader",
+    "Impairment",
+    "ImpairmentConfig",
+    "JobConfig",
+    "Member",
+    "MsgType",
+    "Pipeline",
+    "UdpSwitch",
+    "max_words",
+]

@@ -1,0 +1,123 @@
+"""The emulator's control interface: JSON requests over UDP on loopback.
+
+Requests are one JSON object per datagram with an "op" and a "seq" echoed
+back; every reply has "ok" and either the result or an "error" string:
+
+    {"op": "add_job", "job": {JobConfig.to_config()}}   install or replace a job, slots empty
+    {"op": "remove_job", "job_id": 1}
+    {"op": "reset_job", "job_id": 1}                     empty every slot copy of the job
+    {"op": "counters"}                                   -> {"counters": Pipeline.counters()}
+    {"op": "ping"}
+    {"op": "shutdown"}
+
+`handle` is the server side, pure; `ControlClient` the client side.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import time
+from typing import Any
+
+from .config import JobConfig
+from .pipeline import Pipeline
+
+
+class ControlError(RuntimeError):
+    """The switch refused a control request; the message says why."""
+
+
+def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = None) -> tuple[dict, bool]:
+    """Apply one request; return (reply, shutdown requested).  Never raises on bad input."""
+    seq = None
+    try:
+        msg = json.loads(request)
+        if not isinstance(msg, dict):
+            raise ValueError("a control request is a JSON object")
+        seq = msg.get("seq")
+        op = msg.get("op")
+        reply: dict[str, Any] = {"ok": True}
+        if op == "add_job":
+            pipeline.add_job(JobConfig.from_config(msg["job"]))
+        elif op == "remove_job":
+            pipeline.remove_job(int(msg["job_id"]))
+        elif op == "reset_job":
+            pipeline.reset_job(int(msg["job_id"]))
+        elif op == "counters":
+            reply["counters"] = pipeline.counters()
+            if extra:
+                reply["counters"].update(extra)
+        elif op == "ping":
+            pass
+        elif op == "shutdown":
+            return {"ok": True, "seq": seq}, True
+        else:
+            raise ValueError(f"unknown control op {op!r}")
+    except Exception as exc:  # a bad request must never stop the switch
+        detail = f"missing field {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+        reply = {"ok": False, "error": detail}
+    reply["seq"] = seq
+    return reply, False
+
+
+class ControlClient:
+    """Talk to a running emulator's control port."""
+
+    def __init__(self, address: tuple[str, int], *, timeout: float = 2.0, retries: int = 3):
+        self.address = address
+        self.timeout = timeout
+        self.retries = retries
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sock.bind(("127.0.0.1" if address[0].startswith("127.") else "0.0.0.0", 0))
+        self._seq = itertools.count(1)
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> "ControlClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def request(self, op: str, **fields: Any) -> dict:
+        seq = next(self._seq)
+        data = json.dumps({"op": op, "seq": seq, **fields}).encode()
+        for _ in range(self.retries):
+            self._sock.sendto(data, self.address)
+            deadline = time.monotonic() + self.timeout
+            while (left := deadline - time.monotonic()) > 0:
+                self._sock.settimeout(left)
+                try:
+                    raw, _ = self._sock.recvfrom(1 << 20)
+                except socket.timeout:
+                    break
+                reply = json.loads(raw)
+                if reply.get("seq") != seq:
+                    continue  # a late reply to an earlier retry
+                if not reply.get("ok"):
+                    raise ControlError(f"{op} refused by the switch: {reply.get('error')}")
+                return reply
+        raise ControlError(f"no reply from the switch's control port {self.address} to {op!r}")
+
+    def add_job(self, job: JobConfig) -> None:
+        self.request("add_job", job=job.to_config())
+
+    def remove_job(self, job_id: int) -> None:
+        self.request("remove_job", job_id=job_id)
+
+    def reset_job(self, job_id: int) -> None:
+        self.request("reset_job", job_id=job_id)
+
+    def counters(self) -> dict:
+        counters = self.request("counters")["counters"]
+        counters["jobs"] = {int(k): v for k, v in counters.get("jobs", {}).items()}
+        return counters
+
+    def ping(self) -> None:
+        self.request("ping")
+
+    def shutdown(self) -> None:
+        self.request("shutdown")

@@ -1,0 +1,204 @@
+"""The switch data plane without I/O: feed it a hina frame and its source, get back what to send.
+
+This is the ingress control of `p4/hina.p4` in Python, step for step and
+with the same names: `job_config` (which job, how many workers, which
+slots), `worker_auth` (may this source speak for this worker_id),
+`arrival_bitmap` (first arrival, duplicate, completion), `value_processor`
+(write, ADD, OR, MAX over K words), and the RESULT it emits.  Anything else
+is dropped and counted by reason; the pipeline never raises on a frame.
+
+Slot protocol (DESIGN.md section 2, after SwitchML): each slot has two
+copies.  A worker's first UPDATE for a copy sets its bit in that copy's
+arrival bitmap and clears it in the other copy, then writes (the copy was
+empty) or combines its words into the copy.  When the bitmap reaches the
+job's full mask the combined words go out as a RESULT to every member.
+Each copy also counts its arrivals since it was last empty: the bitmap of a
+complete copy loses bits as workers move on to the other copy, so the
+counter is what still says "complete" when a worker whose RESULT was lost
+asks again; a duplicate then gets the stored result by unicast.  An UPDATE
+whose offset disagrees with a non-empty copy, or that arrives at a complete
+copy its sender has already left, is stale.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+from typing import Hashable, NamedTuple
+
+import numpy as np
+
+from codec.ops import UFUNCS, Op
+
+from .config import JobConfig
+from .headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, pack_header, unpack_header
+
+_MAX_OP = max(Op)
+_COMBINE = [UFUNCS[op] for op in Op]  # indexed by the op field
+
+
+class Drop(enum.IntEnum):
+    """Why a frame was dropped; the values index the P4 `drops` counter."""
+
+    TRUNCATED = 1  # shorter than the hina header, or than header + K words
+    BAD_LENGTH = 2  # longer than header + K words
+    BAD_MSG_TYPE = 3  # not an UPDATE
+    BAD_OP = 4  # not ADD, OR or MAX
+    UNKNOWN_JOB = 5
+    BAD_WORKER = 6  # worker_id >= N
+    UNAUTHORIZED = 7  # source not allowed to speak for (job, worker_id)
+    BAD_COUNT = 8  # count > K
+    BAD_SLOT = 9  # slot outside the job's range
+    STALE = 10  # offset disagrees with a non-empty copy, or sender already left a complete copy
+    DUPLICATE = 11  # sender already counted in an incomplete copy
+    BAD_CHECKSUM = 12  # raw frames: IPv4 header checksum wrong
+    NO_ROUTE = 13  # raw frames: non-hina frame to an unknown destination MAC
+    NOT_IPV4 = 14  # raw frames: hina port on something that is not a well-formed IPv4/UDP packet
+
+
+class _JobState:
+    """Registers of one job: per slot copy an arrival bitmap, a counter, an offset and K words."""
+
+    def __init__(self, cfg: JobConfig):
+        self.cfg = cfg
+        self.full = cfg.full_mask
+        self.words = cfg.words
+        self.frame_bytes = cfg.frame_bytes
+        self.auth = {m.worker_id: m.source for m in cfg.members}
+        self.group = tuple(m.source for m in sorted(cfg.members, key=lambda m: m.worker_id))
+        self.updates = self.results = self.resends = 0
+        self.dropped: collections.Counter[Drop] = collections.Counter()
+        self.reset()
+
+    def reset(self) -> None:
+        copies = 2 * self.cfg.slots
+        self.bitmap = [0] * copies
+        self.counter = [0] * copies
+        self.offset = [0] * copies
+        self.values = np.zeros((copies, self.words), dtype=np.int32)
+
+
+class Emit(NamedTuple):
+    """One frame to send to each of `dests` (sources, in the members' terms)."""
+
+    dests: tuple[Hashable, ...]
+    frame: bytes
+
+
+class Pipeline:
+    """Switch state plus the per-frame ingress logic; the control operations are methods too."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, _JobState] = {}
+        self.drops: collections.Counter[Drop] = collections.Counter()
+        self.frames = 0
+
+    # -- control plane ------------------------------------------------------
+    def add_job(self, cfg: JobConfig) -> None:
+        """Install (or replace) a job; its slots start empty.  Slot ranges may not overlap."""
+        for other in self.jobs.values():
+            if other.cfg.job_id != cfg.job_id and other.cfg.overlaps(cfg):
+                raise ValueError(
+                    f"job {cfg.job_id}'s slots [{cfg.slot_base}, {cfg.slot_base + cfg.slots}) overlap job "
+                    f"{other.cfg.job_id}'s [{other.cfg.slot_base}, {other.cfg.slot_base + other.cfg.slots})"
+                )
+        self.jobs[cfg.job_id] = _JobState(cfg)
+
+    def remove_job(self, job_id: int) -> None:
+        self._job(job_id)
+        del self.jobs[job_id]
+
+    def reset_job(self, job_id: int) -> None:
+        """Empty every slot copy of a job (after a worker failure, before the survivors go on)."""
+        self._job(job_id).reset()
+
+    def job_config(self, job_id: int) -> JobConfig:
+        return self._job(job_id).cfg
+
+    def _job(self, job_id: int) -> _JobState:
+        try:
+            return self.jobs[job_id]
+        except KeyError:
+            raise KeyError(f"no job {job_id} on this switch") from None
+
+    def counters(self) -> dict:
+        """Frames seen, drops by reason, and per job: updates, results, resends, drops by reason."""
+        return {
+            "frames": self.frames,
+            "drops": {d.name.lower(): n for d, n in sorted(self.drops.items())},
+            "jobs": {
+                job_id: {"updates": st.updates, "results": st.results, "resends": st.resends,
+                         "drops": {d.name.lower(): n for d, n in sorted(st.dropped.items())}}
+                for job_id, st in sorted(self.jobs.items())
+            },
+        }
+
+    def drop(self, reason: Drop, job: _JobState | None = None) -> None:
+        self.drops[reason] += 1
+        if job is not None:
+            job.dropped[reason] += 1
+
+    # -- data plane ---------------------------------------------------------
+    def update(self, data: bytes | bytearray | memoryview, source: Hashable) -> Emit | None:
+        """Process one hina frame (header + K words) that arrived from `source`."""
+        self.frames += 1
+        if len(data) < HEADER_BYTES:
+            return self.drop(Drop.TRUNCATED)
+        msg_type, op, job_id, worker_id, flags, pool_index, offset, count, phase = unpack_header(data)
+        if msg_type != MsgType.UPDATE:
+            return self.drop(Drop.BAD_MSG_TYPE)
+        if op > _MAX_OP:
+            return self.drop(Drop.BAD_OP)
+        # job_config
+        job = self.jobs.get(job_id)
+        if job is None:
+            return self.drop(Drop.UNKNOWN_JOB)
+        if len(data) != job.frame_bytes:
+            return self.drop(Drop.TRUNCATED if len(data) < job.frame_bytes else Drop.BAD_LENGTH, job)
+        if worker_id >= job.cfg.workers:
+            return self.drop(Drop.BAD_WORKER, job)
+        # worker_auth
+        if job.auth.get(worker_id) != source:
+            return self.drop(Drop.UNAUTHORIZED, job)
+        if count > job.words:
+            return self.drop(Drop.BAD_COUNT, job)
+        slot = (pool_index & (VERSION_BIT - 1)) - job.cfg.slot_base
+        if not 0 <= slot < job.cfg.slots:
+            return self.drop(Drop.BAD_SLOT, job)
+
+        # arrival_bitmap
+        copy = 2 * slot + (pool_index >> 15)
+        bit = 1 << worker_id
+        seen = job.bitmap[copy]
+        if seen & bit:
+            if job.counter[copy] == job.cfg.workers:  # complete: the sender lost its RESULT
+                job.resends += 1
+                return self._result(job, copy, op, job_id, worker_id, Flags.RESEND, pool_index, offset, count,
+                                    phase, (source,))
+            return self.drop(Drop.DUPLICATE, job)
+        if seen and (job.offset[copy] != offset or job.counter[copy] == job.cfg.workers):
+            return self.drop(Drop.STALE, job)
+        job.bitmap[copy ^ 1] &= ~bit
+        seen |= bit
+        job.bitmap[copy] = seen
+
+        # value_processor
+        incoming = np.frombuffer(data, dtype=">i4", count=job.words, offset=HEADER_BYTES)
+        if seen == bit:  # first arrival: write
+            job.values[copy] = incoming
+            job.offset[copy] = offset
+            job.counter[copy] = 1
+        else:
+            values = job.values[copy]
+            _COMBINE[op](values, incoming, out=values, casting="unsafe")
+            job.counter[copy] += 1
+        job.updates += 1
+        if seen != job.full:
+            return None
+        job.results += 1
+        return self._result(job, copy, op, job_id, worker_id, 0, pool_index, offset, count, phase, job.group)
+
+    def _result(self, job: _JobState, copy: int, op: int, job_id: int, worker_id: int, flags: int,
+                pool_index: int, offset: int, count: int, phase: int, dests: tuple) -> Emit:
+        header = pack_header(MsgType.RESULT, op, job_id, worker_id, flags, pool_index, offset, count, phase)
+        return Emit(dests, header + job.values[copy].astype(">i4").tobytes())

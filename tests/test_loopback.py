@@ -1,0 +1,133 @@
+"""End to end on loopback: the UDP emulator, N workers, impairments, a flood; always exact."""
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import codec
+from helpers import aggregate_over_udp, dense_fixed_sum, sparse_gradients
+from host import AggregationTimeout, JobSpec, UdpTransport, Worker
+from switch_emulator import ImpairmentConfig, Member, Pipeline, UdpSwitch
+from switch_emulator.headers import pack_header
+
+
+@pytest.fixture
+def make_switch():
+    switches = []
+
+    def make(**impair):
+        sw = UdpSwitch(Pipeline(), impair=ImpairmentConfig(**impair) if impair else None)
+        sw.start_thread()
+        switches.append(sw)
+        return sw
+
+    yield make
+    for sw in switches:
+        sw.stop()
+        sw.close()
+
+
+def check_exact(results, grads):
+    want = dense_fixed_sum(grads, results[0].shift)
+    for w, r in enumerate(results):
+        assert np.array_equal(r.fixed, want), f"worker {w}"
+
+
+@pytest.mark.parametrize("mode", ["hina", "dense"])
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_exact_with_loss_duplication_reordering(make_switch, workers, mode):
+    sw = make_switch(drop=0.03, dup=0.02, reorder=0.02, seed=workers)
+    grads = sparse_gradients(np.random.default_rng(workers), workers, 30_011, 0.05)
+    params = codec.CodecParams(length=30_011, workers=workers, mode=mode)
+    results, ws = aggregate_over_udp(sw, JobSpec(job_id=3, words=128, slots=8), params, grads)
+    check_exact(results, grads)
+    counters = sw.impairment_counters()
+    assert counters["impair_in"]["dropped"] + counters["impair_out"]["dropped"] > 0
+    assert sum(w.stats["retransmissions"] for w in ws) > 0
+
+
+def test_repeated_aggregations_reuse_slots(make_switch):
+    sw = make_switch(drop=0.02, seed=7)
+    spec = JobSpec(job_id=2, words=64, slots=4)
+    rng = np.random.default_rng(5)
+    transports = [UdpTransport(sw.data_address) for _ in range(3)]
+    sw.pipeline.add_job(spec.switch_config(3, [Member(w, t.address) for w, t in enumerate(transports)]))
+    workers = [Worker(t, spec, w) for w, t in enumerate(transports)]
+    for step in range(3):
+        grads = sparse_gradients(rng, 3, 5000 + step, 0.1)
+        params = codec.CodecParams(length=grads[0].size, workers=3)
+        out = [None] * 3
+        threads = [threading.Thread(target=lambda w=w: out.__setitem__(w, workers[w].aggregate(params, grads[w])))
+                   for w in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check_exact(out, grads)
+    for t in transports:
+        t.close()
+
+
+def test_flood_of_random_and_mutated_frames_then_an_exact_aggregation(make_switch):
+    sw = make_switch()
+    spec = JobSpec(job_id=9, words=64, slots=4)
+    grads = sparse_gradients(np.random.default_rng(1), 3, 20_000, 0.05)
+    params = codec.CodecParams(length=20_000, workers=3)
+    aggregate_over_udp(sw, spec, params, grads)  # installs the job and runs once
+    before = sw.pipeline.counters()
+
+    rng = np.random.default_rng(2)
+    valid = pack_header(0, 0, 9, 0, 0, 1, 0, 64, 0) + bytes(4 * 64)
+    flood = []
+    for i in range(3000):
+        kind = i % 3
+        if kind == 0:
+            frame = rng.bytes(int(rng.integers(0, 400)))
+        elif kind == 1:
+            frame = bytearray(valid)
+            for _ in range(int(rng.integers(1, 4))):
+                frame[int(rng.integers(0, 16))] = int(rng.integers(0, 256))
+            frame = bytes(frame)
+        else:
+            frame = valid[: int(rng.integers(0, len(valid)))] + rng.bytes(int(rng.integers(0, 8)))
+        flood.append(frame)
+    attacker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for frame in flood:
+        attacker.sendto(frame, sw.data_address)
+    attacker.close()
+    deadline = time.monotonic() + 10  # the switch thread counts the flood as it drains it
+    while sw.pipeline.frames < before["frames"] + len(flood) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    after = sw.pipeline.counters()
+    assert after["frames"] - before["frames"] == len(flood)
+    assert sum(after["drops"].values()) - sum(before["drops"].values()) == len(flood)
+    assert after["jobs"][9]["updates"] == before["jobs"][9]["updates"]
+
+    results, _ = aggregate_over_udp(sw, spec, params, grads)
+    check_exact(results, grads)
+
+
+def test_worker_without_answers_fails_naming_job_phase_offset(make_switch):
+    sw = make_switch()  # no job installed: every UPDATE is dropped as unknown_job
+    with UdpTransport(sw.data_address) as t:
+        w = Worker(t, JobSpec(job_id=77, words=16, slots=2), 0, deadline=0.5)
+        params = codec.CodecParams(length=1000, workers=2)
+        with pytest.raises(AggregationTimeout, match=r"job 77, worker 0: phase 'check' .* offset 0"):
+            w.aggregate(params, np.ones(1000, dtype=np.float32))
+    assert sw.pipeline.drops
+
+
+def test_refuses_before_sending(make_switch):
+    sw = make_switch()
+    with UdpTransport(sw.data_address) as t:
+        w = Worker(t, JobSpec(), 0)
+        params = codec.CodecParams(length=100, workers=2)
+        for bad, match in ((np.full(100, np.nan, np.float32), "non-finite"),
+                           (np.ones(99, np.float32), "has 99 elements"),
+                           (np.ones(100, np.float64), "is float64")):
+            with pytest.raises(ValueError, match=match):
+                w.aggregate(params, bad)
+    assert sw.pipeline.frames == 0
