@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # Debian's Python modules (Mininet) live here; pyenv's interpreter does not search it.
 DEBIAN_PY := /usr/lib/python3/dist-packages
 
-.PHONY: install test bench demo clean
+.PHONY: install test bench demo p4 clean
 
 install: $(STAMP)
 
@@ -30,6 +30,17 @@ bench: install
 # the main job: emulator on loopback + 4 workers, 2^22-element gradients at 1%, verified exact
 demo: install
 	$(VENV)/bin/hina demo --workers 4 --length 4194304 --density 0.01 --mode hina
+
+# compile the P4 program for BMv2 (needs p4c; without it, say so and succeed)
+p4:
+	@if command -v p4c >/dev/null 2>&1; then \
+		mkdir -p p4/build && \
+		p4c --target bmv2 --arch v1model --std p4-16 \
+			--p4runtime-files p4/build/hina.p4info.txtpb -o p4/build p4/hina.p4 && \
+		echo "compiled p4/hina.p4 into p4/build/"; \
+	else \
+		echo "p4c is not on PATH: p4/hina.p4 was not compiled (install p4c and BMv2 to use the BMv2 target)"; \
+	fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -6,6 +6,7 @@ back; every reply has "ok" and either the result or an "error" string:
     {"op": "add_job", "job": {JobConfig.to_config()}}   install or replace a job, slots empty
     {"op": "remove_job", "job_id": 1}
     {"op": "reset_job", "job_id": 1}                     empty every slot copy of the job
+    {"op": "configure", "topology": {Topology}}          raw-frame backends: hosts, MAC table, jobs
     {"op": "counters"}                                   -> {"counters": Pipeline.counters()}
     {"op": "ping"}
     {"op": "shutdown"}
@@ -19,18 +20,23 @@ import itertools
 import json
 import socket
 import time
-from typing import Any
+from typing import Any, Callable
 
 from .config import JobConfig
 from .pipeline import Pipeline
+from .topology import Topology
 
 
 class ControlError(RuntimeError):
     """The switch refused a control request; the message says why."""
 
 
-def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = None) -> tuple[dict, bool]:
-    """Apply one request; return (reply, shutdown requested).  Never raises on bad input."""
+def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = None,
+           configure: Callable[[Topology], None] | None = None) -> tuple[dict, bool]:
+    """Apply one request; return (reply, shutdown requested).  Never raises on bad input.
+
+    `configure` installs a whole topology; only raw-frame backends have one.
+    """
     seq = None
     try:
         msg = json.loads(request)
@@ -49,6 +55,11 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
             reply["counters"] = pipeline.counters()
             if extra:
                 reply["counters"].update(extra)
+        elif op == "configure":
+            if configure is None:
+                raise ValueError("this emulator serves UDP on loopback: install jobs with add_job, "
+                                 "topologies need the raw-frame backend")
+            configure(Topology.from_config(msg["topology"]))
         elif op == "ping":
             pass
         elif op == "shutdown":

@@ -53,7 +53,6 @@ class Drop(enum.IntEnum):
     DUPLICATE = 11  # sender already counted in an incomplete copy
     BAD_CHECKSUM = 12  # raw frames: IPv4 header checksum wrong
     NO_ROUTE = 13  # raw frames: non-hina frame to an unknown destination MAC
-    NOT_IPV4 = 14  # raw frames: hina port on something that is not a well-formed IPv4/UDP packet
 
 
 class _JobState:
@@ -139,10 +138,18 @@ class Pipeline:
             job.dropped[reason] += 1
 
     # -- data plane ---------------------------------------------------------
-    def update(self, data: bytes | bytearray | memoryview, source: Hashable) -> Emit | None:
-        """Process one hina frame (header + K words) that arrived from `source`."""
+    def update(self, data: bytes | bytearray | memoryview, source: Hashable, length: int | None = None) -> Emit | None:
+        """Process one hina frame (header + K words) that arrived from `source`.
+
+        `length` is the hina length the frame claims (UDP length - 8 on raw
+        frames); by default the bytes present.  Fewer bytes present or
+        claimed than a header, or than header + K words, is TRUNCATED;
+        more claimed is BAD_LENGTH, as in the P4 program.
+        """
         self.frames += 1
-        if len(data) < HEADER_BYTES:
+        present = len(data)
+        claimed = present if length is None else length
+        if present < HEADER_BYTES or claimed < HEADER_BYTES:
             return self.drop(Drop.TRUNCATED)
         msg_type, op, job_id, worker_id, flags, pool_index, offset, count, phase = unpack_header(data)
         if msg_type != MsgType.UPDATE:
@@ -153,8 +160,10 @@ class Pipeline:
         job = self.jobs.get(job_id)
         if job is None:
             return self.drop(Drop.UNKNOWN_JOB)
-        if len(data) != job.frame_bytes:
-            return self.drop(Drop.TRUNCATED if len(data) < job.frame_bytes else Drop.BAD_LENGTH, job)
+        if present < job.frame_bytes or claimed < job.frame_bytes:
+            return self.drop(Drop.TRUNCATED, job)
+        if claimed > job.frame_bytes:
+            return self.drop(Drop.BAD_LENGTH, job)
         if worker_id >= job.cfg.workers:
             return self.drop(Drop.BAD_WORKER, job)
         # worker_auth

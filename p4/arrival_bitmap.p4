@@ -1,0 +1,60 @@
+/* hina: the slot protocol's state per slot copy: arrival bitmap, counter, offset.
+ * Same rules as switch_emulator/pipeline.py (arrival_bitmap):
+ * - sender's bit already set: RESEND if the copy is complete (counter == N),
+ *   else DUPLICATE.  The counter, not the bitmap, says "complete" here: the
+ *   bitmap of a complete copy loses bits as workers move to the other copy.
+ * - copy non-empty and (offset differs or copy complete): STALE.
+ * - otherwise clear the sender's bit in the other copy, set it here; an
+ *   empty copy is written (first), a non-empty one combined; COMPLETE when
+ *   the bitmap reaches the job's full mask. */
+#ifndef _HINA_ARRIVAL_BITMAP_P4_
+#define _HINA_ARRIVAL_BITMAP_P4_
+
+#include "headers.p4"
+
+control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
+    register<bit<32>>(HINA_COPIES) bitmap;
+    register<bit<8>>(HINA_COPIES) arrivals;
+    register<bit<32>>(HINA_COPIES) offsets;
+
+    apply {
+        bit<32> seen;
+        bit<8> count;
+        bit<32> offset;
+        bitmap.read(seen, meta.copy);
+        arrivals.read(count, meta.copy);
+        offsets.read(offset, meta.copy);
+        meta.first = 0;
+        if ((seen & meta.worker_bit) != 0) {
+            if (count == meta.workers) {
+                meta.verdict = VERDICT_RESEND;
+            } else {
+                meta.verdict = VERDICT_DROP;
+                meta.drop_reason = DROP_DUPLICATE;
+            }
+        } else if (seen != 0 && (offset != hdr.hina.offset || count == meta.workers)) {
+            meta.verdict = VERDICT_DROP;
+            meta.drop_reason = DROP_STALE;
+        } else {
+            bit<32> other_seen;
+            bitmap.read(other_seen, meta.copy ^ 1);
+            bitmap.write(meta.copy ^ 1, other_seen & ~meta.worker_bit);
+            if (seen == 0) {
+                meta.first = 1;
+                offsets.write(meta.copy, hdr.hina.offset);
+                arrivals.write(meta.copy, 1);
+            } else {
+                arrivals.write(meta.copy, count + 1);
+            }
+            seen = seen | meta.worker_bit;
+            bitmap.write(meta.copy, seen);
+            if (seen == meta.full_mask) {
+                meta.verdict = VERDICT_COMPLETE;
+            } else {
+                meta.verdict = VERDICT_CONSUMED;
+            }
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,57 @@
+/* hina: constants the data plane is compiled with, and why.
+ * Keep these in step with switch_emulator/headers.py and pipeline.py. */
+#ifndef _HINA_CONFIGURATION_P4_
+#define _HINA_CONFIGURATION_P4_
+
+/* UDP destination port that marks hina traffic ("NA"). */
+const bit<16> HINA_PORT = 0x4E41;
+
+/* K: 32-bit words per packet.  One fixed K keeps the parser and the value
+ * processor straight-line code: 32 words x 4 bytes + 16-byte header =
+ * 144-byte UDP payloads, small enough for BMv2 and a real switch's PHV. */
+#define HINA_WORDS 32
+const bit<16> HINA_UDP_LENGTH = 8 + 16 + 4 * HINA_WORDS;   /* udp.length of every hina frame */
+const bit<16> HINA_MIN_UDP_LENGTH = 8 + 16;                /* a hina header at least */
+
+/* Slots: each has two copies (the version bit), each copy a bitmap, a
+ * counter, an offset and 32 values.  4096 slots = 8192 copies = 1 MiB of
+ * values: plenty of windows for BMv2, which keeps registers in DRAM. */
+#define HINA_SLOTS 4096
+#define HINA_COPIES 8192
+#define HINA_VALUES 262144   /* HINA_COPIES * HINA_WORDS */
+
+/* msg_type, op, flags (hina header). */
+const bit<8> MSG_UPDATE = 0;
+const bit<8> MSG_RESULT = 1;
+const bit<8> OP_ADD = 0;
+const bit<8> OP_OR = 1;
+const bit<8> OP_MAX = 2;
+const bit<8> FLAG_RESEND = 1;
+
+/* Drop reasons: the index into the `drops` counter; the emulator's
+ * switch_emulator.pipeline.Drop has the same numbers. */
+typedef bit<8> drop_reason_t;
+const drop_reason_t DROP_NONE = 0;
+const drop_reason_t DROP_TRUNCATED = 1;
+const drop_reason_t DROP_BAD_LENGTH = 2;
+const drop_reason_t DROP_BAD_MSG_TYPE = 3;
+const drop_reason_t DROP_BAD_OP = 4;
+const drop_reason_t DROP_UNKNOWN_JOB = 5;
+const drop_reason_t DROP_BAD_WORKER = 6;
+const drop_reason_t DROP_UNAUTHORIZED = 7;
+const drop_reason_t DROP_BAD_COUNT = 8;
+const drop_reason_t DROP_BAD_SLOT = 9;
+const drop_reason_t DROP_STALE = 10;
+const drop_reason_t DROP_DUPLICATE = 11;
+const drop_reason_t DROP_BAD_CHECKSUM = 12;
+const drop_reason_t DROP_NO_ROUTE = 13;
+#define DROP_REASONS 16
+
+/* What the arrival bitmap decided for an UPDATE. */
+typedef bit<3> verdict_t;
+const verdict_t VERDICT_DROP = 0;       /* drop_reason says why */
+const verdict_t VERDICT_CONSUMED = 1;   /* combined, copy not complete yet */
+const verdict_t VERDICT_COMPLETE = 2;   /* combined, copy complete: multicast RESULT */
+const verdict_t VERDICT_RESEND = 3;     /* duplicate for a complete copy: unicast RESULT */
+
+#endif

@@ -1,0 +1,54 @@
+/* hina: everything that is not hina (ARP, ping, iperf) is forwarded on its
+ * destination MAC; the broadcast address maps to a flood multicast group. */
+#ifndef _HINA_FORWARDING_P4_
+#define _HINA_FORWARDING_P4_
+
+#include "headers.p4"
+
+control Forwarding(inout headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    action forward(bit<9> port) {
+        standard_metadata.egress_spec = port;
+    }
+    action flood(bit<16> group) {
+        standard_metadata.mcast_grp = group;
+        meta.is_flood = 1;
+    }
+    action no_route() {
+        meta.drop_reason = DROP_NO_ROUTE;
+    }
+    table mac_forward {
+        key = { hdr.ethernet.dst_addr: exact; }
+        actions = { forward; flood; no_route; }
+        default_action = no_route();
+        size = 1024;
+    }
+    apply {
+        mac_forward.apply();
+    }
+}
+
+/* Per egress port: the address of the host behind it, so each replica of a
+ * RESULT reaches its worker (and the switch's own address as the source). */
+control EgressRewrite(inout headers_t hdr, in standard_metadata_t standard_metadata) {
+    action rewrite(bit<48> switch_mac, bit<32> switch_ip, bit<48> host_mac, bit<32> host_ip) {
+        hdr.ethernet.src_addr = switch_mac;
+        hdr.ethernet.dst_addr = host_mac;
+        hdr.ipv4.src_addr = switch_ip;
+        hdr.ipv4.dst_addr = host_ip;
+        hdr.udp.src_port = HINA_PORT;
+        hdr.udp.dst_port = HINA_PORT;
+        hdr.udp.checksum = 0;   /* optional over IPv4; the payload changed */
+    }
+    table hosts {
+        key = { standard_metadata.egress_port: exact; }
+        actions = { rewrite; NoAction; }
+        default_action = NoAction();
+        size = 512;
+    }
+    apply {
+        hosts.apply();
+    }
+}
+
+#endif

@@ -1,0 +1,91 @@
+/* hina: header and metadata declarations.
+ * The hina header mirrors switch_emulator/headers.py and scapy_hina.py
+ * bit for bit; `version` and `slot` together are DESIGN.md's pool_index. */
+#ifndef _HINA_HEADERS_P4_
+#define _HINA_HEADERS_P4_
+
+#include "configuration.p4"
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8> IPPROTO_UDP = 17;
+
+header ethernet_t {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> len;
+    bit<16> checksum;
+}
+
+header hina_t {
+    bit<8>  msg_type;
+    bit<8>  op;
+    bit<16> job_id;
+    bit<8>  worker_id;
+    bit<8>  flags;
+    bit<1>  version;
+    bit<15> slot;
+    bit<32> offset;
+    bit<16> count;
+    bit<16> phase;
+}
+
+header hina_payload_t {
+    bit<32> w00; bit<32> w01; bit<32> w02; bit<32> w03;
+    bit<32> w04; bit<32> w05; bit<32> w06; bit<32> w07;
+    bit<32> w08; bit<32> w09; bit<32> w10; bit<32> w11;
+    bit<32> w12; bit<32> w13; bit<32> w14; bit<32> w15;
+    bit<32> w16; bit<32> w17; bit<32> w18; bit<32> w19;
+    bit<32> w20; bit<32> w21; bit<32> w22; bit<32> w23;
+    bit<32> w24; bit<32> w25; bit<32> w26; bit<32> w27;
+    bit<32> w28; bit<32> w29; bit<32> w30; bit<32> w31;
+}
+
+struct metadata_t {
+    /* from job_config */
+    bit<8>  workers;
+    bit<32> full_mask;
+    bit<16> group;
+    bit<16> slot_base;
+    bit<16> slot_count;
+    /* from worker_auth */
+    bit<32> worker_bit;
+    /* from the arrival bitmap */
+    verdict_t verdict;
+    bit<1>  first;          /* first arrival in an empty copy: write, do not combine */
+    bit<32> copy;           /* register index of the slot copy: slot * 2 + version */
+    /* ingress decisions carried to egress */
+    drop_reason_t drop_reason;
+    bit<1>  is_result;      /* a RESULT leaves: rewrite addresses per egress port */
+    bit<1>  is_flood;       /* a broadcast: never back out of its ingress port */
+}
+
+struct headers_t {
+    ethernet_t     ethernet;
+    ipv4_t         ipv4;
+    udp_t          udp;
+    hina_t         hina;
+    hina_payload_t payload;
+}
+
+#endif

@@ -1,0 +1,111 @@
+/* -*- P4_16 -*- hina: homomorphic in-network aggregation for BMv2 (v1model).
+ *
+ * The switch sums (ADD), ORs (OR) or takes signed maxima (MAX) of 32-bit
+ * words in numbered slots and never knows about compression; the slot
+ * protocol is DESIGN.md section 2.  This file only includes and wires the
+ * controls; switch_emulator/pipeline.py is the same ingress in Python, and
+ * tests/vectors/ holds the packet test vectors both must pass.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "configuration.p4"
+#include "headers.p4"
+#include "parser.p4"
+#include "job_config.p4"
+#include "arrival_bitmap.p4"
+#include "value_processor.p4"
+#include "forwarding.p4"
+
+control HinaIngress(inout headers_t hdr, inout metadata_t meta,
+                    inout standard_metadata_t standard_metadata) {
+    counter(DROP_REASONS, CounterType.packets) drops;
+    JobConfig() job_config;
+    WorkerAuth() worker_auth;
+    ArrivalBitmap() arrival_bitmap;
+    ValueProcessor() value_processor;
+    Forwarding() forwarding;
+
+    apply {
+        bool hina_port = hdr.udp.isValid() && hdr.udp.dst_port == HINA_PORT;
+        bool known_job = false;
+        bool allowed = false;
+        meta.drop_reason = DROP_NONE;
+        meta.is_result = 0;
+        meta.is_flood = 0;
+
+        if (!hdr.ethernet.isValid()) {
+            meta.drop_reason = DROP_TRUNCATED;
+        } else if (!hina_port) {
+            forwarding.apply(hdr, meta, standard_metadata);
+        } else if (!hdr.hina.isValid() || hdr.udp.len < HINA_MIN_UDP_LENGTH) {
+            meta.drop_reason = DROP_TRUNCATED;
+        } else if (standard_metadata.checksum_error == 1) {
+            meta.drop_reason = DROP_BAD_CHECKSUM;
+        } else if (hdr.hina.msg_type != MSG_UPDATE) {
+            meta.drop_reason = DROP_BAD_MSG_TYPE;
+        } else if (hdr.hina.op > OP_MAX) {
+            meta.drop_reason = DROP_BAD_OP;
+        } else {
+            job_config.apply(hdr, meta, known_job);
+            if (!known_job) {
+                meta.drop_reason = DROP_UNKNOWN_JOB;
+            } else if (!hdr.payload.isValid() || hdr.udp.len < HINA_UDP_LENGTH) {
+                meta.drop_reason = DROP_TRUNCATED;
+            } else if (hdr.udp.len > HINA_UDP_LENGTH) {
+                meta.drop_reason = DROP_BAD_LENGTH;
+            } else if (hdr.hina.worker_id >= meta.workers) {
+                meta.drop_reason = DROP_BAD_WORKER;
+            } else {
+                worker_auth.apply(hdr, meta, standard_metadata, allowed);
+                if (!allowed) {
+                    meta.drop_reason = DROP_UNAUTHORIZED;
+                } else if (hdr.hina.count > HINA_WORDS) {
+                    meta.drop_reason = DROP_BAD_COUNT;
+                } else if ((bit<16>) hdr.hina.slot < meta.slot_base ||
+                           (bit<16>) hdr.hina.slot >= meta.slot_base + meta.slot_count) {
+                    meta.drop_reason = DROP_BAD_SLOT;
+                } else {
+                    meta.copy = ((bit<32>) hdr.hina.slot << 1) | (bit<32>) hdr.hina.version;
+                    arrival_bitmap.apply(hdr, meta);
+                    if (meta.verdict == VERDICT_RESEND) {
+                        value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, 0, 1);
+                        hdr.hina.msg_type = MSG_RESULT;
+                        hdr.hina.flags = FLAG_RESEND;
+                        standard_metadata.egress_spec = standard_metadata.ingress_port;
+                        meta.is_result = 1;
+                    } else if (meta.verdict != VERDICT_DROP) {
+                        value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, meta.first, 0);
+                        if (meta.verdict == VERDICT_COMPLETE) {
+                            hdr.hina.msg_type = MSG_RESULT;
+                            hdr.hina.flags = 0;
+                            standard_metadata.mcast_grp = meta.group;
+                            meta.is_result = 1;
+                        } else {
+                            mark_to_drop(standard_metadata);   /* consumed: nothing leaves */
+                        }
+                    }
+                }
+            }
+        }
+        if (meta.drop_reason != DROP_NONE) {
+            drops.count((bit<32>) meta.drop_reason);
+            mark_to_drop(standard_metadata);
+        }
+    }
+}
+
+control HinaEgress(inout headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    EgressRewrite() egress_rewrite;
+    apply {
+        if (meta.is_flood == 1 && standard_metadata.egress_port == standard_metadata.ingress_port) {
+            mark_to_drop(standard_metadata);   /* a broadcast never goes back where it came from */
+        } else if (meta.is_result == 1) {
+            egress_rewrite.apply(hdr, standard_metadata);
+        }
+    }
+}
+
+V1Switch(HinaParser(), HinaVerifyChecksum(), HinaIngress(), HinaEgress(),
+         HinaComputeChecksum(), HinaDeparser()) main;

@@ -1,0 +1,110 @@
+"""The emulator on raw Ethernet frames, as `p4/hina.p4` sees them: no I/O.
+
+`FrameSwitch.process(ingress_port, frame)` returns the (egress_port, frame)
+pairs to transmit.  It parses Ethernet / IPv4 (no options) / UDP as the P4
+parser does; UDP to port 0x4E41 is hina and goes through the `Pipeline`
+(with the UDP length as the claimed hina length and the ingress port as the
+source), every RESULT replica is rewritten for its egress port
+(`egress_rewrite`: switch address as source, the port's host as
+destination, UDP ports 0x4E41, UDP checksum 0, IPv4 checksum recomputed),
+and everything else is forwarded on its destination MAC (`mac_forward`),
+broadcasts flooded to every other port.  Bytes past the parsed headers ride
+along unchanged, as the P4 deparser leaves them.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .headers import HEADER_BYTES, UDP_PORT
+from .pipeline import Drop, Pipeline
+from .topology import Topology, ip_bytes, mac_bytes
+
+ETH = 14
+IP_END = ETH + 20
+UDP_END = IP_END + 8
+_UDP_PORTS = struct.pack("!HH", UDP_PORT, UDP_PORT)
+
+
+def ipv4_checksum(header: bytes) -> int:
+    """The ones' complement sum of a 20-byte IPv4 header with its checksum field zeroed."""
+    words = struct.unpack("!10H", header[:10] + b"\0\0" + header[12:20])
+    total = sum(words)
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+class FrameSwitch:
+    def __init__(self, topology: Topology | None = None, pipeline: Pipeline | None = None):
+        self.pipeline = pipeline or Pipeline()
+        self.forwarded = 0
+        self.topology: Topology | None = None
+        if topology is not None:
+            self.configure(topology)
+
+    def configure(self, topology: Topology) -> None:
+        """Install a whole topology: MAC table, groups, per-port rewrites, jobs (their slots start empty)."""
+        self.topology = topology
+        self._mac = {mac_bytes(m): action for m, action in topology.mac_table().items()}
+        self._groups = topology.groups()
+        self._rewrite = {h.port: (mac_bytes(h.mac) + mac_bytes(topology.switch_mac),
+                                  ip_bytes(topology.switch_ip) + ip_bytes(h.ip))
+                         for h in topology.hosts}
+        for job_id in list(self.pipeline.jobs):
+            self.pipeline.remove_job(job_id)
+        for job in topology.jobs:
+            self.pipeline.add_job(job)
+
+    def counters(self) -> dict:
+        return {**self.pipeline.counters(), "forwarded": self.forwarded}
+
+    def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        if len(frame) < ETH:
+            self.pipeline.drop(Drop.TRUNCATED)
+            return []
+        if not self._is_hina(frame):
+            return self._mac_forward(ingress_port, frame)
+        claimed = int.from_bytes(frame[UDP_END - 4 : UDP_END - 2], "big") - 8
+        reason = None
+        if len(frame) - UDP_END < HEADER_BYTES or claimed < HEADER_BYTES:
+            reason = Drop.TRUNCATED
+        elif ipv4_checksum(frame[ETH:IP_END]) != int.from_bytes(frame[ETH + 10 : ETH + 12], "big"):
+            reason = Drop.BAD_CHECKSUM
+        if reason is not None:  # the parser's and checksum unit's drops, before the pipeline proper
+            self.pipeline.frames += 1
+            self.pipeline.drop(reason)
+            return []
+        emit = self.pipeline.update(memoryview(frame)[UDP_END:], ingress_port, length=claimed)
+        if emit is None:
+            return []
+        trailer = frame[UDP_END + len(emit.frame) :]
+        return [(port, self._egress_rewrite(port, frame, emit.frame, trailer)) for port in emit.dests]
+
+    @staticmethod
+    def _is_hina(frame: bytes) -> bool:
+        return (len(frame) >= UDP_END and frame[12:14] == b"\x08\x00" and frame[ETH] == 0x45
+                and frame[ETH + 9] == 17 and int.from_bytes(frame[IP_END + 2 : IP_END + 4], "big") == UDP_PORT)
+
+    def _egress_rewrite(self, port: int, frame: bytes, hina: bytes, trailer: bytes) -> bytes:
+        rewrite = self._rewrite.get(port)
+        eth, ip, udp = bytearray(frame[:ETH]), bytearray(frame[ETH:IP_END]), bytearray(frame[IP_END:UDP_END])
+        if rewrite is not None:
+            macs, ips = rewrite
+            eth[0:12] = macs
+            ip[12:20] = ips
+            udp[0:4] = _UDP_PORTS
+            udp[6:8] = b"\0\0"
+        ip[10:12] = ipv4_checksum(bytes(ip)).to_bytes(2, "big")
+        return bytes(eth + ip + udp) + hina + trailer
+
+    def _mac_forward(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        action = self._mac.get(frame[0:6]) if self.topology else None
+        if action is None:
+            self.pipeline.drop(Drop.NO_ROUTE)
+            return []
+        self.forwarded += 1
+        kind, arg = action
+        if kind == "forward":
+            return [(arg, frame)]
+        return [(port, frame) for port in self._groups.get(arg, ()) if port != ingress_port]
