@@ -2,8 +2,11 @@
 
 Jobs come from a JSON config file ({"jobs": [...], "impair": {...}}, see
 `config.JobConfig.to_config`), from --job/--member flags, or later through
-the control port.  On start it prints one JSON line with its bound
-addresses; with --stats it prints the counters every few seconds.
+the control port.  With --raw PORT=IFNAME (repeated) it runs on raw
+Ethernet interfaces instead (Mininet), configured from a --topology file
+(see `topology.Topology`) or the control port's `configure`.  On start it
+prints one JSON line with its bound addresses; with --stats it prints the
+counters every few seconds.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pathlib import Path
 from .config import JobConfig, Member
 from .impair import ImpairmentConfig
 from .pipeline import Pipeline
+from .raw import RawSwitch
+from .topology import Topology
 from .udp import UdpSwitch, announce
 
 
@@ -54,7 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--reorder", type=float, default=0.0, help="reordering probability, each direction")
     ap.add_argument("--seed", type=int, default=0, help="seed of the impairments")
     ap.add_argument("--stats", type=float, default=0.0, metavar="SECONDS", help="print counters this often")
+    ap.add_argument("--raw", type=raw_flag, action="append", default=[], metavar="PORT=IFNAME",
+                    help="serve raw frames on this interface as this port (repeat per port)")
+    ap.add_argument("--topology", type=Path, help="raw mode: JSON topology (hosts, jobs) to start with")
     return ap
+
+
+def raw_flag(text: str) -> tuple[int, str]:
+    port, _, ifname = text.partition("=")
+    if not port.isdigit() or not ifname:
+        raise argparse.ArgumentTypeError(f"--raw wants PORT=IFNAME, got {text!r}")
+    return int(port), ifname
 
 
 def load(args: argparse.Namespace) -> tuple[list[JobConfig], ImpairmentConfig]:
@@ -79,10 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         jobs, impair = load(args)
-        pipeline = Pipeline()
-        for job in jobs:
-            pipeline.add_job(job)
-        switch = UdpSwitch(pipeline, data=args.listen, control=args.control, impair=impair, stats_every=args.stats)
+        if args.raw:
+            if jobs:
+                raise ValueError("raw mode takes its jobs from --topology (ports, not addresses), not --job")
+            topology = Topology.from_config(json.loads(args.topology.read_text())) if args.topology else None
+            switch = RawSwitch(dict(args.raw), topology, control=args.control, impair=impair,
+                               stats_every=args.stats)
+        else:
+            pipeline = Pipeline()
+            for job in jobs:
+                pipeline.add_job(job)
+            switch = UdpSwitch(pipeline, data=args.listen, control=args.control, impair=impair,
+                               stats_every=args.stats)
     except (ValueError, OSError, KeyError, TypeError) as exc:
         print(f"switch_emulator: {exc}", file=sys.stderr)
         return 2

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 import make_vectors
+import veth_harness
 from switch_emulator.frames import FrameSwitch
 from switch_emulator.topology import Topology
+from veth import can_make_veths
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 CASES = sorted(VECTORS.glob("*.json"))
@@ -40,6 +42,13 @@ def test_vectors_on_disk_match_their_generator():
         assert json.loads(json.dumps(case)) == on_disk[name], f"{name}: run python tests/make_vectors.py"
 
 
+def check(case, out, drops):
+    got = as_multiset(out)
+    want = as_multiset((e["port"], e["frame"]) for e in case["expected"])
+    assert got == want, describe(want - got, got - want)
+    assert {k: v for k, v in drops.items() if v} == case["expected_drops"]
+
+
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_emulator_passes(path):
     case = load(path)
@@ -47,21 +56,22 @@ def test_emulator_passes(path):
     out = []
     for pkt in case["packets"]:
         out += sw.process(pkt["port"], bytes.fromhex(pkt["frame"]))
-    got = as_multiset(out)
-    want = as_multiset((e["port"], e["frame"]) for e in case["expected"])
-    assert got == want, describe(want - got, got - want)
-    assert {k: v for k, v in sw.counters()["drops"].items() if v} == case["expected_drops"]
+    check(case, out, sw.counters()["drops"])
+
+
+@pytest.mark.skipif(can_make_veths() is not None, reason=str(can_make_veths()))
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_emulator_raw_backend_over_veths_passes(path):
+    """The same cases through `python -m switch_emulator --raw`, configured by the controller."""
+    case = load(path)
+    check(case, *veth_harness.run_case(case, veth_harness.start_emulator, settle=0.05))
 
 
 def bmv2_missing() -> str | None:
-    import os
-
     missing = [tool for tool in ("p4c", "simple_switch_grpc") if shutil.which(tool) is None]
     if missing:
         return f"{' and '.join(missing)} not on PATH: the BMv2 half of the vectors needs them"
-    if os.geteuid() != 0:
-        return "BMv2 vectors create veth pairs: run as root"
-    return None
+    return can_make_veths()
 
 
 @pytest.fixture(scope="module")
@@ -69,18 +79,10 @@ def bmv2():
     reason = bmv2_missing()
     if reason:
         pytest.skip(reason)
-    from bmv2_harness import Bmv2Harness
-
-    harness = Bmv2Harness.build()
-    yield harness
-    harness.close()
+    veth_harness.build_p4()
 
 
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_bmv2_passes(bmv2, path):
     case = load(path)
-    out, drops = bmv2.run_case(case)
-    got = as_multiset(out)
-    want = as_multiset((e["port"], e["frame"]) for e in case["expected"])
-    assert got == want, describe(want - got, got - want)
-    assert {k: v for k, v in drops.items() if v} == case["expected_drops"]
+    check(case, *veth_harness.run_case(case, veth_harness.start_bmv2, settle=0.3))
