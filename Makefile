@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # Debian's Python modules (Mininet) live here; pyenv's interpreter does not search it.
 DEBIAN_PY := /usr/lib/python3/dist-packages
 
-.PHONY: install test bench demo p4 clean
+.PHONY: install test bench demo mininet-demo p4 clean
 
 install: $(STAMP)
 
@@ -30,6 +30,11 @@ bench: install
 # the main job: emulator on loopback + 4 workers, 2^22-element gradients at 1%, verified exact
 demo: install
 	$(VENV)/bin/hina demo --workers 4 --length 4194304 --density 0.01 --mode hina
+
+# a small Mininet experiment (root): 3 workers through the emulator, 1% link loss, hina and dense
+mininet-demo: install
+	$(PY) mininet/run.py --workers 3 --switch emulator --mode both --bw 1000 --loss 1 \
+		--length 1048576 --density 0.01
 
 # compile the P4 program for BMv2 (needs p4c; without it, say so and succeed)
 p4:

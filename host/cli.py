@@ -4,6 +4,9 @@
         the main job on loopback: emulator + N worker processes, verified exact
     hina roundtrip grad0.npy grad1.npy ... [--lanes L --cells-per-element C] [--json]
         the codec on your own gradients (one .npy per worker), numpy standing in for the switch
+    hina worker --spec SPEC.json --rank R
+        one worker of an experiment (Mininet hosts): prints "ready", waits for "go" on stdin,
+        aggregates a synthetic gradient through the switch, prints one JSON report per round
 """
 
 from __future__ import annotations
@@ -73,6 +76,38 @@ def _roundtrip(args: argparse.Namespace) -> int:
     return 0 if exact else 1
 
 
+def _worker(args: argparse.Namespace) -> int:
+    """Run one worker from an experiment spec (see mininet/hina_net.py: worker_spec)."""
+    import codec
+
+    from .agent import Worker
+    from .demo import timed_aggregate
+    from .job import JobSpec
+    from .synthetic import synthetic_gradient
+    from .transport import open_transport
+
+    spec = json.loads(open(args.spec).read())
+    params = codec.CodecParams.from_config(spec["params"])
+    job = JobSpec.from_config(spec["job"])
+    me = spec["hosts"][args.rank]
+    grad = synthetic_gradient(params.length, spec["density"], seed=spec["seed"], rank=args.rank)
+    transport = open_transport(spec["switch"]["ip"], ifname=me.get("ifname"), src_mac=me.get("mac"),
+                               src_ip=me.get("ip"), switch_mac=spec["switch"]["mac"], kind=args.transport)
+    print(json.dumps({"ready": args.rank, "transport": type(transport).__name__}), flush=True)
+    worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0))
+    status = 0
+    for line in sys.stdin:
+        if line.strip() != "go":
+            break
+        try:
+            print(json.dumps(timed_aggregate(worker, params, grad)), flush=True)
+        except Exception as exc:  # reported to the orchestrator, which fails the run
+            print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+            status = 1
+    transport.close()
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .job import DEFAULT_SLOTS, DEFAULT_WORDS
 
@@ -102,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--mode", choices=("hina", "dense"), default="hina")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=_roundtrip)
+
+    w = sub.add_parser("worker", help="one worker of an experiment (Mininet hosts)")
+    w.add_argument("--spec", required=True, help="experiment spec JSON")
+    w.add_argument("--rank", type=int, required=True)
+    w.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto")
+    w.set_defaults(func=_worker)
     return ap
 
 

@@ -52,14 +52,28 @@ def digest(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
 
 
-def expected_fixed(cfg: DemoConfig) -> np.ndarray:
-    """numpy's sum of the workers' quantized inputs: the answer every worker must get."""
-    grads = [synthetic_gradient(cfg.length, cfg.density, seed=cfg.seed, rank=w) for w in range(cfg.workers)]
-    shift = codec.shift_for(max(codec.exponent(g) for g in grads), cfg.workers)
-    total = np.zeros(cfg.length, dtype=np.int64)
+def expected_fixed(workers: int, length: int, density: float, seed: int) -> np.ndarray:
+    """numpy's sum of the synthetic workers' quantized inputs: the answer every worker must get."""
+    grads = [synthetic_gradient(length, density, seed=seed, rank=w) for w in range(workers)]
+    shift = codec.shift_for(max(codec.exponent(g) for g in grads), workers)
+    total = np.zeros(length, dtype=np.int64)
     for g in grads:
         total += codec.quantize(g, shift)
     return total.astype(np.int32)
+
+
+def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray) -> dict[str, Any]:
+    """Aggregate once and report what an orchestrator needs: a digest of the result and the costs."""
+    start = time.perf_counter()
+    result = worker.aggregate(params, grad)
+    seconds = time.perf_counter() - start
+    return {
+        "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": worker.stats["bytes"],
+        "frames": worker.stats["frames"], "retransmissions": worker.stats["retransmissions"],
+        "ignored": worker.stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
+        "phases": worker.phase_seconds, "compute": result.seconds,
+        "union": result.union, "residual": result.residual,
+    }
 
 
 def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> None:
@@ -71,16 +85,7 @@ def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> N
             if conn.recv() != "go":
                 return
             worker = Worker(transport, cfg.job, rank, deadline=cfg.deadline)
-            start = time.perf_counter()
-            result = worker.aggregate(cfg.params, grad)
-            seconds = time.perf_counter() - start
-            conn.send(("done", {
-                "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": worker.stats["bytes"],
-                "frames": worker.stats["frames"], "retransmissions": worker.stats["retransmissions"],
-                "ignored": worker.stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
-                "phases": worker.phase_seconds, "compute": result.seconds,
-                "union": result.union, "residual": result.residual,
-            }))
+            conn.send(("done", timed_aggregate(worker, cfg.params, grad)))
     except Exception as exc:  # reported, never swallowed: the parent prints it and fails
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -127,7 +132,7 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
                 f"{cfg.job.slots} slots; aggregating {cfg.length:,} elements at {cfg.density:.2%} density, "
                 f"mode {cfg.mode}")
             log("computing numpy's reference sum ...")
-            expected = digest(expected_fixed(cfg))
+            expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed))
             for conn in conns:
                 conn.send("go")
             reports, errors = [], []

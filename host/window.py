@@ -47,6 +47,10 @@ class RttEstimator:
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
         self.rto = min(self.maximum, max(self.minimum, self.srtt + 4 * self.rttvar))
 
+    def backoff(self) -> None:
+        """A retransmission timer fired: double the RTO until a fresh sample says otherwise (RFC 6298 5.5)."""
+        self.rto = min(self.maximum, 2 * self.rto)
+
 
 class SlotPool:
     """Which copy each of the job's slots uses next; lives as long as the worker's job."""
@@ -67,6 +71,7 @@ class _Chunk:
     sent_at: float
     rto: float
     retries: int = 0
+    suppressed: bool = False  # due during a stall, not resent: restarts its timer on progress
 
 
 class PhaseTransfer:
@@ -88,6 +93,7 @@ class PhaseTransfer:
         self._received = 0
         self._last_progress = now
         self._earliest = math.inf
+        self._heard = False  # a RESULT arrived since the last retransmissions
         self.stats: collections.Counter[str] = collections.Counter()
 
     @property
@@ -116,6 +122,13 @@ class PhaseTransfer:
             self.rtt.sample(now - chunk.sent_at)
         self._received += 1
         self._last_progress = now
+        if not self._heard:
+            self._heard = True
+            for waiting in self._waiting.values():
+                if waiting.suppressed:  # progress again: a full timeout before anyone resends them
+                    waiting.suppressed = False
+                    waiting.sent_at, waiting.rto = now, self.rtt.rto
+                    self._earliest = min(self._earliest, now + waiting.rto)
         self.pool.version[slot] ^= 1
         del self._waiting[slot]
         following = chunk.index + self.pool.slots
@@ -134,17 +147,27 @@ class PhaseTransfer:
             )
         if now < self._earliest:
             return []
-        out = []
-        earliest = math.inf
-        for chunk in self._waiting.values():
-            if now >= chunk.sent_at + chunk.rto:
-                chunk.retries += 1
+        due = sorted((c for c in self._waiting.values() if now >= c.sent_at + c.rto), key=lambda c: c.index)
+        if not self._heard:
+            # Nothing came back since the last retransmissions: the network or a slow peer is
+            # stalled, and resending the whole window would only add load.  Probe with the oldest
+            # chunk; the rest wait, backing off alike, until a RESULT shows progress again.
+            for chunk in due[1:]:
                 chunk.rto = min(2 * chunk.rto, self.rtt.maximum)
                 chunk.sent_at = now
-                self.stats["retransmissions"] += 1
-                out.append(self._frame(chunk))
-            earliest = min(earliest, chunk.sent_at + chunk.rto)
-        self._earliest = earliest
+                chunk.suppressed = True
+            due = due[:1]
+        out = []
+        for chunk in due:
+            chunk.retries += 1
+            chunk.rto = min(2 * chunk.rto, self.rtt.maximum)
+            chunk.sent_at = now
+            self.stats["retransmissions"] += 1
+            out.append(self._frame(chunk))
+        if out:
+            self._heard = False
+            self.rtt.backoff()
+        self._earliest = min((c.sent_at + c.rto for c in self._waiting.values()), default=math.inf)
         return out
 
     def next_timer(self) -> float:

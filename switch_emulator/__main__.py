@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--drop", type=float, default=0.0, help="drop probability, each direction")
     ap.add_argument("--dup", type=float, default=0.0, help="duplication probability, each direction")
     ap.add_argument("--reorder", type=float, default=0.0, help="reordering probability, each direction")
+    ap.add_argument("--delay", type=float, default=0.0, metavar="MS",
+                    help="delay every packet this many milliseconds, each direction")
     ap.add_argument("--seed", type=int, default=0, help="seed of the impairments")
     ap.add_argument("--stats", type=float, default=0.0, metavar="SECONDS", help="print counters this often")
     ap.add_argument("--raw", type=raw_flag, action="append", default=[], metavar="PORT=IFNAME",
@@ -74,7 +76,8 @@ def raw_flag(text: str) -> tuple[int, str]:
 
 def load(args: argparse.Namespace) -> tuple[list[JobConfig], ImpairmentConfig]:
     jobs = {j.job_id: j for j in args.job}
-    impair = {"drop": args.drop, "dup": args.dup, "reorder": args.reorder, "seed": args.seed}
+    impair = {"drop": args.drop, "dup": args.dup, "reorder": args.reorder, "seed": args.seed,
+              "delay": args.delay / 1000.0}
     if args.config:
         cfg = json.loads(args.config.read_text())
         for j in cfg.get("jobs", []):

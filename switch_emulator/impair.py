@@ -1,9 +1,12 @@
-"""Loss, duplication and reordering for experiments: seeded, reproducible, without I/O.
+"""Loss, duplication, reordering and delay for experiments: seeded, reproducible, without I/O.
 
 One `Impairment` sits on each direction of the switch (UPDATEs in, RESULTs
 out).  Each packet is dropped with probability `drop`, otherwise sent twice
 with probability `dup`, and held back with probability `reorder` until a
 packet of another flow has passed it (or `max_hold` seconds have gone by).
+With `delay` every surviving packet then waits that many seconds, in
+order: on a star this is the links' propagation delay, for kernels whose
+tc lacks netem.
 
 Reordering never swaps two packets of the same flow (same worker): a
 network path keeps one flow in order, and the slot protocol relies on it.
@@ -30,18 +33,19 @@ class ImpairmentConfig:
     reorder: float = 0.0
     max_hold: float = 0.005  # seconds a held packet waits for another flow at most
     seed: int = 0
+    delay: float = 0.0  # seconds every packet spends in a FIFO delay line
 
     def __post_init__(self) -> None:
         for name in ("drop", "dup", "reorder"):
             p = getattr(self, name)
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{name} probability must be within [0, 1], got {p}")
-        if self.max_hold < 0:
-            raise ValueError(f"max_hold must be >= 0, got {self.max_hold}")
+        if self.max_hold < 0 or self.delay < 0:
+            raise ValueError(f"max_hold and delay must be >= 0, got {self.max_hold}, {self.delay}")
 
     @property
     def active(self) -> bool:
-        return self.drop > 0 or self.dup > 0 or self.reorder > 0
+        return self.drop > 0 or self.dup > 0 or self.reorder > 0 or self.delay > 0
 
 
 class Impairment:
@@ -53,9 +57,33 @@ class Impairment:
         self._held: collections.deque[tuple[Hashable, Any]] = collections.deque()
         self._held_flow: Hashable = None
         self._release_at = 0.0
+        self._line: collections.deque[tuple[float, Any]] = collections.deque()
         self.stats = collections.Counter()
 
     def apply(self, packet: Any, flow: Hashable, now: float) -> list[Any]:
+        """What to deliver now for this packet (and any held ones it releases)."""
+        return self._delayed(self._decide(packet, flow, now), now)
+
+    def due(self, now: float) -> list[Any]:
+        """Packets whose hold or delay is over."""
+        released = self._release() if self._held and now >= self._release_at else []
+        out = self._delayed(released, now)
+        while self._line and self._line[0][0] <= now:
+            out.append(self._line.popleft()[1])
+        return out
+
+    def next_timer(self) -> float | None:
+        timers = [t for t in (self._release_at if self._held else None,
+                              self._line[0][0] if self._line else None) if t is not None]
+        return min(timers) if timers else None
+
+    def _delayed(self, packets: list[Any], now: float) -> list[Any]:
+        if self.config.delay <= 0 or not packets:
+            return packets
+        self._line.extend((now + self.config.delay, p) for p in packets)
+        return []
+
+    def _decide(self, packet: Any, flow: Hashable, now: float) -> list[Any]:
         cfg = self.config
         if not cfg.active and not self._held:
             return [packet]
@@ -80,15 +108,6 @@ class Impairment:
                 if self._held:  # another flow passed: the held packets follow it
                     out.extend(self._release())
         return out
-
-    def due(self, now: float) -> list[Any]:
-        """Held packets whose time is up."""
-        if self._held and now >= self._release_at:
-            return self._release()
-        return []
-
-    def next_timer(self) -> float | None:
-        return self._release_at if self._held else None
 
     def _release(self) -> list[Any]:
         out = [p for _, p in self._held]

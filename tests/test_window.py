@@ -78,16 +78,28 @@ def test_mismatched_results_are_ignored(change):
     assert x.done
 
 
-def test_retransmission_backs_off_then_deadline_names_job_phase_offset():
-    x = transfer(range(6), slots=2, deadline=1.0)
+def test_stalled_transfer_probes_with_one_chunk_and_backs_off_then_deadline_names_job_phase_offset():
+    x = transfer(range(9), slots=3, deadline=1.0)
     x.start(0.0)
     assert x.poll(0.05) == []
-    assert len(x.poll(0.1)) == 2  # both chunks after one RTO
-    assert x.poll(0.25) == []  # backed off to 0.2 s
-    assert len(x.poll(0.31)) == 2
-    assert x.stats["retransmissions"] == 4
-    with pytest.raises(AggregationTimeout, match=r"job 4, worker 1: phase 'index' .* offset 0 .* within 1 s; 0/2"):
+    probes = x.poll(0.1)  # nothing ever came back: resend only the oldest chunk
+    assert [HinaHeader.unpack(f).offset for f in probes] == [0]
+    assert x.poll(0.25) == []  # every chunk backed off to 0.2 s
+    assert [HinaHeader.unpack(f).offset for f in x.poll(0.31)] == [0]
+    assert x.stats["retransmissions"] == 2
+    with pytest.raises(AggregationTimeout, match=r"job 4, worker 1: phase 'index' .* offset 0 .* within 1 s; 0/3"):
         x.poll(1.0)
+
+
+def test_after_progress_every_due_chunk_is_resent():
+    x = transfer(range(9), slots=3, rtt=RttEstimator(initial=0.1, minimum=0.1))
+    first = x.start(0.0)
+    x.poll(0.1)  # stalled: probe chunk 0 only; chunks 1 and 2 wait
+    assert x.rtt.rto == 0.2  # the timer fired: backed off until a fresh sample
+    x.receive(result_for(first[0], [0, 1, 2]), 0.15)  # progress: 1 and 2 restart a full (backed-off) timeout
+    assert x.poll(0.3) == []
+    resent = x.poll(0.36)
+    assert sorted(HinaHeader.unpack(f).offset for f in resent) == [3, 6]  # chunks 1 and 2 (of 3)
 
 
 def test_rtt_estimator_follows_samples_within_bounds():

@@ -1,0 +1,414 @@
+"""hina on Mininet: worker hosts in a star around the aggregation switch (emulator or BMv2).
+
+`StarTopo.build` only declares names and link options; the switch class
+is passed to Mininet (`EmulatorSwitch` runs `python -m switch_emulator
+--raw` on the switch's interfaces, `Bmv2Switch` runs `simple_switch_grpc`);
+`Experiment` starts the network, configures the switch from one
+`Topology` through the controller, runs one `hina worker` process per host,
+checks every result against numpy, and always tears down what it created.
+
+Links are shaped by TCLink.  This module must stay importable as a plain
+module (the folder has no __init__.py: it would shadow the real mininet
+package).  Loss and delay use tc netem when the kernel has it; when it does
+not (some VM kernels), loss falls back to nftables random drops on each
+host interface, both directions, and delay to the emulator's per-direction
+delay line (BMv2 then cannot delay and says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # codec, host, switch_emulator from this checkout
+
+from mininet.link import TCLink  # noqa: E402
+from mininet.log import setLogLevel  # noqa: E402
+from mininet.net import Mininet  # noqa: E402
+from mininet.node import Switch  # noqa: E402
+from mininet.topo import Topo  # noqa: E402
+
+import codec  # noqa: E402
+from host.demo import digest, expected_fixed  # noqa: E402
+from host.job import JobSpec  # noqa: E402
+from switch_emulator.config import JobConfig, Member  # noqa: E402
+from switch_emulator.controller import P4_BUILD, Bmv2Target, EmulatorTarget  # noqa: E402
+from switch_emulator.headers import max_words  # noqa: E402
+from switch_emulator.topology import Host, Topology  # noqa: E402
+
+SWITCH = "hsw"  # names distinctive enough to clean up after a crash without touching anything else
+HOST = "hw"
+SWITCH_MAC, SWITCH_IP = "02:00:00:00:00:fe", "10.0.0.254"
+FRAME_OVERHEAD = 14 + 20 + 8  # Ethernet, IPv4, UDP bytes per frame on the wire
+
+
+def host_mac(i: int) -> str:
+    return f"02:00:00:00:01:{i:02x}"
+
+
+def host_ip(i: int) -> str:
+    return f"10.0.0.{i}"
+
+
+def netem_available() -> bool:
+    """Does this kernel's tc know netem?  Tried on a throwaway dummy interface."""
+    name = "hinanetem0"
+    subprocess.run(["ip", "link", "del", name], capture_output=True)
+    if subprocess.run(["ip", "link", "add", name, "type", "dummy"], capture_output=True).returncode != 0:
+        return False
+    try:
+        probe = subprocess.run(["tc", "qdisc", "add", "dev", name, "root", "netem", "delay", "1ms"],
+                               capture_output=True)
+        return probe.returncode == 0
+    finally:
+        subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
+def missing_requirements(switch: str = "emulator") -> str | None:
+    """None if an experiment can run here, else why not."""
+    if os.geteuid() != 0:
+        return "Mininet needs root"
+    for tool in ("mnexec", "tc", "ip"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (Debian: mininet, iproute2)"
+    if switch == "bmv2":
+        if shutil.which("simple_switch_grpc") is None:
+            return "--switch bmv2 needs simple_switch_grpc on PATH"
+        if not (P4_BUILD / "hina.json").exists():
+            return "--switch bmv2 needs the compiled P4 program: run `make p4` (needs p4c)"
+    return None
+
+
+def cleanup() -> None:
+    """Remove what a crashed run of ours may have left: only our switch, host shells and links."""
+    subprocess.run(["pkill", "-f", f"switch_emulator.*--raw=[0-9]+={SWITCH}-eth"], capture_output=True)
+    subprocess.run(["pkill", "-f", f"simple_switch_grpc.*@{SWITCH}-eth"], capture_output=True)
+    subprocess.run(["pkill", "-f", f"mininet:{HOST}[0-9]+$"], capture_output=True)
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    for name in set(re.findall(rf"\d+: ({SWITCH}-eth\d+)[@:]", links)):
+        subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
+class StarTopo(Topo):
+    """N worker hosts, each on its own shaped link to one switch."""
+
+    def build(self, workers: int = 3, link: dict | None = None) -> None:
+        sw = self.addSwitch(SWITCH, dpid="1")
+        for i in range(1, workers + 1):
+            h = self.addHost(f"{HOST}{i}", ip=f"{host_ip(i)}/24", mac=host_mac(i))
+            self.addLink(h, sw, **(link or {}))
+
+
+class EmulatorSwitch(Switch):
+    """The hina emulator on raw sockets, one process, on the switch's interfaces."""
+
+    impair_args: list[str] = []
+
+    def __init__(self, name: str, **params):
+        super().__init__(name, **params)
+        self.proc: subprocess.Popen | None = None
+        self.target = None
+
+    def start(self, controllers) -> None:
+        ports = [f"--raw={self.ports[intf]}={intf.name}" for intf in self.intfList() if intf.name != "lo"]
+        self.log = open(tempfile.mkstemp(prefix="hina-switch-", suffix=".log")[1], "w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "switch_emulator", *ports, *self.impair_args],
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=ROOT)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the emulator did not start; see {self.log.name}")
+        self.target = EmulatorTarget(tuple(json.loads(line)["control"]))
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        if self.target is not None:
+            with contextlib.suppress(Exception):
+                self.target.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)
+            if self.proc.poll() is None:
+                self.proc.kill()
+        super().stop(deleteIntfs)
+
+
+class Bmv2Switch(Switch):
+    """BMv2 simple_switch_grpc running p4/hina.p4 (pushed over P4Runtime by the controller)."""
+
+    grpc_port, thrift_port = 50051, 9090
+
+    def __init__(self, name: str, **params):
+        super().__init__(name, **params)
+        self.proc: subprocess.Popen | None = None
+        self.target = None
+
+    def start(self, controllers) -> None:
+        cmd = ["simple_switch_grpc", "--device-id", "0", "--thrift-port", str(self.thrift_port), "--no-p4"]
+        for intf in self.intfList():
+            if intf.name != "lo":
+                cmd += ["-i", f"{self.ports[intf]}@{intf.name}"]
+        cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}"]
+        self.log = open(tempfile.mkstemp(prefix="hina-bmv2-", suffix=".log")[1], "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self.target = Bmv2Target(f"127.0.0.1:{self.grpc_port}", thrift_port=self.thrift_port)
+                return
+            except Exception:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError(f"simple_switch_grpc did not come up; see {self.log.name}") from None
+                time.sleep(0.5)
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        if self.target is not None:
+            with contextlib.suppress(Exception):
+                self.target.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        super().stop(deleteIntfs)
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+    workers: int = 3
+    switch: str = "emulator"
+    modes: tuple[str, ...] = ("hina",)
+    bw: float | None = 1000.0  # Mbit/s per link; None: unshaped
+    delay: float = 0.0  # ms per link
+    loss: float = 0.0  # percent per link, each direction
+    length: int = 1 << 20
+    density: float = 0.01
+    mtu: int = 9000
+    slots: int = 64
+    rounds: int = 1
+    seed: int = 0
+    deadline: float = 60.0
+    ping: bool = True
+    transport: str = "auto"  # workers' transport: auto (UDP when routed), udp, raw
+
+    @property
+    def words(self) -> int:
+        return 32 if self.switch == "bmv2" else max_words(self.mtu)
+
+
+class Experiment:
+    """Start, run and always stop one star network; `run()` returns the results as a dict."""
+
+    def __init__(self, cfg: ExperimentConfig, log=print):
+        self.cfg, self.log = cfg, log
+        self.netem = netem_available()
+        self.net = None
+
+    def run(self) -> dict:
+        cfg = self.cfg
+        problem = missing_requirements(cfg.switch)
+        if problem:
+            raise RuntimeError(problem)
+        if cfg.switch == "bmv2" and cfg.delay and not self.netem:
+            raise RuntimeError("--delay needs tc netem, which this kernel lacks (the emulator can delay instead)")
+        cleanup()
+        setLogLevel("critical")  # tc prints htb quantum warnings for jumbo frames as errors
+        link = {"cls": TCLink}
+        if cfg.bw:
+            link["bw"] = cfg.bw
+        if self.netem:
+            if cfg.delay:
+                link["delay"] = f"{cfg.delay}ms"
+            if cfg.loss:
+                link["loss"] = cfg.loss
+        switch_cls = Bmv2Switch if cfg.switch == "bmv2" else EmulatorSwitch
+        if switch_cls is EmulatorSwitch:
+            switch_cls = type("ConfiguredEmulatorSwitch", (EmulatorSwitch,), {
+                "impair_args": [] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)]})
+        self.net = Mininet(topo=StarTopo(workers=cfg.workers, link=link), switch=switch_cls, controller=None,
+                           link=TCLink, autoSetMacs=False, autoStaticArp=False, build=True)
+        try:
+            self.net.start()
+            topology = self._prepare()
+            results = {"config": dataclasses.asdict(cfg), "netem": self.netem, "loss_by": self._loss_by(),
+                       "delay_by": self._delay_by(), "runs": []}
+            if cfg.ping:
+                results["ping"] = self._ping()
+            for mode in cfg.modes:
+                results["runs"].append(self._aggregate(mode, topology))
+            results["counters"] = self.switch.target.counters()
+            return results
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        if self.net is not None:
+            with contextlib.suppress(Exception):
+                self.net.stop()
+            self.net = None
+        cleanup()
+
+    @property
+    def switch(self):
+        return self.net[SWITCH]
+
+    def _loss_by(self) -> str:
+        return "none" if not self.cfg.loss else ("tc netem" if self.netem else "nftables on host interfaces")
+
+    def _delay_by(self) -> str:
+        return "none" if not self.cfg.delay else ("tc netem" if self.netem else "emulator delay line")
+
+    def _hosts(self):
+        return [self.net[f"{HOST}{i}"] for i in range(1, self.cfg.workers + 1)]
+
+    def _prepare(self) -> Topology:
+        """MTU, offloads, static ARP and loss on the hosts; the topology into the switch."""
+        cfg, sw = self.cfg, self.switch
+        hosts = []
+        for i, h in enumerate(self._hosts(), start=1):
+            intf = h.defaultIntf()
+            peer = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
+            for node, name in ((h, intf.name), (sw, peer.name)):
+                node.cmd(f"ip link set dev {name} mtu {cfg.mtu}")
+                # a user-space switch forwards frames as read: checksums must be complete in them
+                node.cmd(f"ethtool -K {name} tx off rx off >/dev/null 2>&1")
+            h.cmd(f"arp -s {SWITCH_IP} {SWITCH_MAC}")
+            if cfg.loss and not self.netem:
+                _nft_loss(h, intf.name, cfg.loss)
+            hosts.append(Host(sw.ports[peer], host_mac(i), host_ip(i)))
+        job = JobConfig(1, cfg.workers, cfg.words, 0, cfg.slots,
+                        tuple(Member(i, hosts[i].port) for i in range(cfg.workers)))
+        topology = Topology(SWITCH_MAC, SWITCH_IP, tuple(hosts), (job,))
+        sw.target.configure(topology)
+        return topology
+
+    def _ping(self) -> dict:
+        h1, h2 = self._hosts()[:2] if self.cfg.workers > 1 else (self._hosts()[0],) * 2
+        out = h1.cmd(f"ping -c 5 -i 0.2 -W 2 {h2.IP()}")
+        m = re.search(r"(\d+) received", out)
+        return {"from": h1.name, "to": h2.name, "received": int(m.group(1)) if m else 0, "sent": 5}
+
+    def _aggregate(self, mode: str, topology: Topology) -> dict:
+        cfg = self.cfg
+        params = codec.CodecParams(length=cfg.length, workers=cfg.workers, mode=mode)
+        job = JobSpec(job_id=1, words=cfg.words, slot_base=0, slots=cfg.slots)
+        self.switch.target.reset_job(1)  # every mode starts with fresh slot copies, as fresh workers do
+        hosts = self._hosts()
+        spec = {"params": params.to_config(), "job": job.to_config(), "density": cfg.density, "seed": cfg.seed,
+                "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC},
+                "hosts": [{"ifname": h.defaultIntf().name, "mac": host_mac(i), "ip": host_ip(i)}
+                          for i, h in enumerate(hosts, start=1)]}
+        with tempfile.NamedTemporaryFile("w", prefix="hina-spec-", suffix=".json", delete=False) as f:
+            json.dump(spec, f)
+        self.log(f"[{mode}] {cfg.workers} workers, d={cfg.length:,}, density {cfg.density:.2%}, "
+                 f"{cfg.bw or 'unshaped'} Mbit/s, loss {cfg.loss}% ({self._loss_by()}), delay {cfg.delay} ms")
+        expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed))
+        procs = [h.popen([sys.executable, "-m", "host.cli", "worker", "--spec", f.name, "--rank", str(r),
+                          "--transport", cfg.transport],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                 for r, h in enumerate(hosts)]
+        rounds = []
+        try:
+            transports = set()
+            for r, p in enumerate(procs):
+                ready = p.stdout.readline()
+                if not ready:
+                    raise RuntimeError(f"worker {r} did not start: {p.stderr.read()}")
+                transports.add(json.loads(ready)["transport"])
+            for rnd in range(cfg.rounds):
+                for p in procs:
+                    p.stdin.write("go\n")
+                    p.stdin.flush()
+                reports = [json.loads(p.stdout.readline() or '{"error": "worker exited"}') for p in procs]
+                errors = [f"worker {r}: {x['error']}" for r, x in enumerate(reports) if "error" in x]
+                exact = not errors and all(x["digest"] == expected for x in reports)
+                rounds.append(_summarize(reports, errors, exact, cfg))
+                self.log(f"[{mode}] round {rnd + 1}: exact={exact} {rounds[-1]['seconds']:.3f} s, "
+                         f"{rounds[-1]['wire_bytes_per_worker']:,.0f} B/worker, "
+                         f"{rounds[-1]['retransmissions']} retransmissions" + (f" {errors}" if errors else ""))
+        finally:
+            for p in procs:
+                with contextlib.suppress(Exception):
+                    p.stdin.close()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(10)
+                if p.poll() is None:
+                    p.kill()
+            os.unlink(f.name)
+        best = min(rounds, key=lambda x: x["seconds"])
+        return {"mode": mode, "exact": all(x["exact"] for x in rounds), "transports": sorted(transports),
+                "rounds": rounds, **best}
+
+
+def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: ExperimentConfig) -> dict:
+    ok = [x for x in reports if "error" not in x]
+    n = max(len(ok), 1)
+    wire = sum(x["wire_bytes"] + FRAME_OVERHEAD * x["frames"] for x in ok) / n
+    line_rate = wire * 8 / (cfg.bw * 1e6) if cfg.bw else None
+    phases: dict[str, float] = {}
+    for x in ok:
+        for k, v in x["phases"].items():
+            phases[k] = max(phases.get(k, 0.0), v)
+    compute = {k: max(x["compute"].get(k, 0.0) for x in ok) for k in (ok[0]["compute"] if ok else {})}
+    return {"exact": exact, "errors": errors, "seconds": max((x["seconds"] for x in ok), default=float("nan")),
+            "wire_bytes_per_worker": wire, "payload_bytes_per_worker": sum(x["payload_bytes"] for x in ok) / n,
+            "line_rate_seconds": line_rate, "retransmissions": sum(x["retransmissions"] for x in ok),
+            "phase_seconds": phases, "compute_seconds": compute}
+
+
+def _nft_loss(host, ifname: str, percent: float) -> None:
+    """Drop `percent`% of frames leaving and entering `ifname`, at random (nftables netdev hooks)."""
+    per_million = int(round(percent * 10_000))
+    rules = (f"table netdev hina_loss {{\n"
+             f" chain egress {{ type filter hook egress device \"{ifname}\" priority 0; "
+             f"numgen random mod 1000000 < {per_million} drop; }}\n"
+             f" chain ingress {{ type filter hook ingress device \"{ifname}\" priority 0; "
+             f"numgen random mod 1000000 < {per_million} drop; }}\n}}\n")
+    out = host.cmd(f"nft -f - <<'EOF'\n{rules}EOF")
+    if "rror" in out:
+        raise RuntimeError(f"nftables loss on {host.name}:{ifname} failed: {out.strip()}")
+
+
+def plot(results: dict, path: Path) -> bool:
+    """Seconds per phase and bytes on the wire per worker, one bar per mode."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    runs = results["runs"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"wspace": 0.3})
+    names = [r["mode"] for r in runs]
+    phases = sorted({p for r in runs for p in r["phase_seconds"]},
+                    key=lambda p: ["check", "scale", "index", "sketch", "residual", "dense"].index(p)
+                    if p in ("check", "scale", "index", "sketch", "residual", "dense") else 99)
+    bottom = [0.0] * len(runs)
+    for p in phases:
+        vals = [r["phase_seconds"].get(p, 0.0) for r in runs]
+        ax1.bar(names, vals, bottom=bottom, label=p)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    rest = [max(0.0, r["seconds"] - b) for r, b in zip(runs, bottom)]
+    ax1.bar(names, rest, bottom=bottom, color="lightgray", label="encode/decode (not on the wire)")
+    if all(r["line_rate_seconds"] for r in runs):
+        ax1.plot(names, [r["line_rate_seconds"] for r in runs], "r_", markersize=30, label="line rate")
+    ax1.set_ylabel("seconds")
+    ax1.set_title("time per phase")
+    ax1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
+    ax2.bar(names, [r["wire_bytes_per_worker"] / 1e6 for r in runs], color="tab:gray")
+    ax2.set_ylabel("MB on the wire per worker")
+    ax2.set_title("bytes per worker")
+    c = results["config"]
+    fig.suptitle(f"{c['workers']} workers, {c['switch']}, {c['bw']} Mbit/s, loss {c['loss']}%, "
+                 f"d={c['length']:,}, density {c['density']:.1%}", fontsize=9)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    return True
