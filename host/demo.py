@@ -64,13 +64,15 @@ def expected_fixed(workers: int, length: int, density: float, seed: int) -> np.n
 
 def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray) -> dict[str, Any]:
     """Aggregate once and report what an orchestrator needs: a digest of the result and the costs."""
+    before = worker.stats.copy()  # the worker's counters run over its whole life: report this round's
     start = time.perf_counter()
     result = worker.aggregate(params, grad)
     seconds = time.perf_counter() - start
+    stats = worker.stats - before
     return {
-        "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": worker.stats["bytes"],
-        "frames": worker.stats["frames"], "retransmissions": worker.stats["retransmissions"],
-        "ignored": worker.stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
+        "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": stats["bytes"],
+        "frames": stats["frames"], "retransmissions": stats["retransmissions"],
+        "ignored": stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
         "phases": worker.phase_seconds, "compute": result.seconds,
         "union": result.union, "residual": result.residual,
     }
