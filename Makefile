@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # Debian's Python modules (Mininet) live here; pyenv's interpreter does not search it.
 DEBIAN_PY := /usr/lib/python3/dist-packages
 
-.PHONY: install test bench demo mininet-demo p4 clean
+.PHONY: install test bench demo mininet-demo fuzz soak p4 clean
 
 install: $(STAMP)
 
@@ -30,6 +30,15 @@ bench: install
 # the main job: emulator on loopback + 4 workers, 2^22-element gradients at 1%, verified exact
 demo: install
 	$(VENV)/bin/hina demo --workers 4 --length 4194304 --density 0.01 --mode hina
+
+# the fuzz harness at length (the test suite runs 100,000 frames)
+FRAMES ?= 2000000
+fuzz: install
+	$(PY) benchmarks/fuzz_bench.py --frames $(FRAMES)
+
+# 8 workers, 2^22 elements, 5% drop + 1% dup + 1% reorder, for a minute: exact, memory flat
+soak: install
+	$(PY) benchmarks/soak.py --seconds 60
 
 # a small Mininet experiment (root): 3 workers through the emulator, 1% link loss, hina and dense
 mininet-demo: install

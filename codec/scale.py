@@ -4,6 +4,11 @@ Each worker sends the binary exponent e_w of its largest magnitude
 (max|g_w| < 2**e_w, frexp convention); the switch returns e = max e_w and
 every worker quantizes with the same shift s = 30 - e - ceil(log2 N), so
 |q_w| <= 2**(30 - ceil(log2 N)) and no sum of N of them reaches 2**31.
+
+int32 input is already fixed point; its scale phase carries each worker's
+largest magnitude instead, and a sum that could overflow is refused before
+any data is sent (DESIGN.md lets int32 skip the phase; the overflow check
+needs it).
 """
 
 from __future__ import annotations
@@ -44,6 +49,31 @@ def shift_for(max_exponent: int, workers: int) -> int:
     if not 1 <= workers:
         raise ValueError(f"workers must be positive, got {workers}")
     return 30 - int(max_exponent) - (workers - 1).bit_length()
+
+
+INT32_MAX = 2**31 - 1
+
+
+def int32_peak(grad: np.ndarray) -> int:
+    """max|g| of int32 input, capped at 2**31 - 1 so it travels as one int32 word (|-2**31| does not)."""
+    if grad.size == 0:
+        return 0
+    return min(max(int(grad.max()), -int(grad.min())), INT32_MAX)
+
+
+def check_int32_sum(peak: int, workers: int) -> None:
+    """Refuse int32 input whose sum over the workers could leave the int32 range.
+
+    `peak` is the MAX over workers of `int32_peak`: N values of magnitude at
+    most `peak` sum to at most N * peak, which must stay within 2**31 - 1.
+    One worker's values are their own sum and always fit.
+    """
+    if workers > 1 and workers * peak > INT32_MAX:
+        raise ValueError(
+            f"int32 input could overflow: {workers} workers with values up to |{peak}| can sum to "
+            f"{workers * peak}, beyond the int32 range; scale the values down to at most "
+            f"{INT32_MAX // workers} or send floats"
+        )
 
 
 def quantize(grad: np.ndarray, shift: int | None) -> np.ndarray:

@@ -5,7 +5,7 @@ int32 words); whoever drives it (numpy in `simulate_allreduce`, the network
 in `host/`) aggregates the phase across workers and feeds the aggregate back
 with `receive`.  The phase logic reads top to bottom in `_phases`:
 
-    check (OR) -> scale (MAX, float only) -> index (OR) -> sketch (ADD) -> [residual (ADD)]
+    check (OR) -> scale (MAX) -> index (OR) -> sketch (ADD) -> [residual (ADD)]
 
 or, in dense mode, check -> scale -> dense (ADD of every quantized element).
 The check phase ORs the parameters' fingerprint so that workers of a
@@ -62,7 +62,11 @@ class WorkerResult:
 
     @property
     def sum(self) -> np.ndarray:
-        """S / 2**s as float64 for float input; S as int64 for int32 input."""
+        """S / 2**s as float64 for float input; S as int64 for int32 input.
+
+        float64 input within a factor ~2N of the largest float64 can sum past
+        float64 itself: those elements come out as +-inf (S stays exact).
+        """
         if self.shift is None:
             return self.fixed.astype(np.int64)
         return scale.dequantize(self.fixed, self.shift)
@@ -161,6 +165,13 @@ class WorkerSession:
             if agg[0] < own_exp:
                 raise ValueError(f"scale phase: aggregate exponent {agg[0]} is below this worker's own")
             shift = scale.shift_for(int(agg[0]), p.workers)
+        else:
+            # int32 is already fixed point, but N of them can overflow: the MAX of every
+            # worker's largest magnitude tells every worker whether the sum could, before any data
+            with self._timed("encode"):
+                own_peak = scale.int32_peak(g)
+            agg = yield self._send("scale", Op.MAX, np.array([own_peak]))
+            scale.check_int32_sum(int(agg[0]), p.workers)
 
         if p.mode == "dense":
             with self._timed("encode"):

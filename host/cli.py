@@ -27,7 +27,6 @@ def _demo(args: argparse.Namespace) -> int:
                          drop=args.drop, dup=args.dup, reorder=args.reorder, seed=args.seed,
                          job=JobSpec(job_id=args.job_id, words=args.words, slots=args.slots),
                          deadline=args.deadline)
-        cfg.params
     except ValueError as exc:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 2

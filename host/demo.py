@@ -43,6 +43,11 @@ class DemoConfig:
     job: JobSpec = JobSpec()
     deadline: float = 20.0
 
+    def __post_init__(self) -> None:
+        self.params  # noqa: B018 - refuse bad parameters here, before any process starts
+        if not 0.0 <= self.density <= 1.0:
+            raise ValueError(f"density must be within [0, 1], got {self.density}")
+
     @property
     def params(self) -> codec.CodecParams:
         return codec.CodecParams(length=self.length, workers=self.workers, mode=self.mode)
@@ -108,7 +113,6 @@ def start_switch(cfg: DemoConfig) -> tuple[subprocess.Popen, dict]:
 
 def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
     """Run the main job once and return its summary (see README for the keys)."""
-    cfg.params  # validate before starting anything
     switch, where = start_switch(cfg)
     data, control = tuple(where["data"]), tuple(where["control"])
     log(f"switch emulator on {data[0]}:{data[1]} (control {control[1]}), drop={cfg.drop} dup={cfg.dup} "

@@ -47,10 +47,6 @@ class RttEstimator:
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
         self.rto = min(self.maximum, max(self.minimum, self.srtt + 4 * self.rttvar))
 
-    def backoff(self) -> None:
-        """A retransmission timer fired: double the RTO until a fresh sample says otherwise (RFC 6298 5.5)."""
-        self.rto = min(self.maximum, 2 * self.rto)
-
 
 class SlotPool:
     """Which copy each of the job's slots uses next; lives as long as the worker's job."""
@@ -166,7 +162,6 @@ class PhaseTransfer:
             out.append(self._frame(chunk))
         if out:
             self._heard = False
-            self.rtt.backoff()
         self._earliest = min((c.sent_at + c.rto for c in self._waiting.values()), default=math.inf)
         return out
 

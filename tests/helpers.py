@@ -37,7 +37,8 @@ def sparse_gradients(rng: np.random.Generator, workers: int, length: int, densit
             idx = rng.choice(length, size=k, replace=False)
         g = np.zeros(length, dtype=dtype)
         if np.dtype(dtype) == np.int32:
-            g[idx] = rng.integers(-(2**31) // workers, 2**31 // workers, size=idx.size, dtype=np.int64)
+            bound = (2**31 - 1) // workers  # larger could overflow the sum: refused by the scale phase
+            g[idx] = rng.integers(-bound, bound + 1, size=idx.size, dtype=np.int64)
         else:
             lo, hi = np.log10(magnitudes[0]), np.log10(magnitudes[1])
             mags = 10.0 ** rng.uniform(lo, hi, size=idx.size)

@@ -79,11 +79,11 @@ def test_float_sum_is_fixed_over_two_to_the_shift():
     assert_within_quantization(result, grads)
 
 
-def test_int32_input_skips_the_scale_phase_and_sums_as_int64():
+def test_int32_input_has_no_shift_and_sums_as_int64():
     grads = sparse_gradients(np.random.default_rng(6), 4, 30_000, 0.1, dtype=np.int32)
     result = codec.simulate_allreduce(grads)
     assert_exact(result, grads)
-    assert result.shift is None and "scale" not in result.bytes_per_worker
+    assert result.shift is None and result.bytes_per_worker["scale"] == 4  # the overflow check
     assert result.sum.dtype == np.int64
     assert np.array_equal(result.sum, sum(g.astype(np.int64) for g in grads))
 
@@ -110,7 +110,7 @@ def test_sketch_cells_wrap_like_the_switch():
     rng = np.random.default_rng(8)
     grads = [np.zeros(LANES * 64, dtype=np.int32) for _ in range(2)]
     for g in grads:
-        g[::LANES] = rng.integers(2**29, 2**30, size=64)  # lane 0 of every block
+        g[::LANES] = rng.integers(2**29, 2**30 - 1, size=64)  # lane 0 of every block: cells overflow
     result = codec.simulate_allreduce(grads, cells_per_element=0.5)
     assert_exact(result, grads)
 

@@ -1,0 +1,45 @@
+"""A long run of the fuzz harness (tests/fuzz_harness.py): frames tried, failures, rate.
+
+    python benchmarks/fuzz_bench.py --frames 5000000 [--seed 7]      (make fuzz)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import fuzz_harness  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--frames", type=int, default=2_000_000)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "fuzz_bench.json")
+    args = ap.parse_args(argv)
+    start = time.perf_counter()
+    report = fuzz_harness.run(args.frames, args.seed, progress=lambda n: print(
+        f"{n:,} frames, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True))
+    seconds = time.perf_counter() - start
+    summary = {"frames": report.frames, "failures": len(report.failures), "victim_changed": report.victim_changed,
+               "seconds": seconds, "frames_per_second": report.frames / seconds, "outputs": report.outputs,
+               "drops": report.drops, "seed": args.seed,
+               "command": " ".join(["benchmarks/fuzz_bench.py"] + (argv if argv is not None else sys.argv[1:]))}
+    for failure in report.failures[:3]:
+        print(failure, file=sys.stderr)
+    print(f"{report.frames:,} frames in {seconds:.0f} s ({summary['frames_per_second']:,.0f}/s): "
+          f"{len(report.failures)} failures, victim job {'CHANGED' if report.victim_changed else 'untouched'}")
+    print(f"drops by reason: {report.drops}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=1))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
