@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 MAX_WORKERS = 32  # worker_id is a bit in a 32-bit arrival bitmap
-MODES = ("hina", "dense")
+MODES = ("hina", "dense", "blocks")
 DTYPES = ("float16", "float32", "float64", "int32")
 DEFAULT_LANES = 1024
 DEFAULT_CELLS_PER_ELEMENT = 1.3
@@ -37,9 +37,9 @@ class CodecParams:
     """What a job's workers share.
 
     length: elements per gradient (d); workers: N (1..32); dtype: the
-    gradients' dtype (int32 input skips the scale phase); mode: "hina" (the
-    codec) or "dense" (every quantized element, the SwitchML-style
-    baseline); lanes: L, elements per sketch block; cells_per_element: c,
+    gradients' dtype; mode: "hina" (the codec), "dense" (every quantized
+    element, the SwitchML-style baseline) or "blocks" (non-zero 256-element
+    blocks, an OmniReduce-style baseline); lanes: L, elements per sketch block; cells_per_element: c,
     total sketch cells per union element, read as the decimal it is written
     as (1.3 means exactly 13/10, so every worker rounds the same way);
     seeds: the murmur3 seeds of the three sub-tables.

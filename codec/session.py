@@ -7,7 +7,12 @@ with `receive`.  The phase logic reads top to bottom in `_phases`:
 
     check (OR) -> scale (MAX) -> index (OR) -> sketch (ADD) -> [residual (ADD)]
 
-or, in dense mode, check -> scale -> dense (ADD of every quantized element).
+or, when the union turns out so dense that the sketch would outweigh the
+tensor, check -> scale -> index -> dense; in dense mode (the SwitchML-style
+baseline) check -> scale -> dense (ADD of every quantized element); in
+blocks mode (an OmniReduce-style baseline) check -> scale -> block_index
+(OR of the bitmap of non-zero 256-element blocks) -> blocks (ADD of the
+union's blocks).
 The check phase ORs the parameters' fingerprint so that workers of a
 mismatched job all refuse before any gradient data is sent.
 """
@@ -26,6 +31,7 @@ from .ops import Op
 from .params import CodecParams, check_dtype
 
 WORD_BYTES = 4
+BLOCK_ELEMENTS = 256  # blocks mode: OmniReduce's block size (its artifact's default)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -48,7 +54,10 @@ class WorkerResult:
     this worker sent per phase (headers excluded); seconds: compute time
     spent producing words ("encode") and decoding, split into the work that
     needs only the union ("decode_union") and the work after the sketch
-    arrives ("decode_sketch"); network waits are never counted.
+    arrives ("decode_sketch"); network waits are never counted; fell_back:
+    hina mode finished with a dense ADD because the union was too dense for
+    the sketch to pay.  In blocks mode `union` counts the elements of the
+    union's blocks.
     """
 
     fixed: np.ndarray
@@ -59,6 +68,7 @@ class WorkerResult:
     peel_rounds: int
     bytes_sent: dict[str, int]
     seconds: dict[str, float]
+    fell_back: bool = False
 
     @property
     def sum(self) -> np.ndarray:
@@ -174,12 +184,23 @@ class WorkerSession:
             scale.check_int32_sum(int(agg[0]), p.workers)
 
         if p.mode == "dense":
+            yield from self._dense(g, shift)
+        elif p.mode == "blocks":
+            yield from self._blocks(g, shift)
+        else:
+            yield from self._hina(g, shift)
+
+    def _dense(self, g: np.ndarray, shift: int | None, *, union: int | None = None,
+               q: np.ndarray | None = None) -> Generator[Phase, np.ndarray, None]:
+        """Every quantized element, ADDed: the SwitchML-style baseline, and hina's fall-back."""
+        if q is None:
             with self._timed("encode"):
                 q = g.astype(np.int32) if shift is None else scale.quantize_values(g, shift, check=False)
-            agg = yield self._send("dense", Op.ADD, q)
-            self._finish(agg.copy(), shift, union=None)
-            return
+        agg = yield self._send("dense", Op.ADD, q)
+        self._finish(agg.copy(), shift, union=union, fell_back=union is not None)
 
+    def _hina(self, g: np.ndarray, shift: int | None) -> Generator[Phase, np.ndarray, None]:
+        p = self.params
         with self._timed("encode"):
             idx, vals = _sparse_fixed_point(g, shift)
             own = index.support_words(idx, p.length)
@@ -192,6 +213,14 @@ class WorkerSession:
                 self._finish(np.zeros(p.length, dtype=np.int32), shift, union=0)
                 return
             layout = sketch.SketchLayout.for_union(p, union)
+        if layout.words >= p.length:
+            # The union is so dense that the sketch would be larger than the tensor: every
+            # worker sees the same union, so all of them finish with a dense ADD instead.
+            with self._timed("encode"):
+                q = np.zeros(p.length, dtype=np.int32)
+                q[idx] = vals
+            yield from self._dense(g, shift, union=union.size, q=q)
+            return
         with self._timed("encode"):
             own_sketch = sketch.encode(layout, idx, vals)
         with self._timed("decode_union"):
@@ -208,12 +237,35 @@ class WorkerSession:
         self._finish(fixed, shift, union=union.size, rows=layout.rows,
                      residual=peeled.residual.size, rounds=peeled.rounds)
 
+    def _blocks(self, g: np.ndarray, shift: int | None) -> Generator[Phase, np.ndarray, None]:
+        """OmniReduce-style: OR the bitmap of non-zero 256-element blocks, then ADD the union's blocks."""
+        p, size = self.params, BLOCK_ELEMENTS
+        nblocks = -(-p.length // size)
+        with self._timed("encode"):
+            idx, vals = _sparse_fixed_point(g, shift)
+            own = index.support_words(np.unique(idx // size), nblocks)
+        union_words = yield self._send("block_index", Op.OR, own)
+        with self._timed("decode_union"):
+            if np.any(own & ~union_words):
+                raise ValueError("block index phase: the union bitmap lacks some of this worker's blocks")
+            blocks = index.union_indices(union_words, nblocks)
+            fixed = np.zeros(nblocks * size, dtype=np.int32)
+        if blocks.size:
+            with self._timed("encode"):
+                q = np.zeros(nblocks * size, dtype=np.int32)
+                q[idx] = vals
+                words = q.reshape(nblocks, size)[blocks].reshape(-1)
+            agg = yield self._send("blocks", Op.ADD, words)
+            with self._timed("decode_sketch"):
+                fixed.reshape(nblocks, size)[blocks] = agg.reshape(blocks.size, size)
+        self._finish(fixed[: p.length], shift, union=int(blocks.size) * size)
+
     def _finish(self, fixed: np.ndarray, shift: int | None, *, union: int | None,
-                rows: int = 0, residual: int = 0, rounds: int = 0) -> None:
+                rows: int = 0, residual: int = 0, rounds: int = 0, fell_back: bool = False) -> None:
         self._result = WorkerResult(
             fixed=fixed.reshape(self._shape), shift=shift, union=union, rows=rows,
             residual=residual, peel_rounds=rounds, bytes_sent=dict(self._bytes),
-            seconds=dict(self._seconds),
+            seconds=dict(self._seconds), fell_back=fell_back,
         )
 
 

@@ -26,7 +26,7 @@ def _demo(args: argparse.Namespace) -> int:
         cfg = DemoConfig(workers=args.workers, length=args.length, density=args.density, mode=args.mode,
                          drop=args.drop, dup=args.dup, reorder=args.reorder, seed=args.seed,
                          job=JobSpec(job_id=args.job_id, words=args.words, slots=args.slots),
-                         deadline=args.deadline)
+                         deadline=args.deadline, workload=args.workload, scale=args.scale)
     except ValueError as exc:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 2
@@ -82,14 +82,15 @@ def _worker(args: argparse.Namespace) -> int:
     from .agent import Worker
     from .demo import timed_aggregate
     from .job import JobSpec
-    from .synthetic import synthetic_gradient
+    from .synthetic import gradient_for
     from .transport import open_transport
 
     spec = json.loads(open(args.spec).read())
     params = codec.CodecParams.from_config(spec["params"])
     job = JobSpec.from_config(spec["job"])
     me = spec["hosts"][args.rank]
-    grad = synthetic_gradient(params.length, spec["density"], seed=spec["seed"], rank=args.rank)
+    grad = gradient_for(params.length, spec["density"], seed=spec["seed"], rank=args.rank,
+                        workload=spec.get("workload"), scale=spec.get("scale", 1.0))
     transport = open_transport(spec["switch"]["ip"], ifname=me.get("ifname"), src_mac=me.get("mac"),
                                src_ip=me.get("ip"), switch_mac=spec["switch"]["mac"], kind=args.transport)
     print(json.dumps({"ready": args.rank, "transport": type(transport).__name__}), flush=True)
@@ -117,7 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--workers", type=int, default=4)
     d.add_argument("--length", type=int, default=1 << 22, help="elements per gradient (default 2^22)")
     d.add_argument("--density", type=float, default=0.01, help="non-zero fraction per worker")
-    d.add_argument("--mode", choices=("hina", "dense"), default="hina")
+    d.add_argument("--mode", choices=("hina", "dense", "blocks"), default="hina",
+                   help="hina (the codec), dense (SwitchML-style) or blocks (OmniReduce-style)")
+    d.add_argument("--workload", help="a model-shaped preset of benchmarks/workloads.py instead of uniform")
+    d.add_argument("--scale", type=float, default=0.02, help="with --workload: shrink the preset by this factor")
     d.add_argument("--drop", type=float, default=0.0, help="switch drop probability, each direction")
     d.add_argument("--dup", type=float, default=0.0, help="switch duplication probability")
     d.add_argument("--reorder", type=float, default=0.0, help="switch reordering probability")
@@ -133,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("files", nargs="+")
     r.add_argument("--lanes", type=int, default=1024)
     r.add_argument("--cells-per-element", type=float, default=1.3)
-    r.add_argument("--mode", choices=("hina", "dense"), default="hina")
+    r.add_argument("--mode", choices=("hina", "dense", "blocks"), default="hina")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=_roundtrip)
 

@@ -26,7 +26,7 @@ from switch_emulator.control import ControlClient
 
 from .agent import Worker
 from .job import JobSpec
-from .synthetic import synthetic_gradient
+from .synthetic import gradient_for, workload_preset
 from .transport import UdpTransport
 
 
@@ -42,8 +42,12 @@ class DemoConfig:
     seed: int = 0
     job: JobSpec = JobSpec()
     deadline: float = 20.0
+    workload: str | None = None  # a preset of benchmarks/workloads.py instead of uniform sparsity
+    scale: float = 1.0
 
     def __post_init__(self) -> None:
+        if self.workload is not None:  # the preset fixes the length
+            object.__setattr__(self, "length", workload_preset(self.workload, self.scale).size)
         self.params  # noqa: B018 - refuse bad parameters here, before any process starts
         if not 0.0 <= self.density <= 1.0:
             raise ValueError(f"density must be within [0, 1], got {self.density}")
@@ -52,14 +56,20 @@ class DemoConfig:
     def params(self) -> codec.CodecParams:
         return codec.CodecParams(length=self.length, workers=self.workers, mode=self.mode)
 
+    def gradient(self, rank: int) -> np.ndarray:
+        return gradient_for(self.length, self.density, seed=self.seed, rank=rank, workload=self.workload,
+                            scale=self.scale)
+
 
 def digest(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
 
 
-def expected_fixed(workers: int, length: int, density: float, seed: int) -> np.ndarray:
-    """numpy's sum of the synthetic workers' quantized inputs: the answer every worker must get."""
-    grads = [synthetic_gradient(length, density, seed=seed, rank=w) for w in range(workers)]
+def expected_fixed(workers: int, length: int, density: float, seed: int, workload: str | None = None,
+                   scale: float = 1.0) -> np.ndarray:
+    """numpy's sum of the workers' quantized inputs: the answer every worker must get."""
+    grads = [gradient_for(length, density, seed=seed, rank=w, workload=workload, scale=scale)
+             for w in range(workers)]
     shift = codec.shift_for(max(codec.exponent(g) for g in grads), workers)
     total = np.zeros(length, dtype=np.int64)
     for g in grads:
@@ -78,15 +88,15 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray)
         "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": stats["bytes"],
         "frames": stats["frames"], "retransmissions": stats["retransmissions"],
         "ignored": stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
-        "phases": worker.phase_seconds, "compute": result.seconds,
-        "union": result.union, "residual": result.residual,
+        "phases": worker.phase_seconds, "compute": result.seconds, "payload_by_phase": result.bytes_sent,
+        "union": result.union, "residual": result.residual, "fell_back": result.fell_back,
     }
 
 
 def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> None:
     """One worker process: bind, report its address, wait for go, aggregate, report."""
     try:
-        grad = synthetic_gradient(cfg.length, cfg.density, seed=cfg.seed, rank=rank)
+        grad = cfg.gradient(rank)
         with UdpTransport(switch) as transport:
             conn.send(("ready", transport.address))
             if conn.recv() != "go":
@@ -138,7 +148,7 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
                 f"{cfg.job.slots} slots; aggregating {cfg.length:,} elements at {cfg.density:.2%} density, "
                 f"mode {cfg.mode}")
             log("computing numpy's reference sum ...")
-            expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed))
+            expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed, cfg.workload, cfg.scale))
             for conn in conns:
                 conn.send("go")
             reports, errors = [], []
@@ -170,6 +180,8 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         "workers": cfg.workers,
         "length": cfg.length,
         "density": cfg.density,
+        "workload": cfg.workload,
+        "scale": cfg.scale if cfg.workload else None,
         "bytes_per_worker": sum(r["wire_bytes"] for r in reports) / n,
         "dense_bytes_per_worker": 4 * cfg.length,
         "seconds": seconds,
@@ -180,6 +192,8 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         "payload_bytes_per_worker": sum(r["payload_bytes"] for r in reports) / n,
         "frames_per_worker": sum(r["frames"] for r in reports) / n,
         "phase_seconds": reports[0]["phases"] if reports else {},
+        "payload_by_phase": reports[0]["payload_by_phase"] if reports else {},
+        "fell_back": reports[0]["fell_back"] if reports else None,
         "compute_seconds": reports[0]["compute"] if reports else {},
         "union": reports[0]["union"] if reports else None,
         "residual": reports[0]["residual"] if reports else None,
@@ -198,7 +212,8 @@ def _expect(conn, timeout: float, rank: int):
 def format_summary(s: dict[str, Any]) -> str:
     lines = [
         f"exact:            {'yes, every worker' if s['exact'] else 'NO'}",
-        f"mode:             {s['mode']}, {s['workers']} workers, {s['length']:,} elements at {s['density']:.2%}",
+        f"mode:             {s['mode']}, {s['workers']} workers, {s['length']:,} elements "
+        + (f"of workload {s['workload']} (scale {s['scale']})" if s.get("workload") else f"at {s['density']:.2%}"),
         f"bytes per worker: {s['bytes_per_worker']:,.0f} on the wire "
         f"({s['bytes_per_worker'] / s['dense_bytes_per_worker']:.1%} of dense {s['dense_bytes_per_worker']:,})",
         f"seconds:          {s['seconds']:.3f} ({', '.join(f'{k} {v:.3f}' for k, v in s['phase_seconds'].items())})",

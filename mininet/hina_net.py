@@ -7,7 +7,7 @@ is passed to Mininet (`EmulatorSwitch` runs `python -m switch_emulator
 `Topology` through the controller, runs one `hina worker` process per host,
 checks every result against numpy, and always tears down what it created.
 
-Links are shaped by TCLink.  This module must stay importable as a plain
+Links are shaped by TCLink (`FastTCLink`: the same, up to 100 Gbit/s).  This module must stay importable as a plain
 module (the folder has no __init__.py: it would shadow the real mininet
 package).  Loss and delay use tc netem when the kernel has it; when it does
 not (some VM kernels), loss falls back to nftables random drops on each
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # codec, host, switch_emulator from this checkout
 
-from mininet.link import TCLink  # noqa: E402
+from mininet.link import Link, TCIntf  # noqa: E402
 from mininet.log import setLogLevel  # noqa: E402
 from mininet.net import Mininet  # noqa: E402
 from mininet.node import Switch  # noqa: E402
@@ -42,6 +42,7 @@ from mininet.topo import Topo  # noqa: E402
 import codec  # noqa: E402
 from host.demo import digest, expected_fixed  # noqa: E402
 from host.job import JobSpec  # noqa: E402
+from host.synthetic import workload_preset  # noqa: E402
 from switch_emulator.config import JobConfig, Member  # noqa: E402
 from switch_emulator.controller import P4_BUILD, Bmv2Target, EmulatorTarget  # noqa: E402
 from switch_emulator.headers import max_words  # noqa: E402
@@ -98,6 +99,21 @@ def cleanup() -> None:
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     for name in set(re.findall(rf"\d+: ({SWITCH}-eth\d+)[@:]", links)):
         subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
+class FastTCIntf(TCIntf):
+    """TCIntf refuses rates above 1 Gbit/s; htb shapes 10 Gbit/s veths fine."""
+
+    bwParamMax = 100_000
+
+
+class FastTCLink(Link):
+    """TCLink whose interfaces accept up to 100 Gbit/s."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("cls1", FastTCIntf)
+        kwargs.setdefault("cls2", FastTCIntf)
+        super().__init__(*args, **kwargs)
 
 
 class StarTopo(Topo):
@@ -198,6 +214,12 @@ class ExperimentConfig:
     deadline: float = 60.0
     ping: bool = True
     transport: str = "auto"  # workers' transport: auto (UDP when routed), udp, raw
+    workload: str | None = None  # a preset of benchmarks/workloads.py instead of uniform sparsity
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.workload is not None:  # the preset fixes the length
+            self.length = workload_preset(self.workload, self.scale).size
 
     @property
     def words(self) -> int:
@@ -221,7 +243,7 @@ class Experiment:
             raise RuntimeError("--delay needs tc netem, which this kernel lacks (the emulator can delay instead)")
         cleanup()
         setLogLevel("critical")  # tc prints htb quantum warnings for jumbo frames as errors
-        link = {"cls": TCLink}
+        link = {"cls": FastTCLink}
         if cfg.bw:
             link["bw"] = cfg.bw
         if self.netem:
@@ -234,7 +256,7 @@ class Experiment:
             switch_cls = type("ConfiguredEmulatorSwitch", (EmulatorSwitch,), {
                 "impair_args": [] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)]})
         self.net = Mininet(topo=StarTopo(workers=cfg.workers, link=link), switch=switch_cls, controller=None,
-                           link=TCLink, autoSetMacs=False, autoStaticArp=False, build=True)
+                           link=FastTCLink, autoSetMacs=False, autoStaticArp=False, build=True)
         try:
             self.net.start()
             topology = self._prepare()
@@ -303,6 +325,7 @@ class Experiment:
         self.switch.target.reset_job(1)  # every mode starts with fresh slot copies, as fresh workers do
         hosts = self._hosts()
         spec = {"params": params.to_config(), "job": job.to_config(), "density": cfg.density, "seed": cfg.seed,
+                "workload": cfg.workload, "scale": cfg.scale,
                 "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC},
                 "hosts": [{"ifname": h.defaultIntf().name, "mac": host_mac(i), "ip": host_ip(i)}
                           for i, h in enumerate(hosts, start=1)]}
@@ -310,7 +333,7 @@ class Experiment:
             json.dump(spec, f)
         self.log(f"[{mode}] {cfg.workers} workers, d={cfg.length:,}, density {cfg.density:.2%}, "
                  f"{cfg.bw or 'unshaped'} Mbit/s, loss {cfg.loss}% ({self._loss_by()}), delay {cfg.delay} ms")
-        expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed))
+        expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed, cfg.workload, cfg.scale))
         procs = [h.popen([sys.executable, "-m", "host.cli", "worker", "--spec", f.name, "--rank", str(r),
                           "--transport", cfg.transport],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -359,6 +382,7 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
             phases[k] = max(phases.get(k, 0.0), v)
     compute = {k: max(x["compute"].get(k, 0.0) for x in ok) for k in (ok[0]["compute"] if ok else {})}
     return {"exact": exact, "errors": errors, "seconds": max((x["seconds"] for x in ok), default=float("nan")),
+            "payload_by_phase": ok[0]["payload_by_phase"] if ok else {}, "fell_back": ok[0]["fell_back"] if ok else None,
             "wire_bytes_per_worker": wire, "payload_bytes_per_worker": sum(x["payload_bytes"] for x in ok) / n,
             "line_rate_seconds": line_rate, "retransmissions": sum(x["retransmissions"] for x in ok),
             "phase_seconds": phases, "compute_seconds": compute}

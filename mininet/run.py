@@ -23,7 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator")
-    ap.add_argument("--mode", choices=("hina", "dense", "both"), default="hina")
+    ap.add_argument("--mode", choices=("hina", "dense", "blocks", "both", "all"), default="hina",
+                    help="both: hina and dense; all: hina, dense and blocks (OmniReduce-style)")
+    ap.add_argument("--workload", help="a model-shaped preset of benchmarks/workloads.py (sets --length)")
+    ap.add_argument("--scale", type=float, default=0.02, help="with --workload: shrink the preset by this factor")
     ap.add_argument("--bw", type=float, default=1000.0, help="Mbit/s per link (0: unshaped)")
     ap.add_argument("--delay", type=float, default=0.0, help="ms per link")
     ap.add_argument("--loss", type=float, default=0.0, help="percent per link and direction")
@@ -43,11 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"mininet/run.py: {problem}", file=sys.stderr)
         return 2
-    modes = ("hina", "dense") if args.mode == "both" else (args.mode,)
+    modes = {"both": ("hina", "dense"), "all": ("hina", "dense", "blocks")}.get(args.mode, (args.mode,))
     cfg = ExperimentConfig(workers=args.workers, switch=args.switch, modes=modes, bw=args.bw or None,
                            delay=args.delay, loss=args.loss, length=args.length, density=args.density,
                            mtu=args.mtu, slots=args.slots, rounds=args.rounds, seed=args.seed,
-                           deadline=args.deadline, transport=args.transport)
+                           deadline=args.deadline, transport=args.transport, workload=args.workload,
+                           scale=args.scale)
     try:
         results = Experiment(cfg, log=lambda m: print(m, file=sys.stderr, flush=True)).run()
     except (RuntimeError, ValueError) as exc:
@@ -62,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         line = f" (line rate {r['line_rate_seconds']:.3f} s)" if r["line_rate_seconds"] else ""
         print(f"{r['mode']:<5s} exact={r['exact']} {r['seconds']:.3f} s{line}, "
               f"{r['wire_bytes_per_worker']:,.0f} B/worker on the wire, {r['retransmissions']} retransmissions")
-    if len(results["runs"]) == 2:
-        h, d = results["runs"]
-        print(f"hina is {d['seconds'] / h['seconds']:.2f}x faster than dense")
+    by_mode = {r["mode"]: r for r in results["runs"]}
+    if "hina" in by_mode and "dense" in by_mode:
+        print(f"hina is {by_mode['dense']['seconds'] / by_mode['hina']['seconds']:.2f}x faster than dense")
     if "ping" in results:
         print(f"ping {results['ping']['from']} -> {results['ping']['to']}: "
               f"{results['ping']['received']}/{results['ping']['sent']} received")

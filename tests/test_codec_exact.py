@@ -42,6 +42,7 @@ def test_exact_for_each_support_pattern(support, workers, length, density):
     result = codec.simulate_allreduce(grads)
     assert_exact(result, grads)
     assert result.union > 0
+    assert ("sketch" in result.bytes_per_worker) != result.workers[0].fell_back
 
 
 def test_values_that_cancel_are_exact_zero():
@@ -154,3 +155,33 @@ def test_float32_quantizer_matches_float64_arithmetic(seed, coarser):
     expected = np.rint(np.ldexp(g.astype(np.float64), shift)).astype(np.int32)
     assert np.array_equal(codec.quantize(g, shift), expected)
     assert np.any(np.abs(g) < 2.0**-126)  # subnormals are in the mix
+
+
+def test_dense_union_falls_back_to_a_dense_add():
+    grads = sparse_gradients(np.random.default_rng(21), 8, 100_003, 0.3)  # union ~94%
+    result = codec.simulate_allreduce(grads)
+    assert_exact(result, grads)
+    assert all(w.fell_back for w in result.workers)
+    b = result.bytes_per_worker
+    assert set(b) == {"check", "scale", "index", "dense", "total"} and b["dense"] == 4 * 100_003
+    assert b["total"] == 8 + 4 + 4 * -(-100_003 // 32) + 4 * 100_003  # never more than dense + the index
+    assert result.union == np.count_nonzero(np.any(np.stack(grads) != 0, axis=0))
+
+
+def test_sparse_union_keeps_the_sketch():
+    grads = sparse_gradients(np.random.default_rng(22), 8, 100_003, 0.01)
+    result = codec.simulate_allreduce(grads)
+    assert not result.workers[0].fell_back and "sketch" in result.bytes_per_worker
+    assert result.bytes_per_worker["total"] < 0.5 * 4 * 100_003
+
+
+@pytest.mark.parametrize("support", SUPPORTS)
+def test_blocks_mode_is_exact_and_sends_only_union_blocks(support):
+    grads = sparse_gradients(np.random.default_rng(23), 4, 70_001, 0.002, support=support)
+    result = codec.simulate_allreduce(grads, mode="blocks")
+    assert_exact(result, grads)
+    nonzero_blocks = np.unique(np.concatenate([np.flatnonzero(g) // 256 for g in grads]))
+    b = result.bytes_per_worker
+    assert b["blocks"] == 4 * 256 * nonzero_blocks.size
+    assert b["block_index"] == 4 * -(-(-(-70_001 // 256)) // 32)
+    assert result.union == 256 * nonzero_blocks.size

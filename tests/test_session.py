@@ -102,8 +102,10 @@ def test_sessions_driven_by_hand_match_simulate():
 
 def test_replay_reproduces_a_worker_from_recorded_aggregates():
     rng = np.random.default_rng(2)
-    grads = [np.where(rng.random(5000) < 0.2, rng.standard_normal(5000), 0).astype(np.float32) for _ in range(2)]
+    grads = [np.where(rng.random(100_000) < 0.02, rng.standard_normal(100_000), 0).astype(np.float32)
+             for _ in range(2)]
     reference = codec.simulate_allreduce(grads)
+    assert "sketch" in reference.bytes_per_worker
     assert [a.dtype for a in reference.aggregates] == [np.int32] * len(reference.aggregates)
     again = codec.replay(reference.params, grads[1], reference.aggregates)
     assert np.array_equal(again.fixed, reference.workers[1].fixed)
