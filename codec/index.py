@@ -18,6 +18,14 @@ def support_words(indices: np.ndarray, length: int) -> np.ndarray:
     return np.packbits(bits, bitorder="little").view("<i4")
 
 
+def support_words_dense(nonzero: np.ndarray) -> np.ndarray:
+    """The same words from a boolean mask of the whole tensor (no index list needed)."""
+    nwords = -(-nonzero.size // 32)
+    if nonzero.size != nwords * 32:
+        nonzero = np.concatenate([nonzero, np.zeros(nwords * 32 - nonzero.size, dtype=np.bool_)])
+    return np.packbits(nonzero, bitorder="little").view("<i4")
+
+
 def union_indices(words: np.ndarray, length: int) -> np.ndarray:
     """Unpack an aggregated bitmap into the sorted union positions.
 

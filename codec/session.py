@@ -167,60 +167,76 @@ class WorkerSession:
                 f"but the workers' OR gives {int(agg.view(np.uint32)[0]):#010x}/{int(agg.view(np.uint32)[1]):#010x}; "
                 f"this worker has {p.to_json()}"
             )
+        # Scale (MAX): each worker's magnitude word, and its count of non-zeros, whose maximum
+        # is a lower bound on the union: if even that makes the sketch outweigh the tensor, every
+        # worker knows now and the aggregation goes dense without an index phase.
         shift = None
+        with self._timed("encode"):
+            own_count = min(int(np.count_nonzero(g)), scale.INT32_MAX)
+            own_word = scale.exponent(g) if p.is_float else scale.int32_peak(g)
+        agg = yield self._send("scale", Op.MAX, np.array([own_word, own_count]))
         if p.is_float:
-            with self._timed("encode"):
-                own_exp = scale.exponent(g)
-            agg = yield self._send("scale", Op.MAX, np.array([own_exp]))
-            if agg[0] < own_exp:
+            if agg[0] < own_word:
                 raise ValueError(f"scale phase: aggregate exponent {agg[0]} is below this worker's own")
             shift = scale.shift_for(int(agg[0]), p.workers)
-        else:
-            # int32 is already fixed point, but N of them can overflow: the MAX of every
-            # worker's largest magnitude tells every worker whether the sum could, before any data
-            with self._timed("encode"):
-                own_peak = scale.int32_peak(g)
-            agg = yield self._send("scale", Op.MAX, np.array([own_peak]))
+        else:  # int32 is already fixed point, but N of them can overflow
             scale.check_int32_sum(int(agg[0]), p.workers)
 
         if p.mode == "dense":
             yield from self._dense(g, shift)
         elif p.mode == "blocks":
             yield from self._blocks(g, shift)
+        elif _sketch_cannot_pay(p, int(agg[1])):
+            yield from self._dense(g, shift, fell_back=True)
         else:
-            yield from self._hina(g, shift)
+            yield from self._hina(g, shift, dense_first=8 * own_count > p.length)
 
-    def _dense(self, g: np.ndarray, shift: int | None, *, union: int | None = None,
-               q: np.ndarray | None = None) -> Generator[Phase, np.ndarray, None]:
+    def _dense(self, g: np.ndarray, shift: int | None, *, union: int | None = None, q: np.ndarray | None = None,
+               fell_back: bool = False) -> Generator[Phase, np.ndarray, None]:
         """Every quantized element, ADDed: the SwitchML-style baseline, and hina's fall-back."""
         if q is None:
             with self._timed("encode"):
                 q = g.astype(np.int32) if shift is None else scale.quantize_values(g, shift, check=False)
         agg = yield self._send("dense", Op.ADD, q)
-        self._finish(agg.copy(), shift, union=union, fell_back=union is not None)
+        self._finish(agg.copy(), shift, union=union, fell_back=fell_back)
 
-    def _hina(self, g: np.ndarray, shift: int | None) -> Generator[Phase, np.ndarray, None]:
+    def _hina(self, g: np.ndarray, shift: int | None, *, dense_first: bool) -> Generator[Phase, np.ndarray, None]:
+        """dense_first: this worker is dense enough (> 1/8) that whole-array kernels beat index lists."""
         p = self.params
         with self._timed("encode"):
-            idx, vals = _sparse_fixed_point(g, shift)
-            own = index.support_words(idx, p.length)
+            if dense_first:
+                q = g.astype(np.int32) if shift is None else scale.quantize_values(g, shift, check=False)
+                own = index.support_words_dense(q != 0)
+                idx = vals = None
+            else:
+                q = None
+                idx, vals = _sparse_fixed_point(g, shift)
+                own = index.support_words(idx, p.length)
         union_words = yield self._send("index", Op.OR, own)
         with self._timed("decode_union"):
             if np.any(own & ~union_words):
                 raise ValueError("index phase: the union bitmap lacks some of this worker's non-zeros")
-            union = index.union_indices(union_words, p.length)
-            if union.size == 0:  # everyone is all-zero: every worker knows, no sketch needed
+            union_size = int(np.bitwise_count(union_words.view(np.uint32)).sum())
+            if union_size == 0:  # everyone is all-zero: every worker knows, no sketch needed
                 self._finish(np.zeros(p.length, dtype=np.int32), shift, union=0)
                 return
-            layout = sketch.SketchLayout.for_union(p, union)
-        if layout.words >= p.length:
+            layout = None
+            if not _sketch_cannot_pay(p, union_size):
+                union = index.union_indices(union_words, p.length)
+                layout = sketch.SketchLayout.for_union(p, union)
+        if layout is None or layout.words >= p.length:
             # The union is so dense that the sketch would be larger than the tensor: every
             # worker sees the same union, so all of them finish with a dense ADD instead.
-            with self._timed("encode"):
-                q = np.zeros(p.length, dtype=np.int32)
-                q[idx] = vals
-            yield from self._dense(g, shift, union=union.size, q=q)
+            if q is None:
+                with self._timed("encode"):
+                    q = np.zeros(p.length, dtype=np.int32)
+                    q[idx] = vals
+            yield from self._dense(g, shift, union=union_size, q=q, fell_back=True)
             return
+        if idx is None:
+            with self._timed("encode"):
+                idx = np.flatnonzero(q)
+                vals = q[idx]
         with self._timed("encode"):
             own_sketch = sketch.encode(layout, idx, vals)
         with self._timed("decode_union"):
@@ -267,6 +283,12 @@ class WorkerSession:
             residual=residual, peel_rounds=rounds, bytes_sent=dict(self._bytes),
             seconds=dict(self._seconds), fell_back=fell_back,
         )
+
+
+def _sketch_cannot_pay(params: CodecParams, union_lower_bound: int) -> bool:
+    """Would the sketch (at least c cells per union element) be no smaller than the tensor itself?"""
+    c = params.cell_factor
+    return c.numerator * union_lower_bound >= c.denominator * params.length
 
 
 def _sparse_fixed_point(grad: np.ndarray, shift: int | None) -> tuple[np.ndarray, np.ndarray]:

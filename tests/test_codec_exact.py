@@ -84,7 +84,7 @@ def test_int32_input_has_no_shift_and_sums_as_int64():
     grads = sparse_gradients(np.random.default_rng(6), 4, 30_000, 0.1, dtype=np.int32)
     result = codec.simulate_allreduce(grads)
     assert_exact(result, grads)
-    assert result.shift is None and result.bytes_per_worker["scale"] == 4  # the overflow check
+    assert result.shift is None and result.bytes_per_worker["scale"] == 8  # overflow check and count
     assert result.sum.dtype == np.int64
     assert np.array_equal(result.sum, sum(g.astype(np.int64) for g in grads))
 
@@ -120,7 +120,7 @@ def test_dense_mode_is_exact_and_sends_every_element():
     grads = sparse_gradients(np.random.default_rng(9), 4, 12_345, 0.01)
     result = codec.simulate_allreduce(grads, mode="dense")
     assert_exact(result, grads)
-    assert result.bytes_per_worker == {"check": 8, "scale": 4, "dense": 4 * 12_345, "total": 12 + 4 * 12_345}
+    assert result.bytes_per_worker == {"check": 8, "scale": 8, "dense": 4 * 12_345, "total": 16 + 4 * 12_345}
     assert result.union is None
 
 
@@ -128,7 +128,7 @@ def test_bytes_per_worker_follow_the_layout():
     grads = sparse_gradients(np.random.default_rng(10), 8, 100_000, 0.01)
     result = codec.simulate_allreduce(grads)
     b = result.bytes_per_worker
-    assert b["check"] == 8 and b["scale"] == 4
+    assert b["check"] == 8 and b["scale"] == 8
     assert b["index"] == 4 * -(-100_000 // 32)
     assert b["sketch"] == 12 * result.rows * LANES
     assert b.get("residual", 0) == 4 * result.residual
@@ -164,8 +164,19 @@ def test_dense_union_falls_back_to_a_dense_add():
     assert all(w.fell_back for w in result.workers)
     b = result.bytes_per_worker
     assert set(b) == {"check", "scale", "index", "dense", "total"} and b["dense"] == 4 * 100_003
-    assert b["total"] == 8 + 4 + 4 * -(-100_003 // 32) + 4 * 100_003  # never more than dense + the index
+    assert b["total"] == 8 + 8 + 4 * -(-100_003 // 32) + 4 * 100_003  # never more than dense + the index
     assert result.union == np.count_nonzero(np.any(np.stack(grads) != 0, axis=0))
+
+
+def test_dense_workers_skip_the_index_and_go_dense_at_once():
+    """One worker at 80% already bounds the union: the sketch cannot pay, nobody sends an index."""
+    grads = sparse_gradients(np.random.default_rng(24), 4, 50_000, 0.02)
+    grads[2] = np.random.default_rng(25).standard_normal(50_000).astype(np.float32)
+    grads[2][::5] = 0
+    result = codec.simulate_allreduce(grads)
+    assert_exact(result, grads)
+    assert set(result.bytes_per_worker) == {"check", "scale", "dense", "total"}
+    assert all(w.fell_back for w in result.workers) and result.union is None
 
 
 def test_sparse_union_keeps_the_sketch():
@@ -183,5 +194,22 @@ def test_blocks_mode_is_exact_and_sends_only_union_blocks(support):
     nonzero_blocks = np.unique(np.concatenate([np.flatnonzero(g) // 256 for g in grads]))
     b = result.bytes_per_worker
     assert b["blocks"] == 4 * 256 * nonzero_blocks.size
-    assert b["block_index"] == 4 * -(-(-(-70_001 // 256)) // 32)
+    blocks = -(-70_001 // 256)
+    assert b["block_index"] == 4 * -(-blocks // 32)
     assert result.union == 256 * nonzero_blocks.size
+
+
+@pytest.mark.parametrize("length", [1, 31, 32, 33, 10_007])
+def test_support_bitmap_from_a_mask_equals_the_one_from_indices(length):
+    from codec import index
+
+    mask = np.random.default_rng(length).random(length) < 0.3
+    assert np.array_equal(index.support_words_dense(mask), index.support_words(np.flatnonzero(mask), length))
+
+
+def test_dense_enough_workers_still_use_the_sketch_when_the_union_allows():
+    """15% per worker (whole-array kernels), union ~28%: the sketch path, exact."""
+    grads = sparse_gradients(np.random.default_rng(26), 2, 400_000, 0.15)
+    result = codec.simulate_allreduce(grads)
+    assert_exact(result, grads)
+    assert "sketch" in result.bytes_per_worker and not result.workers[0].fell_back

@@ -48,8 +48,8 @@ def test_refuses_gradient_that_does_not_fit_the_job():
 def test_refuses_aggregate_of_the_wrong_length():
     s = codec.WorkerSession(params(), np.ones(5000, dtype=np.float32))
     s.receive(s.next_phase().words)  # check
-    with pytest.raises(ValueError, match="scale phase: expected 1 aggregated words, got 2"):
-        s.receive(np.zeros(2, dtype=np.int32))
+    with pytest.raises(ValueError, match="scale phase: expected 2 aggregated words, got 3"):
+        s.receive(np.zeros(3, dtype=np.int32))
 
 
 @pytest.mark.parametrize("other", [dict(lanes=512), dict(length=5001), dict(dtype="float16"), dict(mode="dense")])
@@ -79,7 +79,7 @@ def test_refuses_a_scale_below_its_own():
     s = codec.WorkerSession(params(), np.ones(5000, dtype=np.float32))
     s.receive(s.next_phase().words)  # check
     with pytest.raises(ValueError, match="below this worker's own"):
-        s.receive(np.array([-5], dtype=np.int32))
+        s.receive(np.array([-5, 5000], dtype=np.int32))
 
 
 def test_result_before_done_and_receive_after_done():
