@@ -51,7 +51,7 @@ def lstm_model(vocab: int, emb: int, hidden: int):
             out = self.proj(h)  # (B, T, emb)
             w = self.softmax(candidates)  # (C, emb + 1): the batch's targets and the sampled candidates
             logits = out @ w[:, :-1].T + w[:, -1]
-            target_pos = torch.searchsorted(candidates, tokens[:, 1:])
+            target_pos = torch.searchsorted(candidates, tokens[:, 1:].contiguous())
             return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target_pos.reshape(-1))
 
     return LM()

@@ -257,23 +257,26 @@ class WorkerSession:
         """OmniReduce-style: OR the bitmap of non-zero 256-element blocks, then ADD the union's blocks."""
         p, size = self.params, BLOCK_ELEMENTS
         nblocks = -(-p.length // size)
-        with self._timed("encode"):
-            idx, vals = _sparse_fixed_point(g, shift)
-            own = index.support_words(np.unique(idx // size), nblocks)
+        with self._timed("encode"):  # whole-array kernels: block sparsity is about blocks, not elements
+            q = np.zeros(nblocks * size, dtype=np.int32)
+            q[: p.length] = g if shift is None else scale.quantize_values(g, shift, check=False)
+            q_blocks = q.reshape(nblocks, size)
+            own = index.support_words_dense(q_blocks.any(axis=1))
         union_words = yield self._send("block_index", Op.OR, own)
         with self._timed("decode_union"):
             if np.any(own & ~union_words):
                 raise ValueError("block index phase: the union bitmap lacks some of this worker's blocks")
             blocks = index.union_indices(union_words, nblocks)
+        if blocks.size == nblocks:  # every block: no gather, no scatter
+            fixed = (yield self._send("blocks", Op.ADD, q)).copy()
+        else:
             fixed = np.zeros(nblocks * size, dtype=np.int32)
-        if blocks.size:
-            with self._timed("encode"):
-                q = np.zeros(nblocks * size, dtype=np.int32)
-                q[idx] = vals
-                words = q.reshape(nblocks, size)[blocks].reshape(-1)
-            agg = yield self._send("blocks", Op.ADD, words)
-            with self._timed("decode_sketch"):
-                fixed.reshape(nblocks, size)[blocks] = agg.reshape(blocks.size, size)
+            if blocks.size:
+                with self._timed("encode"):
+                    words = q_blocks[blocks].reshape(-1)
+                agg = yield self._send("blocks", Op.ADD, words)
+                with self._timed("decode_sketch"):
+                    fixed.reshape(nblocks, size)[blocks] = agg.reshape(blocks.size, size)
         self._finish(fixed[: p.length], shift, union=int(blocks.size) * size)
 
     def _finish(self, fixed: np.ndarray, shift: int | None, *, union: int | None,
