@@ -126,6 +126,21 @@ class StarTopo(Topo):
             self.addLink(h, sw, **(link or {}))
 
 
+
+def _stop_switch_process(target, proc: subprocess.Popen | None) -> None:
+    """Close the control connection, then end the switch process: terminate, and kill if it lingers."""
+    if target is not None:
+        with contextlib.suppress(Exception):
+            target.close()
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 class EmulatorSwitch(Switch):
     """The hina emulator on raw sockets, one process, on the switch's interfaces."""
 
@@ -147,15 +162,7 @@ class EmulatorSwitch(Switch):
         self.target = EmulatorTarget(tuple(json.loads(line)["control"]))
 
     def stop(self, deleteIntfs: bool = True) -> None:
-        if self.target is not None:
-            with contextlib.suppress(Exception):
-                self.target.close()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(5)
-            if self.proc.poll() is None:
-                self.proc.kill()
+        _stop_switch_process(self.target, self.proc)
         super().stop(deleteIntfs)
 
 
@@ -188,12 +195,7 @@ class Bmv2Switch(Switch):
                 time.sleep(0.5)
 
     def stop(self, deleteIntfs: bool = True) -> None:
-        if self.target is not None:
-            with contextlib.suppress(Exception):
-                self.target.close()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+        _stop_switch_process(self.target, self.proc)
         super().stop(deleteIntfs)
 
 
