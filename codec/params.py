@@ -42,7 +42,12 @@ class CodecParams:
     blocks, an OmniReduce-style baseline); lanes: L, elements per sketch block; cells_per_element: c,
     total sketch cells per union element, read as the decimal it is written
     as (1.3 means exactly 13/10, so every worker rounds the same way);
-    seeds: the murmur3 seeds of the three sub-tables.
+    seeds: the murmur3 seeds of the three sub-tables; max_union: the largest
+    union |U| / d for which hina keeps the sketch: above it every worker
+    finishes with a dense ADD.  1.0 (the default) falls back only when the
+    sketch would not be smaller than the tensor (the byte rule); a smaller
+    value trades bytes for decode time where peeling, not the link, is the
+    bottleneck (README: "Dense fall-back").
     """
 
     length: int
@@ -52,6 +57,7 @@ class CodecParams:
     lanes: int = DEFAULT_LANES
     cells_per_element: float = DEFAULT_CELLS_PER_ELEMENT
     seeds: tuple[int, int, int] = DEFAULT_SEEDS
+    max_union: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.length, (int, np.integer)) or self.length < 1:
@@ -76,6 +82,10 @@ class CodecParams:
         if len(seeds) != 3 or len(set(seeds)) != 3 or not all(0 <= s <= 0xFFFFFFFF for s in seeds):
             raise ValueError(f"seeds must be three distinct uint32 values, got {self.seeds!r}")
         object.__setattr__(self, "seeds", seeds)
+        m = self.max_union
+        if not isinstance(m, (int, float)) or not 0 < m <= 1:
+            raise ValueError(f"max_union must be a fraction in (0, 1], got {m!r}")
+        object.__setattr__(self, "max_union", float(m))
 
     # -- derived quantities ------------------------------------------------
     @property
@@ -96,6 +106,11 @@ class CodecParams:
     def cell_factor(self) -> Fraction:
         """c as an exact fraction, so sketch sizing never depends on float rounding."""
         return Fraction(repr(self.cells_per_element))
+
+    @property
+    def union_limit(self) -> Fraction:
+        """max_union as an exact fraction, so every worker decides the fall-back alike."""
+        return Fraction(repr(self.max_union))
 
     def sketch_rows(self, max_lane_count: int) -> int:
         """R = max(1, ceil(c * n_max / 3)), in exact integer arithmetic."""

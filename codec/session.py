@@ -289,9 +289,11 @@ class WorkerSession:
 
 
 def _sketch_cannot_pay(params: CodecParams, union_lower_bound: int) -> bool:
-    """Would the sketch (at least c cells per union element) be no smaller than the tensor itself?"""
-    c = params.cell_factor
-    return c.numerator * union_lower_bound >= c.denominator * params.length
+    """Would the sketch (at least c cells per union element) be no smaller than the tensor itself,
+    or the union larger than the job's max_union allows?"""
+    c, m = params.cell_factor, params.union_limit
+    return (c.numerator * union_lower_bound >= c.denominator * params.length
+            or m.denominator * union_lower_bound > m.numerator * params.length)
 
 
 def _sparse_fixed_point(grad: np.ndarray, shift: int | None) -> tuple[np.ndarray, np.ndarray]:

@@ -107,12 +107,13 @@ def simulate_allreduce(
     cells_per_element: float = DEFAULT_CELLS_PER_ELEMENT,
     mode: str = "hina",
     seeds: tuple[int, int, int] = DEFAULT_SEEDS,
+    max_union: float = 1.0,
 ) -> AllreduceResult:
     """Aggregate one gradient per worker through every codec phase; return what they decode."""
     grads = check_gradients(grads)
     params = CodecParams(
         length=grads[0].size, workers=len(grads), dtype=grads[0].dtype.name, mode=mode,
-        lanes=lanes, cells_per_element=cells_per_element, seeds=seeds,
+        lanes=lanes, cells_per_element=cells_per_element, seeds=seeds, max_union=max_union,
     )
     sessions = [WorkerSession(params, g, who=f"worker {w}'s gradient") for w, g in enumerate(grads)]
     aggregates = []

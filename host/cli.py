@@ -26,7 +26,8 @@ def _demo(args: argparse.Namespace) -> int:
         cfg = DemoConfig(workers=args.workers, length=args.length, density=args.density, mode=args.mode,
                          drop=args.drop, dup=args.dup, reorder=args.reorder, seed=args.seed,
                          job=JobSpec(job_id=args.job_id, words=args.words, slots=args.slots),
-                         deadline=args.deadline, workload=args.workload, scale=args.scale)
+                         deadline=args.deadline, workload=args.workload, scale=args.scale,
+                         max_union=args.max_union)
     except ValueError as exc:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 2
@@ -45,7 +46,7 @@ def _roundtrip(args: argparse.Namespace) -> int:
     try:
         grads = [np.load(path, allow_pickle=False) for path in args.files]
         result = codec.simulate_allreduce(grads, lanes=args.lanes, cells_per_element=args.cells_per_element,
-                                          mode=args.mode)
+                                          mode=args.mode, max_union=args.max_union)
     except (OSError, ValueError) as exc:
         print(f"hina roundtrip: {exc}", file=sys.stderr)
         return 2
@@ -130,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--words", type=int, default=DEFAULT_WORDS, help=f"K, words per packet (default {DEFAULT_WORDS})")
     d.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help=f"W, packets in flight (default {DEFAULT_SLOTS})")
     d.add_argument("--deadline", type=float, default=20.0, help="seconds without progress before a worker gives up")
+    d.add_argument("--max-union", type=float, default=1.0,
+                   help="hina: finish with a dense ADD when the union exceeds this fraction of the tensor "
+                        "(default 1.0: only when the sketch would not be smaller than the tensor)")
     d.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     d.set_defaults(func=_demo)
 
@@ -138,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lanes", type=int, default=1024)
     r.add_argument("--cells-per-element", type=float, default=1.3)
     r.add_argument("--mode", choices=("hina", "dense", "blocks"), default="hina")
+    r.add_argument("--max-union", type=float, default=1.0,
+                   help="hina: finish with a dense ADD when the union exceeds this fraction of the tensor "
+                        "(default 1.0: only when the sketch would not be smaller than the tensor)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=_roundtrip)
 

@@ -44,6 +44,7 @@ class DemoConfig:
     deadline: float = 20.0
     workload: str | None = None  # a preset of benchmarks/workloads.py instead of uniform sparsity
     scale: float = 1.0
+    max_union: float = 1.0  # hina: finish dense above this union fraction (codec.CodecParams.max_union)
 
     def __post_init__(self) -> None:
         if self.workload is not None:  # the preset fixes the length
@@ -54,7 +55,8 @@ class DemoConfig:
 
     @property
     def params(self) -> codec.CodecParams:
-        return codec.CodecParams(length=self.length, workers=self.workers, mode=self.mode)
+        return codec.CodecParams(length=self.length, workers=self.workers, mode=self.mode,
+                                 max_union=self.max_union)
 
     def gradient(self, rank: int) -> np.ndarray:
         return gradient_for(self.length, self.density, seed=self.seed, rank=rank, workload=self.workload,

@@ -36,6 +36,8 @@ def test_demo_dense_mode_prints_a_summary():
 def test_demo_refuses_bad_parameters():
     out = run("-m", "host.cli", "demo", "--workers", "40")
     assert out.returncode == 2 and "workers must be between 1 and 32" in out.stderr
+    out = run("-m", "host.cli", "demo", "--max-union", "2")
+    assert out.returncode == 2 and "max_union must be a fraction in (0, 1]" in out.stderr
 
 
 def test_roundtrip_on_npy_files(tmp_path):
@@ -49,6 +51,8 @@ def test_roundtrip_on_npy_files(tmp_path):
     assert out.returncode == 0, out.stderr
     s = json.loads(out.stdout)
     assert s["exact"] is True and s["workers"] == 3 and s["bytes_per_worker"]["total"] < 40_000
+    dense = json.loads(run("-m", "host.cli", "roundtrip", *paths, "--json", "--max-union", "0.1").stdout)
+    assert dense["exact"] is True and "dense" in dense["bytes_per_worker"]  # union ~14% > 10%: dense
     bad = run("-m", "host.cli", "roundtrip", paths[0], str(tmp_path / "missing.npy"))
     assert bad.returncode == 2 and "missing.npy" in bad.stderr
 

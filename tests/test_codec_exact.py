@@ -179,6 +179,23 @@ def test_dense_workers_skip_the_index_and_go_dense_at_once():
     assert all(w.fell_back for w in result.workers) and result.union is None
 
 
+def test_max_union_moves_the_fall_back_threshold():
+    """A 7.7% union keeps the sketch by the byte rule; with max_union below it, everyone goes dense
+    after the index phase, and with max_union below one worker's own density, before it."""
+    grads = sparse_gradients(np.random.default_rng(26), 8, 100_003, 0.01)
+    kept = codec.simulate_allreduce(grads)
+    assert not kept.workers[0].fell_back and 0.06 < kept.union / 100_003 < 0.09
+    after_index = codec.simulate_allreduce(grads, max_union=0.05)
+    assert_exact(after_index, grads)
+    assert all(w.fell_back for w in after_index.workers) and after_index.union == kept.union
+    assert set(after_index.bytes_per_worker) == {"check", "scale", "index", "dense", "total"}
+    at_once = codec.simulate_allreduce(grads, max_union=0.005)
+    assert_exact(at_once, grads)
+    assert all(w.fell_back for w in at_once.workers) and at_once.union is None
+    assert set(at_once.bytes_per_worker) == {"check", "scale", "dense", "total"}
+    assert np.array_equal(at_once.fixed, kept.fixed) and np.array_equal(after_index.fixed, kept.fixed)
+
+
 def test_sparse_union_keeps_the_sketch():
     grads = sparse_gradients(np.random.default_rng(22), 8, 100_003, 0.01)
     result = codec.simulate_allreduce(grads)

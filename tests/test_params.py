@@ -41,6 +41,9 @@ def test_sketch_rows_use_exact_decimal_factor():
     (dict(length=10, workers=2, cells_per_element=float("nan")), "cells_per_element"),
     (dict(length=10, workers=2, seeds=(1, 1, 2)), "seeds"),
     (dict(length=10, workers=2, seeds=(1, 2)), "seeds"),
+    (dict(length=10, workers=2, max_union=0), "max_union"),
+    (dict(length=10, workers=2, max_union=1.5), "max_union"),
+    (dict(length=10, workers=2, max_union=float("nan")), "max_union"),
 ])
 def test_invalid_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -52,7 +52,8 @@ def test_refuses_aggregate_of_the_wrong_length():
         s.receive(np.zeros(3, dtype=np.int32))
 
 
-@pytest.mark.parametrize("other", [dict(lanes=512), dict(length=5001), dict(dtype="float16"), dict(mode="dense")])
+@pytest.mark.parametrize("other", [dict(lanes=512), dict(length=5001), dict(dtype="float16"), dict(mode="dense"),
+                                   dict(max_union=0.5)])
 def test_workers_with_mismatched_parameters_all_refuse_before_sending_data(other):
     a = codec.WorkerSession(params(), np.ones(5000, dtype=np.float32))
     b_params = params(**other)
