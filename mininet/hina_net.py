@@ -126,7 +126,6 @@ class StarTopo(Topo):
             self.addLink(h, sw, **(link or {}))
 
 
-
 def _stop_switch_process(target, proc: subprocess.Popen | None) -> None:
     """Close the control connection, then end the switch process: terminate, and kill if it lingers."""
     if target is not None:
