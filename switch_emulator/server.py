@@ -83,15 +83,20 @@ class SwitchServer:
         self._stop.set()
 
     def close(self) -> None:
+        """Stop serving and close the sockets, after the serving thread (if any) has let go of them."""
+        self._stop.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5.0)
         for sock, _ in self._data_sockets():
             sock.close()
         self._control.close()
 
     def start_thread(self) -> threading.Thread:
-        """Serve in a daemon thread (tests, in-process demos); `stop()` ends it."""
-        thread = threading.Thread(target=self.serve_forever, name="hina-switch", daemon=True)
-        thread.start()
-        return thread
+        """Serve in a daemon thread (tests, in-process demos); `stop()` or `close()` ends it."""
+        self._thread = threading.Thread(target=self.serve_forever, name="hina-switch", daemon=True)
+        self._thread.start()
+        return self._thread
 
     def _ingress(self, frame: bytes, source: Hashable) -> None:
         if not self._impaired:  # the fast path: no impairment bookkeeping per packet
