@@ -9,7 +9,11 @@ drops datagrams from anyone else before they reach the worker.
 from __future__ import annotations
 
 import socket
+import time
 
+from switch_emulator.frames import encapsulate
+from switch_emulator.headers import UDP_PORT
+from switch_emulator.topology import ip_bytes, mac_bytes
 from switch_emulator.udp import set_buffers
 
 
@@ -62,38 +66,24 @@ class RawTransport:
     """
 
     def __init__(self, ifname: str, *, src_mac: str, src_ip: str, switch_mac: str, switch_ip: str):
-        import struct
-
-        from switch_emulator.frames import ipv4_checksum
-        from switch_emulator.headers import UDP_PORT
-        from switch_emulator.topology import ip_bytes, mac_bytes
-
         self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
         set_buffers(self._sock)
         self._sock.bind((ifname, 0))
         self._mac = mac_bytes(src_mac)
-        self._eth = mac_bytes(switch_mac) + self._mac + b"\x08\x00"
-        self._ips = ip_bytes(src_ip) + ip_bytes(switch_ip)
-        self._ports = struct.pack("!HH", UDP_PORT, UDP_PORT)
-        self._checksum, self._struct = ipv4_checksum, struct
+        self._addresses = dict(src_mac=self._mac, dst_mac=mac_bytes(switch_mac), src_ip=ip_bytes(src_ip),
+                               dst_ip=ip_bytes(switch_ip), sport=UDP_PORT, dport=UDP_PORT)
+        self._port = UDP_PORT.to_bytes(2, "big")
         self.address = (src_ip, UDP_PORT)
-        self._timeout = None
         self._ident = 0
 
     def send(self, frame: bytes) -> None:
         self._ident = (self._ident + 1) & 0xFFFF
-        ip = bytearray(self._struct.pack("!BBHHHBBH", 0x45, 0, 28 + len(frame), self._ident, 0x4000, 64, 17, 0)
-                       + self._ips)
-        ip[10:12] = self._checksum(bytes(ip)).to_bytes(2, "big")
-        udp = self._ports + self._struct.pack("!HH", 8 + len(frame), 0)
         try:
-            self._sock.send(self._eth + bytes(ip) + udp + frame)
+            self._sock.send(encapsulate(frame, ident=self._ident, dont_fragment=True, **self._addresses))
         except OSError:
             pass  # a lost packet: retransmission handles it
 
     def recv(self, timeout: float) -> bytes | None:
-        import time
-
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             left = deadline - time.monotonic()
@@ -103,7 +93,7 @@ class RawTransport:
             except (socket.timeout, BlockingIOError):
                 return None
             if (len(data) >= 42 and data[0:6] == self._mac and data[14] == 0x45 and data[23] == 17
-                    and data[36:38] == self._ports[2:4]):
+                    and data[36:38] == self._port):
                 udp_len = int.from_bytes(data[38:40], "big")
                 return data[42 : 34 + udp_len]
             if left <= 0:
@@ -126,8 +116,6 @@ def open_transport(switch_ip: str, *, ifname: str | None = None, src_mac: str | 
     UDP binds port 0x4E41, where the switch addresses RESULTs; raw needs the
     interface, this host's MAC and IP and the switch's MAC.
     """
-    from switch_emulator.headers import UDP_PORT
-
     if kind not in ("auto", "udp", "raw"):
         raise ValueError(f"transport must be auto, udp or raw, got {kind!r}")
     if kind in ("auto", "udp"):

@@ -35,6 +35,21 @@ def ipv4_checksum(header: bytes) -> int:
     return ~total & 0xFFFF
 
 
+def encapsulate(payload: bytes, *, src_mac: bytes, dst_mac: bytes, src_ip: bytes, dst_ip: bytes,
+                sport: int, dport: int, ident: int = 0, dont_fragment: bool = False,
+                udp_len: int | None = None) -> bytes:
+    """`payload` in Ethernet / IPv4 (no options, TTL 64, checksum set) / UDP (checksum 0), as a host sends it.
+
+    Addresses are already packed (`topology.mac_bytes`, `ip_bytes`); `udp_len`
+    overrides the UDP length field (for frames that lie about it).
+    """
+    ip = bytearray(struct.pack("!BBHHHBBH", 0x45, 0, 28 + len(payload), ident, 0x4000 if dont_fragment else 0,
+                               64, 17, 0) + src_ip + dst_ip)
+    ip[10:12] = ipv4_checksum(bytes(ip)).to_bytes(2, "big")
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload) if udp_len is None else udp_len, 0)
+    return dst_mac + src_mac + b"\x08\x00" + bytes(ip) + udp + payload
+
+
 class FrameSwitch:
     def __init__(self, topology: Topology | None = None, pipeline: Pipeline | None = None):
         self.pipeline = pipeline or Pipeline()

@@ -21,7 +21,7 @@ import struct
 import traceback
 
 from switch_emulator.config import JobConfig, Member
-from switch_emulator.frames import ETH, IP_END, UDP_END, FrameSwitch, ipv4_checksum
+from switch_emulator.frames import ETH, IP_END, UDP_END, FrameSwitch, encapsulate
 from switch_emulator.headers import UDP_PORT, pack_header
 from switch_emulator.topology import Host, Topology, ip_bytes, mac_bytes
 
@@ -42,12 +42,9 @@ def topology() -> Topology:
 
 def wrap(port: int, hina: bytes, *, udp_len: int | None = None) -> bytes:
     """hina bytes in Ethernet / IPv4 / UDP as the host on `port` would send them."""
-    udp = struct.pack("!HHHH", 40000 + port, UDP_PORT, 8 + len(hina) if udp_len is None else udp_len, 0)
-    ip = bytearray(struct.pack("!BBHHHBBH", 0x45, 0, 28 + len(hina), 1, 0, 64, 17, 0)
-                   + ip_bytes(f"10.0.0.{port}") + ip_bytes(SWITCH_IP))
-    ip[10:12] = ipv4_checksum(bytes(ip)).to_bytes(2, "big")
-    eth = mac_bytes(SWITCH_MAC) + mac_bytes(f"02:00:00:00:00:{port:02x}") + b"\x08\x00"
-    return eth + bytes(ip) + udp + hina
+    return encapsulate(hina, src_mac=mac_bytes(f"02:00:00:00:00:{port:02x}"), dst_mac=mac_bytes(SWITCH_MAC),
+                       src_ip=ip_bytes(f"10.0.0.{port}"), dst_ip=ip_bytes(SWITCH_IP), sport=40000 + port,
+                       dport=UDP_PORT, ident=1, udp_len=udp_len)
 
 
 def valid_hina(rng: random.Random, job: int) -> tuple[list[int], bytes]:
