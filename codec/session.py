@@ -196,7 +196,7 @@ class WorkerSession:
         """Every quantized element, ADDed: the SwitchML-style baseline, and hina's fall-back."""
         if q is None:
             with self._timed("encode"):
-                q = g.astype(np.int32) if shift is None else scale.quantize_values(g, shift, check=False)
+                q = _quantized(g, shift)
         agg = yield self._send("dense", Op.ADD, q)
         self._finish(agg.copy(), shift, union=union, fell_back=fell_back)
 
@@ -205,7 +205,7 @@ class WorkerSession:
         p = self.params
         with self._timed("encode"):
             if dense_first:
-                q = g.astype(np.int32) if shift is None else scale.quantize_values(g, shift, check=False)
+                q = _quantized(g, shift)
                 own = index.support_words_dense(q != 0)
                 idx = vals = None
             else:
@@ -214,8 +214,7 @@ class WorkerSession:
                 own = index.support_words(idx, p.length)
         union_words = yield self._send("index", Op.OR, own)
         with self._timed("decode_union"):
-            if np.any(own & ~union_words):
-                raise ValueError("index phase: the union bitmap lacks some of this worker's non-zeros")
+            _check_union(own, union_words, "index phase", "non-zeros")
             union_size = int(np.bitwise_count(union_words.view(np.uint32)).sum())
             if union_size == 0:  # everyone is all-zero: every worker knows, no sketch needed
                 self._finish(np.zeros(p.length, dtype=np.int32), shift, union=0)
@@ -259,13 +258,12 @@ class WorkerSession:
         nblocks = -(-p.length // size)
         with self._timed("encode"):  # whole-array kernels: block sparsity is about blocks, not elements
             q = np.zeros(nblocks * size, dtype=np.int32)
-            q[: p.length] = g if shift is None else scale.quantize_values(g, shift, check=False)
+            q[: p.length] = _quantized(g, shift)
             q_blocks = q.reshape(nblocks, size)
             own = index.support_words_dense(q_blocks.any(axis=1))
         union_words = yield self._send("block_index", Op.OR, own)
         with self._timed("decode_union"):
-            if np.any(own & ~union_words):
-                raise ValueError("block index phase: the union bitmap lacks some of this worker's blocks")
+            _check_union(own, union_words, "block index phase", "blocks")
             blocks = index.union_indices(union_words, nblocks)
         if blocks.size == nblocks:  # every block: no gather, no scatter
             fixed = (yield self._send("blocks", Op.ADD, q)).copy()
@@ -286,6 +284,17 @@ class WorkerSession:
             residual=residual, peel_rounds=rounds, bytes_sent=dict(self._bytes),
             seconds=dict(self._seconds), fell_back=fell_back,
         )
+
+
+def _quantized(grad: np.ndarray, shift: int | None) -> np.ndarray:
+    """The whole tensor in fixed point: int32 as is, floats scaled by the agreed shift."""
+    return grad.astype(np.int32) if shift is None else scale.quantize_values(grad, shift, check=False)
+
+
+def _check_union(own: np.ndarray, union_words: np.ndarray, phase: str, what: str) -> None:
+    """An OR of everyone's bitmaps holds every bit of this worker's own; anything else is not our job's."""
+    if np.any(own & ~union_words):
+        raise ValueError(f"{phase}: the union bitmap lacks some of this worker's {what}")
 
 
 def _sketch_cannot_pay(params: CodecParams, union_lower_bound: int) -> bool:
