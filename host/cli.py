@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -86,7 +87,7 @@ def _worker(args: argparse.Namespace) -> int:
     from .synthetic import gradient_for
     from .transport import open_transport
 
-    spec = json.loads(open(args.spec).read())
+    spec = json.loads(Path(args.spec).read_text())
     params = codec.CodecParams.from_config(spec["params"])
     job = JobSpec.from_config(spec["job"])
     me = spec["hosts"][args.rank]

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from switch_emulator.config import JobConfig
-from switch_emulator.headers import MAX_SLOTS, max_words
+from switch_emulator.headers import max_words
 
 DEFAULT_WORDS = max_words(9000)  # K: one jumbo frame per packet
 DEFAULT_SLOTS = 64  # W: packets in flight per worker
@@ -22,12 +22,7 @@ class JobSpec:
     slots: int = DEFAULT_SLOTS
 
     def __post_init__(self) -> None:
-        if not 0 <= self.job_id < 1 << 16:
-            raise ValueError(f"job_id must fit 16 bits, got {self.job_id}")
-        if self.words < 1:
-            raise ValueError(f"words per packet must be positive, got {self.words}")
-        if self.slots < 1 or self.slot_base < 0 or self.slot_base + self.slots > MAX_SLOTS:
-            raise ValueError(f"slots [{self.slot_base}, {self.slot_base + self.slots}) must lie within [0, {MAX_SLOTS})")
+        self.switch_config(workers=1)  # the switch's own checks: job_id, K, slot range
 
     def switch_config(self, workers: int, members=()) -> JobConfig:
         """The matching job configuration for the switch's control plane."""

@@ -12,6 +12,7 @@ counters every few seconds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -87,9 +88,7 @@ def load(args: argparse.Namespace) -> tuple[list[JobConfig], ImpairmentConfig]:
     for job_id, member in args.member:
         if job_id not in jobs:
             raise ValueError(f"--member names job {job_id}, which no --job or config defines")
-        job = jobs[job_id]
-        jobs[job_id] = JobConfig(job.job_id, job.workers, job.words, job.slot_base, job.slots,
-                                 job.members + (member,))
+        jobs[job_id] = dataclasses.replace(jobs[job_id], members=jobs[job_id].members + (member,))
     return list(jobs.values()), ImpairmentConfig(**impair)
 
 
