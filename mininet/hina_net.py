@@ -43,7 +43,7 @@ import codec  # noqa: E402
 from host.demo import digest, expected_fixed  # noqa: E402
 from host.job import JobSpec  # noqa: E402
 from host.synthetic import workload_preset  # noqa: E402
-from switch_emulator.config import JobConfig, Member  # noqa: E402
+from switch_emulator.config import Member  # noqa: E402
 from switch_emulator.controller import P4_BUILD, Bmv2Target, EmulatorTarget  # noqa: E402
 from switch_emulator.headers import max_words  # noqa: E402
 from switch_emulator.topology import Host, Topology  # noqa: E402
@@ -226,6 +226,11 @@ class ExperimentConfig:
     def words(self) -> int:
         return 32 if self.switch == "bmv2" else max_words(self.mtu)
 
+    @property
+    def job(self) -> JobSpec:
+        """The one job of the experiment, as the workers see it (the switch gets `job.switch_config`)."""
+        return JobSpec(job_id=1, words=self.words, slot_base=0, slots=self.slots)
+
 
 class Experiment:
     """Start, run and always stop one star network; `run()` returns the results as a dict."""
@@ -234,6 +239,7 @@ class Experiment:
         self.cfg, self.log = cfg, log
         self.netem = netem_available()
         self.net = None
+        self._expected_digest: str | None = None
 
     def run(self) -> dict:
         cfg = self.cfg
@@ -307,11 +313,18 @@ class Experiment:
             if cfg.loss and not self.netem:
                 _nft_loss(h, intf.name, cfg.loss)
             hosts.append(Host(sw.ports[peer], host_mac(i), host_ip(i)))
-        job = JobConfig(1, cfg.workers, cfg.words, 0, cfg.slots,
-                        tuple(Member(i, hosts[i].port) for i in range(cfg.workers)))
+        job = cfg.job.switch_config(cfg.workers, [Member(i, hosts[i].port) for i in range(cfg.workers)])
         topology = Topology(SWITCH_MAC, SWITCH_IP, tuple(hosts), (job,))
         sw.target.configure(topology)
         return topology
+
+    def _expected(self) -> str:
+        """Digest of numpy's sum of the quantized inputs: the same for every mode, computed once."""
+        if self._expected_digest is None:
+            cfg = self.cfg
+            self._expected_digest = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed,
+                                                          cfg.workload, cfg.scale))
+        return self._expected_digest
 
     def _ping(self) -> dict:
         h1, h2 = self._hosts()[:2] if self.cfg.workers > 1 else (self._hosts()[0],) * 2
@@ -322,8 +335,8 @@ class Experiment:
     def _aggregate(self, mode: str, topology: Topology) -> dict:
         cfg = self.cfg
         params = codec.CodecParams(length=cfg.length, workers=cfg.workers, mode=mode)
-        job = JobSpec(job_id=1, words=cfg.words, slot_base=0, slots=cfg.slots)
-        self.switch.target.reset_job(1)  # every mode starts with fresh slot copies, as fresh workers do
+        job = cfg.job
+        self.switch.target.reset_job(job.job_id)  # every mode starts with fresh slot copies, as fresh workers do
         hosts = self._hosts()
         spec = {"params": params.to_config(), "job": job.to_config(), "density": cfg.density, "seed": cfg.seed,
                 "workload": cfg.workload, "scale": cfg.scale,
@@ -334,7 +347,7 @@ class Experiment:
             json.dump(spec, f)
         self.log(f"[{mode}] {cfg.workers} workers, d={cfg.length:,}, density {cfg.density:.2%}, "
                  f"{cfg.bw or 'unshaped'} Mbit/s, loss {cfg.loss}% ({self._loss_by()}), delay {cfg.delay} ms")
-        expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed, cfg.workload, cfg.scale))
+        expected = self._expected()
         procs = [h.popen([sys.executable, "-m", "host.cli", "worker", "--spec", f.name, "--rank", str(r),
                           "--transport", cfg.transport],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -414,9 +427,9 @@ def plot(results: dict, path: Path) -> bool:
     runs = results["runs"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"wspace": 0.3})
     names = [r["mode"] for r in runs]
+    order = ("check", "scale", "index", "sketch", "residual", "dense", "block_index", "blocks")
     phases = sorted({p for r in runs for p in r["phase_seconds"]},
-                    key=lambda p: ["check", "scale", "index", "sketch", "residual", "dense"].index(p)
-                    if p in ("check", "scale", "index", "sketch", "residual", "dense") else 99)
+                    key=lambda p: order.index(p) if p in order else len(order))
     bottom = [0.0] * len(runs)
     for p in phases:
         vals = [r["phase_seconds"].get(p, 0.0) for r in runs]

@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=60.0)
     ap.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
                     help="workers' transport: UDP to the switch address when routed (auto), or raw frames")
-    ap.add_argument("--out", type=Path, default=Path("mininet/results"))
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
+                    help="where the JSON and PNG go (default: mininet/results of this checkout)")
     args = ap.parse_args(argv)
 
     problem = missing_requirements(args.switch)
