@@ -88,8 +88,8 @@ def lstm_case(workers: int, steps: int, seed: int) -> dict:
         for _ in range(workers):
             ranks = (rng.zipf(1.05, size=batch * seq) - 1) % vocab
             tokens = torch.from_numpy(ranks.reshape(batch, seq))
-            sampled = (np.floor(np.exp(rng.random(samples) * np.log(vocab + 1))) - 1).clip(0, vocab - 1)
-            candidates = torch.from_numpy(np.unique(np.concatenate([ranks, sampled.astype(np.int64)])))
+            sampled = workloads.loguniform_ranks(rng, vocab, samples)
+            candidates = torch.from_numpy(np.unique(np.concatenate([ranks, sampled])))
             model.zero_grad()
             model(tokens, candidates).backward()
             grads.append(flat_grad(model))
@@ -111,14 +111,11 @@ def ncf_case(workers: int, steps: int, seed: int) -> dict:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     rng = np.random.default_rng(seed)
 
-    def loguniform(n, size):
-        return (np.floor(np.exp(rng.random(size) * np.log(n + 1))) - 1).clip(0, n - 1).astype(np.int64)
-
     grads = []
     for _ in range(steps):
         grads = []
         for _ in range(workers):
-            u, i = loguniform(users, batch), loguniform(items, batch)
+            u, i = workloads.loguniform_ranks(rng, users, batch), workloads.loguniform_ranks(rng, items, batch)
             y = torch.from_numpy((rng.random(batch) < 0.5).astype(np.float32))
             model.zero_grad()
             model(torch.from_numpy(u), torch.from_numpy(i), y).backward()

@@ -39,6 +39,12 @@ import numpy as np
 _SPREAD = 2654435761  # Knuth's multiplicative constant: rank -> row permutation for any table size
 
 
+def loguniform_ranks(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
+    """`size` ranks in [0, n) with P(k) = log((k + 2)/(k + 1)) / log(n + 1): the candidate-sampler law."""
+    ranks = np.floor(np.exp(rng.random(size) * math.log(n + 1))).astype(np.int64) - 1
+    return np.clip(ranks, 0, n - 1)
+
+
 @dataclasses.dataclass(frozen=True)
 class Embedding:
     name: str
@@ -57,8 +63,7 @@ class Embedding:
             ranks = rng.zipf(self.exponent, size=self.lookups) - 1
             ranks = ranks % self.rows  # fold the (rare) tail beyond the vocabulary back in
         elif self.popularity == "loguniform":
-            ranks = np.floor(np.exp(rng.random(self.lookups) * math.log(self.rows + 1))).astype(np.int64) - 1
-            ranks = np.clip(ranks, 0, self.rows - 1)
+            ranks = loguniform_ranks(rng, self.rows, self.lookups)
         else:
             raise ValueError(f"unknown popularity {self.popularity!r}: zipf or loguniform")
         spread = _SPREAD % self.rows or 1
