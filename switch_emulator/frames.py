@@ -87,8 +87,7 @@ class FrameSwitch:
         elif ipv4_checksum(frame[ETH:IP_END]) != int.from_bytes(frame[ETH + 10 : ETH + 12], "big"):
             reason = Drop.BAD_CHECKSUM
         if reason is not None:  # the parser's and checksum unit's drops, before the pipeline proper
-            self.pipeline.frames += 1
-            self.pipeline.drop(reason)
+            self.pipeline.refuse(reason)
             return []
         emit = self.pipeline.update(memoryview(frame)[UDP_END:], ingress_port, length=claimed)
         if emit is None:

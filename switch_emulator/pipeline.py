@@ -132,6 +132,11 @@ class Pipeline:
             },
         }
 
+    def refuse(self, reason: Drop) -> None:
+        """A hina frame the parser or checksum unit rejected before `update`: a frame seen, and dropped."""
+        self.frames += 1
+        self.drop(reason)
+
     def drop(self, reason: Drop, job: _JobState | None = None) -> None:
         self.drops[reason] += 1
         if job is not None:
