@@ -76,24 +76,33 @@ def flat_grad(model) -> np.ndarray:
     return np.concatenate([p.grad.detach().numpy().reshape(-1) for p in model.parameters()]).astype(np.float32)
 
 
-def lstm_case(workers: int, steps: int, seed: int) -> dict:
-    vocab, emb, hidden, batch, seq, samples = 50_000, 64, 128, 32, 21, 2048
-    torch.manual_seed(seed)
-    model = lstm_model(vocab, emb, hidden)
+def last_step_gradients(model, loss, workers: int, steps: int) -> list[np.ndarray]:
+    """Train `steps` SGD steps, each on one batch per worker; return the last step's per-worker gradients."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    rng = np.random.default_rng(seed)
     grads = []
     for _ in range(steps):
         grads = []
         for _ in range(workers):
-            ranks = (rng.zipf(1.05, size=batch * seq) - 1) % vocab
-            tokens = torch.from_numpy(ranks.reshape(batch, seq))
-            sampled = workloads.loguniform_ranks(rng, vocab, samples)
-            candidates = torch.from_numpy(np.unique(np.concatenate([ranks, sampled])))
             model.zero_grad()
-            model(tokens, candidates).backward()
+            loss().backward()
             grads.append(flat_grad(model))
         opt.step()
+    return grads
+
+
+def lstm_case(workers: int, steps: int, seed: int) -> dict:
+    vocab, emb, hidden, batch, seq, samples = 50_000, 64, 128, 32, 21, 2048
+    torch.manual_seed(seed)
+    model = lstm_model(vocab, emb, hidden)
+    rng = np.random.default_rng(seed)
+
+    def loss():  # one worker's batch: Zipf tokens, their targets plus log-uniform sampled candidates
+        ranks = (rng.zipf(1.05, size=batch * seq) - 1) % vocab
+        sampled = workloads.loguniform_ranks(rng, vocab, samples)
+        candidates = torch.from_numpy(np.unique(np.concatenate([ranks, sampled])))
+        return model(torch.from_numpy(ranks.reshape(batch, seq)), candidates)
+
+    grads = last_step_gradients(model, loss, workers, steps)
     lstm_size = sum(p.numel() for p in model.lstm.parameters()) + sum(p.numel() for p in model.proj.parameters())
     shaped = workloads.Workload("lstm-like", (
         workloads.Embedding("embedding", vocab, emb, batch * (seq - 1), "zipf", 1.05),
@@ -108,19 +117,14 @@ def ncf_case(workers: int, steps: int, seed: int) -> dict:
     users, items, dim, batch = 20_000, 10_000, 32, 8_192
     torch.manual_seed(seed)
     model = ncf_model(users, items, dim)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     rng = np.random.default_rng(seed)
 
-    grads = []
-    for _ in range(steps):
-        grads = []
-        for _ in range(workers):
-            u, i = workloads.loguniform_ranks(rng, users, batch), workloads.loguniform_ranks(rng, items, batch)
-            y = torch.from_numpy((rng.random(batch) < 0.5).astype(np.float32))
-            model.zero_grad()
-            model(torch.from_numpy(u), torch.from_numpy(i), y).backward()
-            grads.append(flat_grad(model))
-        opt.step()
+    def loss():  # one worker's batch: log-uniform user and item ids, random labels
+        u, i = workloads.loguniform_ranks(rng, users, batch), workloads.loguniform_ranks(rng, items, batch)
+        y = torch.from_numpy((rng.random(batch) < 0.5).astype(np.float32))
+        return model(torch.from_numpy(u), torch.from_numpy(i), y)
+
+    grads = last_step_gradients(model, loss, workers, steps)
     mlp = sum(p.numel() for p in model.mlp.parameters())
     shaped = workloads.Workload("ncf-like", (
         workloads.Embedding("user", users, dim, batch, "loguniform"),
