@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
-# Debian's Python modules (Mininet) live here; pyenv's interpreter does not search it.
-DEBIAN_PY := /usr/lib/python3/dist-packages
+# Debian's Mininet module lives here; pyenv's interpreter does not search it.  The venv
+# sees that one module (a symlink in .venv/debian) and nothing else from outside.
+DEBIAN_MININET := /usr/lib/python3/dist-packages/mininet
 
 .PHONY: install test bench demo mininet-demo fuzz soak p4 clean
 
@@ -12,11 +13,10 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "hina needs Python >= 3.11"'
-	$(PYTHON) -m venv --system-site-packages $(VENV)
-	@# appended after the venv's own site-packages, so the venv's packages win
-	echo $(DEBIAN_PY) > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-debian-dist-packages.pth"
-	@# --ignore-installed: keep every dependency inside the venv, whatever pyenv or Debian hold
-	$(PY) -m pip install --quiet --ignore-installed -e '.[test,plot]'
+	$(PYTHON) -m venv $(VENV)
+	mkdir -p $(VENV)/debian && ln -sfn $(DEBIAN_MININET) $(VENV)/debian/mininet
+	echo "$(CURDIR)/$(VENV)/debian" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-debian-mininet.pth"
+	$(PY) -m pip install --quiet -e '.[test,plot]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -29,7 +29,7 @@ bench: install
 
 # the main job: emulator on loopback + 4 workers, 2^22-element gradients at 1%, verified exact
 demo: install
-	$(VENV)/bin/hina demo --workers 4 --length 4194304 --density 0.01 --mode hina
+	$(VENV)/bin/hina demo --workers 4 --length 4194304 --density 0.01 --mode auto
 
 # the fuzz harness at length (the test suite runs 100,000 frames)
 FRAMES ?= 2000000

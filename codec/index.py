@@ -1,43 +1,61 @@
-"""Phase 2, index (OR): the support bitmap, 32 elements per word.
+"""The index: every worker ends with the union support U exactly, in one or two rounds of OR.
 
-Element i is bit (i % 32) of word i // 32.  The switch ORs the workers'
-bitmaps, so every worker ends up with the union support U exactly: it is a
-bitmap, not a Bloom filter, so there are no false positives.
+One level (G = 1): the element bitmap, d/32 words.  Two levels (G = 2..1024):
+the group bitmap at G (ceil(d/G)/32 words), then the element bits of only
+the groups in the group union, G bits a group.  G is chosen per tensor from
+the scale round's union estimate (`auto.index_group`), so the bits approach
+log2 C(d, |U|) where the union is clustered or sparse.  An encoding may
+send other segments in the last round (`ride`: the one-round sketch).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-
-def support_words(indices: np.ndarray, length: int) -> np.ndarray:
-    """Pack the (sorted or not) non-zero positions into ceil(length/32) int32 words."""
-    nwords = -(-length // 32)
-    bits = np.zeros(nwords * 32, dtype=np.bool_)
-    bits[indices] = True
-    return np.packbits(bits, bitorder="little").view("<i4")
+from . import bitmap
+from .ops import Op
 
 
-def support_words_dense(nonzero: np.ndarray) -> np.ndarray:
-    """The same words from a boolean mask of the whole tensor (no index list needed)."""
-    nwords = -(-nonzero.size // 32)
-    if nonzero.size != nwords * 32:
-        nonzero = np.concatenate([nonzero, np.zeros(nwords * 32 - nonzero.size, dtype=np.bool_)])
-    return np.packbits(nonzero, bitorder="little").view("<i4")
+def _check(own: np.ndarray, union: np.ndarray, bits: int, phase: str, what: str) -> None:
+    if not bitmap.trailing_bits_clear(union, bits):
+        raise ValueError(f"{phase}: union bitmap has bits set beyond length {bits}")
+    if not bitmap.covers(union, own):
+        raise ValueError(f"{phase}: the union bitmap lacks some of this worker's {what}")
 
 
-def union_indices(words: np.ndarray, length: int) -> np.ndarray:
-    """Unpack an aggregated bitmap into the sorted union positions.
+def exchange(step, ride: Callable[[float], list] | None = None):
+    """Run the index rounds; return (union bitmap, |U|, aggregates of the riders or None).
 
-    Raises if a bit beyond `length` is set: that bitmap did not come from
-    workers of this job.
+    `ride(bound)` gives the segments to send with the last level, where
+    `bound` is an upper bound on |U| known by then.  If the union is empty
+    every worker knows it from the first level, and no further round is sent.
     """
-    words = np.asarray(words)
-    nwords = -(-length // 32)
-    if words.shape != (nwords,):
-        raise ValueError(f"index phase: expected {nwords} words for length {length}, got {words.shape[0]}")
-    raw = np.ascontiguousarray(words, dtype="<i4").view(np.uint8)
-    bits = np.unpackbits(raw, bitorder="little").view(np.bool_)
-    if bits[length:].any():
-        raise ValueError(f"index phase: union bitmap has bits set beyond length {length}")
-    return np.flatnonzero(bits[:length])
+    p, group = step.params, step.group
+    if group == 1:
+        riders = ride(float(p.length)) if ride else []
+        parts = yield step.round(step.segment("index", Op.OR, step.own), *riders)
+        union = parts[0].view(np.uint32)
+        with step.timed("decode"):
+            _check(step.own, union, p.length, "index phase", "non-zeros")
+            size = bitmap.count(union)
+        return union, size, parts[1:]
+
+    with step.timed("encode"):
+        own_groups = bitmap.coarse(step.own, p.length, group)
+    (agg,) = yield step.round(step.segment("index_coarse", Op.OR, own_groups))
+    union_groups = agg.view(np.uint32)
+    with step.timed("decode"):
+        _check(own_groups, union_groups, bitmap.groups(p.length, group), "index phase (groups)", "groups")
+        ngroups = bitmap.count(union_groups)
+    if ngroups == 0:
+        return np.zeros_like(step.own), 0, None
+    with step.timed("encode"):
+        own_fine = bitmap.fine(step.own, union_groups, p.length, group, ngroups)
+    riders = ride(float(min(p.length, ngroups * group))) if ride else []
+    parts = yield step.round(step.segment("index_fine", Op.OR, own_fine), *riders)
+    with step.timed("decode"):
+        union, size = bitmap.expand(union_groups, parts[0].view(np.uint32), p.length, group)
+        _check(step.own, union, p.length, "index phase", "non-zeros")
+    return union, size, parts[1:]

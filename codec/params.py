@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 MAX_WORKERS = 32  # worker_id is a bit in a 32-bit arrival bitmap
-MODES = ("hina", "dense", "blocks")
+MODES = ("auto", "dense", "blocks", "aligned", "sketch")
+GROUP_CHOICES = (0,) + tuple(1 << k for k in range(11))  # 0: chosen per tensor
 DTYPES = ("float16", "float32", "float64", "int32")
 DEFAULT_LANES = 1024
 DEFAULT_CELLS_PER_ELEMENT = 1.3
@@ -37,27 +38,31 @@ class CodecParams:
     """What a job's workers share.
 
     length: elements per gradient (d); workers: N (1..32); dtype: the
-    gradients' dtype; mode: "hina" (the codec), "dense" (every quantized
-    element, the SwitchML-style baseline) or "blocks" (non-zero 256-element
-    blocks, an OmniReduce-style baseline); lanes: L, elements per sketch block; cells_per_element: c,
-    total sketch cells per union element, read as the decimal it is written
-    as (1.3 means exactly 13/10, so every worker rounds the same way);
-    seeds: the murmur3 seeds of the three sub-tables; max_union: the largest
-    union |U| / d for which hina keeps the sketch: above it every worker
-    finishes with a dense ADD.  1.0 (the default) falls back only when the
-    sketch would not be smaller than the tensor (the byte rule); a smaller
-    value trades bytes for decode time where peeling, not the link, is the
-    bottleneck (README: "Dense fall-back").
+    gradients' dtype; mode: "auto" (the default: the cheapest of the
+    encodings below by the cost model in `codec.auto`, chosen per tensor),
+    "dense" (every quantized element: the SwitchML-style baseline),
+    "blocks" (non-zero 256-element blocks: an OmniReduce-style baseline),
+    "aligned" (index, then the values at the union) or "sketch" (index and
+    a count sketch in one round, peeled); group: the index's group size, 1
+    for a one-level bitmap, 2..1024 for two levels, 0 (the default) to let
+    the cost model choose per tensor; lanes: L, elements per sketch block;
+    cells_per_element: c, sketch cells per expected union element, read as
+    the decimal it is written as (1.3 means exactly 13/10, so every worker
+    rounds the same way); seeds: the murmur3 seeds of the three sub-tables;
+    link_gbps and round_us: the cost model's link rate and time per round
+    (what auto weighs bytes against rounds with).
     """
 
     length: int
     workers: int
     dtype: str = "float32"
-    mode: str = "hina"
+    mode: str = "auto"
+    group: int = 0
     lanes: int = DEFAULT_LANES
     cells_per_element: float = DEFAULT_CELLS_PER_ELEMENT
     seeds: tuple[int, int, int] = DEFAULT_SEEDS
-    max_union: float = 1.0
+    link_gbps: float = 10.0
+    round_us: float = 200.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.length, (int, np.integer)) or self.length < 1:
@@ -82,10 +87,14 @@ class CodecParams:
         if len(seeds) != 3 or len(set(seeds)) != 3 or not all(0 <= s <= 0xFFFFFFFF for s in seeds):
             raise ValueError(f"seeds must be three distinct uint32 values, got {self.seeds!r}")
         object.__setattr__(self, "seeds", seeds)
-        m = self.max_union
-        if not isinstance(m, (int, float)) or not 0 < m <= 1:
-            raise ValueError(f"max_union must be a fraction in (0, 1], got {m!r}")
-        object.__setattr__(self, "max_union", float(m))
+        if self.group not in GROUP_CHOICES:
+            raise ValueError(f"group must be 0 (chosen per tensor) or a power of two up to 1024, got {self.group!r}")
+        object.__setattr__(self, "group", int(self.group))
+        for name in ("link_gbps", "round_us"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name} must be a positive number, got {v!r}")
+            object.__setattr__(self, name, float(v))
 
     # -- derived quantities ------------------------------------------------
     @property
@@ -98,24 +107,9 @@ class CodecParams:
         return -(-self.length // self.lanes)
 
     @property
-    def index_words(self) -> int:
-        """uint32 words of the support bitmap, ceil(d / 32)."""
-        return -(-self.length // 32)
-
-    @property
     def cell_factor(self) -> Fraction:
         """c as an exact fraction, so sketch sizing never depends on float rounding."""
         return Fraction(repr(self.cells_per_element))
-
-    @property
-    def union_limit(self) -> Fraction:
-        """max_union as an exact fraction, so every worker decides the fall-back alike."""
-        return Fraction(repr(self.max_union))
-
-    def sketch_rows(self, max_lane_count: int) -> int:
-        """R = max(1, ceil(c * n_max / 3)), in exact integer arithmetic."""
-        c = self.cell_factor
-        return max(1, -(-(c.numerator * max_lane_count) // (3 * c.denominator)))
 
     # -- serialization -----------------------------------------------------
     def to_config(self) -> dict[str, Any]:

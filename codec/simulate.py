@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .ops import reduce_words
-from .params import DEFAULT_CELLS_PER_ELEMENT, DEFAULT_LANES, DEFAULT_SEEDS, MAX_WORKERS, CodecParams, check_dtype
+from .params import MAX_WORKERS, CodecParams, check_dtype
+from .rounds import Phase, Workspace
 from .session import WorkerResult, WorkerSession
 
 
@@ -22,11 +23,11 @@ class AllreduceResult:
     """The aggregate every worker decoded (they agree bit for bit; see `workers`).
 
     fixed: S (int32); shift: s (None for int32 input); sum: S / 2**s (float64)
-    or S (int64); residual: elements carried by the residual phase;
-    bytes_per_worker: payload bytes one worker sent, per phase and "total";
-    union: |U|; rows: the sketch's R; peel_rounds; params: the job;
-    aggregates: what the switch returned for each phase, in order (feed
-    them to `replay` to re-run one worker alone).
+    or S (int64); encoding: the one that ran; residual: elements carried by
+    the residual round; bytes_per_worker: payload bytes one worker sent,
+    per segment and "total"; union: |U|; rows: the sketch's R; params: the
+    job; aggregates: what the switch returned for each round, in order
+    (feed them to `replay` to re-run one worker alone).
     """
 
     params: CodecParams
@@ -62,8 +63,12 @@ class AllreduceResult:
         return self._first.rows
 
     @property
-    def peel_rounds(self) -> int:
-        return self._first.peel_rounds
+    def encoding(self) -> str:
+        return self._first.encoding
+
+    @property
+    def group(self) -> int:
+        return self._first.group
 
     @property
     def bytes_per_worker(self) -> dict[str, int]:
@@ -100,21 +105,13 @@ def check_gradients(grads: Sequence[np.ndarray]) -> list[np.ndarray]:
     return grads
 
 
-def simulate_allreduce(
-    grads: Sequence[np.ndarray],
-    *,
-    lanes: int = DEFAULT_LANES,
-    cells_per_element: float = DEFAULT_CELLS_PER_ELEMENT,
-    mode: str = "hina",
-    seeds: tuple[int, int, int] = DEFAULT_SEEDS,
-    max_union: float = 1.0,
-) -> AllreduceResult:
-    """Aggregate one gradient per worker through every codec phase; return what they decode."""
+def simulate_allreduce(grads: Sequence[np.ndarray], *, mode: str = "auto", **params) -> AllreduceResult:
+    """Aggregate one gradient per worker through every round; return what they decode.
+
+    `params` are further `CodecParams` fields (group, lanes, cells_per_element, seeds, ...).
+    """
     grads = check_gradients(grads)
-    params = CodecParams(
-        length=grads[0].size, workers=len(grads), dtype=grads[0].dtype.name, mode=mode,
-        lanes=lanes, cells_per_element=cells_per_element, seeds=seeds, max_union=max_union,
-    )
+    params = CodecParams(length=grads[0].size, workers=len(grads), dtype=grads[0].dtype.name, mode=mode, **params)
     sessions = [WorkerSession(params, g, who=f"worker {w}'s gradient") for w, g in enumerate(grads)]
     aggregates = []
     while not sessions[0].done:
@@ -122,16 +119,26 @@ def simulate_allreduce(
         names = {ph.name for ph in phases}
         if len(names) != 1:  # cannot happen with one params object; would be a codec bug
             raise RuntimeError(f"workers disagree on the next phase: {sorted(names)}")
-        aggregate = reduce_words(phases[0].op, [ph.words for ph in phases])
+        aggregate = aggregate_round(phases)
         aggregates.append(aggregate)
         for s in sessions:
             s.receive(aggregate)
     return AllreduceResult(params, tuple(s.result() for s in sessions), tuple(aggregates))
 
 
-def replay(params: CodecParams, grad: np.ndarray, aggregates: Sequence[np.ndarray]) -> WorkerResult:
-    """Run one worker alone against recorded phase aggregates (e.g. to time it)."""
-    session = WorkerSession(params, grad)
+def aggregate_round(phases: Sequence[Phase]) -> np.ndarray:
+    """What the switch returns for one round: each segment combined with its own op."""
+    first = phases[0]
+    if len(first.segments) == 1:
+        return reduce_words(first.op, [ph.words for ph in phases])
+    return np.concatenate([reduce_words(op, [ph.words[start:stop] for ph in phases])
+                           for op, start, stop in first.ops])
+
+
+def replay(params: CodecParams, grad: np.ndarray, aggregates: Sequence[np.ndarray], *,
+           out: np.ndarray | None = None, workspace: Workspace | None = None) -> WorkerResult:
+    """Run one worker alone against recorded round aggregates (e.g. to time it)."""
+    session = WorkerSession(params, grad, out=out, workspace=workspace)
     for aggregate in aggregates:
         session.receive(aggregate)
     return session.result()

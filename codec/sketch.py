@@ -1,83 +1,223 @@
-"""Phase 3, sketch (ADD): the count sketch's layout and the encoder.
+"""The one-round count sketch (DESIGN.md 1b): sent with the index, peeled lane by lane.
 
 Elements are laid out as blocks of L lanes (element i is block i // L, lane
-i % L).  The sketch has three sub-tables of R rows x L lanes; block b
-picks row murmur3(b, seed_j) mod R in sub-table j with sign -1 if the hash's
-top bit is set, and element i adds sign_j * q[i] to cell (j, row_j(b), i % L).
-Every worker derives R from the union support alone, so all of them build
-the same layout without exchanging anything else.
+i % L).  The sketch has three sub-tables of R rows per lane; block b picks
+row murmur3(b, seed_j) mod R in sub-table j with sign -1 if the hash's top
+bit is set, and element i adds sign_j * q[i] to cell (lane, j, row_j(b)).
+On the wire the sketch is lane-major: lane t owns words [3Rt, 3R(t+1)), so
+each lane is an independent small sketch that the decoder peels inside the
+cache (the switch only ADDs words, so the layout is the codec's choice).
+
+R is sized before the union is known, from the union estimate of the scale
+phase (and, with a two-level index, the exact count of union groups), so
+the sketch travels in the same round as the (last level of the) index.  A
+sketch that turns out too small leaves an unpeeled core; every worker
+derives the same core from the union and the aggregated sketch, and the
+residual phase ADDs those elements densely.  The result is exact either way.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
 
 import numpy as np
+from numba import njit
 
+from . import bitmap, values
+from .bitmap import _ctz
 from .murmur import block_hashes
+from .ops import Op
 from .params import CodecParams
 
 TABLES = 3
 _SIGN_BIT = np.uint32(0x80000000)
 
 
-def split_index(indices: np.ndarray, lanes: int) -> tuple[np.ndarray, np.ndarray]:
-    """(block, lane) of each element index; shifts when L is a power of two."""
-    if lanes & (lanes - 1) == 0:
-        bits = lanes.bit_length() - 1
-        return indices >> bits, indices & (lanes - 1)
-    return np.divmod(indices, lanes)
+def rows_for(params: CodecParams, union_estimate: float) -> int:
+    """R: c cells per element for the fullest lane expected, 3R cells per lane.
 
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class SketchLayout:
-    """Where each block lands in each sub-table, for one step's union support.
-
-    max_lane_count: n_max, the most union elements in any one lane;
-    rows: R; row_of / sign_of: (3, blocks) row and sign of every block.
+    The fullest of L lanes holding Poisson(n) elements each holds about
+    n + 3 sqrt(n); every worker computes this from the same numbers with
+    IEEE arithmetic, so all agree on R.
     """
-
-    lanes: int
-    blocks: int
-    max_lane_count: int
-    rows: int
-    row_of: np.ndarray
-    sign_of: np.ndarray
-
-    @classmethod
-    def for_union(cls, params: CodecParams, union: np.ndarray) -> "SketchLayout":
-        _, lane = split_index(union, params.lanes)
-        n_max = int(np.bincount(lane, minlength=params.lanes).max()) if union.size else 0
-        rows = params.sketch_rows(n_max)
-        hashes = block_hashes(params.blocks, params.seeds)
-        row_of = (hashes % np.uint32(rows)).astype(np.int64)
-        sign_of = np.where(hashes & _SIGN_BIT, np.int32(-1), np.int32(1))
-        return cls(params.lanes, params.blocks, n_max, rows, row_of, sign_of)
-
-    @property
-    def table_cells(self) -> int:
-        """R * L cells per sub-table."""
-        return self.rows * self.lanes
-
-    @property
-    def words(self) -> int:
-        """3 * R * L int32 words on the wire."""
-        return TABLES * self.table_cells
-
-    def cells(self, table: int, block: np.ndarray, lane: np.ndarray) -> np.ndarray:
-        """Flat cell index (into the 3*R*L words) of each element in one sub-table."""
-        return table * self.table_cells + self.row_of[table][block] * self.lanes + lane
+    n = union_estimate / params.lanes
+    fullest = n + 3.0 * math.sqrt(n) + 1.0
+    c = params.cell_factor
+    return max(1, math.ceil(fullest * c.numerator / (3 * c.denominator)))
 
 
-def encode(layout: SketchLayout, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """This worker's sketch: int32 words, sub-table major, then row, then lane.
+def layout(params: CodecParams, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, sign) of every block in each sub-table: two (3, blocks) int32 arrays."""
+    hashes = block_hashes(params.blocks, params.seeds)
+    row_of = (hashes % np.uint32(rows)).astype(np.int32)
+    sign_of = np.where(hashes & _SIGN_BIT, np.int32(-1), np.int32(1))
+    return row_of, sign_of
 
-    `indices` are the worker's non-zero positions (all inside the union the
-    layout was built from) and `values` their int32 fixed-point values.  The
-    int32 adds wrap modulo 2**32 exactly as the switch's adder does.
-    """
-    block, lane = split_index(indices, layout.lanes)
-    out = np.zeros(layout.words, dtype=np.int32)
-    for j in range(TABLES):
-        np.add.at(out, layout.cells(j, block, lane), layout.sign_of[j][block] * values)
+
+_ENCODE_SIGS = [f"void(uint32[::1], {g}[::1], float64, float64, int64, int64, int32[:, ::1], int32[:, ::1], int32[::1])"
+                for g in ("float32", "float64", "int32")]
+
+
+@njit(_ENCODE_SIGS, cache=True)
+def _encode(own, compact, f1, f2, lanes, rows, row_of, sign_of, out):
+    """Add sign * q of every own non-zero into its three cells (int32 wrap-around, as the switch)."""
+    out[:] = 0
+    cells = 3 * rows
+    k = 0
+    for w in range(own.size):
+        x = own[w]
+        while x:
+            pos = w * 32 + _ctz(x)
+            x &= x - np.uint32(1)
+            q = np.int64(values._q(np.float64(compact[k]), f1, f2))
+            k += 1
+            block = pos // lanes
+            base = (pos - block * lanes) * cells
+            for j in range(TABLES):
+                c = base + j * rows + row_of[j, block]
+                out[c] = np.int32(np.int64(out[c]) + sign_of[j, block] * q)
+
+
+@njit("int64(uint32[::1], int64, int64, int32[:, ::1], int32[:, ::1], int32[::1], int32[::1], int64[::1])",
+      cache=True)
+def _peel(union, lanes, rows, row_of, sign_of, sketch, out, residual):
+    """Peel every lane; write the sums at peeled union positions and 0 elsewhere into `out`,
+    the unpeeled positions (ascending) into `residual`; return how many are unpeeled."""
+    length = out.size
+    cells = 3 * rows
+    per_lane = np.zeros(lanes + 1, dtype=np.int64)
+    for w in range(union.size):  # elements per lane, then each lane's blocks in ascending order
+        x = union[w]
+        while x:
+            pos = w * 32 + _ctz(x)
+            x &= x - np.uint32(1)
+            per_lane[pos % lanes + 1] += 1
+    for t in range(lanes):
+        per_lane[t + 1] += per_lane[t]
+    total = per_lane[lanes]
+    block_of = np.empty(total, dtype=np.int32)
+    value_of = np.empty(total, dtype=np.int32)
+    peeled = np.zeros(total, dtype=np.uint8)
+    fill = per_lane[:lanes].copy()
+    for w in range(union.size):
+        x = union[w]
+        while x:
+            pos = w * 32 + _ctz(x)
+            x &= x - np.uint32(1)
+            t = pos % lanes
+            block_of[fill[t]] = pos // lanes
+            fill[t] += 1
+
+    count = np.empty(cells, dtype=np.int32)
+    ident = np.empty(cells, dtype=np.int32)  # XOR of the lane-local indices of the cell's elements
+    cell = np.empty(cells, dtype=np.int64)
+    stack = np.empty(cells, dtype=np.int32)
+    for t in range(lanes):
+        first, n = per_lane[t], per_lane[t + 1] - per_lane[t]
+        if n == 0:
+            continue
+        count[:] = 0
+        ident[:] = 0
+        for c in range(cells):
+            cell[c] = sketch[t * cells + c]
+        for e in range(n):
+            b = block_of[first + e]
+            for j in range(TABLES):
+                c = j * rows + row_of[j, b]
+                count[c] += 1
+                ident[c] ^= e
+        top = 0
+        for c in range(cells):
+            if count[c] == 1:
+                stack[top] = c
+                top += 1
+        while top:
+            top -= 1
+            c = stack[top]
+            if count[c] != 1:
+                continue
+            e = ident[c]
+            b = block_of[first + e]
+            v = np.int32(sign_of[c // rows, b] * np.int64(np.int32(cell[c])))  # the cell modulo 2**32
+            value_of[first + e] = v
+            peeled[first + e] = 1
+            for j in range(TABLES):
+                d = j * rows + row_of[j, b]
+                count[d] -= 1
+                ident[d] ^= e
+                cell[d] -= sign_of[j, b] * np.int64(v)
+                if count[d] == 1:
+                    stack[top] = d
+                    top += 1
+
+    out[:] = 0
+    nres = 0
+    fill[:] = per_lane[:lanes]
+    for w in range(union.size):  # position order: lane t's next element is at fill[t]
+        x = union[w]
+        while x:
+            pos = w * 32 + _ctz(x)
+            x &= x - np.uint32(1)
+            t = pos % lanes
+            e = fill[t]
+            fill[t] += 1
+            if peeled[e]:
+                out[pos] = value_of[e]
+            else:
+                residual[nres] = pos
+                nres += 1
+    return nres
+
+
+def encode(params: CodecParams, rows: int, own: np.ndarray, compact: np.ndarray, shift: int | None,
+           out: np.ndarray) -> np.ndarray:
+    """This worker's lane-major sketch (3 R L int32 words) into `out`."""
+    row_of, sign_of = layout(params, rows)
+    _encode(own, compact, *values.factors(shift), params.lanes, rows, row_of, sign_of, out)
     return out
+
+
+def peel(params: CodecParams, rows: int, union: np.ndarray, union_size: int, sketch: np.ndarray,
+         out: np.ndarray) -> np.ndarray:
+    """Decode the aggregated sketch into `out` (0 off the union); return the unpeeled positions."""
+    if sketch.shape != (TABLES * rows * params.lanes,):
+        raise ValueError(f"sketch phase: expected {TABLES * rows * params.lanes} words, got {sketch.size}")
+    row_of, sign_of = layout(params, rows)
+    residual = np.empty(union_size, dtype=np.int64)
+    n = _peel(union, params.lanes, rows, row_of, sign_of, np.ascontiguousarray(sketch, dtype=np.int32), out,
+              residual)
+    return residual[:n]
+
+
+def run(step):
+    """Index (one or two levels) with the sketch riding on its last round, then the residual if any."""
+    from . import index
+
+    p = step.params
+    sized = {}
+
+    def ride(union_bound: float):
+        rows = rows_for(p, min(step.estimate.union, union_bound))
+        sized["rows"] = rows
+        with step.timed("encode"):
+            words = encode(p, rows, step.own, step.compact, step.shift,
+                           step.workspace.buffer("sketch", TABLES * rows * p.lanes, np.int32))
+        return [step.segment("sketch", Op.ADD, words)]
+
+    union, union_size, riders = yield from index.exchange(step, ride=ride)
+    rows = sized.get("rows", 0)
+    step.report.update(union=union_size, rows=rows, residual=0)
+    if union_size == 0:
+        return step.zeros()
+    (agg,) = riders
+    with step.timed("decode"):
+        fixed = step.output()
+        residual = peel(p, rows, union, union_size, agg, fixed)
+    if residual.size:
+        with step.timed("encode"):
+            mine = values.own_at(step.own, step.compact, residual, step.shift)
+        (agg,) = yield step.round(step.segment("residual", Op.ADD, mine))
+        with step.timed("decode"):
+            values.place(residual, agg, fixed)
+    step.report["residual"] = int(residual.size)
+    return fixed

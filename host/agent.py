@@ -40,25 +40,35 @@ class Worker:
         self.pool = SlotPool(job.slot_base, job.slots)
         self.rtt = rtt or RttEstimator()
         self._tag = 0
+        self.workspace = codec.Workspace()  # the codec's buffers, reused across aggregations
         self.stats: collections.Counter[str] = collections.Counter()
         self.phase_seconds: dict[str, float] = {}
 
-    def aggregate(self, params: CodecParams, grad: np.ndarray) -> WorkerResult:
-        """Sum `grad` with the other workers' through the switch; every phase, retransmitting on loss."""
-        session = codec.WorkerSession(params, grad, who=f"worker {self.worker_id}'s gradient")
+    def aggregate(self, params: CodecParams, grad: np.ndarray, *, out: np.ndarray | None = None) -> WorkerResult:
+        """Sum `grad` with the other workers' through the switch; every round, retransmitting on loss.
+
+        out: an int32 buffer of the gradient's size for the fixed-point sum (reuse it across steps).
+        """
+        session = codec.WorkerSession(params, grad, who=f"worker {self.worker_id}'s gradient", out=out,
+                                      workspace=self.workspace)
         self.phase_seconds = {}
         while (phase := session.next_phase()) is not None:
             start = time.monotonic()
-            aggregate = self.transfer(phase.name, phase.op, phase.words)
+            aggregate = self.transfer(phase.name, phase.ops, phase.words)
             self.phase_seconds[phase.name] = self.phase_seconds.get(phase.name, 0.0) + time.monotonic() - start
             session.receive(aggregate)
         return session.result()
 
-    def transfer(self, name: str, op: int, words: np.ndarray) -> np.ndarray:
-        """Aggregate one array of int32 words across the job's workers with `op`."""
+    def transfer(self, name: str, ops, words: np.ndarray) -> np.ndarray:
+        """Aggregate one array of int32 words across the job's workers.
+
+        ops: one op for all words, or (op, start, stop) per segment.
+        """
         now = time.monotonic()
+        if isinstance(ops, int):
+            ops = ((ops, 0, words.size),)
         xfer = PhaseTransfer(job_id=self.job.job_id, worker_id=self.worker_id, words=self.job.words,
-                             pool=self.pool, rtt=self.rtt, tag=self._tag, op=op, payload=words,
+                             pool=self.pool, rtt=self.rtt, tag=self._tag, ops=ops, payload=words,
                              name=name, now=now, deadline=self.deadline)
         self._tag = (self._tag + 1) & 0xFFFF
         send, recv = self.transport.send, self.transport.recv

@@ -1,6 +1,6 @@
 """`hina`: the command line.
 
-    hina demo [--workers N --length D --density P --mode hina|dense --drop P ...] [--json]
+    hina demo [--workers N --length D --density P --mode auto|dense|blocks|aligned|sketch --drop P ...] [--json]
         the main job on loopback: emulator + N worker processes, verified exact
     hina roundtrip grad0.npy grad1.npy ... [--lanes L --cells-per-element C] [--json]
         the codec on your own gradients (one .npy per worker), numpy standing in for the switch
@@ -28,7 +28,7 @@ def _demo(args: argparse.Namespace) -> int:
                          drop=args.drop, dup=args.dup, reorder=args.reorder, seed=args.seed,
                          job=JobSpec(job_id=args.job_id, words=args.words, slots=args.slots),
                          deadline=args.deadline, workload=args.workload, scale=args.scale,
-                         max_union=args.max_union)
+                         group=args.group, link_gbps=args.link_gbps, rounds=args.rounds)
     except ValueError as exc:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 2
@@ -47,7 +47,7 @@ def _roundtrip(args: argparse.Namespace) -> int:
     try:
         grads = [np.load(path, allow_pickle=False) for path in args.files]
         result = codec.simulate_allreduce(grads, lanes=args.lanes, cells_per_element=args.cells_per_element,
-                                          mode=args.mode, max_union=args.max_union)
+                                          mode=args.mode, group=args.group, link_gbps=args.link_gbps)
     except (OSError, ValueError) as exc:
         print(f"hina roundtrip: {exc}", file=sys.stderr)
         return 2
@@ -58,7 +58,7 @@ def _roundtrip(args: argparse.Namespace) -> int:
     nnz = [int(np.count_nonzero(g)) for g in grads]
     summary = {
         "exact": exact, "workers": len(grads), "length": int(grads[0].size), "dtype": grads[0].dtype.name,
-        "shift": result.shift, "union": result.union, "rows": result.rows, "residual": result.residual,
+        "shift": result.shift, "encoding": result.encoding, "group": result.group, "union": result.union, "rows": result.rows, "residual": result.residual,
         "nonzeros_per_worker": nnz, "bytes_per_worker": result.bytes_per_worker,
         "dense_bytes_per_worker": result.dense_bytes_per_worker,
         "pairs_bytes_per_worker": 8 * max(nnz), "seconds": {k: round(v, 6) for k, v in result.workers[0].seconds.items()},
@@ -67,7 +67,8 @@ def _roundtrip(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         total = result.bytes_per_worker["total"]
-        print(f"exact: {'yes' if exact else 'NO'}; {len(grads)} workers x {grads[0].size:,} {grads[0].dtype.name}")
+        print(f"exact: {'yes' if exact else 'NO'}; {len(grads)} workers x {grads[0].size:,} {grads[0].dtype.name}; "
+              f"encoding {result.encoding}" + (f" (index group {result.group})" if result.group else ""))
         if result.union is not None:
             print(f"union: {result.union:,} ({result.union / grads[0].size:.2%}), sketch rows {result.rows}, "
                   f"residual {result.residual}")
@@ -110,7 +111,17 @@ def _worker(args: argparse.Namespace) -> int:
     return status
 
 
+def _codec_flags(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--group", type=int, default=0,
+                    help="index group size: 1 = one-level bitmap, 2..1024 (a power of two) = two levels, "
+                         "0 = chosen per tensor (default 0)")
+    ap.add_argument("--link-gbps", type=float, default=10.0,
+                    help="the link rate auto's cost model weighs bytes with (default 10)")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from codec.params import MODES
+
     from .job import DEFAULT_SLOTS, DEFAULT_WORDS
 
     ap = argparse.ArgumentParser(prog="hina", description="homomorphic in-network aggregation")
@@ -120,8 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--workers", type=int, default=4)
     d.add_argument("--length", type=int, default=1 << 22, help="elements per gradient (default 2^22)")
     d.add_argument("--density", type=float, default=0.01, help="non-zero fraction per worker")
-    d.add_argument("--mode", choices=("hina", "dense", "blocks"), default="hina",
-                   help="hina (the codec), dense (SwitchML-style) or blocks (OmniReduce-style)")
+    d.add_argument("--mode", choices=MODES, default="auto",
+                   help="auto (default: the cheapest encoding by the cost model, per tensor), dense "
+                        "(SwitchML-style), blocks (OmniReduce-style), aligned (index + values at the union) "
+                        "or sketch (index + count sketch in one round)")
     d.add_argument("--workload", help="a model-shaped preset of benchmarks/workloads.py instead of uniform")
     d.add_argument("--scale", type=float, default=0.02, help="with --workload: shrink the preset by this factor")
     d.add_argument("--drop", type=float, default=0.0, help="switch drop probability, each direction")
@@ -132,9 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--words", type=int, default=DEFAULT_WORDS, help=f"K, words per packet (default {DEFAULT_WORDS})")
     d.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help=f"W, packets in flight (default {DEFAULT_SLOTS})")
     d.add_argument("--deadline", type=float, default=20.0, help="seconds without progress before a worker gives up")
-    d.add_argument("--max-union", type=float, default=1.0,
-                   help="hina: finish with a dense ADD when the union exceeds this fraction of the tensor "
-                        "(default 1.0: only when the sketch would not be smaller than the tensor)")
+    _codec_flags(d)
+    d.add_argument("--rounds", type=int, default=1,
+                   help="aggregations per worker; with more than one, seconds is the best after the first "
+                        "(the steady state of a training loop) and first_seconds the first (default 1)")
     d.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     d.set_defaults(func=_demo)
 
@@ -142,10 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("files", nargs="+")
     r.add_argument("--lanes", type=int, default=1024)
     r.add_argument("--cells-per-element", type=float, default=1.3)
-    r.add_argument("--mode", choices=("hina", "dense", "blocks"), default="hina")
-    r.add_argument("--max-union", type=float, default=1.0,
-                   help="hina: finish with a dense ADD when the union exceeds this fraction of the tensor "
-                        "(default 1.0: only when the sketch would not be smaller than the tensor)")
+    r.add_argument("--mode", choices=MODES, default="auto", help="the encoding (default auto)")
+    _codec_flags(r)
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=_roundtrip)
 

@@ -1,8 +1,9 @@
 """One phase's words through the switch, as a sans-I/O object: frames out, frames in, timers.
 
-The phase's int32 words are cut into chunks of K words; chunk c goes to
-slot c mod W of the job's W slots, so every worker puts the same chunk in
-the same slot.  Each slot alternates between its two copies: the copy is
+The phase's int32 words are cut into chunks of at most K words, each
+segment of the round on its own (a chunk never straddles two segments, so
+each packet carries one op); chunk c goes to slot c mod W of the job's W
+slots, so every worker puts the same chunk in the same slot.  Each slot alternates between its two copies: the copy is
 flipped after every RESULT, for the whole life of the job (`SlotPool`), so
 consecutive uses of a slot never meet in one copy.  A slot carries chunk
 c + W as soon as chunk c's RESULT is in.  A chunk whose RESULT does not come
@@ -74,14 +75,25 @@ class PhaseTransfer:
     """Aggregate one phase's words (int32) with `op` through the switch's slots."""
 
     def __init__(self, *, job_id: int, worker_id: int, words: int, pool: SlotPool, rtt: RttEstimator,
-                 tag: int, op: int, payload: np.ndarray, name: str, now: float, deadline: float):
+                 tag: int, op: int | None = None, payload: np.ndarray, name: str, now: float, deadline: float,
+                 ops: tuple[tuple[int, int, int], ...] | None = None):
+        """`ops`: (op, start, stop) of each segment of `payload`; or one `op` for all of it."""
         self.job_id, self.worker_id, self.words = job_id, worker_id, words
         self.pool, self.rtt = pool, rtt
-        self.tag, self.op, self.name = tag & 0xFFFF, int(op), name
+        self.tag, self.name = tag & 0xFFFF, name
         self.deadline = deadline
         self.length = int(payload.size)
-        self.chunks = max(1, math.ceil(self.length / words))
-        wire = np.zeros(self.chunks * words, dtype=">i4")
+        if ops is None:
+            ops = ((int(op), 0, self.length),)
+        # chunk i: words [offset, offset + count) combined with op
+        self._offset, self._count, self._op = [], [], []
+        for seg_op, start, stop in ops:
+            for offset in range(start, max(stop, start + 1), words):
+                self._offset.append(offset)
+                self._count.append(min(words, stop - offset))
+                self._op.append(int(seg_op))
+        self.chunks = len(self._offset)
+        wire = np.zeros(self.length + words, dtype=">i4")  # a last chunk reads K words
         wire[: self.length] = payload
         self._wire = memoryview(wire.view(np.uint8))
         self.result = np.empty(self.length, dtype=np.int32)
@@ -109,8 +121,8 @@ class PhaseTransfer:
         slot = (pool_index & (VERSION_BIT - 1)) - self.pool.slot_base
         chunk = self._waiting.get(slot)
         if (msg_type != MsgType.RESULT or job_id != self.job_id or phase != self.tag or chunk is None
-                or chunk.version != pool_index >> 15 or offset != chunk.index * self.words
-                or count != self._count(chunk.index) or len(frame) < HEADER_BYTES + 4 * count):
+                or chunk.version != pool_index >> 15 or offset != self._offset[chunk.index]
+                or count != self._count[chunk.index] or len(frame) < HEADER_BYTES + 4 * count):
             self.stats["ignored"] += 1
             return []
         self.result[offset : offset + count] = np.frombuffer(frame, dtype=">i4", count=count, offset=HEADER_BYTES)
@@ -138,7 +150,7 @@ class PhaseTransfer:
             oldest = min(self._waiting.values(), key=lambda c: c.index)
             raise AggregationTimeout(
                 f"job {self.job_id}, worker {self.worker_id}: phase {self.name!r} (tag {self.tag}) got no "
-                f"RESULT for offset {oldest.index * self.words} (slot {self.pool.slot_base + oldest.index % self.pool.slots}, "
+                f"RESULT for offset {self._offset[oldest.index]} (slot {self.pool.slot_base + oldest.index % self.pool.slots}, "
                 f"copy {oldest.version}) within {self.deadline:g} s; {self._received}/{self.chunks} chunks done"
             )
         if now < self._earliest:
@@ -170,9 +182,6 @@ class PhaseTransfer:
         return min(self._earliest, self._last_progress + self.deadline)
 
     # -- frames ---------------------------------------------------------------
-    def _count(self, index: int) -> int:
-        return min(self.words, self.length - index * self.words) if self.length else 0
-
     def _send(self, index: int, now: float) -> bytes:
         slot = index % self.pool.slots
         chunk = _Chunk(index, self.pool.version[slot], now, self.rtt.rto)
@@ -183,9 +192,10 @@ class PhaseTransfer:
     def _frame(self, chunk: _Chunk) -> bytes:
         slot = chunk.index % self.pool.slots
         pool_index = (chunk.version << 15) | (self.pool.slot_base + slot)
-        header = pack_header(MsgType.UPDATE, self.op, self.job_id, self.worker_id, 0, pool_index,
-                             chunk.index * self.words, self._count(chunk.index), self.tag)
-        start = chunk.index * self.words * 4
+        offset = self._offset[chunk.index]
+        header = pack_header(MsgType.UPDATE, self._op[chunk.index], self.job_id, self.worker_id, 0, pool_index,
+                             offset, self._count[chunk.index], self.tag)
+        start = offset * 4
         frame = header + self._wire[start : start + self.words * 4]
         self.stats["frames"] += 1
         self.stats["bytes"] += len(frame)

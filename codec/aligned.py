@@ -1,0 +1,27 @@
+"""aligned: the index, then one ADD of the quantized values at the union's positions, in order.
+
+|U| words, a gather and a scatter; no peeling, no residual.  Once every
+worker holds U exactly this is the cheapest exact encoding of the values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import index, values
+from .ops import Op
+
+
+def run(step):
+    union, size, _ = yield from index.exchange(step)
+    step.report["union"] = size
+    if size == 0:
+        return step.zeros()
+    with step.timed("encode"):
+        mine = values.gather(union, step.own, step.compact, step.shift,
+                             step.workspace.buffer("values", size, np.int32))
+    (agg,) = yield step.round(step.segment("values", Op.ADD, mine))
+    with step.timed("decode"):
+        fixed = step.output()
+        values.scatter(union, agg, fixed)
+    return fixed
