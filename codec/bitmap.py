@@ -64,18 +64,22 @@ def _scan(g, bits_of, mask, words, compact):
     n = g.size
     full = n // 32
     k = 0
-    for w in range(full + 1):
+    for w in range(full):
         base = w * 32
-        stop = min(base + 32, n)
         bits = np.uint32(0)
-        if stop - base == 32:  # a constant trip count: the compiler unrolls and vectorizes it
-            for j in range(32):
-                bits |= np.uint32((bits_of[base + j] & mask) != 0) << np.uint32(j)
-        else:
-            for j in range(stop - base):
-                bits |= np.uint32((bits_of[base + j] & mask) != 0) << np.uint32(j)
-        if w < words.size:
-            words[w] = bits
+        for j in range(32):  # a constant trip count: unrolled, no branches
+            bits |= np.uint32((bits_of[base + j] & mask) != 0) << np.uint32(j)
+        words[w] = bits
+        while bits:
+            compact[k] = g[base + _ctz(bits)]
+            k += 1
+            bits &= bits - np.uint32(1)
+    if full * 32 < n:
+        base = full * 32
+        bits = np.uint32(0)
+        for j in range(n - base):
+            bits |= np.uint32((bits_of[base + j] & mask) != 0) << np.uint32(j)
+        words[full] = bits
         while bits:
             compact[k] = g[base + _ctz(bits)]
             k += 1
@@ -119,21 +123,45 @@ def _fold_counts(words, nonzero):
     return c0, c1, c2, c3, c4, c5
 
 
-@njit("void(uint32[::1], int64, uint32[::1])", cache=True)
-def _coarse(words, group, out):
+def _compress_masks(group: int) -> np.ndarray:
+    """Masks that gather one bit every `group` bits of a word into the word's low 32/group bits.
+
+    Step s (1, 2, 4, ...) shifts by s * (group - 1) and keeps chunks of 2s
+    bits every 2s * group bits; the first entry keeps one bit per group.
+    """
+    per_word = 32 // group
+    masks = [sum(1 << (j * group) for j in range(per_word))]
+    s = 1
+    while s < per_word:
+        masks.append(sum(((1 << (2 * s)) - 1) << (j * 2 * s * group) for j in range(per_word // (2 * s))))
+        s *= 2
+    return np.array(masks, dtype=np.uint32)
+
+
+COMPRESS = {g: _compress_masks(g) for g in GROUP_SIZES[1:6]}  # groups smaller than a word
+
+
+@njit("void(uint32[::1], int64, uint32[::1], uint32[::1])", cache=True)
+def _coarse(words, group, masks, out):
     """Group bitmap at `group` (2..1024) of an element bitmap."""
     out[:] = 0
     if group < 32:
         per_word = 32 // group
-        low = np.uint32((1 << group) - 1)
         for w in range(words.size):
             x = words[w]
             if x == 0:
                 continue
-            for j in range(per_word):
-                if (x >> np.uint32(j * group)) & low:
-                    gidx = w * per_word + j
-                    out[gidx >> 5] |= np.uint32(1) << np.uint32(gidx & 31)
+            shift = 1
+            while shift < group:  # OR every group's bits into its lowest bit
+                x |= x >> np.uint32(shift)
+                shift *= 2
+            x &= masks[0]
+            s = 1
+            for m in range(1, masks.size):  # then pack those bits together
+                x = (x | (x >> np.uint32(s * (group - 1)))) & masks[m]
+                s *= 2
+            bit = w * per_word
+            out[bit >> 5] |= x << np.uint32(bit & 31)
     else:
         span = group // 32
         for gidx in range((words.size + span - 1) // span):
@@ -271,7 +299,7 @@ def groups(length: int, group: int) -> int:
 def coarse(words: np.ndarray, length: int, group: int) -> np.ndarray:
     """The group bitmap at `group` of an element bitmap."""
     out = np.empty(words_for(groups(length, group)), dtype=np.uint32)
-    _coarse(words, group, out)
+    _coarse(words, group, COMPRESS.get(group, COMPRESS[2]), out)
     return out
 
 

@@ -94,7 +94,8 @@ class Step:
 
     grad: the flat gradient (float32/float64/int32); shift: s (None for
     int32); own: this worker's support bitmap (uint32 words, bit i = g[i] !=
-    0); compact: its non-zeros in position order; estimate: the union
+    0); compact: its non-zeros in position order; mine: the same quantized
+    (int32; set once the shift is known); estimate: the union
     estimate all workers share; group: the index's group size (1: one level).
     Encodings record what they report (union, rows, residual) in `report`.
     """
@@ -111,6 +112,7 @@ class Step:
     seconds: dict[str, float]
     sent: dict[str, int]
     report: dict = dataclasses.field(default_factory=dict)
+    mine: np.ndarray | None = None
 
     def segment(self, name: str, op: Op, words: np.ndarray) -> Segment:
         words = words.view(np.int32) if words.dtype == np.uint32 else np.ascontiguousarray(words, dtype=np.int32)

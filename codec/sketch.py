@@ -54,12 +54,8 @@ def layout(params: CodecParams, rows: int) -> tuple[np.ndarray, np.ndarray]:
     return row_of, sign_of
 
 
-_ENCODE_SIGS = [f"void(uint32[::1], {g}[::1], float64, float64, int64, int64, int32[:, ::1], int32[:, ::1], int32[::1])"
-                for g in ("float32", "float64", "int32")]
-
-
-@njit(_ENCODE_SIGS, cache=True)
-def _encode(own, compact, f1, f2, lanes, rows, row_of, sign_of, out):
+@njit("void(uint32[::1], int32[::1], int64, int64, int32[:, ::1], int32[:, ::1], int32[::1])", cache=True)
+def _encode(own, mine, lanes, rows, row_of, sign_of, out):
     """Add sign * q of every own non-zero into its three cells (int32 wrap-around, as the switch)."""
     out[:] = 0
     cells = 3 * rows
@@ -69,7 +65,7 @@ def _encode(own, compact, f1, f2, lanes, rows, row_of, sign_of, out):
         while x:
             pos = w * 32 + _ctz(x)
             x &= x - np.uint32(1)
-            q = np.int64(values._q(np.float64(compact[k]), f1, f2))
+            q = np.int64(mine[k])
             k += 1
             block = pos // lanes
             base = (pos - block * lanes) * cells
@@ -169,11 +165,10 @@ def _peel(union, lanes, rows, row_of, sign_of, sketch, out, residual):
     return nres
 
 
-def encode(params: CodecParams, rows: int, own: np.ndarray, compact: np.ndarray, shift: int | None,
-           out: np.ndarray) -> np.ndarray:
-    """This worker's lane-major sketch (3 R L int32 words) into `out`."""
+def encode(params: CodecParams, rows: int, own: np.ndarray, mine: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """This worker's lane-major sketch (3 R L int32 words) into `out` (`mine`: its quantized non-zeros)."""
     row_of, sign_of = layout(params, rows)
-    _encode(own, compact, *values.factors(shift), params.lanes, rows, row_of, sign_of, out)
+    _encode(own, mine, params.lanes, rows, row_of, sign_of, out)
     return out
 
 
@@ -200,8 +195,7 @@ def run(step):
         rows = rows_for(p, min(step.estimate.union, union_bound))
         sized["rows"] = rows
         with step.timed("encode"):
-            words = encode(p, rows, step.own, step.compact, step.shift,
-                           step.workspace.buffer("sketch", TABLES * rows * p.lanes, np.int32))
+            words = encode(p, rows, step.own, step.mine, step.workspace.buffer("sketch", TABLES * rows * p.lanes, np.int32))
         return [step.segment("sketch", Op.ADD, words)]
 
     union, union_size, riders = yield from index.exchange(step, ride=ride)
@@ -215,7 +209,7 @@ def run(step):
         residual = peel(p, rows, union, union_size, agg, fixed)
     if residual.size:
         with step.timed("encode"):
-            mine = values.own_at(step.own, step.compact, residual, step.shift)
+            mine = values.own_at(step.own, step.mine, residual)
         (agg,) = yield step.round(step.segment("residual", Op.ADD, mine))
         with step.timed("decode"):
             values.place(residual, agg, fixed)

@@ -35,12 +35,13 @@ def _quantize_all(g, f1, f2, out):
         out[i] = _q(np.float64(g[i]), f1, f2)
 
 
-@njit(_sigs("int64(uint32[::1], uint32[::1], {g}[::1], float64, float64, int32[::1])"), cache=True)
-def _gather(union, own, compact, f1, f2, out):
-    """q at every set bit of `union`, in position order: this worker's value where `own` has
-    the bit (its non-zeros, in order, are `compact`), else 0.  `own` must lie inside `union`."""
+@njit("int64(uint32[::1], uint32[::1], int32[::1], int32[::1])", cache=True)
+def _gather(union, own, mine, out):
+    """At every set bit of `union`, in position order: this worker's value where `own` has the
+    bit (its quantized non-zeros, in order, are `mine`), else 0.  `own` must lie inside `union`."""
     k = 0
     j = 0
+    last = mine.size - 1
     for w in range(union.size):
         u = union[w]
         o = own[w]
@@ -49,21 +50,18 @@ def _gather(union, own, compact, f1, f2, out):
                 out[k] = 0
                 k += 1
             continue
-        while u:
-            low = u & (~u + np.uint32(1))
-            if o & low:
-                out[k] = _q(np.float64(compact[j]), f1, f2)
-                j += 1
-            else:
-                out[k] = 0
+        while u:  # branch-free: read the next own value either way, keep it where own has the bit
+            hit = (o >> np.uint32(_ctz(u))) & np.uint32(1)
+            out[k] = mine[min(j, last)] * np.int32(hit)
+            j += hit
             k += 1
-            u ^= low
+            u &= u - np.uint32(1)
     return k
 
 
-@njit(_sigs("void(uint32[::1], {g}[::1], int64[::1], float64, float64, int32[::1])"), cache=True)
-def _own_at(own, compact, positions, f1, f2, out):
-    """q at sorted `positions`: this worker's value where `own` has the bit, else 0."""
+@njit("void(uint32[::1], int32[::1], int64[::1], int32[::1])", cache=True)
+def _own_at(own, mine, positions, out):
+    """This worker's value at sorted `positions` (0 where `own` lacks the bit)."""
     rank = 0  # own bits before word w
     w = 0
     for k in range(positions.size):
@@ -72,10 +70,7 @@ def _own_at(own, compact, positions, f1, f2, out):
             rank += _popcount(own[w])
             w += 1
         bit = np.uint32(1) << np.uint32(p & 31)
-        if own[w] & bit:
-            out[k] = _q(np.float64(compact[rank + _popcount(own[w] & (bit - np.uint32(1)))]), f1, f2)
-        else:
-            out[k] = 0
+        out[k] = mine[rank + _popcount(own[w] & (bit - np.uint32(1)))] if own[w] & bit else 0
 
 
 @njit("int64(uint32[::1], int32[::1], int32[::1])", cache=True)
@@ -151,17 +146,16 @@ def quantize_all(grad: np.ndarray, shift: int | None, out: np.ndarray) -> np.nda
     return out
 
 
-def gather(union: np.ndarray, own: np.ndarray, compact: np.ndarray, shift: int | None,
-           out: np.ndarray) -> np.ndarray:
-    """q at the set bits of `union` (this worker's own non-zeros are `compact`, at `own`'s bits)."""
-    k = _gather(union, own, compact, *factors(shift), out)
+def gather(union: np.ndarray, own: np.ndarray, mine: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """This worker's values at the set bits of `union` (`mine`: its quantized non-zeros at `own`'s bits)."""
+    k = _gather(union, own, mine, out)
     return out[:k]
 
 
-def own_at(own: np.ndarray, compact: np.ndarray, positions: np.ndarray, shift: int | None) -> np.ndarray:
-    """q at the sorted `positions` (0 where this worker has no non-zero)."""
+def own_at(own: np.ndarray, mine: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """This worker's values at the sorted `positions` (0 where it has no non-zero)."""
     out = np.empty(positions.size, dtype=np.int32)
-    _own_at(own, compact, positions, *factors(shift), out)
+    _own_at(own, mine, positions, out)
     return out
 
 
