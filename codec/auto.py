@@ -45,7 +45,7 @@ from .params import CodecParams
 
 TERM_UNIT = 1 << 16  # fixed point of the -log2 terms
 TERM_CAP = 32 * TERM_UNIT  # a worker whose groups are all non-empty; 32 workers sum to < 2**26
-PEEL_SECONDS = 25e-9  # per union element: the lane peeler, measured by benchmarks/codec_bench.py
+PEEL_SECONDS = 50e-9  # per union element: the lane peeler at d = 2^25, 1%, N = 8 (codec_bench: sketch decode)
 ENCODINGS = ("dense", "blocks", "aligned", "sketch")
 
 

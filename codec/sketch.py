@@ -54,8 +54,17 @@ def layout(params: CodecParams, rows: int) -> tuple[np.ndarray, np.ndarray]:
     return row_of, sign_of
 
 
-@njit("void(uint32[::1], int32[::1], int64, int64, int32[:, ::1], int32[:, ::1], int32[::1])", cache=True)
-def _encode(own, mine, lanes, rows, row_of, sign_of, out):
+@njit("UniTuple(int64, 2)(int64, int64, int64)", cache=True, inline="always")
+def _split(pos, lanes, lane_bits):
+    """(block, lane) of a position: shifts when L is a power of two (lane_bits >= 0), else a division."""
+    if lane_bits >= 0:
+        return pos >> lane_bits, pos & (lanes - 1)
+    block = pos // lanes
+    return block, pos - block * lanes
+
+
+@njit("void(uint32[::1], int32[::1], int64, int64, int64, int32[:, ::1], int32[:, ::1], int32[::1])", cache=True)
+def _encode(own, mine, lanes, lane_bits, rows, row_of, sign_of, out):
     """Add sign * q of every own non-zero into its three cells (int32 wrap-around, as the switch)."""
     out[:] = 0
     cells = 3 * rows
@@ -67,59 +76,67 @@ def _encode(own, mine, lanes, rows, row_of, sign_of, out):
             x &= x - np.uint32(1)
             q = np.int64(mine[k])
             k += 1
-            block = pos // lanes
-            base = (pos - block * lanes) * cells
+            block, lane = _split(pos, lanes, lane_bits)
+            base = lane * cells
             for j in range(TABLES):
                 c = base + j * rows + row_of[j, block]
                 out[c] = np.int32(np.int64(out[c]) + sign_of[j, block] * q)
 
 
-@njit("int64(uint32[::1], int64, int64, int32[:, ::1], int32[:, ::1], int32[::1], int32[::1], int64[::1])",
+@njit("int64(uint32[::1], int64, int64, int64, int32[:, ::1], int32[:, ::1], int32[::1], int32[::1], int64[::1])",
       cache=True)
-def _peel(union, lanes, rows, row_of, sign_of, sketch, out, residual):
+def _peel(union, lanes, lane_bits, rows, row_of, sign_of, sketch, out, residual):
     """Peel every lane; write the sums at peeled union positions and 0 elsewhere into `out`,
-    the unpeeled positions (ascending) into `residual`; return how many are unpeeled."""
-    length = out.size
+    the unpeeled positions (ascending) into `residual`; return how many are unpeeled.
+
+    The union's elements are numbered lane by lane; walking the union in
+    position order (where a block's hashes are read once for its L lanes)
+    records each element's three cells and signs at its lane-order slot, so
+    peeling a lane touches only that lane's cells and elements.
+    """
     cells = 3 * rows
     per_lane = np.zeros(lanes + 1, dtype=np.int64)
-    for w in range(union.size):  # elements per lane, then each lane's blocks in ascending order
+    for w in range(union.size):
         x = union[w]
         while x:
-            pos = w * 32 + _ctz(x)
+            per_lane[_split(w * 32 + _ctz(x), lanes, lane_bits)[1] + 1] += 1
             x &= x - np.uint32(1)
-            per_lane[pos % lanes + 1] += 1
     for t in range(lanes):
         per_lane[t + 1] += per_lane[t]
     total = per_lane[lanes]
-    block_of = np.empty(total, dtype=np.int32)
+    cell_of = np.empty((total, TABLES), dtype=np.int32)  # lane-local cell of each element per sub-table
+    negative = np.empty(total, dtype=np.uint8)  # bit j: the sign in sub-table j is -1
     value_of = np.empty(total, dtype=np.int32)
     peeled = np.zeros(total, dtype=np.uint8)
     fill = per_lane[:lanes].copy()
     for w in range(union.size):
         x = union[w]
         while x:
-            pos = w * 32 + _ctz(x)
+            block, t = _split(w * 32 + _ctz(x), lanes, lane_bits)
             x &= x - np.uint32(1)
-            t = pos % lanes
-            block_of[fill[t]] = pos // lanes
+            e = fill[t]
             fill[t] += 1
+            bits = 0
+            for j in range(TABLES):
+                cell_of[e, j] = j * rows + row_of[j, block]
+                if sign_of[j, block] < 0:
+                    bits |= 1 << j
+            negative[e] = bits
 
     count = np.empty(cells, dtype=np.int32)
-    ident = np.empty(cells, dtype=np.int32)  # XOR of the lane-local indices of the cell's elements
+    ident = np.empty(cells, dtype=np.int32)  # XOR of the lane-local numbers of the cell's elements
     cell = np.empty(cells, dtype=np.int64)
-    stack = np.empty(cells, dtype=np.int32)
+    stack = np.empty(cells + 1, dtype=np.int32)  # a push writes one slot past the top before counting it
     for t in range(lanes):
         first, n = per_lane[t], per_lane[t + 1] - per_lane[t]
         if n == 0:
             continue
         count[:] = 0
         ident[:] = 0
-        for c in range(cells):
-            cell[c] = sketch[t * cells + c]
+        cell[:] = sketch[t * cells:(t + 1) * cells]
         for e in range(n):
-            b = block_of[first + e]
             for j in range(TABLES):
-                c = j * rows + row_of[j, b]
+                c = cell_of[first + e, j]
                 count[c] += 1
                 ident[c] ^= e
         top = 0
@@ -133,18 +150,18 @@ def _peel(union, lanes, rows, row_of, sign_of, sketch, out, residual):
             if count[c] != 1:
                 continue
             e = ident[c]
-            b = block_of[first + e]
-            v = np.int32(sign_of[c // rows, b] * np.int64(np.int32(cell[c])))  # the cell modulo 2**32
+            j = 0 if c < rows else (1 if c < 2 * rows else 2)  # its sub-table, without a division
+            signs = np.int64(negative[first + e])
+            v = np.int32((1 - 2 * ((signs >> j) & 1)) * np.int64(np.int32(cell[c])))  # sign * cell mod 2**32
             value_of[first + e] = v
             peeled[first + e] = 1
-            for j in range(TABLES):
-                d = j * rows + row_of[j, b]
+            for k in range(TABLES):  # branch-free: sign by arithmetic, push unconditionally
+                d = cell_of[first + e, k]
                 count[d] -= 1
                 ident[d] ^= e
-                cell[d] -= sign_of[j, b] * np.int64(v)
-                if count[d] == 1:
-                    stack[top] = d
-                    top += 1
+                cell[d] -= (1 - 2 * ((signs >> k) & 1)) * np.int64(v)
+                stack[top] = d
+                top += count[d] == 1
 
     out[:] = 0
     nres = 0
@@ -154,7 +171,7 @@ def _peel(union, lanes, rows, row_of, sign_of, sketch, out, residual):
         while x:
             pos = w * 32 + _ctz(x)
             x &= x - np.uint32(1)
-            t = pos % lanes
+            t = _split(pos, lanes, lane_bits)[1]
             e = fill[t]
             fill[t] += 1
             if peeled[e]:
@@ -165,10 +182,15 @@ def _peel(union, lanes, rows, row_of, sign_of, sketch, out, residual):
     return nres
 
 
+def _lane_bits(lanes: int) -> int:
+    """log2 L for a power of two, else -1 (the kernels then divide)."""
+    return lanes.bit_length() - 1 if lanes & (lanes - 1) == 0 else -1
+
+
 def encode(params: CodecParams, rows: int, own: np.ndarray, mine: np.ndarray, out: np.ndarray) -> np.ndarray:
     """This worker's lane-major sketch (3 R L int32 words) into `out` (`mine`: its quantized non-zeros)."""
     row_of, sign_of = layout(params, rows)
-    _encode(own, mine, params.lanes, rows, row_of, sign_of, out)
+    _encode(own, mine, params.lanes, _lane_bits(params.lanes), rows, row_of, sign_of, out)
     return out
 
 
@@ -179,8 +201,8 @@ def peel(params: CodecParams, rows: int, union: np.ndarray, union_size: int, ske
         raise ValueError(f"sketch phase: expected {TABLES * rows * params.lanes} words, got {sketch.size}")
     row_of, sign_of = layout(params, rows)
     residual = np.empty(union_size, dtype=np.int64)
-    n = _peel(union, params.lanes, rows, row_of, sign_of, np.ascontiguousarray(sketch, dtype=np.int32), out,
-              residual)
+    n = _peel(union, params.lanes, _lane_bits(params.lanes), rows, row_of, sign_of,
+              np.ascontiguousarray(sketch, dtype=np.int32), out, residual)
     return residual[:n]
 
 
