@@ -1,60 +1,128 @@
-"""Codec benchmark: compute time per worker against a memory copy, bytes against the baselines.
+"""Codec benchmark: every mode's compute time against a memory copy, and its bytes against the information bound.
 
-For each gradient length d, per-worker density p and worker count N it
-draws N float32 gradients with independent uniform random supports (the
-worst case for the union), runs every codec phase with numpy as the switch,
-checks the result bit for bit against the dense sum of quantized arrays, and
-reports for one worker:
+Cases: d = 2^25 float32 (--lengths) at per-worker densities 0.1, 1, 5 and
+20% (--densities; uniform random supports drawn independently per worker,
+normal values) and the `lstm` and `deeplight` presets of
+benchmarks/workloads.py (--presets, scaled by --preset-scale: 0.05 gives
+2^24.3 and 2^24.9 elements), each with N = 2 and 8 workers (--workers).
 
-- encode seconds (finite check, scale exponent, quantize, index bitmap,
-  sketch) and decode seconds (union, sketch layout, peeling, assembly), each
-  as the best of --repeat replays and as a ratio to `numpy.copyto` of d
-  float32 values timed in the same run;
-- bytes sent per worker against dense (4d), index/value pairs (8 per
-  non-zero) and the information bound (log2 C(d, |U|) bits + 4 bytes per
-  union element), and the residual size.
+For each case and each mode in codec.MODES ("auto", "dense", "blocks",
+"aligned", "sketch"):
 
-Writes benchmarks/results/codec_bench.json and, with matplotlib,
-benchmarks/results/codec_bytes.png.  Run: `make bench` or
-`python benchmarks/codec_bench.py [--quick]`.
+1. `codec.simulate_allreduce` runs every round once with numpy as the switch;
+   every worker's sum must equal, bit for bit, numpy's int64 sum of
+   `codec.quantize(g, shift)` cast to int32.
+2. Worker 0 alone is re-run with `codec.replay` against the recorded
+   aggregates, into one `out` buffer and one `Workspace` reused throughout:
+   the first replay is the *first aggregation* (cold buffers; its encode and
+   decode are reported apart), then --repeat more replays, of which the best
+   encode and the best decode are kept.  Every time is a ratio to
+   `numpy.copyto` of d float32 values into a warm destination (best of 7,
+   timed in the same run, once per case).
+3. Bytes one worker sends (`bytes_per_worker["total"]`) against the
+   information bound, log2 C(d, |U|) bits + 32 bits per union element (|U|:
+   the positions where any worker's gradient is non-zero, counted with
+   numpy), and against dense (4d).  The bound is that of a union of |U|
+   positions drawn uniformly: the presets' row-shaped supports carry less
+   information, so a mode can come in under it there.
+
+Targets (d = 2^25, N = 8, uniform): at 1%, auto decode <= 3x copy, auto
+encode <= 2x copy, sketch decode <= 10x copy; auto bytes <= 1.10x the bound
+at 1% and 5% and <= 1.5x at 0.1%.  A target whose case did not run is
+reported "not run".
+
+Prints a line per case and mode as it goes, then a Markdown table and the
+targets; writes benchmarks/results/codec_bench.json (--out) and, with
+matplotlib, a PNG next to it (same name, .png).  Exit status 1 if any sum is
+not exact.
+
+    python benchmarks/codec_bench.py                # the full benchmark (make bench)
+    python benchmarks/codec_bench.py --quick        # d = 2^20 and presets at ~2^20, for a fast look
+    python benchmarks/codec_bench.py --lengths 1048576 --densities 0.01 --workers 2 --presets lstm --repeat 2
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
+import gc
 import json
 import math
 import os
 import platform
+import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-import codec
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # workloads, when run from the repository root
+
+import codec  # noqa: E402
+import workloads  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-TARGET = {"length": 2**25, "density": 0.01, "workers": 8, "max_ratio": 10.0, "max_bytes_factor": 1.25}
+FULL_LENGTH = 2**25
+QUICK_LENGTH = 2**20
+PRESET_SCALE = 0.05  # lstm 20.6M (2^24.3), deeplight 30.4M (2^24.9) elements
+QUICK_PRESET_SCALE = 0.0025  # lstm 1.0M, deeplight 1.5M: about 2^20
 
 
-def make_gradients(rng: np.random.Generator, workers: int, length: int, density: float) -> list[np.ndarray]:
-    """Independent uniform supports of round(density * length) elements, normal values."""
+# -- cases -------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One set of N gradients: `make()` draws them (called once, freed after the case)."""
+
+    label: str
+    kind: str  # "uniform" or the preset's name
+    length: int
+    density: float | None  # per-worker density asked for (uniform only)
+    workers: int
+    make: Callable[[], list[np.ndarray]]
+
+
+def uniform_gradients(length: int, density: float, workers: int, seed: int) -> list[np.ndarray]:
+    """Independent uniform supports of round(density * d) elements per worker, normal values."""
+    rng = np.random.default_rng(seed)
     k = int(round(density * length))
     grads = []
     for _ in range(workers):
         g = np.zeros(length, dtype=np.float32)
-        idx = rng.choice(length, size=k, replace=False)
-        g[idx] = rng.standard_normal(k, dtype=np.float32)
+        g[rng.choice(length, size=k, replace=False)] = rng.standard_normal(k, dtype=np.float32)
         grads.append(g)
     return grads
 
 
+def log2_label(length: int) -> str:
+    exp = math.log2(length)
+    return f"2^{exp:.0f}" if exp.is_integer() else f"2^{exp:.1f}"
+
+
+def build_cases(lengths: list[int], densities: list[float], presets: list[str], scale: float,
+                workers: list[int], seed: int) -> list[Case]:
+    cases = []
+    for d in lengths:
+        for p in densities:
+            for n in workers:
+                s = seed + len(cases)
+                cases.append(Case(f"{log2_label(d)} {p * 100:.3g}%", "uniform", d, p, n,
+                                  lambda d=d, p=p, n=n, s=s: uniform_gradients(d, p, n, s)))
+    for name in presets:
+        w = workloads.preset(name, scale)
+        for n in workers:
+            cases.append(Case(f"{name} {log2_label(w.size)}", name, w.size, None, n,
+                              lambda w=w, n=n: w.gradients(workers=n, seed=seed)))
+    return cases
+
+
+# -- measurements ------------------------------------------------------------------------------
 def copy_seconds(length: int, repeat: int = 7) -> float:
-    """Best time of numpy.copyto for `length` float32 values into a warm destination."""
+    """Best time of numpy.copyto of `length` float32 values into a warm destination."""
     src = np.ones(length, dtype=np.float32)
-    dst = np.empty_like(src)
+    dst = np.ones_like(src)
     best = math.inf
     for _ in range(repeat):
         start = time.perf_counter()
@@ -63,152 +131,269 @@ def copy_seconds(length: int, repeat: int = 7) -> float:
     return best
 
 
+def union_size(grads: list[np.ndarray]) -> int:
+    """|U|: positions where any worker's gradient is non-zero."""
+    union = grads[0] != 0
+    for g in grads[1:]:
+        union |= g != 0
+    return int(np.count_nonzero(union))
+
+
 def information_bound_bytes(length: int, union: int) -> float:
     """log2 C(d, |U|) bits to name the union, plus 32 bits per union element."""
     log2_choose = (math.lgamma(length + 1) - math.lgamma(union + 1) - math.lgamma(length - union + 1)) / math.log(2)
     return log2_choose / 8 + 4 * union
 
 
-def check_exact(result: codec.AllreduceResult, grads: list[np.ndarray]) -> bool:
-    expected = np.zeros(grads[0].size, dtype=np.int64)
+def expected_sum(grads: list[np.ndarray], shift: int | None) -> np.ndarray:
+    """numpy's dense sum of the quantized gradients: int64, cast (wrapping) to int32."""
+    total = np.zeros(grads[0].size, dtype=np.int64)
     for g in grads:
-        expected += codec.quantize(g, result.shift)
-    return bool(np.array_equal(result.fixed, expected.astype(np.int32)))
+        total += codec.quantize(g, shift)
+    return total.astype(np.int32)
 
 
-def run_case(length: int, density: float, workers: int, repeat: int, seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    grads = make_gradients(rng, workers, length, density)
-    copy = copy_seconds(length)
-    result = codec.simulate_allreduce(grads)
-    exact = check_exact(result, grads)
-    runs = [codec.replay(result.params, grads[0], result.aggregates) for _ in range(repeat)]
-    encode = min(r.seconds["encode"] for r in runs)
-    decode_union = min(r.seconds["decode_union"] for r in runs)
-    decode_sketch = min(r.seconds["decode_sketch"] for r in runs)
-    decode = min(r.seconds["decode_union"] + r.seconds["decode_sketch"] for r in runs)
-    nnz = int(np.count_nonzero(grads[0]))
+def time_replays(result: codec.AllreduceResult, grad: np.ndarray, repeat: int) -> tuple[dict, np.ndarray]:
+    """Worker 0 replayed 1 + repeat times into one out buffer and workspace: first and best seconds."""
+    out = np.empty(grad.size, dtype=np.int32)
+    ws = codec.Workspace()
+    first = codec.replay(result.params, grad, result.aggregates, out=out, workspace=ws).seconds
+    steady = [codec.replay(result.params, grad, result.aggregates, out=out, workspace=ws).seconds
+              for _ in range(repeat)]
+    return {"first_encode_s": first["encode"], "first_decode_s": first["decode"],
+            "encode_s": min(s["encode"] for s in steady), "decode_s": min(s["decode"] for s in steady)}, out
+
+
+def measure_mode(grads: list[np.ndarray], mode: str, repeat: int, copy: float, union: int) -> dict:
+    """One mode on one case: exactness, worker 0's times as ratios to the copy, bytes against the bound."""
+    d = grads[0].size
+    result = codec.simulate_allreduce(grads, mode=mode)
+    expected = expected_sum(grads, result.shift)
+    exact = all(np.array_equal(w.fixed.reshape(-1), expected) for w in result.workers)
+    seconds, out = time_replays(result, grads[0], repeat)
+    exact = exact and bool(np.array_equal(out, expected))  # the replays decode the same sum
     sent = result.bytes_per_worker
-    union = int(result.union)
-    target_bytes = length / 8 + 4 * float(result.params.cell_factor) * union
-    return {
-        "length": length, "density": density, "workers": workers, "exact": exact,
-        "union": union, "union_density": union / length, "rows": result.rows,
-        "residual": result.residual, "peel_rounds": result.peel_rounds,
-        "copy_s": copy, "encode_s": encode, "decode_s": decode,
-        "decode_union_s": decode_union, "decode_sketch_s": decode_sketch,
-        "encode_ratio": encode / copy, "decode_ratio": decode / copy,
-        "bytes": sent, "bytes_total": sent["total"],
-        "dense_bytes": 4 * length, "pairs_bytes": 8 * nnz,
-        "bound_bytes": information_bound_bytes(length, union),
-        "target_bytes": target_bytes, "bytes_factor": sent["total"] / target_bytes,
+    bound = information_bound_bytes(d, union)
+    estimate = result.workers[0].estimate
+    row = {
+        "mode": mode, "encoding": result.encoding, "group": result.group, "exact": exact,
+        "codec_union": result.union, "estimated_union": estimate.union if estimate else None,
+        "rows": result.rows, "residual": result.residual, "rounds": result.workers[0].rounds,
+        **seconds, "bytes": sent, "bytes_total": sent["total"], "bound_bytes": bound, "dense_bytes": 4 * d,
+        "bytes_per_bound": sent["total"] / bound if bound else math.inf, "bytes_per_dense": sent["total"] / (4 * d),
     }
+    for key in ("encode", "decode", "first_encode", "first_decode"):
+        row[f"{key}_x_copy"] = row[f"{key}_s"] / copy
+    return row
 
 
-def print_row(r: dict) -> None:
-    print(
-        f"d=2^{int(math.log2(r['length'])):<2d} p={r['density']:<6.2%} N={r['workers']:<2d} "
-        f"|U|={r['union_density']:6.2%} exact={'yes' if r['exact'] else 'NO'} "
-        f"enc {r['encode_s'] * 1e3:7.1f} ms ({r['encode_ratio']:5.1f}x copy) "
-        f"dec {r['decode_s'] * 1e3:7.1f} ms ({r['decode_ratio']:5.1f}x; union {r['decode_union_s'] * 1e3:.0f} "
-        f"+ sketch {r['decode_sketch_s'] * 1e3:.0f}) "
-        f"bytes {r['bytes_total'] / r['dense_bytes']:6.2%} of dense, {r['bytes_total'] / r['pairs_bytes']:5.2f}x pairs, "
-        f"{r['bytes_total'] / r['bound_bytes']:4.2f}x bound, residual {r['residual']}",
-        flush=True,
-    )
+def run_case(case: Case, repeat: int, progress: Callable[[dict], None]) -> list[dict]:
+    start = time.perf_counter()
+    grads = case.make()
+    union = union_size(grads)
+    per_worker = float(np.mean([np.count_nonzero(g) for g in grads])) / case.length
+    copy = copy_seconds(case.length)
+    print(f"{case.label} N={case.workers}: drawn in {time.perf_counter() - start:.1f} s, "
+          f"per-worker density {per_worker:.3%}, |U|/d {union / case.length:.3%}, copy {copy * 1e3:.2f} ms",
+          flush=True)
+    common = {"case": case.label, "kind": case.kind, "length": case.length, "density": case.density,
+              "per_worker_density": per_worker, "workers": case.workers, "union": union,
+              "union_density": union / case.length, "copy_s": copy}
+    rows = []
+    for mode in codec.MODES:
+        rows.append({**common, **measure_mode(grads, mode, repeat, copy, union)})
+        progress(rows[-1])
+        gc.collect()
+    return rows
 
 
-def print_table(rows: list[dict]) -> None:
-    head = ("d", "p", "N", "|U|/d", "encode ms", "enc/copy", "decode ms", "dec/copy",
-            "hina B", "dense B", "pairs B", "bound B", "hina/bound", "residual")
-    print("\n| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for r in rows:
-        cells = (f"2^{int(math.log2(r['length']))}", f"{r['density']:.1%}", r["workers"],
-                 f"{r['union_density']:.2%}", f"{r['encode_s'] * 1e3:.1f}", f"{r['encode_ratio']:.1f}",
-                 f"{r['decode_s'] * 1e3:.1f}", f"{r['decode_ratio']:.1f}", f"{r['bytes_total']:,}",
-                 f"{r['dense_bytes']:,}", f"{r['pairs_bytes']:,}", f"{r['bound_bytes']:,.0f}",
-                 f"{r['bytes_total'] / r['bound_bytes']:.2f}", r["residual"])
-        print("| " + " | ".join(str(c) for c in cells) + " |")
+# -- reporting ---------------------------------------------------------------------------------
+def encoding_label(r: dict) -> str:
+    """The encoding that ran, with the index's group size where it has one."""
+    return f"{r['encoding']} G={r['group']}" if r["encoding"] in ("aligned", "sketch") else r["encoding"]
 
 
-def check_targets(rows: list[dict]) -> list[str]:
-    lines = []
-    for r in rows:
-        if (r["length"], r["density"], r["workers"]) != (TARGET["length"], TARGET["density"], TARGET["workers"]):
-            continue
-        for name, value, limit in (("encode", r["encode_ratio"], TARGET["max_ratio"]),
-                                   ("decode", r["decode_ratio"], TARGET["max_ratio"]),
-                                   ("bytes", r["bytes_factor"], TARGET["max_bytes_factor"])):
-            verdict = "met" if value <= limit else "MISSED"
-            lines.append(f"target {name}: {value:.2f} (limit {limit}) {verdict}")
-    return lines
+def print_progress(r: dict) -> None:
+    print(f"  {r['mode']:<8} -> {encoding_label(r):<12} exact={'yes' if r['exact'] else 'NO'} "
+          f"encode {r['encode_x_copy']:6.2f}x decode {r['decode_x_copy']:6.2f}x copy "
+          f"(first {r['first_encode_x_copy']:.2f}x/{r['first_decode_x_copy']:.2f}x) "
+          f"bytes {r['bytes_per_bound']:.3f}x bound, {r['bytes_per_dense']:.2%} of dense, "
+          f"residual {r['residual']}", flush=True)
 
 
-def plot(rows: list[dict], path: Path) -> bool:
+TABLE = (  # header, cell
+    ("case", lambda r: r["case"]),
+    ("N", lambda r: r["workers"]),
+    (r"\|U\|/d", lambda r: f"{r['union_density']:.2%}"),
+    ("mode", lambda r: r["mode"]),
+    ("encoding (G)", encoding_label),
+    ("exact", lambda r: "yes" if r["exact"] else "**NO**"),
+    ("encode x copy", lambda r: f"{r['encode_x_copy']:.2f}"),
+    ("decode x copy", lambda r: f"{r['decode_x_copy']:.2f}"),
+    ("1st encode x copy", lambda r: f"{r['first_encode_x_copy']:.2f}"),
+    ("1st decode x copy", lambda r: f"{r['first_decode_x_copy']:.2f}"),
+    ("bytes/bound", lambda r: f"{r['bytes_per_bound']:.3f}"),
+    ("bytes/dense", lambda r: f"{r['bytes_per_dense']:.2%}"),
+    ("residual", lambda r: r["residual"]),
+)
+
+
+def markdown_table(rows: list[dict]) -> str:
+    lines = ["| " + " | ".join(h for h, _ in TABLE) + " |", "|" + "---|" * len(TABLE)]
+    lines += ["| " + " | ".join(str(cell(r)) for _, cell in TABLE) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# (mode, density, metric, limit): all at d = 2^25, N = 8, uniform supports
+TARGETS = (
+    ("auto", 0.01, "decode_x_copy", 3.0),
+    ("auto", 0.01, "encode_x_copy", 2.0),
+    ("sketch", 0.01, "decode_x_copy", 10.0),
+    ("auto", 0.01, "bytes_per_bound", 1.10),
+    ("auto", 0.05, "bytes_per_bound", 1.10),
+    ("auto", 0.001, "bytes_per_bound", 1.5),
+)
+
+
+def check_targets(rows: list[dict]) -> list[dict]:
+    out = []
+    for mode, density, metric, limit in TARGETS:
+        found = [r for r in rows if (r["kind"], r["length"], r["density"], r["workers"], r["mode"])
+                 == ("uniform", FULL_LENGTH, density, 8, mode)]
+        value = found[0][metric] if found else None
+        status = "not run" if value is None else "met" if value <= limit else "MISSED"
+        out.append({"mode": mode, "length": FULL_LENGTH, "density": density, "workers": 8,
+                    "metric": metric, "limit": limit, "value": value, "status": status})
+    return out
+
+
+def target_line(t: dict) -> str:
+    value = "-" if t["value"] is None else f"{t['value']:.3f}"
+    return (f"target {t['mode']} {t['metric']} at d=2^25 {t['density']:.1%} N=8: "
+            f"{value} (limit {t['limit']:.2f}) {t['status']}")
+
+
+PANELS = (  # key, first-aggregation key, y label, target lines (value, label)
+    ("encode_x_copy", "first_encode_x_copy", "encode / copy", ((2.0, "auto target 2x"),)),
+    ("decode_x_copy", "first_decode_x_copy", "decode / copy", ((3.0, "auto target 3x"), (10.0, "sketch target 10x"))),
+    ("bytes_per_bound", None, "bytes / information bound", ((1.1, "auto target 1.10x"), (1.5, "1.5x (0.1%)"))),
+)
+
+
+def plot(rows: list[dict], path: Path, title: str) -> bool:
+    """Grouped bars per case, one per mode: encode and decode x copy (ticks: first aggregation), bytes/bound."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
     except ImportError:
         return False
-    combos = sorted({(r["length"], r["workers"]) for r in rows})
-    fig, axes = plt.subplots(1, len(combos), figsize=(4.2 * len(combos), 3.6), squeeze=False, sharey=True)
-    for ax, (length, workers) in zip(axes[0], combos):
-        sel = sorted((r for r in rows if (r["length"], r["workers"]) == (length, workers)), key=lambda r: r["density"])
-        x = [r["density"] * 100 for r in sel]
-        for key, label, style in (("bytes_total", "hina", "o-"), ("pairs_bytes", "index/value pairs", "s--"),
-                                  ("bound_bytes", "information bound", "^:")):
-            ax.plot(x, [r[key] / r["dense_bytes"] for r in sel], style, label=label)
-        ax.axhline(1.0, color="grey", lw=1, label="dense")
-        ax.set_xscale("log")
+    cases = list(dict.fromkeys((r["case"], r["workers"]) for r in rows))
+    union = {(r["case"], r["workers"]): r["union_density"] for r in rows}
+    modes = list(codec.MODES)
+    width = 0.8 / len(modes)
+    x = np.arange(len(cases))
+    fig, axes = plt.subplots(len(PANELS), 1, figsize=(max(8.0, 1.2 * len(cases) + 2), 10), sharex=True)
+    for ax, (key, first_key, ylabel, lines) in zip(axes, PANELS):
+        for k, mode in enumerate(modes):
+            by_case = {(r["case"], r["workers"]): r for r in rows if r["mode"] == mode}
+            at = x + (k - (len(modes) - 1) / 2) * width
+            ax.bar(at, [by_case[c][key] if c in by_case else np.nan for c in cases], width, label=mode)
+            if first_key:
+                ax.scatter(at, [by_case[c][first_key] if c in by_case else np.nan for c in cases],
+                           marker="_", s=60, color="black", zorder=3,
+                           label="first aggregation" if k == 0 else None)
+        for y, label in lines:
+            ax.axhline(y, color="black", lw=0.8, ls="--")
+            ax.annotate(label, (0.995, y), xycoords=("axes fraction", "data"), fontsize=7, ha="right", va="bottom")
         ax.set_yscale("log")
-        ax.set_title(f"d = 2^{int(math.log2(length))}, N = {workers}")
-        ax.set_xlabel("per-worker density (%)")
-    axes[0][0].set_ylabel("bytes per worker / dense")
-    axes[0][-1].legend(fontsize=8)
+        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", which="both", alpha=0.3)
+    axes[0].legend(ncol=len(modes) + 1, fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0))
+    fig.suptitle(title, fontsize=9)
+    axes[-1].set_xticks(x, [f"{c}\nN={n}, |U|/d {union[c, n]:.2%}" for c, n in cases], fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lengths", type=int, nargs="+", default=[2**20, 2**25])
-    ap.add_argument("--densities", type=float, nargs="+", default=[0.001, 0.01, 0.05, 0.2])
-    ap.add_argument("--workers", type=int, nargs="+", default=[2, 8])
-    ap.add_argument("--repeat", type=int, default=3, help="replays of worker 0 to time (best is kept)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="only d = 2^20 (a minute instead of several)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "codec_bench.json")
-    args = ap.parse_args(argv)
-    lengths = [2**20] if args.quick else args.lengths
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
-    cases = [(d, p, n) for d in lengths for p in args.densities for n in args.workers]
-    rows = []
-    for i, (d, p, n) in enumerate(cases, 1):
-        print(f"[{i}/{len(cases)}] ", end="", flush=True)
-        rows.append(run_case(d, p, n, args.repeat, args.seed + i))
-        print_row(rows[-1])
-    print_table(rows)
-    targets = check_targets(rows)
-    for line in targets:
-        print(line)
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "command": " ".join([os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:])),
+def metadata(argv: list[str], scale: float) -> dict:
+    import numba
+
+    return {
+        "command": shlex.join(["python", "benchmarks/codec_bench.py", *argv]),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": platform.platform(), "processor": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+        "machine": platform.platform(), "cpu": cpu_model(), "cpus": os.cpu_count(),
+        "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
+        "preset_scale": scale, "modes": list(codec.MODES),
     }
+
+
+# -- main --------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lengths", type=int, nargs="+", default=[FULL_LENGTH], help="uniform cases' d")
+    ap.add_argument("--densities", type=float, nargs="+", default=[0.001, 0.01, 0.05, 0.2],
+                    help="uniform cases' per-worker density (fractions)")
+    ap.add_argument("--workers", type=int, nargs="+", default=[2, 8], help="N, for every case")
+    ap.add_argument("--presets", nargs="*", default=["lstm", "deeplight"], choices=list(workloads.PRESETS),
+                    help="benchmarks/workloads.py presets (none: uniform cases only)")
+    ap.add_argument("--preset-scale", type=float, default=None,
+                    help=f"presets' scale (default {PRESET_SCALE}; {QUICK_PRESET_SCALE} with --quick)")
+    ap.add_argument("--repeat", type=int, default=3, help="steady-state replays of worker 0 (best is kept)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help=f"d = 2^20 only, presets at {QUICK_PRESET_SCALE}")
+    ap.add_argument("--out", type=Path, default=RESULTS / "codec_bench.json", help="JSON path (the PNG goes next to it)")
+    args = ap.parse_args(argv)
+    lengths = [QUICK_LENGTH] if args.quick else args.lengths
+    scale = args.preset_scale if args.preset_scale is not None else QUICK_PRESET_SCALE if args.quick else PRESET_SCALE
+
+    cases = build_cases(lengths, args.densities, args.presets, scale, args.workers, args.seed)
+    print(f"{len(cases)} cases x {len(codec.MODES)} modes; presets at scale {scale}; "
+          f"{args.repeat} steady-state replays", flush=True)
+    rows = []
+    for i, case in enumerate(cases, 1):
+        print(f"[{i}/{len(cases)}] ", end="")
+        rows.extend(run_case(case, args.repeat, print_progress))
+        gc.collect()
+
+    print(f"\nPresets at scale {scale}; times are worker 0's, as multiples of numpy.copyto of d float32 values.\n")
+    print(markdown_table(rows))
+    targets = check_targets(rows)
+    print()
+    for t in targets:
+        print(target_line(t))
+
+    meta = metadata(argv, scale)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "targets": targets, "rows": rows}, indent=1))
     print(f"wrote {args.out}")
-    png = args.out.with_name("codec_bytes.png")
-    if plot(rows, png):
+    png = args.out.with_suffix(".png")
+    title = (f"hina codec, worker 0 (best of {args.repeat}; ticks: first aggregation); presets at scale {scale}\n"
+             f"{meta['cpu']}, {meta['cpus']} CPUs, {meta['date']}")
+    if plot(rows, png, title):
         print(f"wrote {png}")
-    return 0 if all(r["exact"] for r in rows) else 1
+    exact = all(r["exact"] for r in rows)
+    if not exact:
+        print("NOT EXACT: " + ", ".join(f"{r['case']} N={r['workers']} {r['mode']}" for r in rows if not r["exact"]))
+    return 0 if exact else 1
 
 
 if __name__ == "__main__":
