@@ -33,11 +33,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # codec, host, switch_emulator from this checkout
 
-from mininet.link import Link, TCIntf  # noqa: E402
-from mininet.log import setLogLevel  # noqa: E402
-from mininet.net import Mininet  # noqa: E402
-from mininet.node import Switch  # noqa: E402
-from mininet.topo import Topo  # noqa: E402
+try:
+    from mininet.link import Link, TCIntf  # noqa: E402
+    from mininet.log import setLogLevel  # noqa: E402
+    from mininet.net import Mininet  # noqa: E402
+    from mininet.node import Switch  # noqa: E402
+    from mininet.topo import Topo  # noqa: E402
+except ImportError as exc:  # without Mininet, `mininet` is this folder and the message would be cryptic
+    raise ImportError(f"Mininet is not installed (Debian: apt install mininet; then `make install`): {exc}") from exc
 
 import codec  # noqa: E402
 from host.demo import digest, expected_fixed  # noqa: E402
@@ -202,7 +205,7 @@ class Bmv2Switch(Switch):
 class ExperimentConfig:
     workers: int = 3
     switch: str = "emulator"
-    modes: tuple[str, ...] = ("hina",)
+    modes: tuple[str, ...] = ("auto",)  # any of codec.MODES, one run each
     bw: float | None = 1000.0  # Mbit/s per link; None: unshaped
     delay: float = 0.0  # ms per link
     loss: float = 0.0  # percent per link, each direction
@@ -334,7 +337,9 @@ class Experiment:
 
     def _aggregate(self, mode: str, topology: Topology) -> dict:
         cfg = self.cfg
-        params = codec.CodecParams(length=cfg.length, workers=cfg.workers, mode=mode)
+        # the cost model weighs bytes at the links' rate (its default when they are unshaped)
+        link = {"link_gbps": cfg.bw / 1000} if cfg.bw else {}
+        params = codec.CodecParams(length=cfg.length, workers=cfg.workers, mode=mode, **link)
         job = cfg.job
         self.switch.target.reset_job(job.job_id)  # every mode starts with fresh slot copies, as fresh workers do
         hosts = self._hosts()
@@ -369,6 +374,7 @@ class Experiment:
                 exact = not errors and all(x["digest"] == expected for x in reports)
                 rounds.append(_summarize(reports, errors, exact, cfg))
                 self.log(f"[{mode}] round {rnd + 1}: exact={exact} {rounds[-1]['seconds']:.3f} s, "
+                         f"ran {rounds[-1]['encoding']} (index group {rounds[-1]['group']}), "
                          f"{rounds[-1]['wire_bytes_per_worker']:,.0f} B/worker, "
                          f"{rounds[-1]['retransmissions']} retransmissions" + (f" {errors}" if errors else ""))
         finally:
@@ -396,7 +402,11 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
             phases[k] = max(phases.get(k, 0.0), v)
     compute = {k: max(x["compute"].get(k, 0.0) for x in ok) for k in (ok[0]["compute"] if ok else {})}
     return {"exact": exact, "errors": errors, "seconds": max((x["seconds"] for x in ok), default=float("nan")),
-            "payload_by_phase": ok[0]["payload_by_phase"] if ok else {}, "fell_back": ok[0]["fell_back"] if ok else None,
+            "payload_by_phase": ok[0]["payload_by_phase"] if ok else {},
+            # what ran (the same on every worker): the encoding, the index's group size (1: one level,
+            # 0: no index) and the trips through the switch ("rounds" is the list of repetitions)
+            "encoding": ok[0]["encoding"] if ok else None, "group": ok[0]["group"] if ok else None,
+            "switch_rounds": ok[0]["rounds"] if ok else None,
             "wire_bytes_per_worker": wire, "payload_bytes_per_worker": sum(x["payload_bytes"] for x in ok) / n,
             "line_rate_seconds": line_rate, "retransmissions": sum(x["retransmissions"] for x in ok),
             "phase_seconds": phases, "compute_seconds": compute}
@@ -415,6 +425,12 @@ def _nft_loss(host, ifname: str, percent: float) -> None:
         raise RuntimeError(f"nftables loss on {host.name}:{ifname} failed: {out.strip()}")
 
 
+# one colour per phase bar (tab20 without its greys), and one for the line-rate marker that none of them uses
+PHASE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+                 "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5")
+LINE_RATE_COLOUR = "black"
+
+
 def plot(results: dict, path: Path) -> bool:
     """Seconds per phase and bytes on the wire per worker, one bar per mode."""
     try:
@@ -426,19 +442,25 @@ def plot(results: dict, path: Path) -> bool:
         return False
     runs = results["runs"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"wspace": 0.3})
-    names = [r["mode"] for r in runs]
-    order = ("check", "scale", "index", "sketch", "residual", "dense", "block_index", "blocks")
+    # the mode, and for auto what it chose
+    names = [r["mode"] if r["mode"] != "auto" or not r.get("encoding") else f"auto ({r['encoding']})"
+             for r in runs]
+    order = ("check", "scale", "stats", "index", "index_coarse", "index_fine", "values", "sketch", "residual",
+             "dense", "block_index", "blocks")
+    # a round that carries several segments is named "a+b": it sorts by its first segment
     phases = sorted({p for r in runs for p in r["phase_seconds"]},
-                    key=lambda p: order.index(p) if p in order else len(order))
+                    key=lambda p: (order.index(p.split("+")[0]) if p.split("+")[0] in order else len(order), p))
     bottom = [0.0] * len(runs)
-    for p in phases:
+    for k, p in enumerate(phases):
         vals = [r["phase_seconds"].get(p, 0.0) for r in runs]
-        ax1.bar(names, vals, bottom=bottom, label=p)
+        ax1.bar(names, vals, bottom=bottom, label=p, color=PHASE_COLOURS[k % len(PHASE_COLOURS)])
         bottom = [b + v for b, v in zip(bottom, vals)]
     rest = [max(0.0, r["seconds"] - b) for r, b in zip(runs, bottom)]
     ax1.bar(names, rest, bottom=bottom, color="lightgray", label="encode/decode (not on the wire)")
     if all(r["line_rate_seconds"] for r in runs):
-        ax1.plot(names, [r["line_rate_seconds"] for r in runs], "r_", markersize=30, label="line rate")
+        # black: no phase bar uses it (the bars take PHASE_COLOURS and light grey)
+        ax1.plot(names, [r["line_rate_seconds"] for r in runs], "_", color=LINE_RATE_COLOUR, markersize=30,
+                 markeredgewidth=2, label="line rate")
     ax1.set_ylabel("seconds")
     ax1.set_title("time per phase")
     ax1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)

@@ -3,8 +3,10 @@
     sudo .venv/bin/python mininet/run.py --workers 8 --switch emulator --mode both \\
         --bw 1000 --length 16777216 --density 0.01
 
-Writes a JSON result and a PNG plot (time per phase, bytes on the wire per
-mode) into --out, exits non-zero unless every worker's result is exact.
+--mode is one of the codec's modes (auto, dense, blocks, aligned, sketch),
+"both" (auto and dense) or "all" (every mode).  Writes a JSON result and a
+PNG plot (time per phase, bytes on the wire per mode) into --out, exits
+non-zero unless every worker's result is exact.
 """
 
 from __future__ import annotations
@@ -16,38 +18,78 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hina_net import Experiment, ExperimentConfig, missing_requirements, plot  # noqa: E402
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # codec from this checkout
+from codec.params import MODES  # noqa: E402
+
+MODE_SETS = {"both": ("auto", "dense"), "all": MODES}
+
+
+def modes_for(choice: str) -> tuple[str, ...]:
+    """The modes one --mode value runs, in order."""
+    return MODE_SETS.get(choice, (choice,))
+
+
+def comparisons(runs: list[dict]) -> list[str]:
+    """Each non-dense mode against dense: "auto is 2.31x faster than dense" or "... 0.76x of dense (slower)"."""
+    by_mode = {r["mode"]: r for r in runs}
+    if "dense" not in by_mode:
+        return []
+    dense = by_mode["dense"]["seconds"]
+    lines = []
+    for mode, r in by_mode.items():
+        if mode == "dense":
+            continue
+        ratio = dense / r["seconds"]
+        what = f"{ratio:.2f}x faster than dense" if ratio >= 1 else f"{ratio:.2f}x of dense (slower)"
+        lines.append(f"{mode} is {what}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workers", type=int, default=3)
-    ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator")
-    ap.add_argument("--mode", choices=("hina", "dense", "blocks", "both", "all"), default="hina",
-                    help="both: hina and dense; all: hina, dense and blocks (OmniReduce-style)")
-    ap.add_argument("--workload", help="a model-shaped preset of benchmarks/workloads.py (sets --length)")
-    ap.add_argument("--scale", type=float, default=0.02, help="with --workload: shrink the preset by this factor")
-    ap.add_argument("--bw", type=float, default=1000.0, help="Mbit/s per link (0: unshaped)")
-    ap.add_argument("--delay", type=float, default=0.0, help="ms per link")
-    ap.add_argument("--loss", type=float, default=0.0, help="percent per link and direction")
-    ap.add_argument("--length", type=int, default=1 << 20)
-    ap.add_argument("--density", type=float, default=0.01)
-    ap.add_argument("--mtu", type=int, default=9000)
-    ap.add_argument("--slots", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=1, help="aggregations per mode (the fastest is reported)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--deadline", type=float, default=60.0)
+    ap.add_argument("--workers", type=int, default=3, help="worker hosts in the star (default: 3)")
+    ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
+                    help="the switch: the Python emulator on raw sockets, or BMv2 simple_switch_grpc "
+                         "(default: emulator)")
+    ap.add_argument("--mode", choices=(*MODES, "both", "all"), default="auto",
+                    help=f"the codec mode to run ({', '.join(MODES)}); both: auto and dense; all: every mode "
+                         "(default: auto)")
+    ap.add_argument("--workload", help="a model-shaped preset of benchmarks/workloads.py; sets --length "
+                                       "(default: none, uniform sparsity at --density)")
+    ap.add_argument("--scale", type=float, default=0.02,
+                    help="with --workload: shrink the preset by this factor (default: 0.02)")
+    ap.add_argument("--bw", type=float, default=1000.0, help="Mbit/s per link, 0: unshaped (default: 1000)")
+    ap.add_argument("--delay", type=float, default=0.0, help="ms per link (default: 0)")
+    ap.add_argument("--loss", type=float, default=0.0, help="percent per link and direction (default: 0)")
+    ap.add_argument("--length", type=int, default=1 << 20,
+                    help=f"elements per gradient, without --workload (default: {1 << 20}, 2^20)")
+    ap.add_argument("--density", type=float, default=0.01,
+                    help="fraction of non-zero elements per worker, without --workload (default: 0.01)")
+    ap.add_argument("--mtu", type=int, default=9000,
+                    help="MTU of every link; the emulator's words per packet follow from it (default: 9000)")
+    ap.add_argument("--slots", type=int, default=64, help="the job's switch slots (default: 64)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="aggregations per mode; the fastest is reported, all are in the JSON (default: 1)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the workers' gradients (default: 0)")
+    ap.add_argument("--deadline", type=float, default=60.0,
+                    help="seconds a worker waits without progress before it fails (default: 60)")
     ap.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
-                    help="workers' transport: UDP to the switch address when routed (auto), or raw frames")
+                    help="workers' transport: UDP to the switch address when routed (auto), or raw frames "
+                         "(default: auto)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
                     help="where the JSON and PNG go (default: mininet/results of this checkout)")
     args = ap.parse_args(argv)
 
+    try:
+        from hina_net import Experiment, ExperimentConfig, missing_requirements, plot
+    except ImportError as exc:
+        print(f"mininet/run.py: {exc}", file=sys.stderr)
+        return 2
     problem = missing_requirements(args.switch)
     if problem:
         print(f"mininet/run.py: {problem}", file=sys.stderr)
         return 2
-    modes = {"both": ("hina", "dense"), "all": ("hina", "dense", "blocks")}.get(args.mode, (args.mode,))
+    modes = modes_for(args.mode)
     cfg = ExperimentConfig(workers=args.workers, switch=args.switch, modes=modes, bw=args.bw or None,
                            delay=args.delay, loss=args.loss, length=args.length, density=args.density,
                            mtu=args.mtu, slots=args.slots, rounds=args.rounds, seed=args.seed,
@@ -65,15 +107,16 @@ def main(argv: list[str] | None = None) -> int:
     png = args.out / f"{stem}.png"
     for r in results["runs"]:
         line = f" (line rate {r['line_rate_seconds']:.3f} s)" if r["line_rate_seconds"] else ""
-        print(f"{r['mode']:<5s} exact={r['exact']} {r['seconds']:.3f} s{line}, "
+        index = "" if not r.get("group") else (" (one-level index)" if r["group"] == 1
+                                               else f" (index of {r['group']}-element groups)")
+        print(f"{r['mode']:<7s} exact={r['exact']} ran {r.get('encoding')}{index}, {r['seconds']:.3f} s{line}, "
               f"{r['wire_bytes_per_worker']:,.0f} B/worker on the wire, {r['retransmissions']} retransmissions")
-    by_mode = {r["mode"]: r for r in results["runs"]}
-    if "hina" in by_mode and "dense" in by_mode:
-        print(f"hina is {by_mode['dense']['seconds'] / by_mode['hina']['seconds']:.2f}x faster than dense")
     if "ping" in results:
         print(f"ping {results['ping']['from']} -> {results['ping']['to']}: "
               f"{results['ping']['received']}/{results['ping']['sent']} received")
     print(f"wrote {args.out / (stem + '.json')}" + (f" and {png}" if plot(results, png) else ""))
+    for line in comparisons(results["runs"]):  # last: the summary
+        print(line)
     return 0 if all(r["exact"] for r in results["runs"]) else 1
 
 
