@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             r = codec.simulate_allreduce(c["grads"])
             exact = sum(codec.quantize(g, r.shift).astype(np.int64) for g in c["grads"]).astype(np.int32)
             c["codec"] = {"exact": bool(np.array_equal(r.fixed, exact)), "bytes_per_worker": r.bytes_per_worker,
-                          "dense_bytes": 4 * c["size"], "fell_back": r.workers[0].fell_back}
+                          "dense_bytes": 4 * c["size"], "encoding": r.encoding, "group": r.group}
             line += f"; codec exact={c['codec']['exact']}, {r.bytes_per_worker['total']:,} B vs dense {4 * c['size']:,}"
         print(line)
         del c["grads"]

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = []
     for drop in args.drops:
-        for mode in ("hina", "dense"):
+        for mode in ("auto", "dense"):
             extra = 0.01 if drop else 0.0
             s = run_demo(DemoConfig(workers=args.workers, length=args.length, density=args.density, mode=mode,
                                     drop=drop, dup=extra, reorder=extra, seed=1, job=JobSpec(words=args.words),
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                    "packets_per_useful_packet": frames / useful, "switch_drops": s["switch_drop_reasons"],
                    "impairments": s["impairments"], "errors": s["errors"]}
             rows.append(row)
-            print(f"drop {drop:6.1%} {mode:<5s} exact={row['exact']} {row['seconds']:7.3f} s  "
+            print(f"drop {drop:6.1%} {mode:<5s} ({s['encoding']}) exact={row['exact']} {row['seconds']:7.3f} s  "
                   f"{row['packets_per_useful_packet']:.3f} packets sent per useful packet "
                   f"({s['retransmissions']} retransmissions of {frames:,.0f} frames)", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(5, 3.4))
-        for mode in ("hina", "dense"):
+        for mode in ("auto", "dense"):
             sel = [r for r in rows if r["mode"] == mode]
             ax.plot([100 * r["drop"] for r in sel], [r["packets_per_useful_packet"] for r in sel], "o-", label=mode)
         ax.set_xlabel("drop probability per direction (%)")

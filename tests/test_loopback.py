@@ -36,7 +36,7 @@ def check_exact(results, grads):
         assert np.array_equal(r.fixed, want), f"worker {w}"
 
 
-@pytest.mark.parametrize("mode", ["hina", "dense"])
+@pytest.mark.parametrize("mode", codec.MODES)
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
 def test_exact_with_loss_duplication_reordering(make_switch, workers, mode):
     sw = make_switch(drop=0.03, dup=0.02, reorder=0.02, seed=workers)
@@ -117,7 +117,7 @@ def test_worker_without_answers_fails_naming_job_phase_offset(make_switch):
     with UdpTransport(sw.data_address) as t:
         w = Worker(t, JobSpec(job_id=77, words=16, slots=2), 0, deadline=0.5)
         params = codec.CodecParams(length=1000, workers=2)
-        with pytest.raises(AggregationTimeout, match=r"job 77, worker 0: phase 'check' .* offset 0"):
+        with pytest.raises(AggregationTimeout, match=r"job 77, worker 0: phase 'check\+scale\+stats' .* offset 0"):
             w.aggregate(params, np.ones(1000, dtype=np.float32))
     assert sw.pipeline.drops
 
@@ -135,7 +135,7 @@ def test_refuses_before_sending(make_switch):
     assert sw.pipeline.frames == 0
 
 
-@pytest.mark.parametrize("mode", ["hina", "dense"])
+@pytest.mark.parametrize("mode", ["auto", "dense"])
 @pytest.mark.parametrize("drop", [0.001, 0.01, 0.05, 0.10])
 def test_exact_at_each_loss_rate_with_duplication_and_reordering(make_switch, drop, mode):
     sw = make_switch(drop=drop, dup=0.01, reorder=0.01, seed=int(drop * 1000))
