@@ -22,9 +22,12 @@ scale round (the same for all encodings, so left out):
 | dense | d | 1 |
 | blocks | ceil(d/256)/32 + 256 v_256 d/256 | 2 |
 | aligned | index(G) + |U| | index rounds + 1 |
-| sketch | index(G) + 3 R L | index rounds (the sketch rides on the last) |
+| sketch | index(G) + 3 R L | index rounds (the sketch rides on the last) + the residual's chance |
 
 index(1) = d/32 in one round; index(G) = ceil(d/G)/32 + v_G d/32 in two.
+The sketch's residual round is charged as the probability that one is
+needed (`residual_chance`): with L lanes of n elements and R rows, pairs
+of elements that share all three cells are expected L n^2 / (2 R^3) times.
 G is the cheapest by the same formula; link_rate and round_time are the
 job's `link_gbps` and `round_us` (CodecParams), so every worker computes
 the same costs with the same IEEE arithmetic, and ties go to the earlier
@@ -127,7 +130,21 @@ def _costs(p: CodecParams, est: Estimate, encoding: str, group: int) -> float:
     if encoding == "aligned":
         return _seconds(p, words + union, rounds + 1)
     rows = sketch.rows_for(p, union)
-    return _seconds(p, words + sketch.TABLES * rows * p.lanes, rounds, peeled=union)
+    return _seconds(p, words + sketch.TABLES * rows * p.lanes, rounds + residual_chance(p, union, rows),
+                    peeled=union)
+
+
+def residual_chance(p: CodecParams, union: float, rows: int) -> float:
+    """The chance that the sketch leaves a residual round, charged as that fraction of a round.
+
+    Two elements of one lane whose blocks hash to the same row in all three
+    sub-tables can never be peeled (probability 1/R**3 per pair), and a lane
+    of Poisson(n) elements holds n**2/2 pairs: L n**2 / (2 R**3) such pairs
+    are expected, which dominates the residual at the sketch's sizes.
+    """
+    n = union / p.lanes
+    pairs = min(64.0, p.lanes * n * n / (2.0 * rows * rows * rows))
+    return 1.0 - _exp2_neg(int(pairs / 0.6931471805599453 * TERM_UNIT))
 
 
 def choose(p: CodecParams, est: Estimate) -> Plan:

@@ -203,9 +203,12 @@ class WorkerSession:
 
 
 def _kernel_input(grad: np.ndarray) -> np.ndarray:
-    """The flat gradient as the kernels take it: contiguous, float16 widened (exactly) to float32."""
+    """The flat gradient as the kernels take it: contiguous, native byte order, float16 widened
+    (exactly) to float32."""
     grad = np.ascontiguousarray(grad)
-    return grad.astype(np.float32) if grad.dtype == np.float16 else grad
+    if grad.dtype.kind == "f" and grad.dtype.itemsize == 2:
+        return grad.astype(np.float32)
+    return grad if grad.dtype.isnative else grad.astype(grad.dtype.newbyteorder("="))
 
 
 __all__ = ["Phase", "Segment", "WorkerResult", "WorkerSession", "check_gradient"]

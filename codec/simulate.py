@@ -121,8 +121,8 @@ def simulate_allreduce(grads: Sequence[np.ndarray], *, mode: str = "auto", **par
             raise RuntimeError(f"workers disagree on the next phase: {sorted(names)}")
         aggregate = aggregate_round(phases)
         aggregates.append(aggregate)
-        for s in sessions:
-            s.receive(aggregate)
+        for s in sessions:  # each its own copy, as over a network: a result may keep the array it was fed
+            s.receive(aggregate.copy())
     return AllreduceResult(params, tuple(s.result() for s in sessions), tuple(aggregates))
 
 

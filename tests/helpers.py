@@ -102,3 +102,25 @@ def aggregate_over_udp(switch, spec, params, grads, *, deadline=20.0):
         if isinstance(r, BaseException):
             raise r
     return results, workers
+
+
+def union_mask(grads: list[np.ndarray]) -> np.ndarray:
+    """The support union U as a flat bool mask: elements where any worker's g != 0 (before quantizing;
+    -0.0 is zero)."""
+    return np.any(np.stack([np.asarray(g).reshape(-1) != 0 for g in grads]), axis=0)
+
+
+def drive(sessions: list) -> tuple[list, list[np.ndarray], list[tuple[tuple[str, "codec.Op"], ...]]]:
+    """Run WorkerSessions to the end with numpy as the switch (each segment with its own op).
+
+    Returns (results, the aggregate of every round, each round's (segment name, op) pairs).
+    """
+    aggregates, rounds = [], []
+    while not sessions[0].done:
+        phases = [s.next_phase() for s in sessions]
+        rounds.append(tuple((seg.name, seg.op) for seg in phases[0].segments))
+        aggregate = codec.aggregate_round(phases)
+        aggregates.append(aggregate)
+        for s in sessions:
+            s.receive(aggregate)
+    return [s.result() for s in sessions], aggregates, rounds
