@@ -93,7 +93,7 @@ def _peak_bits(bits_of, mask):
 
     A NaN's bits exceed every finite value's and Inf's, so peak >= Inf's bits means non-finite.
     """
-    peak = bits_of[0] & mask if bits_of.size else mask & 0
+    peak = mask ^ mask  # zero of the mask's type (uint64 & int64 would make numba widen to float64)
     for i in range(bits_of.size):
         peak = max(peak, bits_of[i] & mask)
     return peak

@@ -78,10 +78,10 @@ def test_int32_sum_that_could_overflow_is_refused_before_any_data():
         while True:
             phases = [s.next_phase() for s in sessions]
             sent.append(phases[0].name)
-            agg = codec.reduce_words(phases[0].op, [p.words for p in phases])
+            agg = codec.aggregate_round(phases)
             for s in sessions:
                 s.receive(agg)
-    assert sent == ["check", "scale"]  # refused before the index phase: no gradient data left a worker
+    assert sent == ["check+scale+stats"]  # refused after the first round: no gradient data left a worker
 
 
 def test_int32_sums_within_range_are_accepted_at_the_edge():
