@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import json
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -26,45 +27,105 @@ from .topology import Topology
 from .udp import UdpSwitch, announce
 
 
+def _port(text: str, what: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{what}: port must be 0..65535, got {text!r}")
+    return int(text)
+
+
+def _host(host: str, what: str) -> str:
+    """The host as an IPv4 address; refuses a name that does not resolve."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        raise argparse.ArgumentTypeError(f"{what}: cannot resolve host {host!r}") from None
+
+
 def address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
+    if not host:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host, int(port)
+    return _host(host, text), _port(port, text)
+
+
+JOB_FIELDS = ("JOB_ID", "WORKERS", "WORDS", "SLOT_BASE", "SLOTS")
 
 
 def job_flag(text: str) -> JobConfig:
+    parts = text.split(":")
+    if len(parts) != len(JOB_FIELDS):
+        raise argparse.ArgumentTypeError(f"--job wants {':'.join(JOB_FIELDS)}, got {text!r}")
+    for name, part in zip(JOB_FIELDS, parts):
+        if not part.isdigit():
+            raise argparse.ArgumentTypeError(f"--job {text}: {name} must be a non-negative integer, got {part!r}")
     try:
-        job_id, workers, words, base, slots = (int(x) for x in text.split(":"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--job wants JOB_ID:WORKERS:WORDS:SLOT_BASE:SLOTS, got {text!r}") from None
-    return JobConfig(job_id, workers, words, base, slots)
+        return JobConfig(*(int(x) for x in parts))
+    except ValueError as exc:  # the field and its allowed range, from JobConfig
+        raise argparse.ArgumentTypeError(f"--job {text}: {exc}") from None
 
 
 def member_flag(text: str) -> tuple[int, Member]:
     parts = text.split(":")
-    if len(parts) != 4 or not (parts[0].isdigit() and parts[1].isdigit() and parts[3].isdigit()):
+    if len(parts) != 4 or not (parts[0].isdigit() and parts[1].isdigit()):
         raise argparse.ArgumentTypeError(f"--member wants JOB_ID:WORKER_ID:HOST:PORT, got {text!r}")
-    return int(parts[0]), Member(int(parts[1]), (parts[2], int(parts[3])))
+    where = f"--member {text}"
+    return int(parts[0]), Member(int(parts[1]), (_host(parts[2], where), _port(parts[3], where)))
+
+
+def non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    value = non_negative(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"a probability must be within [0, 1], got {text}")
+    return value
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (prog: message) and exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m switch_emulator", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--listen", type=address, default=("127.0.0.1", 0), help="data plane HOST:PORT (default: a free port)")
-    ap.add_argument("--control", type=address, default=("127.0.0.1", 0), help="control HOST:PORT")
-    ap.add_argument("--config", type=Path, help="JSON file with 'jobs' and optionally 'impair'")
-    ap.add_argument("--job", type=job_flag, action="append", default=[], metavar="ID:N:K:BASE:SLOTS")
-    ap.add_argument("--member", type=member_flag, action="append", default=[], metavar="ID:WORKER:HOST:PORT")
-    ap.add_argument("--drop", type=float, default=0.0, help="drop probability, each direction")
-    ap.add_argument("--dup", type=float, default=0.0, help="duplication probability, each direction")
-    ap.add_argument("--reorder", type=float, default=0.0, help="reordering probability, each direction")
-    ap.add_argument("--delay", type=float, default=0.0, metavar="MS",
-                    help="delay every packet this many milliseconds, each direction")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the impairments")
-    ap.add_argument("--stats", type=float, default=0.0, metavar="SECONDS", help="print counters this often")
+    ap = OneLineParser(prog="python -m switch_emulator", description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--listen", type=address, default=("127.0.0.1", 0),
+                    help="data plane HOST:PORT (default 127.0.0.1 and a free port)")
+    ap.add_argument("--control", type=address, default=("127.0.0.1", 0),
+                    help="control HOST:PORT (default 127.0.0.1 and a free port)")
+    ap.add_argument("--config", type=Path,
+                    help='JSON file: {"jobs": [{"job_id": 1, "workers": 4, "words": 2239, "slot_base": 0, '
+                         '"slots": 64, "members": [{"worker_id": 0, "address": ["127.0.0.1", 7000]}, ...]}], '
+                         '"impair": {"drop": 0.01, "dup": 0, "reorder": 0, "delay": 0 (seconds), "seed": 0}} '
+                         '(default: none)')
+    ap.add_argument("--job", type=job_flag, action="append", default=[], metavar="ID:N:K:BASE:SLOTS",
+                    help="a job: id, workers, words per packet, first slot, slots (repeatable; default none)")
+    ap.add_argument("--member", type=member_flag, action="append", default=[], metavar="ID:WORKER:HOST:PORT",
+                    help="worker WORKER of job ID sends from HOST:PORT (repeatable; default none)")
+    ap.add_argument("--drop", type=probability, default=0.0, help="drop probability, each direction (default 0)")
+    ap.add_argument("--dup", type=probability, default=0.0,
+                    help="duplication probability, each direction (default 0)")
+    ap.add_argument("--reorder", type=probability, default=0.0,
+                    help="reordering probability, each direction (default 0)")
+    ap.add_argument("--delay", type=non_negative, default=0.0, metavar="MS",
+                    help="delay every packet this many milliseconds, each direction (default 0)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the impairments (default 0)")
+    ap.add_argument("--stats", type=non_negative, default=0.0, metavar="SECONDS",
+                    help="print counters this often (default 0: never)")
     ap.add_argument("--raw", type=raw_flag, action="append", default=[], metavar="PORT=IFNAME",
-                    help="serve raw frames on this interface as this port (repeat per port)")
-    ap.add_argument("--topology", type=Path, help="raw mode: JSON topology (hosts, jobs) to start with")
+                    help="serve raw frames on this interface as this port (repeat per port; default: UDP)")
+    ap.add_argument("--topology", type=Path,
+                    help="raw mode: JSON topology (hosts, jobs) to start with (default: none)")
     return ap
 
 
@@ -75,14 +136,48 @@ def raw_flag(text: str) -> tuple[int, str]:
     return int(port), ifname
 
 
+CONFIG_KEYS = ("jobs", "impair")
+IMPAIR_KEYS = ("drop", "dup", "reorder", "delay", "seed")
+
+
+def read_config(path: Path) -> dict:
+    """The --config file, checked: an object with 'jobs' (a list) and 'impair' (an object) only."""
+    try:
+        cfg = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--config {path}: not JSON ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"--config {path}: expected a JSON object {{\"jobs\": [...], \"impair\": {{...}}}}, "
+                         f"got a {type(cfg).__name__}")
+    unknown = sorted(set(cfg) - set(CONFIG_KEYS))
+    if unknown:
+        raise ValueError(f"--config {path}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                         f"the keys are {', '.join(map(repr, CONFIG_KEYS))}")
+    if not isinstance(cfg.get("jobs", []), list):
+        raise ValueError(f"--config {path}: 'jobs' must be a list of job objects")
+    impair = cfg.get("impair", {})
+    if not isinstance(impair, dict) or set(impair) - set(IMPAIR_KEYS):
+        raise ValueError(f"--config {path}: 'impair' must be an object with keys among {', '.join(IMPAIR_KEYS)}")
+    return cfg
+
+
 def load(args: argparse.Namespace) -> tuple[list[JobConfig], ImpairmentConfig]:
-    jobs = {j.job_id: j for j in args.job}
+    jobs: dict[int, JobConfig] = {}
+    for job in args.job:
+        if job.job_id in jobs:
+            raise ValueError(f"--job {job.job_id} is given twice")
+        jobs[job.job_id] = job
     impair = {"drop": args.drop, "dup": args.dup, "reorder": args.reorder, "seed": args.seed,
               "delay": args.delay / 1000.0}
     if args.config:
-        cfg = json.loads(args.config.read_text())
+        cfg = read_config(args.config)
         for j in cfg.get("jobs", []):
-            job = JobConfig.from_config(j)
+            try:
+                job = JobConfig.from_config(j)
+            except ValueError as exc:
+                raise ValueError(f"--config {args.config}: {exc}") from None
+            if job.job_id in jobs:
+                raise ValueError(f"--config {args.config}: job {job.job_id} is defined twice")
             jobs[job.job_id] = job
         impair.update(cfg.get("impair", {}))
     for job_id, member in args.member:

@@ -10,6 +10,7 @@ Anything that does not match is dropped by the data plane.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Hashable
 
 from .headers import HEADER_BYTES, MAX_SLOTS, MAX_WORKERS, WORD_BYTES
@@ -29,6 +30,9 @@ class Member:
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> "Member":
+        if not isinstance(cfg, dict) or "worker_id" not in cfg:
+            raise ValueError(f"a member is {{\"worker_id\": N, \"address\": [host, port]}} or "
+                             f"{{\"worker_id\": N, \"port\": P}}, got {json.dumps(cfg)}")
         if "address" in cfg:
             host, port = cfg["address"]
             return cls(int(cfg["worker_id"]), (str(host), int(port)))
@@ -84,9 +88,24 @@ class JobConfig:
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> "JobConfig":
+        """From {"job_id", "workers", "words", "slots", optional "slot_base" (0) and "members"}."""
+        if not isinstance(cfg, dict):
+            raise ValueError(f"a job is a JSON object with job_id, workers, words, slots, got {json.dumps(cfg)}")
         known = {"job_id", "workers", "words", "slot_base", "slots", "members"}
         unknown = set(cfg) - known
         if unknown:
-            raise ValueError(f"unknown job fields: {', '.join(sorted(unknown))}")
-        return cls(int(cfg["job_id"]), int(cfg["workers"]), int(cfg["words"]), int(cfg.get("slot_base", 0)),
-                   int(cfg["slots"]), tuple(Member.from_config(m) for m in cfg.get("members", ())))
+            raise ValueError(f"unknown job fields: {', '.join(sorted(unknown))} (a job has {', '.join(sorted(known))})")
+        who = f"job {cfg['job_id']}" if "job_id" in cfg else "a job"
+        missing = [k for k in ("job_id", "workers", "words", "slots") if k not in cfg]
+        if missing:
+            raise ValueError(f"{who} lacks {', '.join(repr(k) for k in missing)}")
+        fields = {}
+        for k in ("job_id", "workers", "words", "slot_base", "slots"):
+            v = cfg.get(k, 0)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"{who}: {k} must be an integer, got {json.dumps(v)}")
+            fields[k] = v
+        members = cfg.get("members", [])
+        if not isinstance(members, list):
+            raise ValueError(f"{who}: members must be a list, got {json.dumps(members)}")
+        return cls(**fields, members=tuple(Member.from_config(m) for m in members))

@@ -40,8 +40,10 @@ class ImpairmentConfig:
             p = getattr(self, name)
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{name} probability must be within [0, 1], got {p}")
-        if self.max_hold < 0 or self.delay < 0:
-            raise ValueError(f"max_hold and delay must be >= 0, got {self.max_hold}, {self.delay}")
+        if not self.delay >= 0:
+            raise ValueError(f"delay must be >= 0 ms, got {self.delay * 1000:g} ms")
+        if not self.max_hold >= 0:
+            raise ValueError(f"the reordering hold time must be >= 0 s, got {self.max_hold}")
 
     @property
     def active(self) -> bool:
