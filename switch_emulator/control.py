@@ -4,6 +4,9 @@ Requests are one JSON object per datagram with an "op" and a "seq" echoed
 back; every reply has "ok" and either the result or an "error" string:
 
     {"op": "add_job", "job": {JobConfig.to_config()}}   install or replace a job, slots empty
+    {"op": "join", "job": {...}, "member": {"worker_id": 0, "address": [host, port]}}
+                                                         authorize one worker (installs the job if absent,
+                                                         else checks its shape; slots are kept)
     {"op": "remove_job", "job_id": 1}
     {"op": "reset_job", "job_id": 1}                     empty every slot copy of the job
     {"op": "configure", "topology": {Topology}}          raw-frame backends: hosts, MAC table, jobs
@@ -22,7 +25,7 @@ import socket
 import time
 from typing import Any, Callable
 
-from .config import JobConfig
+from .config import JobConfig, Member
 from .pipeline import Pipeline
 from .topology import Topology
 
@@ -46,11 +49,14 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
         op = msg.get("op")
         reply: dict[str, Any] = {"ok": True}
         if op == "add_job":
-            pipeline.add_job(JobConfig.from_config(msg["job"]))
+            pipeline.add_job(JobConfig.from_config(_field(msg, "job", dict)))
+        elif op == "join":
+            pipeline.join(JobConfig.from_config(_field(msg, "job", dict)),
+                          Member.from_config(_field(msg, "member", dict)))
         elif op == "remove_job":
-            pipeline.remove_job(int(msg["job_id"]))
+            pipeline.remove_job(_field(msg, "job_id", int))
         elif op == "reset_job":
-            pipeline.reset_job(int(msg["job_id"]))
+            pipeline.reset_job(_field(msg, "job_id", int))
         elif op == "counters":
             reply["counters"] = pipeline.counters()
             if extra:
@@ -59,7 +65,7 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
             if configure is None:
                 raise ValueError("this emulator serves UDP on loopback: install jobs with add_job, "
                                  "topologies need the raw-frame backend")
-            configure(Topology.from_config(msg["topology"]))
+            configure(Topology.from_config(_field(msg, "topology", dict)))
         elif op == "ping":
             pass
         elif op == "shutdown":
@@ -67,10 +73,21 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
         else:
             raise ValueError(f"unknown control op {op!r}")
     except Exception as exc:  # a bad request must never stop the switch
-        detail = f"missing field {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
-        reply = {"ok": False, "error": detail}
+        detail = f"missing field {exc.args[0]!r}" if type(exc) is KeyError else str(exc)
+        reply = {"ok": False, "error": f"{op or 'request'}: {detail}" if op else detail}
     reply["seq"] = seq
     return reply, False
+
+
+def _field(msg: dict, name: str, kind: type):
+    """msg[name], which must be a `kind` (a JSON object for dict, an integer for int)."""
+    if name not in msg:
+        raise KeyError(name)
+    value = msg[name]
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        want = "a JSON object" if kind is dict else "an integer"
+        raise ValueError(f"{name!r} must be {want}, got {json.dumps(value)}")
+    return value
 
 
 class ControlClient:
@@ -115,6 +132,9 @@ class ControlClient:
 
     def add_job(self, job: JobConfig) -> None:
         self.request("add_job", job=job.to_config())
+
+    def join(self, job: JobConfig, member: Member) -> None:
+        self.request("join", job=job.to_config(), member=member.to_config())
 
     def remove_job(self, job_id: int) -> None:
         self.request("remove_job", job_id=job_id)

@@ -23,6 +23,7 @@ copy its sender has already left, is stale.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import enum
 from typing import Hashable, NamedTuple
 
@@ -35,6 +36,13 @@ from .headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, pack_header, unp
 
 _MAX_OP = max(Op)
 _COMBINE = [UFUNCS[op] for op in Op]  # indexed by the op field
+
+
+class UnknownJob(KeyError):
+    """A control operation named a job this switch does not have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class Drop(enum.IntEnum):
@@ -63,11 +71,16 @@ class _JobState:
         self.full = cfg.full_mask
         self.words = cfg.words
         self.frame_bytes = cfg.frame_bytes
-        self.auth = {m.worker_id: m.source for m in cfg.members}
-        self.group = tuple(m.source for m in sorted(cfg.members, key=lambda m: m.worker_id))
+        self.set_members(cfg)
         self.updates = self.results = self.resends = 0
         self.dropped: collections.Counter[Drop] = collections.Counter()
         self.reset()
+
+    def set_members(self, cfg: JobConfig) -> None:
+        """Who may send for which worker_id, and the multicast group (the slots are kept)."""
+        self.cfg = cfg
+        self.auth = {m.worker_id: m.source for m in cfg.members}
+        self.group = tuple(m.source for m in sorted(cfg.members, key=lambda m: m.worker_id))
 
     def reset(self) -> None:
         copies = 2 * self.cfg.slots
@@ -103,6 +116,21 @@ class Pipeline:
                 )
         self.jobs[cfg.job_id] = _JobState(cfg)
 
+    def join(self, cfg: JobConfig, member) -> None:
+        """Authorize one member of job `cfg` (its members are ignored): install the job if this switch
+        lacks it, else check that it has the same shape and add or move the member, keeping the slots."""
+        job = self.jobs.get(cfg.job_id)
+        if job is None:
+            self.add_job(dataclasses.replace(cfg, members=(member,)))
+            return
+        have = job.cfg
+        diffs = [f"{k} {getattr(have, k)} on the switch, {getattr(cfg, k)} asked"
+                 for k in ("workers", "words", "slot_base", "slots") if getattr(have, k) != getattr(cfg, k)]
+        if diffs:
+            raise ValueError(f"job {cfg.job_id} differs from the one on the switch: {'; '.join(diffs)}")
+        others = tuple(m for m in have.members if m.worker_id != member.worker_id)
+        job.set_members(dataclasses.replace(have, members=others + (member,)))
+
     def remove_job(self, job_id: int) -> None:
         self._job(job_id)
         del self.jobs[job_id]
@@ -118,7 +146,7 @@ class Pipeline:
         try:
             return self.jobs[job_id]
         except KeyError:
-            raise KeyError(f"no job {job_id} on this switch") from None
+            raise UnknownJob(f"no job {job_id} on this switch") from None
 
     def counters(self) -> dict:
         """Frames seen, drops by reason, and per job: updates, results, resends, drops by reason."""
