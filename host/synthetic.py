@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
+
+from . import workloads
+
+PRESET_NAMES = tuple(workloads.PRESETS)
 
 
 def synthetic_gradient(length: int, density: float, *, seed: int = 0, rank: int = 0,
@@ -35,10 +34,7 @@ def synthetic_gradient(length: int, density: float, *, seed: int = 0, rank: int 
 
 def gradient_for(length: int, density: float, *, seed: int, rank: int, workload: str | None = None,
                  scale: float = 1.0) -> np.ndarray:
-    """Worker `rank`'s gradient for an experiment: uniform sparse, or a model-shaped workload preset.
-
-    Workloads live in benchmarks/workloads.py of this checkout.
-    """
+    """Worker `rank`'s gradient for an experiment: uniform sparse, or a model-shaped workload preset."""
     if workload is None:
         return synthetic_gradient(length, density, seed=seed, rank=rank)
     grad = workload_preset(workload, scale).gradient(seed, rank)
@@ -48,17 +44,5 @@ def gradient_for(length: int, density: float, *, seed: int, rank: int, workload:
 
 
 def workload_preset(name: str, scale: float = 1.0):
-    """A preset from benchmarks/workloads.py of this checkout (see there)."""
-    return _workloads().preset(name, scale)
-
-
-@functools.lru_cache(maxsize=1)
-def _workloads():
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "workloads.py"
-    if not path.exists():
-        raise RuntimeError(f"model-shaped workloads need {path} (a checkout of hina)")
-    spec = importlib.util.spec_from_file_location("hina_workloads", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["hina_workloads"] = module  # dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
+    """A model-shaped preset of `host.workloads`."""
+    return workloads.preset(name, scale)

@@ -12,7 +12,7 @@ everywhere.  Popularity laws: "zipf" (word frequencies, exponent about
 candidate-sampler law).  Ranks are spread over the table by a fixed
 multiplicative permutation, so popular rows are not adjacent.
 
-    import workloads                      # from benchmarks/, or benchmarks.workloads from the root
+    from host import workloads            # benchmarks/workloads.py re-exports it
     w = workloads.preset("lstm", scale=0.02)
     grads = w.gradients(workers=8, seed=0)        # list of float32 arrays, one per worker
     print(workloads.densities(grads))            # per-worker and union density
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -243,22 +242,3 @@ def preset(name: str, scale: float = 1.0) -> Workload:
     except KeyError:
         raise ValueError(f"unknown workload {name!r}: one of {', '.join(PRESETS)}") from None
     return w if scale == 1.0 else w.scaled(scale)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(description="print each preset's shape and measured densities")
-    ap.add_argument("--scale", type=float, default=0.02)
-    ap.add_argument("--workers", type=int, default=8)
-    ap.add_argument("presets", nargs="*", default=list(PRESETS))
-    args = ap.parse_args(argv)
-    for name in args.presets:
-        w = preset(name, args.scale)
-        d = densities(w.gradients(args.workers))
-        print(f"{w.describe()}\n  per-worker density {d['per_worker']:.3%}, union of {args.workers} {d['union']:.3%}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
