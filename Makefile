@@ -40,7 +40,7 @@ fuzz: install
 soak: install
 	$(PY) benchmarks/soak.py --seconds 60
 
-# a small Mininet experiment (root): 3 workers through the emulator, 1% link loss, hina and dense
+# a small Mininet experiment (root): 3 workers through the emulator, 1% link loss, auto and dense
 mininet-demo: install
 	$(PY) mininet/run.py --workers 3 --switch emulator --mode both --bw 1000 --loss 1 \
 		--length 1048576 --density 0.01

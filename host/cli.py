@@ -4,6 +4,9 @@
         the main job on loopback: emulator + N worker processes, verified exact
     hina roundtrip grad0.npy grad1.npy ... [--lanes L --cells-per-element C] [--json]
         the codec on your own gradients (one .npy per worker), numpy standing in for the switch
+    hina worker --switch HOST:PORT [--control HOST:PORT] --rank R --workers N [--input g.npy] [--out sum.npy]
+        one worker against a switch that is already running: joins the job (with --control), aggregates,
+        writes the sum
     hina worker --spec SPEC.json --rank R
         one worker of an experiment (Mininet hosts): prints "ready", waits for "go" on stdin,
         aggregates a synthetic gradient through the switch, prints one JSON report per round
@@ -14,9 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+
+from switch_emulator.headers import UDP_PORT
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -32,10 +38,14 @@ def _demo(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 2
-    log = (lambda msg: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    summary = run_demo(cfg, log=log)
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731 - progress on stderr, also with --json
+    try:
+        summary = run_demo(cfg, log=log)
+    except RuntimeError as exc:
+        print(f"hina demo: {exc}", file=sys.stderr)
+        return 1
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(summary, allow_nan=False))
     else:
         print(format_summary(summary))
     return 0 if summary["exact"] else 1
@@ -44,8 +54,15 @@ def _demo(args: argparse.Namespace) -> int:
 def _roundtrip(args: argparse.Namespace) -> int:
     import codec
 
+    grads = []
+    for path in args.files:
+        try:
+            grads.append(np.load(path, allow_pickle=False))
+        except (OSError, ValueError, EOFError) as exc:
+            detail = "not a .npy array (or one holding Python objects)" if isinstance(exc, ValueError) else exc
+            print(f"hina roundtrip: {path}: {detail}", file=sys.stderr)
+            return 2
     try:
-        grads = [np.load(path, allow_pickle=False) for path in args.files]
         result = codec.simulate_allreduce(grads, lanes=args.lanes, cells_per_element=args.cells_per_element,
                                           mode=args.mode, group=args.group, link_gbps=args.link_gbps)
     except (OSError, ValueError) as exc:
@@ -79,6 +96,87 @@ def _roundtrip(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    if args.spec:
+        return _experiment_worker(args)
+    if args.switch is None:
+        print("hina worker: give --switch HOST:PORT (a running switch) or --spec SPEC.json (an experiment)",
+              file=sys.stderr)
+        return 2
+    return _standalone_worker(args)
+
+
+def _standalone_worker(args: argparse.Namespace) -> int:
+    """One worker against a switch that is already running: join, aggregate, write the sum."""
+    import codec
+    from switch_emulator.config import Member
+    from switch_emulator.control import ControlClient, ControlError
+
+    from .agent import AggregationTimeout, Worker
+    from .job import JobSpec
+    from .synthetic import synthetic_gradient
+    from .transport import UdpTransport
+
+    def fail(message: str, status: int = 2) -> int:
+        print(f"hina worker: {message}", file=sys.stderr)
+        return status
+
+    if args.workers is None:
+        return fail("--workers N is required with --switch")
+    try:
+        if args.input:
+            grad = np.load(args.input, allow_pickle=False)
+        else:
+            grad = synthetic_gradient(args.length, args.density, seed=args.seed, rank=args.rank)
+        params = codec.CodecParams(length=grad.size, workers=args.workers, dtype=grad.dtype.name, mode=args.mode,
+                                   group=args.group, link_gbps=args.link_gbps)
+        job = JobSpec(job_id=args.job_id, words=args.words, slot_base=args.slot_base, slots=args.slots)
+        if not 0 <= args.rank < args.workers:
+            raise ValueError(f"--rank must be 0..{args.workers - 1}, got {args.rank}")
+        if not 0 < args.deadline < float("inf"):
+            raise ValueError(f"--deadline must be a positive number of seconds, got {args.deadline}")
+        codec.check_gradient(params, grad, who=str(args.input or "the synthetic gradient"))
+    except (OSError, ValueError) as exc:
+        return fail(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc))
+    loopback = args.switch[0].startswith("127.")
+    bind = ("127.0.0.1", 0) if loopback else ("0.0.0.0", UDP_PORT)  # a P4 switch answers to port 0x4E41
+    with UdpTransport(args.switch, bind=bind) as transport:
+        if args.control:
+            try:
+                with ControlClient(args.control) as ctl:
+                    ctl.join(job.switch_config(args.workers), Member(args.rank, transport.address))
+            except (ControlError, OSError) as exc:
+                return fail(f"could not join job {args.job_id} at {args.control[0]}:{args.control[1]}: {exc}")
+        print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "
+              f"{args.switch[0]}:{args.switch[1]}, mode {args.mode}", file=sys.stderr, flush=True)
+        worker = Worker(transport, job, args.rank, deadline=args.deadline)
+        out = np.empty(grad.size, dtype=np.int32)
+        reports = []
+        try:
+            for _ in range(args.rounds):
+                before = worker.stats.copy()
+                start = time.perf_counter()
+                result = worker.aggregate(params, grad, out=out)
+                stats = worker.stats - before
+                reports.append({"seconds": time.perf_counter() - start, "encoding": result.encoding,
+                                "group": result.group, "union": result.union, "shift": result.shift,
+                                "wire_bytes": stats["bytes"], "retransmissions": stats["retransmissions"]})
+                print(f"worker {args.rank}: {reports[-1]['seconds']:.3f} s, ran {result.encoding}, "
+                      f"{stats['bytes']:,} bytes sent", file=sys.stderr, flush=True)
+        except AggregationTimeout as exc:
+            return fail(str(exc), 1)
+        except ValueError as exc:  # the other workers disagree on the job's parameters
+            return fail(str(exc), 1)
+    if args.out:
+        np.save(args.out, result.sum.reshape(grad.shape))
+    summary = {"rank": args.rank, "workers": args.workers, "length": int(grad.size), "dtype": grad.dtype.name,
+               "out": str(args.out) if args.out else None, "rounds": reports}
+    print(json.dumps(summary) if args.json else
+          f"worker {args.rank}: sum of {args.workers} workers" + (f" written to {args.out}" if args.out else "")
+          + f" ({reports[-1]['encoding']}, {reports[-1]['seconds']:.3f} s)")
+    return 0
+
+
+def _experiment_worker(args: argparse.Namespace) -> int:
     """Run one worker from an experiment spec (see mininet/hina_net.py: worker_spec)."""
     import codec
 
@@ -111,60 +209,91 @@ def _worker(args: argparse.Namespace) -> int:
     return status
 
 
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
 def _codec_flags(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--group", type=int, default=0,
                     help="index group size: 1 = one-level bitmap, 2..1024 (a power of two) = two levels, "
-                         "0 = chosen per tensor (default 0)")
-    ap.add_argument("--link-gbps", type=float, default=10.0,
-                    help="the link rate auto's cost model weighs bytes with (default 10)")
+                         "0 = chosen per tensor")
+    ap.add_argument("--link-gbps", type=float, default=10.0, help="the link rate auto's cost model weighs bytes with")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from codec.params import MODES
+    from host.synthetic import PRESET_NAMES
 
     from .job import DEFAULT_SLOTS, DEFAULT_WORDS
 
-    ap = argparse.ArgumentParser(prog="hina", description="homomorphic in-network aggregation")
-    sub = ap.add_subparsers(dest="command", required=True)
+    from switch_emulator.__main__ import OneLineParser
 
-    d = sub.add_parser("demo", help="the main job on loopback, verified exact")
-    d.add_argument("--workers", type=int, default=4)
-    d.add_argument("--length", type=int, default=1 << 22, help="elements per gradient (default 2^22)")
+    ap = OneLineParser(prog="hina", description="homomorphic in-network aggregation")
+    sub = ap.add_subparsers(dest="command", required=True)
+    fmt = {"formatter_class": argparse.ArgumentDefaultsHelpFormatter}  # every flag's help states its default
+
+    d = sub.add_parser("demo", help="the main job on loopback, verified exact", **fmt)
+    d.add_argument("--workers", type=int, default=4, help="worker processes, 1..32")
+    d.add_argument("--length", type=int, default=1 << 22, help="elements per gradient")
     d.add_argument("--density", type=float, default=0.01, help="non-zero fraction per worker")
     d.add_argument("--mode", choices=MODES, default="auto",
-                   help="auto (default: the cheapest encoding by the cost model, per tensor), dense "
-                        "(SwitchML-style), blocks (OmniReduce-style), aligned (index + values at the union) "
-                        "or sketch (index + count sketch in one round)")
-    d.add_argument("--workload", help="a model-shaped preset of benchmarks/workloads.py instead of uniform")
+                   help="auto: the cheapest encoding by the cost model, per tensor; dense: SwitchML-style; "
+                        "blocks: OmniReduce-style; aligned: index + values at the union; "
+                        "sketch: index + count sketch in one round")
+    d.add_argument("--workload", choices=PRESET_NAMES, help="a model-shaped preset instead of uniform sparsity")
     d.add_argument("--scale", type=float, default=0.02, help="with --workload: shrink the preset by this factor")
     d.add_argument("--drop", type=float, default=0.0, help="switch drop probability, each direction")
     d.add_argument("--dup", type=float, default=0.0, help="switch duplication probability")
     d.add_argument("--reorder", type=float, default=0.0, help="switch reordering probability")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--job-id", type=int, default=1)
-    d.add_argument("--words", type=int, default=DEFAULT_WORDS, help=f"K, words per packet (default {DEFAULT_WORDS})")
-    d.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help=f"W, packets in flight (default {DEFAULT_SLOTS})")
+    d.add_argument("--seed", type=int, default=0, help="seed of the gradients and the impairments")
+    d.add_argument("--job-id", type=int, default=1, help="the job's id on the switch")
+    d.add_argument("--words", type=int, default=DEFAULT_WORDS, help="K, words per packet")
+    d.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="W, packets in flight per worker")
     d.add_argument("--deadline", type=float, default=20.0, help="seconds without progress before a worker gives up")
     _codec_flags(d)
     d.add_argument("--rounds", type=int, default=1,
                    help="aggregations per worker; with more than one, seconds is the best after the first "
-                        "(the steady state of a training loop) and first_seconds the first (default 1)")
+                        "(the steady state of a training loop) and first_seconds the first")
     d.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     d.set_defaults(func=_demo)
 
-    r = sub.add_parser("roundtrip", help="the codec on your .npy gradients, one file per worker")
-    r.add_argument("files", nargs="+")
-    r.add_argument("--lanes", type=int, default=1024)
-    r.add_argument("--cells-per-element", type=float, default=1.3)
-    r.add_argument("--mode", choices=MODES, default="auto", help="the encoding (default auto)")
+    r = sub.add_parser("roundtrip", help="the codec on your .npy gradients, one file per worker", **fmt)
+    r.add_argument("files", nargs="+", help="one .npy gradient per worker, same shape and dtype")
+    r.add_argument("--lanes", type=int, default=1024, help="L, elements per sketch block")
+    r.add_argument("--cells-per-element", type=float, default=1.3, help="c, sketch cells per union element")
+    r.add_argument("--mode", choices=MODES, default="auto", help="the encoding")
     _codec_flags(r)
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     r.set_defaults(func=_roundtrip)
 
-    w = sub.add_parser("worker", help="one worker of an experiment (Mininet hosts)")
-    w.add_argument("--spec", required=True, help="experiment spec JSON")
-    w.add_argument("--rank", type=int, required=True)
-    w.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto")
+    w = sub.add_parser("worker", help="one worker against a running switch (--switch), or of an experiment "
+                                      "(--spec, Mininet hosts)", **fmt)
+    w.add_argument("--switch", type=_address, help="the running switch's data HOST:PORT")
+    w.add_argument("--control", type=_address,
+                   help="the emulator's control HOST:PORT: join the job there (installs it if absent); "
+                        "without it the job must already authorize this worker (BMv2, Mininet)")
+    w.add_argument("--rank", type=int, required=True, help="this worker's rank, 0..N-1")
+    w.add_argument("--workers", type=int, default=None, help="N, workers in the job (with --switch)")
+    w.add_argument("--job-id", type=int, default=1, help="the job's id on the switch")
+    w.add_argument("--words", type=int, default=DEFAULT_WORDS, help="K, words per packet")
+    w.add_argument("--slot-base", type=int, default=0, help="the job's first slot")
+    w.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="W, the job's slots")
+    w.add_argument("--input", type=Path, help="this worker's gradient (.npy); default: a synthetic one")
+    w.add_argument("--length", type=int, default=1 << 20, help="synthetic gradient: elements")
+    w.add_argument("--density", type=float, default=0.01, help="synthetic gradient: non-zero fraction")
+    w.add_argument("--seed", type=int, default=0, help="synthetic gradient: seed (with the rank)")
+    w.add_argument("--out", type=Path, help="write the sum here (.npy: float64 for floats, int64 for int32)")
+    w.add_argument("--mode", choices=MODES, default="auto", help="the encoding")
+    _codec_flags(w)
+    w.add_argument("--rounds", type=int, default=1, help="aggregations of the same gradient")
+    w.add_argument("--deadline", type=float, default=30.0, help="seconds without progress before giving up")
+    w.add_argument("--json", action="store_true", help="print one JSON object instead of a summary line")
+    w.add_argument("--spec", help="experiment spec JSON (mininet/hina_net.py writes it) instead of --switch")
+    w.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
+                   help="with --spec: UDP to the switch address when routed (auto), or raw frames")
     w.set_defaults(func=_worker)
     return ap
 

@@ -23,9 +23,11 @@ import numpy as np
 import codec
 from switch_emulator.config import Member
 from switch_emulator.control import ControlClient
+from switch_emulator.headers import UDP_PORT
 
 from .agent import Worker
 from .job import JobSpec
+from . import workloads
 from .synthetic import gradient_for, workload_preset
 from .transport import UdpTransport
 
@@ -52,8 +54,12 @@ class DemoConfig:
         if self.workload is not None:  # the preset fixes the length
             object.__setattr__(self, "length", workload_preset(self.workload, self.scale).size)
         self.params  # noqa: B018 - refuse bad parameters here, before any process starts
-        if not 0.0 <= self.density <= 1.0:
-            raise ValueError(f"density must be within [0, 1], got {self.density}")
+        for name in ("density", "drop", "dup", "reorder"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1], got {value}")
+        if not 0 < self.deadline < float("inf"):
+            raise ValueError(f"deadline must be a positive number of seconds, got {self.deadline}")
         if self.rounds < 1:
             raise ValueError(f"rounds must be at least 1, got {self.rounds}")
 
@@ -119,15 +125,23 @@ def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> N
 
 
 def start_switch(cfg: DemoConfig) -> tuple[subprocess.Popen, dict]:
-    """`python -m switch_emulator` with the demo's impairments; returns the process and its addresses."""
-    cmd = [sys.executable, "-m", "switch_emulator", "--drop", str(cfg.drop), "--dup", str(cfg.dup),
-           "--reorder", str(cfg.reorder), "--seed", str(cfg.seed)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    if not line:
+    """`python -m switch_emulator` with the demo's impairments; returns the process and its addresses.
+
+    It listens on UDP port 0x4E41, hina's port, so that captures of the demo dissect as hina in
+    scapy and Wireshark as they are; if another switch holds that port, on a free one.
+    """
+    for port in (UDP_PORT, 0):
+        cmd = [sys.executable, "-m", "switch_emulator", "--listen", f"127.0.0.1:{port}", "--drop", str(cfg.drop),
+               "--dup", str(cfg.dup), "--reorder", str(cfg.reorder), "--seed", str(cfg.seed)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = proc.stdout.readline()
+        if line:
+            return proc, json.loads(line)
         proc.wait(5)
-        raise RuntimeError(f"the switch emulator did not start: {proc.stderr.read().strip()}")
-    return proc, json.loads(line)
+        error = proc.stderr.read().strip()
+        if "in use" not in error:
+            break
+    raise RuntimeError(f"the switch emulator did not start: {error}")
 
 
 def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
@@ -153,9 +167,15 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
             members.append(Member(rank, tuple(value)))
         with ControlClient(control) as ctl:
             ctl.add_job(cfg.job.switch_config(cfg.workers, members))
+            if cfg.workload:
+                dens = workloads.densities([cfg.gradient(w) for w in range(cfg.workers)])
+                what = (f"workload {cfg.workload} (scale {cfg.scale}): {dens['per_worker']:.2%} per worker, "
+                        f"{dens['union']:.2%} union")
+            else:
+                what = f"{cfg.density:.2%} per worker"
             log(f"{cfg.workers} workers ready; job {cfg.job.job_id}: K={cfg.job.words} words/packet, "
-                f"{cfg.job.slots} slots; aggregating {cfg.length:,} elements at {cfg.density:.2%} density, "
-                f"mode {cfg.mode}")
+                f"{cfg.job.slots} slots; aggregating {cfg.length:,} elements, {what}, mode {cfg.mode}, "
+                f"{cfg.rounds} round(s)")
             log("computing numpy's reference sum ...")
             expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed, cfg.workload, cfg.scale))
             for conn in conns:
@@ -185,7 +205,7 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
     exact = not errors and all(r["digest"] == expected for rounds in per_worker for r in rounds)
     # each round's time is its slowest worker's; past the first, the best round is the steady state
     round_seconds = [max(rounds[i]["seconds"] for rounds in per_worker) for i in range(cfg.rounds)] if per_worker else []
-    seconds = min(round_seconds[1:] or round_seconds, default=float("nan"))
+    seconds = min(round_seconds[1:] or round_seconds, default=None)  # None (JSON null): no worker finished
     best = round_seconds.index(seconds) if per_worker else 0
     reports = [rounds[best] for rounds in per_worker]
     n = max(len(reports), 1)
@@ -197,17 +217,17 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         "density": cfg.density,
         "workload": cfg.workload,
         "scale": cfg.scale if cfg.workload else None,
-        "bytes_per_worker": sum(r["wire_bytes"] for r in reports) / n,
+        "bytes_per_worker": round(sum(r["wire_bytes"] for r in reports) / n),
         "dense_bytes_per_worker": 4 * cfg.length,
         "seconds": seconds,
-        "first_seconds": round_seconds[0] if round_seconds else float("nan"),
+        "first_seconds": round_seconds[0] if round_seconds else None,
         "round_seconds": round_seconds,
-        "goodput_gbps": 4 * cfg.length * 8 / seconds / 1e9 if reports else 0.0,
+        "goodput_gbps": 4 * cfg.length * 8 / seconds / 1e9 if reports else None,
         "retransmissions": sum(r["retransmissions"] for r in reports),
         "switch_drops": sum(counters["drops"].values()),
         "switch_drop_reasons": counters["drops"],
-        "payload_bytes_per_worker": sum(r["payload_bytes"] for r in reports) / n,
-        "frames_per_worker": sum(r["frames"] for r in reports) / n,
+        "payload_bytes_per_worker": round(sum(r["payload_bytes"] for r in reports) / n),
+        "frames_per_worker": round(sum(r["frames"] for r in reports) / n),
         "phase_seconds": reports[0]["phases"] if reports else {},
         "payload_by_phase": reports[0]["payload_by_phase"] if reports else {},
         "encoding": reports[0]["encoding"] if reports else None,
@@ -233,6 +253,16 @@ def _index_label(s: dict[str, Any]) -> str:
     return ""
 
 
+def _seconds_line(s: dict[str, Any]) -> str:
+    if s["seconds"] is None:
+        return "seconds:          none (no worker finished)"
+    phases = ", ".join(f"{k} {v:.3f}" for k, v in s["phase_seconds"].items())
+    line = f"seconds:          {s['seconds']:.3f} ({phases})"
+    if len(s["round_seconds"]) > 1:
+        line += f"; steady state of {len(s['round_seconds'])} rounds, the first took {s['first_seconds']:.3f}"
+    return line
+
+
 def format_summary(s: dict[str, Any]) -> str:
     lines = [
         f"exact:            {'yes, every worker' if s['exact'] else 'NO'}",
@@ -241,8 +271,9 @@ def format_summary(s: dict[str, Any]) -> str:
         + (f"of workload {s['workload']} (scale {s['scale']})" if s.get("workload") else f"at {s['density']:.2%}"),
         f"bytes per worker: {s['bytes_per_worker']:,.0f} on the wire "
         f"({s['bytes_per_worker'] / s['dense_bytes_per_worker']:.1%} of dense {s['dense_bytes_per_worker']:,})",
-        f"seconds:          {s['seconds']:.3f} ({', '.join(f'{k} {v:.3f}' for k, v in s['phase_seconds'].items())})",
-        f"goodput:          {s['goodput_gbps']:.2f} Gbit/s dense-equivalent per worker",
+        _seconds_line(s),
+        f"goodput:          " + (f"{s['goodput_gbps']:.2f} Gbit/s dense-equivalent per worker"
+                                 if s["goodput_gbps"] is not None else "none"),
         f"retransmissions:  {s['retransmissions']} (all workers)",
         f"switch drops:     {s['switch_drops']} {s['switch_drop_reasons'] or ''}",
     ]

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from switch_emulator import ControlClient, JobConfig
 
@@ -95,3 +96,155 @@ def test_switch_emulator_cli_with_flags_and_control():
 def test_switch_emulator_cli_rejects_a_bad_member():
     out = run("-m", "switch_emulator", "--member", "4:0:127.0.0.1:6000")
     assert out.returncode == 2 and "names job 4" in out.stderr
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-m", "host.cli", "demo", "--drop", "1.5"], "drop must be within [0, 1], got 1.5"),
+    (["-m", "host.cli", "demo", "--dup", "-0.1"], "dup must be within [0, 1], got -0.1"),
+    (["-m", "host.cli", "demo", "--reorder", "2"], "reorder must be within [0, 1], got 2"),
+    (["-m", "host.cli", "demo", "--deadline", "0"], "deadline must be a positive number of seconds, got 0"),
+    (["-m", "host.cli", "demo", "--deadline", "-1"], "deadline must be a positive number of seconds, got -1"),
+    (["-m", "host.cli", "demo", "--workload", "gpt5"], "invalid choice: 'gpt5'"),
+    (["-m", "switch_emulator", "--job", "1:40:2239:0:64"], "--job 1:40:2239:0:64: job 1: workers must be 1..32, got 40"),
+    (["-m", "switch_emulator", "--job", "1:4:99999:0:64"], "words per packet must be 1..16372, got 99999"),
+    (["-m", "switch_emulator", "--job", "1:4:x:0:64"], "WORDS must be a non-negative integer, got 'x'"),
+    (["-m", "switch_emulator", "--job", "1:4:32:0:8", "--job", "1:2:32:8:8"], "--job 1 is given twice"),
+    (["-m", "switch_emulator", "--job", "1:4:32:0:8", "--member", "1:0:nohost.invalid:7000"],
+     "cannot resolve host 'nohost.invalid'"),
+    (["-m", "switch_emulator", "--job", "1:4:32:0:8", "--member", "1:0:127.0.0.1:99999"],
+     "port must be 0..65535, got '99999'"),
+    (["-m", "switch_emulator", "--stats", "-1"], "must be a finite number >= 0, got -1"),
+    (["-m", "switch_emulator", "--delay", "-5"], "argument --delay: must be a finite number >= 0, got -5"),
+    (["-m", "switch_emulator", "--drop", "1.5"], "a probability must be within [0, 1], got 1.5"),
+])
+def test_bad_input_is_one_line_with_status_2(args, message):
+    out = run(*args)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+@pytest.mark.parametrize("config,message", [
+    ("[1, 2, 3]", "expected a JSON object"),
+    ('{"jobs": [{"job_id": 1, "workers": 2, "slots": 4}]}', "job 1 lacks 'words'"),
+    ('{"jobz": []}', "unknown key(s) 'jobz'"),
+    ('{"jobs": [{"job_id": 1, "workers": 2, "words": 32, "slots": 4}, '
+     '{"job_id": 1, "workers": 2, "words": 32, "slots": 4, "slot_base": 4}]}', "job 1 is defined twice"),
+    ('{"jobs": [{"job_id": 1, "workers": "two", "words": 32, "slots": 4}]}', "workers must be an integer, got \"two\""),
+    ('{"impair": {"dorp": 0.1}}', "'impair' must be an object with keys among"),
+    ("{not json", "not JSON"),
+])
+def test_bad_config_files_are_refused_in_one_line(tmp_path, config, message):
+    path = write(tmp_path, "cfg.json", config)
+    out = run("-m", "switch_emulator", "--config", path)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert path in out.stderr
+
+
+def test_roundtrip_names_a_file_that_is_not_an_array(tmp_path):
+    good = str(tmp_path / "a.npy")
+    np.save(good, np.ones(10, dtype=np.float32))
+    text = write(tmp_path, "text.npy", "this is not numpy")
+    out = run("-m", "host.cli", "roundtrip", good, text)
+    assert out.returncode == 2 and f"{text}: not a .npy array" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_control_requests_with_bad_fields_get_clear_errors():
+    from switch_emulator import Pipeline, UdpSwitch
+    from switch_emulator.control import ControlError
+
+    sw = UdpSwitch(Pipeline())
+    sw.start_thread()
+    try:
+        with ControlClient(sw.control_address) as ctl:
+            with pytest.raises(ControlError, match="remove_job: no job 99 on this switch"):
+                ctl.remove_job(99)
+            with pytest.raises(ControlError, match=r"add_job: 'job' must be a JSON object, got \[1, 2\]"):
+                ctl.request("add_job", job=[1, 2])
+            with pytest.raises(ControlError, match="reset_job: 'job_id' must be an integer"):
+                ctl.request("reset_job", job_id="1")
+            with pytest.raises(ControlError, match="remove_job: missing field 'job_id'"):
+                ctl.request("remove_job")
+            ctl.ping()  # still serving
+    finally:
+        sw.stop()
+        sw.close()
+
+
+def test_every_flag_has_help_with_its_default():
+    import argparse
+
+    from host.cli import build_parser
+    from switch_emulator.__main__ import build_parser as switch_parser
+
+    hina = build_parser()
+    subparsers = next(a for a in hina._actions if isinstance(a, argparse._SubParsersAction)).choices
+    parsers = [subparsers["demo"], subparsers["roundtrip"], subparsers["worker"], switch_parser()]
+    for parser in parsers:
+        rendered = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction) or not action.option_strings:
+                continue
+            assert action.help, (parser.prog, action.option_strings)
+            if action.default in (None, False) or action.required:
+                continue  # nothing to state: a switch, an optional input, or a required value
+            if parser.formatter_class is not argparse.ArgumentDefaultsHelpFormatter:
+                assert "default" in action.help, (parser.prog, action.option_strings)
+        assert "default" in rendered
+    demo_help = " ".join(subparsers["demo"].format_help().split())
+    assert "lstm" in demo_help and "deeplight" in demo_help  # --workload lists the presets
+    assert "(default: 4)" in demo_help  # --workers
+
+
+def test_standalone_workers_against_a_running_emulator(tmp_path):
+    """`hina worker --switch --control` joins a job on an emulator started with no jobs; the sums are exact."""
+    import codec
+    from helpers import dense_fixed_sum, sparse_gradients
+
+    grads = sparse_gradients(np.random.default_rng(40), 3, 30_011, 0.02)
+    paths = []
+    for w, g in enumerate(grads):
+        paths.append(str(tmp_path / f"g{w}.npy"))
+        np.save(paths[-1], g)
+    proc = subprocess.Popen([sys.executable, "-m", "switch_emulator"], stdout=subprocess.PIPE, text=True)
+    try:
+        ready = json.loads(proc.stdout.readline())
+        data, control = (f"{h}:{p}" for h, p in (ready["data"], ready["control"]))
+        workers = [subprocess.Popen([sys.executable, "-m", "host.cli", "worker", "--switch", data, "--control",
+                                     control, "--rank", str(w), "--workers", "3", "--input", paths[w], "--out",
+                                     str(tmp_path / f"sum{w}.npy"), "--words", "256", "--json"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for w in range(3)]
+        outs = [p.communicate(timeout=120) for p in workers]
+        for p, (stdout, stderr) in zip(workers, outs):
+            assert p.returncode == 0, stderr
+        shift = json.loads(outs[0][0])["rounds"][-1]["shift"]
+        want = codec.dequantize(dense_fixed_sum(grads, shift), shift)
+        for w in range(3):
+            assert np.array_equal(np.load(tmp_path / f"sum{w}.npy"), want)
+        with ControlClient(tuple(ready["control"])) as ctl:
+            assert ctl.counters()["jobs"][1]["results"] > 0
+            ctl.shutdown()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_standalone_worker_refuses_a_job_of_another_shape(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "switch_emulator", "--job", "1:4:32:0:8"], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        ready = json.loads(proc.stdout.readline())
+        out = run("-m", "host.cli", "worker", "--switch", "{}:{}".format(*ready["data"]), "--control",
+                  "{}:{}".format(*ready["control"]), "--rank", "0", "--workers", "3", "--length", "1000")
+        assert out.returncode == 2 and "job 1 differs from the one on the switch: workers 4 on the switch, 3 asked" \
+            in out.stderr
+    finally:
+        proc.kill()
+        proc.wait()
