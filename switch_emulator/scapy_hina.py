@@ -1,7 +1,9 @@
 """The hina header as a scapy layer, for dissecting captures and building golden frames.
 
 Field for field the same as `headers.py` and `p4/headers.p4`; bound to UDP
-port 0x4E41 in both directions, so `Ether(raw_bytes)` dissects hina traffic.
+port 0x4E41 in both directions, so `Ether(raw_bytes)` and `rdpcap` dissect
+hina traffic (`hina demo` puts its emulator on that port when it is free).
+`wireshark/hina.lua` is the same header for Wireshark and tshark.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from scapy.packet import Packet, bind_layers
 
 from codec.ops import Op
 
-from .headers import UDP_PORT, MsgType
+from .config import MAX_FRAME_BYTES
+from .headers import HEADER_BYTES, UDP_PORT, WORD_BYTES, MsgType
+
+MAX_WORDS = (MAX_FRAME_BYTES - HEADER_BYTES) // WORD_BYTES  # the largest K a datagram holds
 
 
 class Hina(Packet):
@@ -28,7 +33,8 @@ class Hina(Packet):
         IntField("offset", 0),
         ShortField("count", 0),
         ShortField("phase", 0),
-        FieldListField("words", [], SignedIntField("word", 0)),
+        # every K the header allows, without raising scapy's global conf.max_list_count (100)
+        FieldListField("words", [], SignedIntField("word", 0), max_count=MAX_WORDS),
     ]
 
     def mysummary(self) -> str:
