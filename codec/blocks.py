@@ -6,22 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import bitmap, values
-from .index import _check
+from . import values
+from .index import group_union
 from .ops import Op
 
 BLOCK_ELEMENTS = 256  # OmniReduce's block size (its artifact's default)
 
 
 def run(step):
-    p = step.params
-    with step.timed("encode"):
-        own_blocks = bitmap.coarse(step.own, p.length, BLOCK_ELEMENTS)
-    (agg,) = yield step.round(step.segment("block_index", Op.OR, own_blocks))
-    union = agg.view(np.uint32)
-    with step.timed("decode"):
-        _check(own_blocks, union, bitmap.groups(p.length, BLOCK_ELEMENTS), "block index phase", "blocks")
-        nblocks = bitmap.count(union)
+    union, nblocks = yield from group_union(step, BLOCK_ELEMENTS, "block_index", "block index phase", "blocks")
     step.report["union"] = nblocks * BLOCK_ELEMENTS
     if nblocks == 0:
         return step.zeros()

@@ -25,6 +25,19 @@ def _check(own: np.ndarray, union: np.ndarray, bits: int, phase: str, what: str)
         raise ValueError(f"{phase}: the union bitmap lacks some of this worker's {what}")
 
 
+def group_union(step, group: int, name: str, phase: str, what: str):
+    """One OR round of the bitmap of non-empty `group`-element groups; return (union bitmap, its groups)."""
+    p = step.params
+    with step.timed("encode"):
+        own_groups = bitmap.coarse(step.own, p.length, group)
+    (agg,) = yield step.round(step.segment(name, Op.OR, own_groups))
+    union = agg.view(np.uint32)
+    with step.timed("decode"):
+        _check(own_groups, union, bitmap.groups(p.length, group), phase, what)
+        count = bitmap.count(union)
+    return union, count
+
+
 def exchange(step, ride: Callable[[float], list] | None = None):
     """Run the index rounds; return (union bitmap, |U|, aggregates of the riders or None).
 
@@ -42,13 +55,7 @@ def exchange(step, ride: Callable[[float], list] | None = None):
             size = bitmap.count(union)
         return union, size, parts[1:]
 
-    with step.timed("encode"):
-        own_groups = bitmap.coarse(step.own, p.length, group)
-    (agg,) = yield step.round(step.segment("index_coarse", Op.OR, own_groups))
-    union_groups = agg.view(np.uint32)
-    with step.timed("decode"):
-        _check(own_groups, union_groups, bitmap.groups(p.length, group), "index phase (groups)", "groups")
-        ngroups = bitmap.count(union_groups)
+    union_groups, ngroups = yield from group_union(step, group, "index_coarse", "index phase (groups)", "groups")
     if ngroups == 0:
         return np.zeros_like(step.own), 0, None
     with step.timed("encode"):
