@@ -8,14 +8,35 @@ the encoding every worker picks alike (`auto`): dense, blocks, aligned
 is one worker's side, driven by the host agents.
 """
 
-from .murmur import murmur3_32
-from .ops import Op, combine, reduce_words
-from .auto import Estimate, Plan
-from .params import MODES, CodecParams
-from .rounds import Segment, Workspace
-from .scale import EXPONENT_FLOOR, dequantize, exponent, quantize, shift_for
-from .session import Phase, WorkerResult, WorkerSession, check_gradient
-from .simulate import AllreduceResult, aggregate_round, check_gradients, replay, simulate_allreduce
+import importlib
+
+# Where each public name lives.  Submodules load on first use (PEP 562), so that the switch, which
+# needs only the operators (`codec.ops`), does not load the compiled kernels and numba with them.
+_EXPORTS = {
+    "murmur": ("murmur3_32",),
+    "ops": ("Op", "combine", "reduce_words"),
+    "auto": ("Estimate", "Plan"),
+    "params": ("MODES", "CodecParams"),
+    "rounds": ("Segment", "Workspace"),
+    "scale": ("EXPONENT_FLOOR", "dequantize", "exponent", "quantize", "shift_for"),
+    "session": ("Phase", "WorkerResult", "WorkerSession", "check_gradient"),
+    "simulate": ("AllreduceResult", "aggregate_round", "check_gradients", "replay", "simulate_allreduce"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'codec' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "EXPONENT_FLOOR",

@@ -16,13 +16,14 @@ import numpy as np
 
 from . import bitmap
 from .ops import Op
+from .rounds import RESTART_HINT
 
 
 def _check(own: np.ndarray, union: np.ndarray, bits: int, phase: str, what: str) -> None:
     if not bitmap.trailing_bits_clear(union, bits):
         raise ValueError(f"{phase}: union bitmap has bits set beyond length {bits}")
     if not bitmap.covers(union, own):
-        raise ValueError(f"{phase}: the union bitmap lacks some of this worker's {what}")
+        raise ValueError(f"{phase}: the union bitmap lacks some of this worker's {what}{RESTART_HINT}")
 
 
 def group_union(step, group: int, name: str, phase: str, what: str):

@@ -21,6 +21,10 @@ import numpy as np
 from .ops import Op
 
 WORD_BYTES = 4
+# An aggregate that contradicts this worker's own words can also be a switch that still holds an earlier
+# run's results for the same slots (a job restarted without a reset): say so next to the error.
+RESTART_HINT = ("; if this job was restarted against a running switch, the switch may still hold the earlier "
+                "run's slots: reset the job there and run again")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

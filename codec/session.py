@@ -27,7 +27,7 @@ import numpy as np
 from . import aligned, auto, bitmap, blocks, dense, scale, sketch, values
 from .ops import Op
 from .params import CodecParams, check_dtype
-from .rounds import Phase, Segment, Step, Workspace
+from .rounds import RESTART_HINT, Phase, Segment, Step, Workspace
 
 ENCODINGS = {"dense": dense.run, "blocks": blocks.run, "aligned": aligned.run, "sketch": sketch.run}
 
@@ -181,7 +181,8 @@ class WorkerSession:
                 f"{int(check.view(np.uint32)[1]):#010x}; this worker has {p.to_json()}")
         if p.is_float:
             if scaled[0] < word:
-                raise ValueError(f"scale phase: aggregate exponent {scaled[0]} is below this worker's own")
+                raise ValueError(f"scale phase: aggregate exponent {scaled[0]} is below this worker's own "
+                                 f"({word}){RESTART_HINT}")
             step.shift = scale.shift_for(int(scaled[0]), p.workers)
         else:  # int32 is already fixed point, but N of them can overflow
             scale.check_int32_sum(int(scaled[0]), p.workers)

@@ -21,9 +21,9 @@ import codec
 from codec import CodecParams, WorkerResult
 
 from .job import JobSpec
-from .window import AggregationTimeout, PhaseTransfer, RttEstimator, SlotPool
+from .window import AggregationTimeout, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState
 
-__all__ = ["AggregationTimeout", "Worker"]
+__all__ = ["AggregationTimeout", "StaleSwitchState", "Worker"]
 
 
 class Worker:

@@ -24,11 +24,15 @@ import math
 
 import numpy as np
 
-from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, MsgType, pack_header, unpack_header
+from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, pack_header, unpack_header
 
 
 class AggregationTimeout(RuntimeError):
     """No progress within the deadline: the switch or another worker is gone."""
+
+
+class StaleSwitchState(RuntimeError):
+    """The switch holds this job's slots from an earlier run: it refused our chunk (flag STALE_RUN)."""
 
 
 class RttEstimator:
@@ -117,7 +121,7 @@ class PhaseTransfer:
         if len(frame) < HEADER_BYTES:
             self.stats["ignored"] += 1
             return []
-        msg_type, _op, job_id, _wid, _flags, pool_index, offset, count, phase = unpack_header(frame)
+        msg_type, _op, job_id, _wid, flags, pool_index, offset, count, phase = unpack_header(frame)
         slot = (pool_index & (VERSION_BIT - 1)) - self.pool.slot_base
         chunk = self._waiting.get(slot)
         if (msg_type != MsgType.RESULT or job_id != self.job_id or phase != self.tag or chunk is None
@@ -125,6 +129,13 @@ class PhaseTransfer:
                 or count != self._count[chunk.index] or len(frame) < HEADER_BYTES + 4 * count):
             self.stats["ignored"] += 1
             return []
+        if flags & Flags.STALE_RUN:
+            raise StaleSwitchState(
+                f"job {self.job_id}, worker {self.worker_id}: the switch holds slot "
+                f"{self.pool.slot_base + slot} (copy {chunk.version}) from an earlier run of this job, so it "
+                f"refused phase {self.name!r} at offset {offset}; reset the job before running it again "
+                f"(the emulator's control port: ControlClient(...).reset_job({self.job_id}), or restart the "
+                f"emulator; BMv2: the controller's reset_job)")
         self.result[offset : offset + count] = np.frombuffer(frame, dtype=">i4", count=count, offset=HEADER_BYTES)
         if chunk.retries == 0:
             self.rtt.sample(now - chunk.sent_at)

@@ -1,9 +1,13 @@
-/* hina: the slot protocol's state per slot copy: arrival bitmap, counter, offset.
+/* hina: the slot protocol's state per slot copy: arrival bitmap, counter, offset, phase tag.
  * Same rules as switch_emulator/pipeline.py (arrival_bitmap):
+ * - copy non-empty and (offset or phase tag differs): STALE_RUN.  Within one
+ *   run a copy in use holds one chunk, and a worker whose bit is still set
+ *   sends there only that chunk again, so the copy holds another run's state:
+ *   the packet goes back to its sender flagged STALE_RUN.
  * - sender's bit already set: RESEND if the copy is complete (counter == N),
  *   else DUPLICATE.  The counter, not the bitmap, says "complete" here: the
  *   bitmap of a complete copy loses bits as workers move to the other copy.
- * - copy non-empty and (offset differs or copy complete): STALE.
+ * - copy non-empty and complete: STALE (the sender already left it).
  * - otherwise clear the sender's bit in the other copy, set it here; an
  *   empty copy is written (first), a non-empty one combined; COMPLETE when
  *   the bitmap reaches the job's full mask. */
@@ -16,23 +20,28 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(HINA_COPIES) bitmap;
     register<bit<8>>(HINA_COPIES) arrivals;
     register<bit<32>>(HINA_COPIES) offsets;
+    register<bit<16>>(HINA_COPIES) phases;
 
     apply {
         bit<32> seen;
         bit<8> count;
         bit<32> offset;
+        bit<16> phase;
         bitmap.read(seen, meta.copy);
         arrivals.read(count, meta.copy);
         offsets.read(offset, meta.copy);
+        phases.read(phase, meta.copy);
         meta.first = 0;
-        if ((seen & meta.worker_bit) != 0) {
+        if (seen != 0 && (offset != hdr.hina.offset || phase != hdr.hina.phase)) {
+            meta.verdict = VERDICT_STALE_RUN;
+        } else if ((seen & meta.worker_bit) != 0) {
             if (count == meta.workers) {
                 meta.verdict = VERDICT_RESEND;
             } else {
                 meta.verdict = VERDICT_DROP;
                 meta.drop_reason = DROP_DUPLICATE;
             }
-        } else if (seen != 0 && (offset != hdr.hina.offset || count == meta.workers)) {
+        } else if (seen != 0 && count == meta.workers) {
             meta.verdict = VERDICT_DROP;
             meta.drop_reason = DROP_STALE;
         } else {
@@ -42,6 +51,7 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
             if (seen == 0) {
                 meta.first = 1;
                 offsets.write(meta.copy, hdr.hina.offset);
+                phases.write(meta.copy, hdr.hina.phase);
                 arrivals.write(meta.copy, 1);
             } else {
                 arrivals.write(meta.copy, count + 1);

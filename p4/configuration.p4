@@ -27,6 +27,7 @@ const bit<8> OP_ADD = 0;
 const bit<8> OP_OR = 1;
 const bit<8> OP_MAX = 2;
 const bit<8> FLAG_RESEND = 1;
+const bit<8> FLAG_STALE_RUN = 2;   /* refused: the copy holds another run's chunk */
 
 /* Drop reasons: the index into the `drops` counter; the emulator's
  * switch_emulator.pipeline.Drop has the same numbers. */
@@ -45,6 +46,7 @@ const drop_reason_t DROP_STALE = 10;
 const drop_reason_t DROP_DUPLICATE = 11;
 const drop_reason_t DROP_BAD_CHECKSUM = 12;
 const drop_reason_t DROP_NO_ROUTE = 13;
+const drop_reason_t DROP_STALE_RUN = 14;   /* counted, and refused back to the sender */
 #define DROP_REASONS 16
 
 /* What the arrival bitmap decided for an UPDATE. */
@@ -53,5 +55,6 @@ const verdict_t VERDICT_DROP = 0;       /* drop_reason says why */
 const verdict_t VERDICT_CONSUMED = 1;   /* combined, copy not complete yet */
 const verdict_t VERDICT_COMPLETE = 2;   /* combined, copy complete: multicast RESULT */
 const verdict_t VERDICT_RESEND = 3;     /* duplicate for a complete copy: unicast RESULT */
+const verdict_t VERDICT_STALE_RUN = 4;  /* the copy holds another run's chunk: refuse to the sender */
 
 #endif

@@ -68,7 +68,13 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
                 } else {
                     meta.copy = ((bit<32>) hdr.hina.slot << 1) | (bit<32>) hdr.hina.version;
                     arrival_bitmap.apply(hdr, meta);
-                    if (meta.verdict == VERDICT_RESEND) {
+                    if (meta.verdict == VERDICT_STALE_RUN) {
+                        drops.count((bit<32>) DROP_STALE_RUN);   /* counted, but the packet goes back */
+                        hdr.hina.msg_type = MSG_RESULT;
+                        hdr.hina.flags = FLAG_STALE_RUN;
+                        standard_metadata.egress_spec = standard_metadata.ingress_port;
+                        meta.is_result = 1;
+                    } else if (meta.verdict == VERDICT_RESEND) {
                         value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, 0, 1);
                         hdr.hina.msg_type = MSG_RESULT;
                         hdr.hina.flags = FLAG_RESEND;

@@ -41,6 +41,7 @@ class MsgType(enum.IntEnum):
 
 class Flags(enum.IntFlag):
     RESEND = 0x01  # a RESULT unicast again to a worker that asked twice
+    STALE_RUN = 0x02  # refused: the slot copy holds another run's chunk (the job needs a reset)
 
 
 def max_words(mtu: int = 9000) -> int:

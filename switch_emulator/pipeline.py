@@ -16,8 +16,11 @@ Each copy also counts its arrivals since it was last empty: the bitmap of a
 complete copy loses bits as workers move on to the other copy, so the
 counter is what still says "complete" when a worker whose RESULT was lost
 asks again; a duplicate then gets the stored result by unicast.  An UPDATE
-whose offset disagrees with a non-empty copy, or that arrives at a complete
-copy its sender has already left, is stale.
+that arrives at a complete copy its sender has already left is stale and
+dropped.  An UPDATE whose offset or phase tag disagrees with a non-empty
+copy meets another run's state (a restarted job on a switch nobody reset):
+it is refused back to its sender as a RESULT flagged STALE_RUN, which the
+worker turns into an error, never into a sum.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class Drop(enum.IntEnum):
     DUPLICATE = 11  # sender already counted in an incomplete copy
     BAD_CHECKSUM = 12  # raw frames: IPv4 header checksum wrong
     NO_ROUTE = 13  # raw frames: non-hina frame to an unknown destination MAC
+    STALE_RUN = 14  # the copy holds another run's chunk: refused back to the sender (flag STALE_RUN)
 
 
 class _JobState:
@@ -87,6 +91,7 @@ class _JobState:
         self.bitmap = [0] * copies
         self.counter = [0] * copies
         self.offset = [0] * copies
+        self.phase = [0] * copies
         self.values = np.zeros((copies, self.words), dtype=np.int32)
 
 
@@ -212,13 +217,21 @@ class Pipeline:
         copy = 2 * slot + (pool_index >> 15)
         bit = 1 << worker_id
         seen = job.bitmap[copy]
+        if seen and (job.offset[copy] != offset or job.phase[copy] != phase):
+            # Within one run a copy in use holds one chunk, and a worker whose bit is still set sends
+            # there only that chunk again: this copy holds another run's state.  Refused at once,
+            # back to the sender, so that it never takes an old RESULT or adds into old words.
+            self.drop(Drop.STALE_RUN, job)
+            header = pack_header(MsgType.RESULT, op, job_id, worker_id, Flags.STALE_RUN, pool_index, offset, count,
+                                 phase)
+            return Emit((source,), header + bytes(data[HEADER_BYTES : job.frame_bytes]))
         if seen & bit:
             if job.counter[copy] == job.cfg.workers:  # complete: the sender lost its RESULT
                 job.resends += 1
                 return self._result(job, copy, op, job_id, worker_id, Flags.RESEND, pool_index, offset, count,
                                     phase, (source,))
             return self.drop(Drop.DUPLICATE, job)
-        if seen and (job.offset[copy] != offset or job.counter[copy] == job.cfg.workers):
+        if seen and job.counter[copy] == job.cfg.workers:  # the sender already left this complete copy
             return self.drop(Drop.STALE, job)
         job.bitmap[copy ^ 1] &= ~bit
         seen |= bit
@@ -229,6 +242,7 @@ class Pipeline:
         if seen == bit:  # first arrival: write
             job.values[copy] = incoming
             job.offset[copy] = offset
+            job.phase[copy] = phase
             job.counter[copy] = 1
         else:
             values = job.values[copy]

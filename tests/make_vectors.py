@@ -28,7 +28,7 @@ VECTORS = Path(__file__).resolve().parent / "vectors"
 K = 32
 SWITCH_MAC, SWITCH_IP = "02:00:00:00:00:fe", "10.0.0.254"
 ADD, OR, MAX = 0, 1, 2
-RESEND = 1
+RESEND, STALE_RUN = 1, 2
 
 
 def host_mac(port):
@@ -88,6 +88,13 @@ def result(to_port, sent_frame, words, *, flags=0):
     return raw(out) + trailer
 
 
+def refused(port, sent_frame):
+    """An UPDATE refused back to its sender (flag STALE_RUN): its own header and words as a RESULT."""
+    hina_frame = sent_frame[42:]
+    words = [int.from_bytes(hina_frame[16 + 4 * i : 20 + 4 * i], "big", signed=True) for i in range(K)]
+    return port, result(port, sent_frame, words, flags=STALE_RUN)
+
+
 def multicast(sent_frame, words, job=1):
     return [(p, result(p, sent_frame, words)) for p in JOB_PORTS[job]]
 
@@ -144,8 +151,21 @@ def build_cases() -> list[dict]:
                       {"stale": 1}))
 
     off = update(2, [1], worker=1, offset=K)
-    cases.append(case("stale_offset", "an offset that disagrees with a non-empty copy is stale",
-                      [(1, a), (2, off)], [], {"stale": 1}))
+    cases.append(case("stale_offset", "an offset that disagrees with a non-empty copy is another run's chunk: "
+                      "refused back to the sender, flagged STALE_RUN", [(1, a), (2, off)], [refused(2, off)],
+                      {"stale_run": 1}))
+
+    # A job restarted against a switch nobody reset: fresh workers start at slot copy 0 with phase tag 0.
+    fresh0 = update(1, [9], worker=0, phase=0)
+    cases.append(case("restart_meets_a_complete_copy", "worker 0 restarted: its bit is still set in a copy "
+                      "completed by the earlier run (phase tag 3), so the switch refuses it instead of re-sending "
+                      "the old RESULT", [(1, a), (2, b), (3, c), (1, fresh0)],
+                      multicast(c, [111]) + [refused(1, fresh0)], {"stale_run": 1}))
+    fresh1 = update(2, [9], worker=1, phase=0)
+    cases.append(case("restart_meets_a_partial_copy", "the earlier run crashed with worker 0's chunk in the copy; "
+                      "a restarted worker 1 (phase tag 0) is refused, never added to the old words",
+                      [(1, a), (2, fresh1)], [refused(2, fresh1)], {"stale_run": 1}))
+
 
     packets, expected = [], []
     for use in range(4):

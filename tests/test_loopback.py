@@ -146,3 +146,124 @@ def test_exact_at_each_loss_rate_with_duplication_and_reordering(make_switch, dr
     sent = sum(w.stats["frames"] for w in ws)
     retrans = sum(w.stats["retransmissions"] for w in ws)
     assert retrans < sent  # backoff: far from a storm even at 10% each way
+
+
+def fresh_workers(sw, spec, n, deadline=5.0):
+    """New worker processes' view: new sockets, new slot pools starting at copy 0, tags from 0."""
+    transports = [UdpTransport(sw.data_address) for _ in range(n)]
+    for w, t in enumerate(transports):
+        sw.pipeline.join(spec.switch_config(n), Member(w, t.address))
+    return [Worker(t, spec, w, deadline=deadline) for w, t in enumerate(transports)], transports
+
+
+def run_threads(workers, params, grads):
+    results = [None] * len(workers)
+
+    def run(w):
+        try:
+            results[w] = workers[w].aggregate(params, grads[w])
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            results[w] = exc
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_rerunning_a_finished_job_refuses_at_once_then_is_exact_after_a_reset(make_switch):
+    """The issue's reproduction: four workers aggregate, then four fresh workers run the same job again."""
+    from host import StaleSwitchState
+
+    sw = make_switch()
+    spec = JobSpec(job_id=1, words=64, slots=8)
+    grads = sparse_gradients(np.random.default_rng(50), 4, 20_000, 0.05)
+    params = codec.CodecParams(length=20_000, workers=4)
+    first, transports = fresh_workers(sw, spec, 4)
+    check_exact(run_threads(first, params, grads), grads)
+    for t in transports:
+        t.close()
+    again, transports = fresh_workers(sw, spec, 4)
+    start = time.monotonic()
+    results = run_threads(again, params, grads)
+    assert any(isinstance(r, StaleSwitchState) for r in results), results
+    assert not any(isinstance(r, codec.WorkerResult) and not np.array_equal(r.fixed, dense_fixed_sum(grads, r.shift))
+                   for r in results)  # never a wrong sum
+    assert time.monotonic() - start < 4.0  # refused at once, not at the deadline
+    assert "earlier run" in str(next(r for r in results if isinstance(r, StaleSwitchState)))
+    for t in transports:
+        t.close()
+    sw.pipeline.reset_job(1)
+    after, transports = fresh_workers(sw, spec, 4)
+    check_exact(run_threads(after, params, grads), grads)
+    for t in transports:
+        t.close()
+
+
+@pytest.mark.parametrize("mode", ["aligned", "dense", "sketch", "blocks"])
+@pytest.mark.parametrize("crash_after", range(1, 5))
+def test_restart_after_a_crash_in_any_round_never_sums_wrong(make_switch, crash_after, mode):
+    """Workers die after `crash_after` rounds, leaving slot copies mid-use; fresh workers with new gradients
+    either aggregate exactly or refuse at once, and after the control plane resets the job are exact."""
+    from host import StaleSwitchState
+
+    sw = make_switch()
+    spec = JobSpec(job_id=1, words=64, slots=4)
+    params = codec.CodecParams(length=10_000, workers=3, mode=mode, group=4 if mode == "aligned" else 0)
+    grads = sparse_gradients(np.random.default_rng(60 + crash_after), 3, 10_000, 0.05)
+    crashed, transports = fresh_workers(sw, spec, 3, deadline=1.0)
+    sessions = [codec.WorkerSession(params, g) for g in grads]
+    for _ in range(crash_after):  # drive the rounds by hand, then abandon them, as a crash would
+        phases = [s.next_phase() for s in sessions]
+        if phases[0] is None:
+            break
+        aggs = [None] * 3
+
+        def one(w):
+            aggs[w] = crashed[w].transfer(phases[w].name, phases[w].ops, phases[w].words)
+
+        threads = [threading.Thread(target=one, args=(w,)) for w in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for s, a in zip(sessions, aggs):
+            s.receive(a)
+    crashed[0].transport.send(pack_header(0, 0, 1, 0, 0, 3, 999 * 64, 64, 4242) + bytes(4 * 64))  # half a chunk
+    for t in transports:
+        t.close()
+    new_grads = sparse_gradients(np.random.default_rng(90 + crash_after), 3, 10_000, 0.05, magnitudes=(0.1, 10))
+    shift = codec.shift_for(max(codec.exponent(g) for g in new_grads), 3)
+    again, transports = fresh_workers(sw, spec, 3, deadline=3.0)
+    start = time.monotonic()
+    for r in run_threads(again, params, new_grads):
+        if isinstance(r, codec.WorkerResult):
+            assert np.array_equal(r.fixed, dense_fixed_sum(new_grads, r.shift))  # never a wrong sum
+        else:  # refused at once: another run's slots, or an aggregate that contradicts its own words
+            assert isinstance(r, (StaleSwitchState, ValueError)), r
+            assert "earlier run" in str(r)
+    assert time.monotonic() - start < 2.5
+    for t in transports:
+        t.close()
+    sw.pipeline.reset_job(1)
+    after, transports = fresh_workers(sw, spec, 3)
+    results = run_threads(after, params, new_grads)
+    check_exact(results, new_grads)
+    assert results[0].shift == shift
+    for t in transports:
+        t.close()
+
+
+def test_two_different_jobs_in_sequence_on_the_same_slots(make_switch):
+    sw = make_switch()
+    for job_id, n, length, words in ((1, 3, 20_000, 64), (2, 2, 7_001, 32)):
+        spec = JobSpec(job_id=job_id, words=words, slots=8)
+        grads = sparse_gradients(np.random.default_rng(job_id), n, length, 0.05)
+        params = codec.CodecParams(length=length, workers=n)
+        workers, transports = fresh_workers(sw, spec, n)
+        check_exact(run_threads(workers, params, grads), grads)
+        for t in transports:
+            t.close()
+        sw.pipeline.remove_job(job_id)  # the next job gets the same slots, empty

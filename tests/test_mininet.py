@@ -39,7 +39,8 @@ def test_star_through_the_emulator_ping_works_and_results_are_exact_under_loss(m
     assert run["encoding"] in ("dense", "blocks", "aligned", "sketch") and run["group"] >= 0, run
     assert mode != "dense" or run["encoding"] == "dense", run
     assert all(r["exact"] and not r["errors"] for r in run["rounds"])
-    assert sum(r["retransmissions"] for r in run["rounds"]) > 0  # the loss was real
+    if mode == "dense":  # thousands of packets: the loss was real (auto's few dozen may all get through)
+        assert sum(r["retransmissions"] for r in run["rounds"]) > 0
     assert results["counters"]["jobs"][1]["results"] > 0
     assert not leftovers()
 

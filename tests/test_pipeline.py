@@ -101,11 +101,39 @@ def test_late_duplicate_from_a_worker_that_left_a_complete_copy_is_stale():
     assert payload(p.update(update(2, [3]), src(2)).frame)[0] == 6  # copy 0 untouched
 
 
-def test_offset_disagreeing_with_a_non_empty_copy_is_stale():
+def refused(emit, sent):
+    """The switch sent `sent` back to its sender only, as a RESULT flagged STALE_RUN with its own words."""
+    assert emit is not None and len(emit.dests) == 1
+    h = HinaHeader.unpack(emit.frame)
+    assert h.msg_type == MsgType.RESULT and h.flags == Flags.STALE_RUN
+    assert emit.frame[16:] == sent[16:] and emit.frame[2:5] == sent[2:5] and emit.frame[6:] == sent[6:]
+
+
+def test_offset_disagreeing_with_a_non_empty_copy_is_another_runs_state():
     p = make_pipeline()
     p.update(update(0, [1], offset=0), src(0))
-    assert p.update(update(1, [1], offset=K), src(1)) is None
-    assert p.drops[Drop.STALE] == 1
+    late = update(1, [1], offset=K)
+    refused(p.update(late, src(1)), late)
+    assert p.drops[Drop.STALE_RUN] == 1 and p.drops[Drop.STALE] == 0
+
+
+@pytest.mark.parametrize("complete", [True, False])
+def test_a_restarted_worker_is_refused_not_answered_with_an_old_result(complete):
+    """A fresh worker starts at copy 0 with phase tag 0; the copy holds the earlier run's chunk (tag 7)."""
+    p = make_pipeline()
+    senders = (0, 1, 2) if complete else (0, 1)
+    for w in senders:
+        p.update(update(w, [w + 1]), src(w))
+    before = dict(p.jobs[1].dropped)
+    fresh = update(0, [100], phase=0)
+    refused(p.update(fresh, src(0)), fresh)  # its bit is set: a resend would hand it the old sum
+    fresh2 = update(2, [100], phase=0)
+    if not complete:  # its bit is not set: adding would mix its words into the old ones
+        refused(p.update(fresh2, src(2)), fresh2)
+    assert p.jobs[1].resends == 0 and p.jobs[1].counter[0] == len(senders)
+    assert p.jobs[1].dropped[Drop.STALE_RUN] - before.get(Drop.STALE_RUN, 0) == (1 if complete else 2)
+    p.reset_job(1)
+    assert p.update(fresh, src(0)) is None and p.jobs[1].counter[0] == 1  # after a reset: a first arrival
 
 
 def test_copy_flip_and_slot_reuse():
