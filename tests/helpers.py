@@ -70,32 +70,38 @@ def assert_exact(result: codec.AllreduceResult, grads: list[np.ndarray]) -> None
         )
 
 
+def run_threads(workers, params, grads) -> list:
+    """Every worker aggregates its gradient in its own thread; each result, or the exception it raised."""
+    import threading
+
+    results: list = [None] * len(workers)
+
+    def run(w):
+        try:
+            results[w] = workers[w].aggregate(params, grads[w])
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            results[w] = exc
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
 def aggregate_over_udp(switch, spec, params, grads, *, deadline=20.0):
     """Register one UDP worker per gradient with a running UdpSwitch, aggregate in threads.
 
     Returns (results, workers); an exception in any worker is re-raised.
     """
-    import threading
-
     from host import UdpTransport, Worker
     from switch_emulator import Member
 
     transports = [UdpTransport(switch.data_address) for _ in grads]
     switch.pipeline.add_job(spec.switch_config(len(grads), [Member(w, t.address) for w, t in enumerate(transports)]))
     workers = [Worker(t, spec, w, deadline=deadline) for w, t in enumerate(transports)]
-    results: list = [None] * len(grads)
-
-    def run(w):
-        try:
-            results[w] = workers[w].aggregate(params, grads[w])
-        except BaseException as exc:  # re-raised below, in the test's thread
-            results[w] = exc
-
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(len(grads))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = run_threads(workers, params, grads)
     for t in transports:
         t.close()
     for r in results:

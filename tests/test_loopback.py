@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import codec
-from helpers import aggregate_over_udp, dense_fixed_sum, sparse_gradients
+from helpers import aggregate_over_udp, dense_fixed_sum, run_threads, sparse_gradients
 from host import AggregationTimeout, JobSpec, UdpTransport, Worker
 from switch_emulator import ImpairmentConfig, Member, Pipeline, UdpSwitch
 from switch_emulator.headers import pack_header
@@ -154,23 +154,6 @@ def fresh_workers(sw, spec, n, deadline=5.0):
     for w, t in enumerate(transports):
         sw.pipeline.join(spec.switch_config(n), Member(w, t.address))
     return [Worker(t, spec, w, deadline=deadline) for w, t in enumerate(transports)], transports
-
-
-def run_threads(workers, params, grads):
-    results = [None] * len(workers)
-
-    def run(w):
-        try:
-            results[w] = workers[w].aggregate(params, grads[w])
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
-            results[w] = exc
-
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(len(workers))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
 
 
 def test_rerunning_a_finished_job_refuses_at_once_then_is_exact_after_a_reset(make_switch):
