@@ -18,7 +18,7 @@ def run(step):
     if size == 0:
         return step.zeros()
     with step.timed("encode"):
-        mine = values.gather(union, step.own, step.mine, step.workspace.buffer("values", size, np.int32))
+        mine = values.gather(union, step.own, step.mine(), step.workspace.buffer("values", size, np.int32))
     (agg,) = yield step.round(step.segment("values", Op.ADD, mine))
     with step.timed("decode"):
         fixed = step.output()

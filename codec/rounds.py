@@ -98,8 +98,8 @@ class Step:
 
     grad: the flat gradient (float32/float64/int32); shift: s (None for
     int32); own: this worker's support bitmap (uint32 words, bit i = g[i] !=
-    0); compact: its non-zeros in position order; mine: the same quantized
-    (int32; set once the shift is known); estimate: the union
+    0); compact: its non-zeros in position order (`mine()`: the same in
+    fixed point); estimate: the union
     estimate all workers share; group: the index's group size (1: one level).
     Encodings record what they report (union, rows, residual) in `report`.
     """
@@ -116,7 +116,18 @@ class Step:
     seconds: dict[str, float]
     sent: dict[str, int]
     report: dict = dataclasses.field(default_factory=dict)
-    mine: np.ndarray | None = None
+    _mine: np.ndarray | None = None
+
+    def mine(self) -> np.ndarray:
+        """This worker's non-zeros in fixed point (int32, position order), quantized once on first use:
+        aligned and the sketch need them, dense and blocks read the whole tensor instead.  Callers
+        time it as part of their encode."""
+        if self._mine is None:
+            from .values import quantize_all
+
+            self._mine = quantize_all(self.compact, self.shift,
+                                      self.workspace.buffer("mine", self.compact.size, np.int32))
+        return self._mine
 
     def segment(self, name: str, op: Op, words: np.ndarray) -> Segment:
         words = words.view(np.int32) if words.dtype == np.uint32 else np.ascontiguousarray(words, dtype=np.int32)

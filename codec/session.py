@@ -24,7 +24,7 @@ from collections.abc import Generator
 
 import numpy as np
 
-from . import aligned, auto, bitmap, blocks, dense, scale, sketch, values
+from . import aligned, auto, bitmap, blocks, dense, scale, sketch
 from .ops import Op
 from .params import CodecParams, check_dtype
 from .rounds import RESTART_HINT, Phase, Segment, Step, Workspace
@@ -187,9 +187,6 @@ class WorkerSession:
         else:  # int32 is already fixed point, but N of them can overflow
             scale.check_int32_sum(int(scaled[0]), p.workers)
         step.own, step.compact = own, compact
-        with step.timed("encode"):  # this worker's non-zeros in fixed point, once, for every encoding
-            step.mine = values.quantize_all(compact, step.shift,
-                                            self._workspace.buffer("mine", compact.size, np.int32))
         step.estimate = auto.Estimate.from_aggregates(p.length, int(scaled[1]), stats)
         plan = auto.choose(p, step.estimate)
         step.group = plan.group

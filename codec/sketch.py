@@ -23,7 +23,7 @@ import math
 import numpy as np
 from numba import njit
 
-from . import bitmap, values
+from . import values
 from .bitmap import _ctz
 from .murmur import block_hashes
 from .ops import Op
@@ -217,7 +217,7 @@ def run(step):
         rows = rows_for(p, min(step.estimate.union, union_bound))
         sized["rows"] = rows
         with step.timed("encode"):
-            words = encode(p, rows, step.own, step.mine, step.workspace.buffer("sketch", TABLES * rows * p.lanes, np.int32))
+            words = encode(p, rows, step.own, step.mine(), step.workspace.buffer("sketch", TABLES * rows * p.lanes, np.int32))
         return [step.segment("sketch", Op.ADD, words)]
 
     union, union_size, riders = yield from index.exchange(step, ride=ride)
@@ -231,7 +231,7 @@ def run(step):
         residual = peel(p, rows, union, union_size, agg, fixed)
     if residual.size:
         with step.timed("encode"):
-            mine = values.own_at(step.own, step.mine, residual)
+            mine = values.own_at(step.own, step.mine(), residual)
         (agg,) = yield step.round(step.segment("residual", Op.ADD, mine))
         with step.timed("decode"):
             values.place(residual, agg, fixed)

@@ -272,7 +272,7 @@ def format_summary(s: dict[str, Any]) -> str:
         f"bytes per worker: {s['bytes_per_worker']:,.0f} on the wire "
         f"({s['bytes_per_worker'] / s['dense_bytes_per_worker']:.1%} of dense {s['dense_bytes_per_worker']:,})",
         _seconds_line(s),
-        f"goodput:          " + (f"{s['goodput_gbps']:.2f} Gbit/s dense-equivalent per worker"
+        "goodput:          " + (f"{s['goodput_gbps']:.2f} Gbit/s dense-equivalent per worker"
                                  if s["goodput_gbps"] is not None else "none"),
         f"retransmissions:  {s['retransmissions']} (all workers)",
         f"switch drops:     {s['switch_drops']} {s['switch_drop_reasons'] or ''}",
