@@ -93,23 +93,23 @@ def quantize(grad: np.ndarray, shift: int | None) -> np.ndarray:
     if shift is None:
         raise ValueError(f"{name} input needs the shift from the scale phase")
     check_finite(grad)
-    return quantize_values(grad, shift)
+    return _quantize_checked(grad, shift)
 
 
-def quantize_values(values: np.ndarray, shift: int, *, check: bool = True) -> np.ndarray:
-    """The quantizer kernel, without the finiteness check (values already known finite).
+def _quantize_checked(values: np.ndarray, shift: int) -> np.ndarray:
+    """The reference quantizer in numpy (the codec's own is `values.quantize_all`, compiled), refusing a
+    shift that overflows int32.
 
     float32 input is scaled in float32: multiplying by 2**shift is exact
     there for every result of magnitude >= 2**-126, and anything smaller
     rounds to 0 either way, so it matches the float64 path bit for bit at
-    half the memory traffic.  check=False skips the overflow test, for
-    callers whose shift came from the scale phase (which rules it out).
+    half the memory traffic.
     """
     if values.dtype != np.float32:
         values = values.astype(np.float64 if values.dtype == np.float64 else np.float32)
     scaled = np.ldexp(values, int(shift))
     np.rint(scaled, out=scaled)
-    if check and scaled.size:
+    if scaled.size:
         peak = max(float(scaled.max()), -float(scaled.min()))
         if not peak <= 2**31 - 1:
             raise ValueError(
