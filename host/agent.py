@@ -13,15 +13,21 @@ to a transport and a clock.
 from __future__ import annotations
 
 import collections
+import hashlib
+import secrets
 import time
 
 import numpy as np
 
 import codec
 from codec import CodecParams, WorkerResult
+from codec.ops import Op
+from switch_emulator.headers import MAX_WORKERS
 
 from .job import JobSpec
-from .window import AggregationTimeout, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState
+from .window import AggregationTimeout, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState, stale_message
+
+HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run has its identity
 
 __all__ = ["AggregationTimeout", "StaleSwitchState", "Worker"]
 
@@ -40,6 +46,7 @@ class Worker:
         self.pool = SlotPool(job.slot_base, job.slots)
         self.rtt = rtt or RttEstimator()
         self._tag = 0
+        self._salt: int | None = None  # the run's identity, from the hello
         self.workspace = codec.Workspace()  # the codec's buffers, reused across aggregations
         self.stats: collections.Counter[str] = collections.Counter()
         self.phase_seconds: dict[str, float] = {}
@@ -59,18 +66,44 @@ class Worker:
             session.receive(aggregate)
         return session.result()
 
+    def hello(self) -> int:
+        """Agree on this run's identity with the other workers; once per Worker, before its first transfer.
+
+        Every worker ORs a fresh random 64-bit nonce into its own two words of 2 x 32; the result,
+        the same at every worker, names the run: a 32-bit salt added to every offset on the wire and
+        the first phase tag.  A switch still holding an earlier run's slot copies can then never
+        match this run's chunks (it refuses them, flag STALE_RUN); and a hello answered from an
+        earlier run's copy lacks our nonce and is refused here, never taken.
+        """
+        if self._salt is None:
+            nonce = np.frombuffer(secrets.token_bytes(8), dtype=np.int32)
+            words = np.zeros(2 * MAX_WORKERS, dtype=np.int32)
+            words[2 * self.worker_id : 2 * self.worker_id + 2] = nonce
+            agreed = self._transfer("hello", ((int(Op.OR), 0, words.size),), words, HELLO_TAG, 0)
+            if not np.array_equal(agreed[2 * self.worker_id : 2 * self.worker_id + 2], nonce):
+                raise StaleSwitchState(stale_message(
+                    self.job.job_id, self.worker_id, "answered this worker's hello with an earlier run's"))
+            run = hashlib.blake2b(agreed.tobytes(), digest_size=6).digest()
+            self._salt = int.from_bytes(run[:4], "big")
+            self._tag = int.from_bytes(run[4:], "big")
+        return self._salt
+
     def transfer(self, name: str, ops, words: np.ndarray) -> np.ndarray:
         """Aggregate one array of int32 words across the job's workers.
 
         ops: one op for all words, or (op, start, stop) per segment.
         """
-        now = time.monotonic()
+        salt = self.hello()
         if isinstance(ops, int):
             ops = ((ops, 0, words.size),)
+        tag, self._tag = self._tag, (self._tag + 1) & 0xFFFF
+        return self._transfer(name, ops, words, tag, salt)
+
+    def _transfer(self, name: str, ops, words: np.ndarray, tag: int, salt: int) -> np.ndarray:
+        now = time.monotonic()
         xfer = PhaseTransfer(job_id=self.job.job_id, worker_id=self.worker_id, words=self.job.words,
-                             pool=self.pool, rtt=self.rtt, tag=self._tag, ops=ops, payload=words,
-                             name=name, now=now, deadline=self.deadline)
-        self._tag = (self._tag + 1) & 0xFFFF
+                             pool=self.pool, rtt=self.rtt, tag=tag, ops=ops, payload=words,
+                             name=name, now=now, deadline=self.deadline, salt=salt)
         send, recv = self.transport.send, self.transport.recv
         try:
             for frame in xfer.start(now):

@@ -32,7 +32,16 @@ class AggregationTimeout(RuntimeError):
 
 
 class StaleSwitchState(RuntimeError):
-    """The switch holds this job's slots from an earlier run: it refused our chunk (flag STALE_RUN)."""
+    """The switch holds this job's slots from an earlier run: it refused our chunk (flag STALE_RUN),
+    or answered our hello with another run's."""
+
+
+def stale_message(job_id: int, worker_id: int, what: str) -> str:
+    return (f"job {job_id}, worker {worker_id}: the switch {what}; clear the earlier run's state before "
+            f"running the job again: join it through the emulator's control port (`hina worker --control`, "
+            f"ControlClient(...).join: each joining worker empties what an earlier run left), or "
+            f"ControlClient(...).reset_job({job_id}), or restart the emulator; BMv2: the controller's "
+            f"reset_job({job_id})")
 
 
 class RttEstimator:
@@ -80,8 +89,12 @@ class PhaseTransfer:
 
     def __init__(self, *, job_id: int, worker_id: int, words: int, pool: SlotPool, rtt: RttEstimator,
                  tag: int, op: int | None = None, payload: np.ndarray, name: str, now: float, deadline: float,
-                 ops: tuple[tuple[int, int, int], ...] | None = None):
-        """`ops`: (op, start, stop) of each segment of `payload`; or one `op` for all of it."""
+                 ops: tuple[tuple[int, int, int], ...] | None = None, salt: int = 0):
+        """`ops`: (op, start, stop) of each segment of `payload`; or one `op` for all of it.
+
+        salt: added (mod 2^32) to every offset on the wire: the run's identity (`Worker` agrees
+        on it in its hello), so that a copy an earlier run left on the switch never matches.
+        """
         self.job_id, self.worker_id, self.words = job_id, worker_id, words
         self.pool, self.rtt = pool, rtt
         self.tag, self.name = tag & 0xFFFF, name
@@ -97,6 +110,7 @@ class PhaseTransfer:
                 self._count.append(min(words, stop - offset))
                 self._op.append(int(seg_op))
         self.chunks = len(self._offset)
+        self._wire_offset = [(offset + salt) & 0xFFFFFFFF for offset in self._offset]
         wire = np.zeros(self.length + words, dtype=">i4")  # a last chunk reads K words
         wire[: self.length] = payload
         self._wire = memoryview(wire.view(np.uint8))
@@ -125,17 +139,16 @@ class PhaseTransfer:
         slot = (pool_index & (VERSION_BIT - 1)) - self.pool.slot_base
         chunk = self._waiting.get(slot)
         if (msg_type != MsgType.RESULT or job_id != self.job_id or phase != self.tag or chunk is None
-                or chunk.version != pool_index >> 15 or offset != self._offset[chunk.index]
+                or chunk.version != pool_index >> 15 or offset != self._wire_offset[chunk.index]
                 or count != self._count[chunk.index] or len(frame) < HEADER_BYTES + 4 * count):
             self.stats["ignored"] += 1
             return []
         if flags & Flags.STALE_RUN:
-            raise StaleSwitchState(
-                f"job {self.job_id}, worker {self.worker_id}: the switch holds slot "
-                f"{self.pool.slot_base + slot} (copy {chunk.version}) from an earlier run of this job, so it "
-                f"refused phase {self.name!r} at offset {offset}; reset the job before running it again "
-                f"(the emulator's control port: ControlClient(...).reset_job({self.job_id}), or restart the "
-                f"emulator; BMv2: the controller's reset_job)")
+            raise StaleSwitchState(stale_message(
+                self.job_id, self.worker_id, f"holds slot {self.pool.slot_base + slot} (copy {chunk.version}) "
+                f"from an earlier run of this job, so it refused phase {self.name!r} at offset "
+                f"{self._offset[chunk.index]}"))
+        offset = self._offset[chunk.index]
         self.result[offset : offset + count] = np.frombuffer(frame, dtype=">i4", count=count, offset=HEADER_BYTES)
         if chunk.retries == 0:
             self.rtt.sample(now - chunk.sent_at)
@@ -163,7 +176,7 @@ class PhaseTransfer:
                 f"job {self.job_id}, worker {self.worker_id}: phase {self.name!r} (tag {self.tag}) got no "
                 f"RESULT for offset {self._offset[oldest.index]} (slot {self.pool.slot_base + oldest.index % self.pool.slots}, "
                 f"copy {oldest.version}) within {self.deadline:g} s; {self._received}/{self.chunks} chunks done"
-            )
+                + ("" if self._received else " (is the job on the switch, and are all its workers running?)"))
         if now < self._earliest:
             return []
         due = sorted((c for c in self._waiting.values() if now >= c.sent_at + c.rto), key=lambda c: c.index)
@@ -205,7 +218,7 @@ class PhaseTransfer:
         pool_index = (chunk.version << 15) | (self.pool.slot_base + slot)
         offset = self._offset[chunk.index]
         header = pack_header(MsgType.UPDATE, self._op[chunk.index], self.job_id, self.worker_id, 0, pool_index,
-                             offset, self._count[chunk.index], self.tag)
+                             self._wire_offset[chunk.index], self._count[chunk.index], self.tag)
         start = offset * 4
         frame = header + self._wire[start : start + self.words * 4]
         self.stats["frames"] += 1
