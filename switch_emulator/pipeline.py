@@ -94,6 +94,23 @@ class _JobState:
         self.phase = [0] * copies
         self.values = np.zeros((copies, self.words), dtype=np.int32)
 
+    def clear_leftovers(self, worker_id: int) -> int:
+        """Empty the copies an earlier run left behind, as worker `worker_id` (re)joins before sending.
+
+        A joining worker has sent nothing in its run yet, so no copy of its run can hold its bit
+        or be complete (completion needs it): a copy that does, or that holds a bit outside the
+        job's workers, is another run's, and is emptied.  Copies holding only the bits of workers
+        that joined earlier (its run's first chunks, already on their way) are kept.  Once every
+        worker has joined, nothing of an earlier run is left.  Returns the copies emptied.
+        """
+        bit, n = 1 << worker_id, self.cfg.workers
+        emptied = 0
+        for copy, seen in enumerate(self.bitmap):
+            if seen and (seen & bit or seen & ~self.full or self.counter[copy] >= n):
+                self.bitmap[copy] = self.counter[copy] = 0
+                emptied += 1
+        return emptied
+
 
 class Emit(NamedTuple):
     """One frame to send to each of `dests` (sources, in the members' terms)."""
@@ -135,6 +152,7 @@ class Pipeline:
             raise ValueError(f"job {cfg.job_id} differs from the one on the switch: {'; '.join(diffs)}")
         others = tuple(m for m in have.members if m.worker_id != member.worker_id)
         job.set_members(dataclasses.replace(have, members=others + (member,)))
+        job.clear_leftovers(member.worker_id)
 
     def remove_job(self, job_id: int) -> None:
         self._job(job_id)
