@@ -9,7 +9,8 @@ source), every RESULT replica is rewritten for its egress port
 destination, UDP ports 0x4E41, UDP checksum 0, IPv4 checksum recomputed),
 and everything else is forwarded on its destination MAC (`mac_forward`),
 broadcasts flooded to every other port.  Bytes past the parsed headers ride
-along unchanged, as the P4 deparser leaves them.
+along unchanged, as the P4 deparser leaves them.  `frame` may be a view of
+a receive buffer (the raw backend's): nothing here keeps it past the call.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ ETH = 14
 IP_END = ETH + 20
 UDP_END = IP_END + 8
 _UDP_PORTS = struct.pack("!HH", UDP_PORT, UDP_PORT)
+_IPV4_WORDS = struct.Struct("!10H")
 
 
-def ipv4_checksum(header: bytes) -> int:
-    """The ones' complement sum of a 20-byte IPv4 header with its checksum field zeroed."""
-    words = struct.unpack("!10H", header[:10] + b"\0\0" + header[12:20])
-    total = sum(words)
+def ipv4_checksum(header: bytes | bytearray | memoryview, at: int = 0) -> int:
+    """The ones' complement sum of the 20-byte IPv4 header at `at`, its checksum field taken as zero."""
+    words = _IPV4_WORDS.unpack_from(header, at)
+    total = sum(words) - words[5]
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF
@@ -84,7 +86,7 @@ class FrameSwitch:
         reason = None
         if len(frame) - UDP_END < HEADER_BYTES or claimed < HEADER_BYTES:
             reason = Drop.TRUNCATED
-        elif ipv4_checksum(frame[ETH:IP_END]) != int.from_bytes(frame[ETH + 10 : ETH + 12], "big"):
+        elif ipv4_checksum(frame, ETH) != int.from_bytes(frame[ETH + 10 : ETH + 12], "big"):
             reason = Drop.BAD_CHECKSUM
         if reason is not None:  # the parser's and checksum unit's drops, before the pipeline proper
             self.pipeline.refuse(reason)
@@ -100,20 +102,22 @@ class FrameSwitch:
         return (len(frame) >= UDP_END and frame[12:14] == b"\x08\x00" and frame[ETH] == 0x45
                 and frame[ETH + 9] == 17 and int.from_bytes(frame[IP_END + 2 : IP_END + 4], "big") == UDP_PORT)
 
-    def _egress_rewrite(self, port: int, frame: bytes, hina: bytes, trailer: bytes) -> bytes:
+    def _egress_rewrite(self, port: int, frame: bytes, hina: bytes, trailer: bytes) -> bytearray:
+        out = bytearray(frame[:UDP_END])  # one buffer per replica: headers rewritten in place
+        out += hina
+        out += trailer
         rewrite = self._rewrite.get(port)
-        eth, ip, udp = bytearray(frame[:ETH]), bytearray(frame[ETH:IP_END]), bytearray(frame[IP_END:UDP_END])
         if rewrite is not None:
             macs, ips = rewrite
-            eth[0:12] = macs
-            ip[12:20] = ips
-            udp[0:4] = _UDP_PORTS
-            udp[6:8] = b"\0\0"
-        ip[10:12] = ipv4_checksum(bytes(ip)).to_bytes(2, "big")
-        return bytes(eth + ip + udp) + hina + trailer
+            out[0:12] = macs
+            out[ETH + 12 : IP_END] = ips
+            out[IP_END : IP_END + 4] = _UDP_PORTS
+            out[UDP_END - 2 : UDP_END] = b"\0\0"
+        out[ETH + 10 : ETH + 12] = ipv4_checksum(out, ETH).to_bytes(2, "big")
+        return out
 
     def _mac_forward(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
-        action = self._mac.get(frame[0:6]) if self.topology else None
+        action = self._mac.get(bytes(frame[0:6])) if self.topology else None
         if action is None:
             self.pipeline.drop(Drop.NO_ROUTE)
             return []

@@ -35,9 +35,10 @@ import numpy as np
 from codec.ops import UFUNCS, Op
 
 from .config import JobConfig
-from .headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, pack_header, unpack_header
+from .headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, pack_header, pack_header_into, unpack_header
 
 _MAX_OP = max(Op)
+_SLOT_MASK = VERSION_BIT - 1
 _COMBINE = [UFUNCS[op] for op in Op]  # indexed by the op field
 
 
@@ -75,6 +76,10 @@ class _JobState:
         self.full = cfg.full_mask
         self.words = cfg.words
         self.frame_bytes = cfg.frame_bytes
+        self.workers, self.slot_base, self.slots = cfg.workers, cfg.slot_base, cfg.slots
+        # the RESULT is built here when the pipeline reuses its buffers: header, then K big-endian words
+        self.result = bytearray(self.frame_bytes)
+        self.result_words = np.frombuffer(self.result, dtype=">i4", offset=HEADER_BYTES)
         self.set_members(cfg)
         self.updates = self.results = self.resends = 0
         self.dropped: collections.Counter[Drop] = collections.Counter()
@@ -120,12 +125,18 @@ class Emit(NamedTuple):
 
 
 class Pipeline:
-    """Switch state plus the per-frame ingress logic; the control operations are methods too."""
+    """Switch state plus the per-frame ingress logic; the control operations are methods too.
 
-    def __init__(self) -> None:
+    With `reuse_buffers` a RESULT's frame is a memoryview of a buffer the job reuses, valid
+    until the next `update` (an I/O loop that sends it at once saves a copy and an allocation
+    per packet); otherwise it is fresh bytes.
+    """
+
+    def __init__(self, *, reuse_buffers: bool = False) -> None:
         self.jobs: dict[int, _JobState] = {}
         self.drops: collections.Counter[Drop] = collections.Counter()
         self.frames = 0
+        self.reuse_buffers = reuse_buffers
 
     # -- control plane ------------------------------------------------------
     def add_job(self, cfg: JobConfig) -> None:
@@ -220,15 +231,16 @@ class Pipeline:
             return self.drop(Drop.TRUNCATED, job)
         if claimed > job.frame_bytes:
             return self.drop(Drop.BAD_LENGTH, job)
-        if worker_id >= job.cfg.workers:
+        workers = job.workers
+        if worker_id >= workers:
             return self.drop(Drop.BAD_WORKER, job)
         # worker_auth
         if job.auth.get(worker_id) != source:
             return self.drop(Drop.UNAUTHORIZED, job)
         if count > job.words:
             return self.drop(Drop.BAD_COUNT, job)
-        slot = (pool_index & (VERSION_BIT - 1)) - job.cfg.slot_base
-        if not 0 <= slot < job.cfg.slots:
+        slot = (pool_index & _SLOT_MASK) - job.slot_base
+        if not 0 <= slot < job.slots:
             return self.drop(Drop.BAD_SLOT, job)
 
         # arrival_bitmap
@@ -244,12 +256,12 @@ class Pipeline:
                                  phase)
             return Emit((source,), header + bytes(data[HEADER_BYTES : job.frame_bytes]))
         if seen & bit:
-            if job.counter[copy] == job.cfg.workers:  # complete: the sender lost its RESULT
+            if job.counter[copy] == workers:  # complete: the sender lost its RESULT
                 job.resends += 1
                 return self._result(job, copy, op, job_id, worker_id, Flags.RESEND, pool_index, offset, count,
                                     phase, (source,))
             return self.drop(Drop.DUPLICATE, job)
-        if seen and job.counter[copy] == job.cfg.workers:  # the sender already left this complete copy
+        if seen and job.counter[copy] == workers:  # the sender already left this complete copy
             return self.drop(Drop.STALE, job)
         job.bitmap[copy ^ 1] &= ~bit
         seen |= bit
@@ -274,5 +286,10 @@ class Pipeline:
 
     def _result(self, job: _JobState, copy: int, op: int, job_id: int, worker_id: int, flags: int,
                 pool_index: int, offset: int, count: int, phase: int, dests: tuple) -> Emit:
+        if self.reuse_buffers:
+            np.copyto(job.result_words, job.values[copy])
+            pack_header_into(job.result, 0, MsgType.RESULT, op, job_id, worker_id, flags, pool_index, offset, count,
+                             phase)
+            return Emit(dests, memoryview(job.result))
         header = pack_header(MsgType.RESULT, op, job_id, worker_id, flags, pool_index, offset, count, phase)
         return Emit(dests, header + job.values[copy].astype(">i4").tobytes())
