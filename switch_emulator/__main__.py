@@ -4,7 +4,9 @@ Jobs come from a JSON config file ({"jobs": [...], "impair": {...}}, see
 `config.JobConfig.to_config`), from --job/--member flags, or later through
 the control port.  With --raw PORT=IFNAME (repeated) it runs on raw
 Ethernet interfaces instead (Mininet), configured from a --topology file
-(see `topology.Topology`) or the control port's `configure`.  On start it
+(see `topology.Topology`) or the control port's `configure`.  With
+--pipes P the data plane runs as P processes, pipe i serving the slots s
+with s mod P == i (the kernel steers each packet by its slot).  On start it
 prints one JSON line with its bound addresses; with --stats it prints the
 counters every few seconds.
 """
@@ -72,6 +74,15 @@ def member_flag(text: str) -> tuple[int, Member]:
     return int(parts[0]), Member(int(parts[1]), (_host(parts[2], where), _port(parts[3], where)))
 
 
+MAX_PIPES = 64  # processes; a typo should not fork thousands
+
+
+def pipes_flag(text: str) -> int:
+    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_PIPES:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_PIPES} (processes), got {text!r}")
+    return int(text)
+
+
 def non_negative(text: str) -> float:
     try:
         value = float(text)
@@ -124,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print counters this often (default 0: never)")
     ap.add_argument("--raw", type=raw_flag, action="append", default=[], metavar="PORT=IFNAME",
                     help="serve raw frames on this interface as this port (repeat per port; default: UDP)")
+    ap.add_argument("--pipes", type=pipes_flag, default=1, metavar="P",
+                    help="run the data plane as P processes, each owning the slots s with s mod P == its "
+                         "index (default 1)")
     ap.add_argument("--topology", type=Path,
                     help="raw mode: JSON topology (hosts, jobs) to start with (default: none)")
     return ap
@@ -196,13 +210,13 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError("raw mode takes its jobs from --topology (ports, not addresses), not --job")
             topology = Topology.from_config(json.loads(args.topology.read_text())) if args.topology else None
             switch = RawSwitch(dict(args.raw), topology, control=args.control, impair=impair,
-                               stats_every=args.stats)
+                               stats_every=args.stats, pipes=args.pipes)
         else:
             pipeline = Pipeline()
             for job in jobs:
                 pipeline.add_job(job)
             switch = UdpSwitch(pipeline, data=args.listen, control=args.control, impair=impair,
-                               stats_every=args.stats)
+                               stats_every=args.stats, pipes=args.pipes)
     except (ValueError, OSError, KeyError, TypeError) as exc:
         print(f"switch_emulator: {exc}", file=sys.stderr)
         return 2

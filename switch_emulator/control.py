@@ -10,8 +10,10 @@ back; every reply has "ok" and either the result or an "error" string:
     {"op": "remove_job", "job_id": 1}
     {"op": "reset_job", "job_id": 1}                     empty every slot copy of the job
     {"op": "configure", "topology": {Topology}}          raw-frame backends: hosts, MAC table, jobs
-    {"op": "counters"}                                   -> {"counters": Pipeline.counters()}
-    {"op": "ping"}
+    {"op": "counters"}                                   -> {"counters": Pipeline.counters()}, summed over the
+                                                         pipes, each pipe's own in "pipes" (when several)
+    {"op": "status"}                                     -> {"status": {"pipes": P, "alive": A, "down": [...]}}
+    {"op": "ping"}                                       fails naming any pipe that is down
     {"op": "shutdown"}
 
 `handle` is the server side, pure; `ControlClient` the client side.
@@ -35,10 +37,12 @@ class ControlError(RuntimeError):
 
 
 def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = None,
-           configure: Callable[[Topology], None] | None = None) -> tuple[dict, bool]:
+           configure: Callable[[Topology], None] | None = None,
+           status: Callable[[], dict] | None = None) -> tuple[dict, bool]:
     """Apply one request; return (reply, shutdown requested).  Never raises on bad input.
 
-    `configure` installs a whole topology; only raw-frame backends have one.
+    `configure` installs a whole topology; only raw-frame backends have one.  `status` says
+    which pipes are alive, where there are several (`pipes.Pipes`, which is then `pipeline` too).
     """
     seq = None
     try:
@@ -66,8 +70,12 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
                 raise ValueError("this emulator serves UDP on loopback: install jobs with add_job, "
                                  "topologies need the raw-frame backend")
             configure(Topology.from_config(_field(msg, "topology", dict)))
-        elif op == "ping":
-            pass
+        elif op in ("ping", "status"):
+            state = status() if status is not None else {"pipes": 1, "alive": 1, "down": []}
+            if op == "status":
+                reply["status"] = state
+            elif state["down"]:
+                raise RuntimeError(f"{'; '.join(state['down'])}; that pipe's slots are lost")
         elif op == "shutdown":
             return {"ok": True, "seq": seq}, True
         else:
@@ -149,6 +157,10 @@ class ControlClient:
 
     def ping(self) -> None:
         self.request("ping")
+
+    def status(self) -> dict:
+        """{"pipes": P, "alive": A, "down": [a line naming each dead pipe]} (and the pipes' pids)."""
+        return self.request("status")["status"]
 
     def shutdown(self) -> None:
         self.request("shutdown")

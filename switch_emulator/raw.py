@@ -5,7 +5,10 @@ read from an interface enters `FrameSwitch.process` with its port, and every
 output is written to its egress interface.  Frames this process sends are
 not read back (PACKET_IGNORE_OUTGOING, and the packet type as a backstop).
 Configured like BMv2, from a `Topology` (at start or through the control
-port's `configure`).
+port's `configure`).  Frames are received into one preallocated buffer and
+parsed as a view of it.  With `pipes` P > 1, each interface gets P sockets
+in a PACKET_FANOUT group whose BPF program hands a hina frame to pipe
+slot mod P and anything else to pipe 0 (`pipes.py`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import socket
 
 from .frames import FrameSwitch
 from .impair import ImpairmentConfig
+from .pipes import join_fanout
 from .server import SwitchServer, set_buffers
 from .topology import Topology
 
@@ -22,52 +26,66 @@ SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23
 PACKET_OUTGOING = 4
 _BATCH = 256
+_MAX_FRAME = 65536
 
 
 class RawSwitch(SwitchServer):
     def __init__(self, interfaces: dict[int, str], topology: Topology | None = None, *,
                  control: tuple[str, int] = ("127.0.0.1", 0), impair: ImpairmentConfig | None = None,
-                 stats_every: float = 0.0, stats_stream=None):
+                 stats_every: float = 0.0, stats_stream=None, pipes: int = 1):
         self.frames = FrameSwitch(topology)
+        self.frames.pipeline.reuse_buffers = True  # each output is sent (or copied) before the next frame
         super().__init__(self.frames.pipeline, control=control, impair=impair, stats_every=stats_every,
-                         stats_stream=stats_stream)
+                         stats_stream=stats_stream, pipes=pipes)
         self.interfaces = dict(interfaces)
-        self._socks: dict[int, socket.socket] = {}
+        self._pipe_socks = [[] for _ in range(pipes)]
+        self._rx = bytearray(_MAX_FRAME)
         try:
             for port, ifname in self.interfaces.items():
-                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-                self._socks[port] = sock
-                set_buffers(sock)
-                try:
-                    sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-                except OSError:
-                    pass  # kernels before 4.20: the packet type check below does it
-                sock.bind((ifname, 0))
+                group = []
+                for pipe in range(pipes):
+                    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                    self._pipe_socks[pipe].append((sock, port))
+                    group.append(sock)
+                    set_buffers(sock)
+                    try:
+                        sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+                    except OSError:
+                        pass  # kernels before 4.20: the packet type check below does it
+                    sock.bind((ifname, 0))
+                if pipes > 1:
+                    join_fanout(group, pipes)
         except OSError:
-            for sock in self._socks.values():
-                sock.close()
-            self._control.close()
+            self.close()
             raise
+        self._enter_pipe(0)
+        self._start_pipes()
 
-    def _data_sockets(self):
-        return [(sock, port) for port, sock in self._socks.items()]
+    def _enter_pipe(self, index: int) -> None:
+        self._socks = {port: sock for sock, port in self._pipe_socks[index]}
 
     def _configure(self):
-        return self.frames.configure
+        return self.pipe_set.configure if self.pipe_set is not None else self.frames.configure
 
     def counters(self) -> dict:
+        if self.pipe_set is not None:
+            return self.pipe_set.counters()
         return {**self.frames.counters(), **self.impairment_counters()}
 
     def _drain(self, sock: socket.socket, port: int) -> None:
+        buf = self._rx
+        view = memoryview(buf)
+        recv, ingress = sock.recvfrom_into, self._ingress
         for _ in range(_BATCH):
             try:
-                frame, addr = sock.recvfrom(65536, socket.MSG_DONTWAIT)
+                n, addr = recv(buf, 0, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 return
             except OSError:
                 return  # interface going away: Mininet is tearing down
             if addr[2] != PACKET_OUTGOING:
-                self._ingress(frame, port)
+                # an impairment may hold the frame back: it gets its own copy of the buffer
+                ingress(bytes(view[:n]) if self._impaired else view[:n], port)
 
     def _process(self, frame: bytes, port: int):
         return self.frames.process(port, frame)

@@ -5,10 +5,17 @@ drains them into `_ingress(frame, source)`, says how to turn a frame into
 outputs (`_process`) and how to send one (`_send`); this class does the
 rest in one thread: impairments on both directions, the JSON control port
 (`control.handle`), periodic counters on stderr with `stats_every`.
+
+With `pipes` P > 1 the backend opens P sets of data sockets that the kernel
+steers by slot (`pipes.py`), and this class forks one process per set
+(`serve_pipe`), each running the loop above on its own copy of the
+pipeline; this process keeps the control port, with `pipes.Pipes` in the
+pipeline's place, and watches the pipes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import selectors
 import socket
@@ -20,6 +27,7 @@ from collections.abc import Hashable
 from .control import handle
 from .impair import Impairment, ImpairmentConfig
 from .pipeline import Pipeline
+from .pipes import Pipes
 
 SOCKET_BUFFER = 8 << 20  # bytes; bursts of a whole window from every worker must fit
 
@@ -37,13 +45,24 @@ def set_buffers(sock: socket.socket, size: int = SOCKET_BUFFER) -> int:
     return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
 
 
+def check_pipes(pipes: int) -> int:
+    if isinstance(pipes, bool) or not isinstance(pipes, int) or pipes < 1:
+        raise ValueError(f"pipes must be a positive integer, got {pipes!r}")
+    return pipes
+
+
 class SwitchServer:
     def __init__(self, pipeline: Pipeline, *, control: tuple[str, int], impair: ImpairmentConfig | None,
-                 stats_every: float, stats_stream):
+                 stats_every: float, stats_stream, pipes: int = 1):
         self.pipeline = pipeline
+        self.pipes = check_pipes(pipes)
+        self.pipe_set: Pipes | None = None  # the pipe processes, when pipes > 1
+        self.pipe_index: int | None = 0 if pipes == 1 else None  # which pipe this process serves
+        self._pipe_socks: list[list[tuple[socket.socket, Hashable]]] = []  # per pipe, filled by the backend
+        self._channel: socket.socket | None = None  # a pipe's control requests from the parent
         self._control = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._control.bind(control)
-        cfg = impair or ImpairmentConfig()
+        self._impair_cfg = cfg = impair or ImpairmentConfig()
         self.impair_in = Impairment(cfg, stream=1)
         self.impair_out = Impairment(cfg, stream=2)
         self._impaired = cfg.active
@@ -51,9 +70,39 @@ class SwitchServer:
         self.tx_errors = 0
         self._stats_every, self._stats_stream = stats_every, stats_stream or sys.stderr
 
+    def _start_pipes(self) -> None:
+        """With pipes > 1, fork the pipe processes (once the backend has filled `_pipe_socks`)."""
+        if self.pipes > 1:
+            try:
+                self.pipe_set = Pipes(self.pipes, self.serve_pipe)
+            except BaseException:
+                self.close()
+                raise
+            self.pipeline = self.pipe_set
+
+    def serve_pipe(self, index: int, channel: socket.socket) -> None:
+        """In a forked pipe process: serve pipe `index`'s sockets, take control requests from `channel`."""
+        self.pipe_index, self._channel, self.pipe_set = index, channel, None
+        self._control.close()
+        for i, socks in enumerate(self._pipe_socks):
+            if i != index:
+                for sock, _ in socks:
+                    sock.close()
+        cfg = dataclasses.replace(self._impair_cfg, seed=self._impair_cfg.seed + index)
+        self.impair_in = Impairment(cfg, stream=1)
+        self.impair_out = Impairment(cfg, stream=2)
+        self._stats_every = 0.0  # the parent prints the summed counters
+        self._stop = threading.Event()
+        self._enter_pipe(index)
+        self.serve_forever()
+
     # -- for backends ----------------------------------------------------------
+    def _enter_pipe(self, index: int) -> None:
+        """In the pipe process: make pipe `index`'s sockets the ones `_drain` and `_send` use."""
+
     def _data_sockets(self) -> list[tuple[socket.socket, Hashable]]:
-        raise NotImplementedError
+        """The data sockets this process serves: its pipe's (none in the parent of several pipes)."""
+        return [] if self.pipe_index is None else self._pipe_socks[self.pipe_index]
 
     def _drain(self, sock: socket.socket, tag: Hashable) -> None:
         raise NotImplementedError
@@ -68,6 +117,8 @@ class SwitchServer:
         return None
 
     def counters(self) -> dict:
+        if self.pipe_set is not None:
+            return self.pipe_set.counters()  # each pipe's already holds its impairment counters
         return {**self.pipeline.counters(), **self.impairment_counters()}
 
     # -- shared ----------------------------------------------------------------
@@ -76,6 +127,10 @@ class SwitchServer:
         return self._control.getsockname()
 
     def impairment_counters(self) -> dict:
+        if self.pipe_set is not None:  # summed over the pipes
+            counters = self.pipe_set.counters()
+            return {"impair_in": counters.get("impair_in", {}), "impair_out": counters.get("impair_out", {}),
+                    "tx_errors": counters.get("tx_errors", 0)}
         return {"impair_in": dict(self.impair_in.stats), "impair_out": dict(self.impair_out.stats),
                 "tx_errors": self.tx_errors}
 
@@ -83,13 +138,16 @@ class SwitchServer:
         self._stop.set()
 
     def close(self) -> None:
-        """Stop serving and close the sockets, after the serving thread (if any) has let go of them."""
+        """Stop serving, stop the pipes, close the sockets, after the serving thread (if any) has let go."""
         self._stop.set()
         thread = getattr(self, "_thread", None)
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5.0)
-        for sock, _ in self._data_sockets():
-            sock.close()
+        if self.pipe_set is not None:
+            self.pipe_set.close()
+        for socks in self._pipe_socks:
+            for sock, _ in socks:
+                sock.close()
         self._control.close()
 
     def start_thread(self) -> threading.Thread:
@@ -109,14 +167,17 @@ class SwitchServer:
 
     def _impaired_process(self, frame: bytes, source: Hashable, now: float) -> None:
         for dest, out in self._process(frame, source):
-            for f, d in self.impair_out.apply((out, dest), dest, now):
+            # the backend may hand out a reused buffer: copy what the impairment may hold back
+            for f, d in self.impair_out.apply((bytes(out), dest), dest, now):
                 self._send(f, d)
 
     def serve_forever(self) -> None:
+        if self.pipe_set is not None:
+            return self._watch_pipes()
         sel = selectors.DefaultSelector()
         for sock, tag in self._data_sockets():
             sel.register(sock, selectors.EVENT_READ, ("data", tag))
-        sel.register(self._control, selectors.EVENT_READ, ("control", None))
+        sel.register(self._channel or self._control, selectors.EVENT_READ, ("control", None))
         next_stats = time.monotonic() + self._stats_every if self._stats_every > 0 else None
         try:
             while not self._stop.is_set():
@@ -140,15 +201,54 @@ class SwitchServer:
         finally:
             sel.close()
 
-    def _serve_control(self) -> None:
+    def _watch_pipes(self) -> None:
+        """The parent of several pipes: serve the control port, report pipes that die, print stats."""
+        pipes = self.pipe_set
+        sel = selectors.DefaultSelector()
+        for index, sentinel in enumerate(pipes.sentinels):
+            sel.register(sentinel, selectors.EVENT_READ, index)
+        sel.register(self._control, selectors.EVENT_READ, None)
+        next_stats = time.monotonic() + self._stats_every if self._stats_every > 0 else None
         try:
-            request, peer = self._control.recvfrom(1 << 20, socket.MSG_DONTWAIT)
+            while not self._stop.is_set():
+                timeout = max(0.0, next_stats - time.monotonic()) if next_stats is not None else 0.2
+                for key, _ in sel.select(min(timeout, 0.2)):
+                    if key.data is None:
+                        self._serve_control()
+                    else:
+                        sel.unregister(key.fileobj)
+                        self._report_down()
+                self._report_down()
+                if next_stats is not None and time.monotonic() >= next_stats:
+                    next_stats = time.monotonic() + self._stats_every
+                    print(json.dumps(self.counters()), file=self._stats_stream, flush=True)
+        finally:
+            sel.close()
+
+    def _report_down(self) -> None:
+        for line in self.pipe_set.poll():
+            print(f"switch_emulator: {line}", file=sys.stderr, flush=True)
+
+    def _serve_control(self) -> None:
+        sock = self._channel or self._control
+        try:
+            request, peer = sock.recvfrom(1 << 20, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return
-        extra = {k: v for k, v in self.counters().items() if k not in ("frames", "drops", "jobs")}
-        reply, shutdown = handle(self.pipeline, request, extra=extra, configure=self._configure())
+        if self._channel is not None and not request:
+            self._stop.set()  # the parent closed its end: it is gone or stopping
+            return
+        status = extra = None
+        if self.pipe_set is not None:  # each pipe's counters hold its own extras
+            status = self.pipe_set.status
+        else:
+            extra = {k: v for k, v in self.counters().items() if k not in ("frames", "drops", "jobs")}
+        reply, shutdown = handle(self.pipeline, request, extra=extra, configure=self._configure(), status=status)
         try:
-            self._control.sendto(json.dumps(reply).encode(), peer)
+            if self._channel is not None:
+                sock.send(json.dumps(reply).encode())
+            else:
+                sock.sendto(json.dumps(reply).encode(), peer)
         except OSError:
             pass
         if shutdown:

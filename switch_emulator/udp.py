@@ -2,7 +2,11 @@
 
 A datagram is a hina frame (header + K words; the kernel does
 Ethernet/IP/UDP) and a member is a (host, port) address.  The data socket
-is drained in batches so a burst costs one select call.
+is drained in batches so a burst costs one select call; each datagram is
+received into one preallocated buffer, enters the pipeline as a view of it,
+and its RESULT (built in the job's reused buffer) is sent from that buffer:
+no bytes object is made per packet.  With `pipes` P > 1, P sockets share
+the port and the kernel hands each datagram to pipe slot mod P (`pipes.py`).
 """
 
 from __future__ import annotations
@@ -13,40 +17,83 @@ import sys
 
 from .impair import ImpairmentConfig
 from .pipeline import Pipeline
+from .pipes import reuseport_group
 from .server import SOCKET_BUFFER, SwitchServer, set_buffers
 
 __all__ = ["SOCKET_BUFFER", "UdpSwitch", "announce", "set_buffers"]
 _BATCH = 256
+_MAX_DATAGRAM = 65536
 
 
 class UdpSwitch(SwitchServer):
-    """Serve a pipeline on a UDP data port and a UDP control port."""
+    """Serve a pipeline on a UDP data port and a UDP control port; with `pipes` P, in P processes.
+
+    The switch owns `pipeline` from here on (it builds RESULTs in reused buffers).  With
+    P > 1, `pipeline` becomes a `pipes.Pipes`: the same control methods, applied to every pipe.
+    """
 
     def __init__(self, pipeline: Pipeline | None = None, *, data: tuple[str, int] = ("127.0.0.1", 0),
                  control: tuple[str, int] = ("127.0.0.1", 0), impair: ImpairmentConfig | None = None,
-                 stats_every: float = 0.0, stats_stream=None):
-        super().__init__(pipeline or Pipeline(), control=control, impair=impair, stats_every=stats_every,
-                         stats_stream=stats_stream)
-        self._data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.buffer_bytes = set_buffers(self._data)
-        self._data.bind(data)
+                 stats_every: float = 0.0, stats_stream=None, pipes: int = 1):
+        pipeline = pipeline or Pipeline()
+        pipeline.reuse_buffers = True  # every RESULT is sent (or copied, when impaired) before the next update
+        super().__init__(pipeline, control=control, impair=impair, stats_every=stats_every,
+                         stats_stream=stats_stream, pipes=pipes)
+        self._rx = bytearray(_MAX_DATAGRAM)
+        try:
+            if pipes == 1:
+                self._data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                self._pipe_socks = [[(self._data, None)]]
+                self.buffer_bytes = set_buffers(self._data)
+                self._data.bind(data)
+            else:
+                granted = []
+                socks = reuseport_group(data, pipes, lambda s: granted.append(set_buffers(s)))
+                self._pipe_socks = [[(s, None)] for s in socks]
+                self._data, self.buffer_bytes = socks[0], granted[0]
+        except OSError:
+            self.close()
+            raise
+        self._start_pipes()
 
     @property
     def data_address(self) -> tuple[str, int]:
         return self._data.getsockname()
 
-    def _data_sockets(self):
-        return [(self._data, None)]
+    def _enter_pipe(self, index: int) -> None:
+        self._data = self._pipe_socks[index][0][0]
 
     def _drain(self, sock: socket.socket, tag) -> None:
-        recv, ingress = sock.recvfrom, self._ingress
+        if self._impaired:
+            return self._drain_impaired(sock)
+        buf = self._rx
+        view = memoryview(buf)
+        recv, send, update = sock.recvfrom_into, sock.sendto, self.pipeline.update
         for _ in range(_BATCH):
             try:
-                frame, source = recv(65536, socket.MSG_DONTWAIT)
+                n, source = recv(buf, 0, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 return
             except OSError:
                 continue  # an ICMP error surfacing on the socket; nothing to process
+            emit = update(view[:n], source)
+            if emit is not None:
+                frame = emit.frame
+                for dest in emit.dests:
+                    try:
+                        send(frame, dest)
+                    except OSError:
+                        self.tx_errors += 1  # e.g. a worker gone: its port refuses; the others carry on
+
+    def _drain_impaired(self, sock: socket.socket) -> None:
+        recv, ingress = sock.recvfrom, self._ingress
+        for _ in range(_BATCH):
+            try:
+                frame, source = recv(_MAX_DATAGRAM, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            except OSError:
+                continue
             ingress(frame, source)
 
     def _process(self, frame: bytes, source):
@@ -65,4 +112,5 @@ def announce(switch: SwitchServer, stream=sys.stdout, **extra) -> None:
     info = {"control": list(switch.control_address), **extra}
     if isinstance(switch, UdpSwitch):
         info.update(data=list(switch.data_address), socket_buffer=switch.buffer_bytes)
+    info["pipes"] = switch.pipes
     print(json.dumps(info), file=stream, flush=True)

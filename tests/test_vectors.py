@@ -4,6 +4,7 @@ A case the two disagree on is a bug in one of them, never a reason to
 loosen a vector.
 """
 
+import functools
 import json
 import shutil
 from collections import Counter
@@ -26,7 +27,7 @@ def load(path):
 
 
 def as_multiset(pairs):
-    return Counter((int(p), bytes.fromhex(f) if isinstance(f, str) else f) for p, f in pairs)
+    return Counter((int(p), bytes.fromhex(f) if isinstance(f, str) else bytes(f)) for p, f in pairs)
 
 
 def describe(missing, extra):
@@ -60,11 +61,15 @@ def test_emulator_passes(path):
 
 
 @pytest.mark.skipif(can_make_veths() is not None, reason=str(can_make_veths()))
+@pytest.mark.parametrize("pipes", [1, 4])
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
-def test_emulator_raw_backend_over_veths_passes(path):
-    """The same cases through `python -m switch_emulator --raw`, configured by the controller."""
+def test_emulator_raw_backend_over_veths_passes(path, pipes):
+    """The same cases through `python -m switch_emulator --raw --pipes P`, configured by the controller
+    (with P = 4 each frame reaches pipe slot % 4 through PACKET_FANOUT; non-hina frames pipe 0).
+    tests/test_pipes.py runs the UDP-level cases through P = 1 and 4 UDP switches."""
     case = load(path)
-    check(case, *veth_harness.run_case(case, veth_harness.start_emulator, settle=0.05))
+    start = functools.partial(veth_harness.start_emulator, pipes=pipes)
+    check(case, *veth_harness.run_case(case, start, settle=0.05))
 
 
 def bmv2_missing() -> str | None:
