@@ -85,9 +85,9 @@ def pack_header(msg_type: int, op: int, job_id: int, worker_id: int, flags: int,
     return _HEADER.pack(msg_type, op, job_id, worker_id, flags, pool_index, offset, count, phase)
 
 
-def pack_header_into(buf: bytearray | memoryview, at: int, msg_type: int, op: int, job_id: int, worker_id: int,
-                     flags: int, pool_index: int, offset: int, count: int, phase: int) -> None:
-    _HEADER.pack_into(buf, at, msg_type, op, job_id, worker_id, flags, pool_index, offset, count, phase)
+# pack_header_into(buf, at, msg_type, op, job_id, worker_id, flags, pool_index, offset, count, phase):
+# the struct method itself, since the switch calls it once per RESULT
+pack_header_into = _HEADER.pack_into
 
 
 unpack_header = _HEADER.unpack_from

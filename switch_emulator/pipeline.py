@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import functools
 from typing import Hashable, NamedTuple
 
 import numpy as np
@@ -39,6 +40,8 @@ from .headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, pack_header, pac
 
 _MAX_OP = max(Op)
 _SLOT_MASK = VERSION_BIT - 1
+_RESULT = int(MsgType.RESULT)
+_UPDATE = int(MsgType.UPDATE)
 _COMBINE = [UFUNCS[op] for op in Op]  # indexed by the op field
 
 
@@ -80,6 +83,7 @@ class _JobState:
         # the RESULT is built here when the pipeline reuses its buffers: header, then K big-endian words
         self.result = bytearray(self.frame_bytes)
         self.result_words = np.frombuffer(self.result, dtype=">i4", offset=HEADER_BYTES)
+        self.result_view = memoryview(self.result)
         self.set_members(cfg)
         self.updates = self.results = self.resends = 0
         self.dropped: collections.Counter[Drop] = collections.Counter()
@@ -98,6 +102,7 @@ class _JobState:
         self.offset = [0] * copies
         self.phase = [0] * copies
         self.values = np.zeros((copies, self.words), dtype=np.int32)
+        self.rows = list(self.values)  # one view per copy, made once rather than per packet
 
     def clear_leftovers(self, worker_id: int) -> int:
         """Empty the copies an earlier run left behind, as worker `worker_id` (re)joins before sending.
@@ -122,6 +127,9 @@ class Emit(NamedTuple):
 
     dests: tuple[Hashable, ...]
     frame: bytes
+
+
+_emit = functools.partial(tuple.__new__, Emit)  # Emit((dests, frame)) without NamedTuple's Python-level __new__
 
 
 class Pipeline:
@@ -205,13 +213,16 @@ class Pipeline:
             job.dropped[reason] += 1
 
     # -- data plane ---------------------------------------------------------
-    def update(self, data: bytes | bytearray | memoryview, source: Hashable, length: int | None = None) -> Emit | None:
+    def update(self, data: bytes | bytearray | memoryview, source: Hashable, length: int | None = None,
+               words: np.ndarray | None = None) -> Emit | None:
         """Process one hina frame (header + K words) that arrived from `source`.
 
         `length` is the hina length the frame claims (UDP length - 8 on raw
         frames); by default the bytes present.  Fewer bytes present or
         claimed than a header, or than header + K words, is TRUNCATED;
-        more claimed is BAD_LENGTH, as in the P4 program.
+        more claimed is BAD_LENGTH, as in the P4 program.  `words`, if the
+        caller keeps one, is a big-endian int32 view of the same buffer from
+        the header's end on (a receive buffer's), spared a view per frame.
         """
         self.frames += 1
         present = len(data)
@@ -219,7 +230,7 @@ class Pipeline:
         if present < HEADER_BYTES or claimed < HEADER_BYTES:
             return self.drop(Drop.TRUNCATED)
         msg_type, op, job_id, worker_id, flags, pool_index, offset, count, phase = unpack_header(data)
-        if msg_type != MsgType.UPDATE:
+        if msg_type != _UPDATE:
             return self.drop(Drop.BAD_MSG_TYPE)
         if op > _MAX_OP:
             return self.drop(Drop.BAD_OP)
@@ -227,10 +238,10 @@ class Pipeline:
         job = self.jobs.get(job_id)
         if job is None:
             return self.drop(Drop.UNKNOWN_JOB)
-        if present < job.frame_bytes or claimed < job.frame_bytes:
-            return self.drop(Drop.TRUNCATED, job)
-        if claimed > job.frame_bytes:
-            return self.drop(Drop.BAD_LENGTH, job)
+        frame_bytes = job.frame_bytes
+        if claimed != frame_bytes or present < frame_bytes:
+            return self.drop(Drop.BAD_LENGTH if claimed > frame_bytes and present >= frame_bytes else Drop.TRUNCATED,
+                             job)
         workers = job.workers
         if worker_id >= workers:
             return self.drop(Drop.BAD_WORKER, job)
@@ -268,14 +279,17 @@ class Pipeline:
         job.bitmap[copy] = seen
 
         # value_processor
-        incoming = np.frombuffer(data, dtype=">i4", count=job.words, offset=HEADER_BYTES)
+        if words is None:
+            incoming = np.frombuffer(data, dtype=">i4", count=job.words, offset=HEADER_BYTES)
+        else:
+            incoming = words[: job.words]
+        values = job.rows[copy]
         if seen == bit:  # first arrival: write
-            job.values[copy] = incoming
+            values[...] = incoming
             job.offset[copy] = offset
             job.phase[copy] = phase
             job.counter[copy] = 1
         else:
-            values = job.values[copy]
             _COMBINE[op](values, incoming, out=values, casting="unsafe")
             job.counter[copy] += 1
         job.updates += 1
@@ -287,9 +301,9 @@ class Pipeline:
     def _result(self, job: _JobState, copy: int, op: int, job_id: int, worker_id: int, flags: int,
                 pool_index: int, offset: int, count: int, phase: int, dests: tuple) -> Emit:
         if self.reuse_buffers:
-            np.copyto(job.result_words, job.values[copy])
-            pack_header_into(job.result, 0, MsgType.RESULT, op, job_id, worker_id, flags, pool_index, offset, count,
+            job.result_words[...] = job.rows[copy]
+            pack_header_into(job.result, 0, _RESULT, op, job_id, worker_id, flags, pool_index, offset, count,
                              phase)
-            return Emit(dests, memoryview(job.result))
+            return _emit((dests, job.result_view))
         header = pack_header(MsgType.RESULT, op, job_id, worker_id, flags, pool_index, offset, count, phase)
         return Emit(dests, header + job.values[copy].astype(">i4").tobytes())

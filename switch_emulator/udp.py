@@ -15,6 +15,9 @@ import json
 import socket
 import sys
 
+import numpy as np
+
+from .headers import HEADER_BYTES
 from .impair import ImpairmentConfig
 from .pipeline import Pipeline
 from .pipes import reuseport_group
@@ -40,6 +43,7 @@ class UdpSwitch(SwitchServer):
         super().__init__(pipeline, control=control, impair=impair, stats_every=stats_every,
                          stats_stream=stats_stream, pipes=pipes)
         self._rx = bytearray(_MAX_DATAGRAM)
+        self._rx_words = np.frombuffer(self._rx, dtype=">i4", offset=HEADER_BYTES)  # the words of what lands there
         try:
             if pipes == 1:
                 self._data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -68,7 +72,7 @@ class UdpSwitch(SwitchServer):
             return self._drain_impaired(sock)
         buf = self._rx
         view = memoryview(buf)
-        recv, send, update = sock.recvfrom_into, sock.sendto, self.pipeline.update
+        recv, send, update, words = sock.recvfrom_into, sock.sendto, self.pipeline.update, self._rx_words
         for _ in range(_BATCH):
             try:
                 n, source = recv(buf, 0, socket.MSG_DONTWAIT)
@@ -76,7 +80,7 @@ class UdpSwitch(SwitchServer):
                 return
             except OSError:
                 continue  # an ICMP error surfacing on the socket; nothing to process
-            emit = update(view[:n], source)
+            emit = update(view[:n], source, None, words)
             if emit is not None:
                 frame = emit.frame
                 for dest in emit.dests:
