@@ -85,6 +85,9 @@ def _fprog(program: list[tuple[int, int, int, int]]) -> tuple[bytes, Any]:
 
 def reuseport_group(address: tuple[str, int], pipes: int, setup: Callable[[socket.socket], Any]) -> list[socket.socket]:
     """`pipes` UDP sockets bound to one address (SO_REUSEPORT), steered by slot; index i serves pipe i."""
+    if address[1]:  # a named port: refuse one held by anyone, even another switch's SO_REUSEPORT group
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.bind(address)
     socks: list[socket.socket] = []
     try:
         for i in range(pipes):

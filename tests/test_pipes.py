@@ -354,3 +354,10 @@ def test_fanout_steers_raw_frames_by_slot_and_forwards_the_rest():
             for s in taps.values():
                 s.close()
             sw.close()
+
+
+def test_a_named_port_held_by_another_pipes_switch_is_refused(make_switch):
+    """SO_REUSEPORT would let a second switch join the first one's group: it must fail to bind instead."""
+    sw = make_switch(2)
+    with pytest.raises(OSError, match="in use"):
+        UdpSwitch(pipes=2, data=sw.data_address)
