@@ -1,23 +1,30 @@
-"""Emulator benchmark: packet rate against a bare UDP echo server, and hina vs dense end to end.
+"""Emulator benchmark: packet rate against a bare UDP echo server, pipes, and hina vs dense end to end.
 
-Packet rate.  The server under test runs as its own process: the hina
-emulator (`python -m switch_emulator`, one job of N = 2 workers, so every
-packet is combined and every completion is multicast: one RESULT out per
-UPDATE in) or a bare Python UDP echo server (one datagram out per datagram
-in).  A closed-loop client in this process keeps `--window` packets in
-flight per worker socket with pre-built frames, for K = 32 and for the
-largest K that fits a 9000-byte MTU.  Two rates are reported per server:
-achieved packets per second (wall clock, limited by whichever of client
-and server is slower on this 2-core machine) and capacity, packets per
-second of the server process's own CPU time (utime + stime from /proc),
-which does not depend on the client.
+Packet rate.  The server under test runs as its own process(es): the hina
+emulator (`python -m switch_emulator --pipes P`, one job of N = 2 workers
+per client, so every packet is combined and every completion is
+multicast: one RESULT out per UPDATE in) or a bare Python UDP echo server
+given the same P (P processes on one SO_REUSEPORT port, steered by slot
+like the emulator's pipes; one datagram out per datagram in).  C client
+processes (C = P by default) each keep `--window` packets in flight per
+worker socket with pre-built frames, for K = 32 and for the largest K that
+fits a 9000-byte MTU, for each P in --pipes.  Two rates are reported per
+server: achieved packets per second (wall clock, limited by whichever of
+clients and server is slower; on a machine with fewer cores than P plus
+the clients, that is the cores) and capacity, packets per second of the
+server processes' own CPU time (utime + stime from /proc, summed over the
+pipes), which does not depend on the clients.  Targets: P = 1 at least
+0.8 of the echo; P pipes at least 0.7 x P the one-pipe rate (given cores).
 
 End to end.  `hina demo` runs (emulator + 4 worker processes on loopback)
 for d = 2^24 at densities from 0.1% to 100% in dense, blocks and auto
 mode.  Each worker aggregates --rounds times with reused buffers, as a
 training loop does: the first aggregation (page faults of fresh buffers
 included) is reported apart, the best later one is the steady state; the
-best of --repeat runs is kept.
+best of --repeat runs is kept.  The pipes section (--pipes-e2e) runs dense
+and auto at 100% density with --pipes-workers (8) workers for P = 1 and the
+best P of the packet rates: seconds and dense-equivalent Gbit/s (32 d bits
+per aggregation over its seconds).
 
 Writes benchmarks/results/emulator_bench.json and emulator_e2e.png.
 """
@@ -27,9 +34,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import multiprocessing as mp
 import os
 import platform
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -44,27 +53,46 @@ from host.job import JobSpec  # noqa: E402
 from switch_emulator.control import ControlClient  # noqa: E402
 from switch_emulator.config import JobConfig, Member  # noqa: E402
 from switch_emulator.headers import max_words, pack_header, unpack_header  # noqa: E402
+from switch_emulator.pipes import reuseport_group  # noqa: E402
 from switch_emulator.udp import set_buffers  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def echo_server() -> None:
-    """The baseline: receive a datagram, send it back, nothing else."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    set_buffers(sock)
-    sock.bind(("127.0.0.1", 0))
-    print(json.dumps({"data": list(sock.getsockname())}), flush=True)
+def echo_server(pipes: int) -> None:
+    """The baseline: receive a datagram, send it back, nothing else; P processes on one port."""
+    socks = reuseport_group(("127.0.0.1", 0), pipes, set_buffers)
+    pids = [os.getpid()]
+    for sock in socks[1:]:
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            _echo(sock)
+        pids.append(pid)
+    def stop(*_):
+        for pid in pids[1:]:
+            os.kill(pid, signal.SIGKILL)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    print(json.dumps({"data": list(socks[0].getsockname()), "pids": pids}), flush=True)
+    _echo(socks[0])
+
+
+def _echo(sock: socket.socket) -> None:
     recvfrom, sendto = sock.recvfrom, sock.sendto
     while True:
         data, peer = recvfrom(65536)
         sendto(data, peer)
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
 
 
 def start(cmd: list[str]) -> tuple[subprocess.Popen, dict]:
@@ -73,18 +101,18 @@ def start(cmd: list[str]) -> tuple[subprocess.Popen, dict]:
 
 
 def drive(target: tuple[str, int], socks: list[socket.socket], words: int, window: int,
-          seconds: float) -> int:
+          seconds: float, job: int = 1, slot_base: int = 0) -> int:
     """Closed loop: on every reply for (slot, copy) send the frame for (slot, other copy)."""
     frames = []
     for w, _ in enumerate(socks):
         payload = bytes(4 * words)
-        frames.append({(slot, v): pack_header(0, 0, 1, w, 0, (v << 15) | slot, slot * words, words, 0) + payload
-                       for slot in range(window) for v in (0, 1)})
+        frames.append({(slot, v): pack_header(0, 0, job, w, 0, (v << 15) | slot, slot * words, words, 0) + payload
+                       for slot in range(slot_base, slot_base + window) for v in (0, 1)})
     sel = selectors.DefaultSelector()
     for w, s in enumerate(socks):
         s.setblocking(False)
         sel.register(s, selectors.EVENT_READ, w)
-        for slot in range(window):
+        for slot in range(slot_base, slot_base + window):
             s.send(frames[w][(slot, 0)])
     replies = 0
     end = time.monotonic() + seconds
@@ -103,36 +131,66 @@ def drive(target: tuple[str, int], socks: list[socket.socket], words: int, windo
     return replies
 
 
-def packet_rate(kind: str, words: int, window: int, seconds: float) -> dict:
+def _client(kind: str, where: dict, client: int, words: int, window: int, seconds: float, go, conn) -> None:
+    """One client process: its own worker sockets (and job, on the emulator), a warm-up, then the
+    measured closed loop once `go` is set; sends back the replies counted."""
+    target = tuple(where["data"])
+    socks = []
+    for _ in range(2 if kind == "emulator" else 1):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        set_buffers(s)
+        s.bind(("127.0.0.1", 0))
+        s.connect(target)
+        socks.append(s)
+    job, base = 1 + client, client * window
+    if kind == "emulator":
+        with ControlClient(tuple(where["control"])) as ctl:
+            ctl.add_job(JobConfig(job, 2, words, base, window,
+                                  tuple(Member(w, s.getsockname()) for w, s in enumerate(socks))))
+    drive(target, socks, words, window, 0.3, job, base)  # warm up
+    conn.send("ready")
+    go.wait()
+    conn.send(drive(target, socks, words, window, seconds, job, base))
+
+
+def packet_rate(kind: str, words: int, window: int, seconds: float, pipes: int = 1,
+                clients: int | None = None) -> dict:
     if kind == "echo":
-        proc, where = start([sys.executable, __file__, "--echo-server"])
+        proc, where = start([sys.executable, __file__, "--echo-server", str(pipes)])
+        pids = where["pids"]
     else:
-        proc, where = start([sys.executable, "-m", "switch_emulator"])
+        proc, where = start([sys.executable, "-m", "switch_emulator", "--pipes", str(pipes)])
+        with ControlClient(tuple(where["control"])) as ctl:
+            pids = [proc.pid] + ctl.status().get("pids", [])
+    clients = clients or pipes
+    ctx = mp.get_context("fork")
+    go = ctx.Event()
     try:
-        target = tuple(where["data"])
-        socks = []
-        for _ in range(2 if kind == "emulator" else 1):
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            set_buffers(s)
-            s.bind(("127.0.0.1", 0))
-            s.connect(target)
-            socks.append(s)
-        if kind == "emulator":
-            with ControlClient(tuple(where["control"])) as ctl:
-                ctl.add_job(JobConfig(1, 2, words, 0, window,
-                                      tuple(Member(w, s.getsockname()) for w, s in enumerate(socks))))
-        drive(target, socks, words, window, 0.3)  # warm up
-        cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
-        replies = drive(target, socks, words, window, seconds)
-        cpu1, t1 = cpu_seconds(proc.pid), time.monotonic()
-        for s in socks:
-            s.close()
+        links, procs = [], []
+        for c in range(clients):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_client, args=(kind, where, c, words, window, seconds, go, child), daemon=True)
+            p.start()
+            links.append(parent)
+            procs.append(p)
+        for link in links:
+            assert link.recv() == "ready"
+        cpu0, t0 = cpu_seconds(pids), time.monotonic()
+        go.set()
+        replies = sum(link.recv() for link in links)
+        cpu1, t1 = cpu_seconds(pids), time.monotonic()
+        for p in procs:
+            p.join()
     finally:
-        proc.kill()
-        proc.wait()
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
     # one packet in per packet out, for both servers
-    return {"server": kind, "words": words, "packets": replies, "seconds": t1 - t0,
-            "achieved_pps": replies / (t1 - t0), "server_cpu_s": cpu1 - cpu0,
+    return {"server": kind, "words": words, "pipes": pipes, "clients": clients, "packets": replies,
+            "seconds": t1 - t0, "achieved_pps": replies / (t1 - t0), "server_cpu_s": cpu1 - cpu0,
             "capacity_pps": replies / max(cpu1 - cpu0, 1e-9)}
 
 
@@ -145,13 +203,15 @@ def speed(base: float, seconds: float) -> str:
     return f"{ratio:.2f}x faster than" if ratio >= 1 else f"{ratio:.2f}x the speed of (slower than)"
 
 
-def end_to_end(length: int, density: float, mode: str, workers: int, repeat: int, rounds: int) -> dict:
+def end_to_end(length: int, density: float, mode: str, workers: int, repeat: int, rounds: int,
+               pipes: int = 1) -> dict:
     runs = []
     for r in range(repeat):
         runs.append(run_demo(DemoConfig(workers=workers, length=length, density=density, mode=mode, seed=r,
-                                        job=JobSpec(), rounds=rounds)))
+                                        job=JobSpec(), rounds=rounds, pipes=pipes)))
     best = min(runs, key=lambda s: s["seconds"])
-    return {"mode": mode, "density": density, "length": length, "workers": workers,
+    return {"mode": mode, "density": density, "length": length, "workers": workers, "pipes": pipes,
+            "dense_equivalent_gbps": 32 * length / best["seconds"] / 1e9,
             "exact": all(s["exact"] for s in runs), "seconds": best["seconds"],
             "first_seconds": best["first_seconds"], "round_seconds": best["round_seconds"],
             "all_seconds": [s["seconds"] for s in runs], "bytes_per_worker": best["bytes_per_worker"],
@@ -188,36 +248,58 @@ def plot(e2e: list[dict], path: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--echo-server", type=int, metavar="P", help=argparse.SUPPRESS)
     ap.add_argument("--seconds", type=float, default=3.0, help="measurement time per packet-rate run")
     ap.add_argument("--window", type=int, default=64, help="packets in flight per client socket")
+    ap.add_argument("--pipes", type=int, nargs="+", default=[1, 2, 4, 8],
+                    help="packet rates for these P (switch pipes, echo processes; default 1 2 4 8)")
+    ap.add_argument("--clients", type=int, default=0, help="client processes per run (default: P)")
     ap.add_argument("--length", type=int, default=1 << 24)
     ap.add_argument("--densities", type=float, nargs="+", default=[0.001, 0.01, 0.05, 0.1, 0.3, 1.0])
     ap.add_argument("--rounds", type=int, default=3, help="aggregations per worker process (first reported apart)")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--skip-e2e", action="store_true")
+    ap.add_argument("--pipes-e2e", type=int, nargs="*", default=None, metavar="P",
+                    help="end to end with pipes: dense and auto at 100%% density for these P "
+                         "(default: 1 and the best P of the packet rates; none: skip)")
+    ap.add_argument("--pipes-workers", type=int, default=8, help="workers in the pipes end to end section")
     ap.add_argument("--out", type=Path, default=RESULTS / "emulator_bench.json")
     args = ap.parse_args(argv)
     if args.echo_server:
-        echo_server()
+        echo_server(args.echo_server)
         return 0
 
     rates = []
     for words in (32, max_words(9000)):
-        for kind in ("echo", "emulator"):
-            r = packet_rate(kind, words, args.window, args.seconds)
-            rates.append(r)
-            print(f"K={words:<5d} {kind:<8s} achieved {r['achieved_pps']:>9,.0f} pkt/s   "
-                  f"capacity {r['capacity_pps']:>9,.0f} pkt/s per server CPU second", flush=True)
-    ratios = {}
+        for pipes in args.pipes:
+            for kind in ("echo", "emulator"):
+                r = packet_rate(kind, words, args.window, args.seconds, pipes, args.clients or None)
+                rates.append(r)
+                print(f"K={words:<5d} P={pipes} {kind:<8s} achieved {r['achieved_pps']:>9,.0f} pkt/s   "
+                      f"capacity {r['capacity_pps']:>9,.0f} pkt/s per server CPU second "
+                      f"({r['clients']} client processes)", flush=True)
+    ratios, scaling = {}, {}
+
+    def rate(kind, words, pipes):
+        return next(r for r in rates if r["server"] == kind and r["words"] == words and r["pipes"] == pipes)
+
     for words in (32, max_words(9000)):
-        echo = next(r for r in rates if r["server"] == "echo" and r["words"] == words)
-        emu = next(r for r in rates if r["server"] == "emulator" and r["words"] == words)
-        ratios[words] = {"achieved": emu["achieved_pps"] / echo["achieved_pps"],
-                         "capacity": emu["capacity_pps"] / echo["capacity_pps"]}
-        print(f"K={words}: emulator / echo = {ratios[words]['achieved']:.2f} achieved, "
-              f"{ratios[words]['capacity']:.2f} capacity (target >= 0.5)", flush=True)
+        for pipes in args.pipes:
+            echo, emu = rate("echo", words, pipes), rate("emulator", words, pipes)
+            ratios[f"{words}/{pipes}"] = {"achieved": emu["achieved_pps"] / echo["achieved_pps"],
+                                          "capacity": emu["capacity_pps"] / echo["capacity_pps"]}
+            print(f"K={words} P={pipes}: emulator / echo = {ratios[f'{words}/{pipes}']['achieved']:.2f} achieved, "
+                  f"{ratios[f'{words}/{pipes}']['capacity']:.2f} capacity" + (" (target >= 0.8)" if pipes == 1 else ""),
+                  flush=True)
+            if 1 in args.pipes and pipes > 1:
+                one = rate("emulator", words, 1)["achieved_pps"]
+                scaling[f"{words}/{pipes}"] = emu["achieved_pps"] / one
+                print(f"K={words} P={pipes}: {emu['achieved_pps'] / one:.2f}x the one-pipe rate "
+                      f"(target >= {0.7 * pipes:.1f}x given {pipes} + clients cores; this machine has "
+                      f"{os.cpu_count()})", flush=True)
+    best_pipes = max(args.pipes, key=lambda p: sum(rate("emulator", w, p)["achieved_pps"]
+                                                   for w in (32, max_words(9000))))
 
     e2e, targets = [], []
     if not args.skip_e2e:
@@ -240,16 +322,26 @@ def main(argv: list[str] | None = None) -> int:
             targets.append(line)
             print(line)
 
+    pipes_e2e = []
+    for pipes in sorted({1, best_pipes}) if args.pipes_e2e is None else args.pipes_e2e:
+        for mode in ("dense", "auto"):
+            r = end_to_end(args.length, 1.0, mode, args.pipes_workers, args.repeat, args.rounds, pipes)
+            pipes_e2e.append(r)
+            print(f"pipes: P={pipes} {mode:<5s} {args.pipes_workers} workers d=2^{args.length.bit_length() - 1} "
+                  f"{r['seconds']:.3f} s, {r['dense_equivalent_gbps']:.2f} Gbit/s dense-equivalent, "
+                  f"exact={r['exact']}, {r['retransmissions']} retransmissions", flush=True)
+
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
             "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.platform(),
             "cpus": os.cpu_count(), "python": platform.python_version()}
-    args.out.write_text(json.dumps({"meta": meta, "packet_rate": rates, "ratios": ratios, "end_to_end": e2e,
+    args.out.write_text(json.dumps({"meta": meta, "packet_rate": rates, "ratios": ratios, "scaling": scaling,
+                                    "best_pipes": best_pipes, "end_to_end": e2e, "pipes_end_to_end": pipes_e2e,
                                     "targets": targets}, indent=1))
     print(f"wrote {args.out}")
     if e2e and plot(e2e, args.out.with_name("emulator_e2e.png")):
         print(f"wrote {args.out.with_name('emulator_e2e.png')}")
-    return 0 if all(r["exact"] for r in e2e) else 1
+    return 0 if all(r["exact"] for r in e2e + pipes_e2e) else 1
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ class DemoConfig:
     group: int = 0  # the index's group size (codec.CodecParams.group; 0: chosen per tensor)
     link_gbps: float = 10.0  # the cost model's link rate (codec.CodecParams.link_gbps)
     rounds: int = 1  # aggregations per worker process; with more than one, `seconds` is the steady state
+    pipes: int = 1  # the switch's data plane processes (python -m switch_emulator --pipes)
 
     def __post_init__(self) -> None:
         if self.workload is not None:  # the preset fixes the length
@@ -62,6 +63,8 @@ class DemoConfig:
             raise ValueError(f"deadline must be a positive number of seconds, got {self.deadline}")
         if self.rounds < 1:
             raise ValueError(f"rounds must be at least 1, got {self.rounds}")
+        if not 1 <= self.pipes <= 64:
+            raise ValueError(f"pipes must be 1..64, got {self.pipes}")
 
     @property
     def params(self) -> codec.CodecParams:
@@ -132,7 +135,8 @@ def start_switch(cfg: DemoConfig) -> tuple[subprocess.Popen, dict]:
     """
     for port in (UDP_PORT, 0):
         cmd = [sys.executable, "-m", "switch_emulator", "--listen", f"127.0.0.1:{port}", "--drop", str(cfg.drop),
-               "--dup", str(cfg.dup), "--reorder", str(cfg.reorder), "--seed", str(cfg.seed)]
+               "--dup", str(cfg.dup), "--reorder", str(cfg.reorder), "--seed", str(cfg.seed),
+               "--pipes", str(cfg.pipes)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = proc.stdout.readline()
         if line:
