@@ -31,6 +31,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 from typing import Any, Callable
 
@@ -160,6 +161,7 @@ class Pipes:
     def __init__(self, count: int, serve: Callable[[int, socket.socket], None]):
         self.count = count
         self._seq = itertools.count(1)
+        self._lock = threading.RLock()  # one request at a time per channel: the serving thread and callers share them
         self._down: dict[int, str] = {}
         self.procs: list[mp.process.BaseProcess] = []
         self._channels: list[socket.socket] = []
@@ -216,6 +218,10 @@ class Pipes:
 
     # -- requests ------------------------------------------------------------------
     def _ask(self, index: int, request: dict) -> dict:
+        with self._lock:
+            return self._ask_locked(index, request)
+
+    def _ask_locked(self, index: int, request: dict) -> dict:
         seq = next(self._seq)
         channel = self._channels[index]
         try:
@@ -238,8 +244,9 @@ class Pipes:
 
     def _all(self, request: dict) -> list[dict]:
         """Send `request` to every pipe; their replies, or ValueError with the first refusal."""
-        self.check()
-        replies = [self._ask(i, request) for i in range(self.count)]
+        with self._lock:
+            self.check()
+            replies = [self._ask(i, request) for i in range(self.count)]
         for i, reply in enumerate(replies):
             if not reply.get("ok"):
                 raise ValueError(reply.get("error", f"pipe {i} refused"))
@@ -263,6 +270,10 @@ class Pipes:
 
     def counters(self) -> dict:
         """Every live pipe's counters summed, and each pipe's own (with its pid and health) in "pipes"."""
+        with self._lock:
+            return self._counters()
+
+    def _counters(self) -> dict:
         total: dict = {"frames": 0, "drops": {}, "jobs": {}}
         per_pipe = []
         for i in range(self.count):
