@@ -3,7 +3,8 @@
 `Pipeline` is the sans-I/O data plane (DESIGN.md section 2); `UdpSwitch`
 serves it on loopback; `InProcessSwitch` wires it to in-process workers;
 `ControlClient` talks to a running emulator.  `python -m switch_emulator`
-starts one.  The scapy layer for the wire format is `scapy_hina.Hina`.
+starts one; `--pipes P` (`UdpSwitch(pipes=P)`) runs its data plane as P
+processes steered by slot (`pipes.py`).  The scapy layer for the wire format is `scapy_hina.Hina`.
 """
 
 from .config import JobConfig, Member
