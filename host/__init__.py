@@ -9,10 +9,11 @@ from .agent import Worker
 from .job import JobSpec
 from .synthetic import synthetic_gradient
 from .transport import UdpTransport
-from .window import AggregationTimeout, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState
+from .window import AggregationTimeout, CongestionWindow, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState
 
 __all__ = [
     "AggregationTimeout",
+    "CongestionWindow",
     "StaleSwitchState",
     "JobSpec",
     "PhaseTransfer",

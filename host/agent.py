@@ -25,7 +25,8 @@ from codec.ops import Op
 from switch_emulator.headers import MAX_WORKERS
 
 from .job import JobSpec
-from .window import AggregationTimeout, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState, stale_message
+from .window import (AggregationTimeout, CongestionWindow, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState,
+                     stale_message)
 
 HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run has its identity
 
@@ -45,6 +46,7 @@ class Worker:
         self.deadline = deadline
         self.pool = SlotPool(job.slot_base, job.slots)
         self.rtt = rtt or RttEstimator()
+        self.window = CongestionWindow(job.slots)  # chunks in flight: adapts to loss, at most W
         self._tag = 0
         self._salt: int | None = None  # the run's identity, from the hello
         self.workspace = codec.Workspace()  # the codec's buffers, reused across aggregations
@@ -103,7 +105,7 @@ class Worker:
         now = time.monotonic()
         xfer = PhaseTransfer(job_id=self.job.job_id, worker_id=self.worker_id, words=self.job.words,
                              pool=self.pool, rtt=self.rtt, tag=tag, ops=ops, payload=words,
-                             name=name, now=now, deadline=self.deadline, salt=salt)
+                             name=name, now=now, deadline=self.deadline, salt=salt, window=self.window)
         send, recv = self.transport.send, self.transport.recv
         try:
             for frame in xfer.start(now):

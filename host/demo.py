@@ -103,6 +103,7 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
     return {
         "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": stats["bytes"],
         "frames": stats["frames"], "retransmissions": stats["retransmissions"],
+        "timeouts": stats["timeouts"], "fast_retransmissions": stats["fast_retransmissions"],
         "ignored": stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
         "phases": worker.phase_seconds, "compute": result.seconds, "payload_by_phase": result.bytes_sent,
         "union": result.union, "residual": result.residual, "encoding": result.encoding, "group": result.group,
@@ -228,6 +229,8 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         "round_seconds": round_seconds,
         "goodput_gbps": 4 * cfg.length * 8 / seconds / 1e9 if reports else None,
         "retransmissions": sum(r["retransmissions"] for r in reports),
+        "timeouts": sum(r["timeouts"] for r in reports),  # of them: the oldest chunk, resent on a timeout
+        "fast_retransmissions": sum(r["fast_retransmissions"] for r in reports),  # of them: overtaken chunks
         "switch_drops": sum(counters["drops"].values()),
         "switch_drop_reasons": counters["drops"],
         "payload_bytes_per_worker": round(sum(r["payload_bytes"] for r in reports) / n),

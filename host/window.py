@@ -3,17 +3,30 @@
 The phase's int32 words are cut into chunks of at most K words, each
 segment of the round on its own (a chunk never straddles two segments, so
 each packet carries one op); chunk c goes to slot c mod W of the job's W
-slots, so every worker puts the same chunk in the same slot.  Each slot alternates between its two copies: the copy is
-flipped after every RESULT, for the whole life of the job (`SlotPool`), so
-consecutive uses of a slot never meet in one copy.  A slot carries chunk
-c + W as soon as chunk c's RESULT is in.  A chunk whose RESULT does not come
-is sent again after a timeout (`RttEstimator`, RFC 6298 style, doubling per
-retransmission of the same chunk); if nothing progresses for `deadline`
-seconds the transfer raises `AggregationTimeout`, naming job, phase and
-offset.  A RESULT counts only if job, phase tag, slot, copy, offset and
-count all match the chunk that slot is waiting for; anything else is
-ignored and counted, so stale or duplicated RESULTs can never land in the
-wrong place.
+slots, so every worker puts the same chunk in the same slot.  Each slot
+alternates between its two copies: the copy is flipped after every RESULT,
+for the whole life of the job (`SlotPool`), so consecutive uses of a slot
+never meet in one copy.  Chunks go out in order while fewer than the
+congestion window are in flight and the chunk's slot is free (chunk c - W
+answered); the window (`CongestionWindow`, shared by a worker's transfers)
+grows by one chunk per window of RESULTs and halves, once per round trip,
+on a loss, so a slow switch (BMv2 forwards a few thousand packets a second)
+is not flooded.
+
+Loss detection fits aggregation: every worker sends the chunks in the same
+order, so RESULTs come back in that order.  A chunk still waiting when a
+chunk sent after it has been answered, and longer than that answer's round
+trip plus a reordering allowance, is lost and sent again at once (RACK, RFC
+8985).  Only a chunk no later chunk overtakes (a phase's tail, or a stall)
+waits for the retransmission timeout (`RttEstimator`: RFC 6298, Karn's rule:
+no RTT samples from resent chunks; a floor; on expiry the timeout doubles
+until a fresh sample), and then only the oldest such chunk is resent: a
+peer that is late delays everyone's RESULTs alike and must not make the
+whole window go out again.  If nothing progresses for `deadline` seconds
+the transfer raises `AggregationTimeout`, naming job, phase and offset.  A
+RESULT counts only if job, phase tag, slot, copy, offset and count all
+match the chunk that slot is waiting for; anything else is ignored and
+counted, so stale or duplicated RESULTs can never land in the wrong place.
 """
 
 from __future__ import annotations
@@ -52,14 +65,74 @@ class RttEstimator:
         self.minimum, self.maximum = minimum, maximum
         self.srtt: float | None = None
         self.rttvar = 0.0
+        self.min_rtt = math.inf
 
     def sample(self, rtt: float) -> None:
+        """One RTT measured on a chunk sent once (Karn: never on a resent one)."""
         if self.srtt is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.min_rtt = min(self.min_rtt, rtt)
         self.rto = min(self.maximum, max(self.minimum, self.srtt + 4 * self.rttvar))
+
+    def backoff(self) -> None:
+        """A retransmission timer expired: double the timeout until the next fresh sample."""
+        self.rto = min(self.maximum, 2 * self.rto)
+
+    @property
+    def reordering(self) -> float:
+        """How much later than a chunk sent after it a RESULT may come before its chunk counts as lost."""
+        return max(1e-3, (self.srtt or 0.0) / 4)
+
+
+class CongestionWindow:
+    """How many chunks a worker keeps in flight, at most its job's W slots; shared by its transfers.
+
+    Slow start from `initial` (one more chunk per RESULT) up to `ssthresh`, then one more chunk
+    per window of RESULTs; a loss halves the window, at most once per round trip (losses of chunks
+    sent before the last cut are the same congestion event).
+    """
+
+    QUEUE_DELAY = 5e-3  # queueing the window may add before it stops growing
+
+    def __init__(self, limit: int, initial: int = 16, minimum: int = 2):
+        self.limit, self.minimum = limit, min(minimum, limit)
+        self.cwnd = float(max(self.minimum, min(initial, limit)))
+        self.ssthresh = float(limit)
+        self.cut_at = -math.inf  # when the window was last cut
+        self.last_rtt: float | None = None  # the latest round trip of a chunk sent once
+        self.cuts = 0
+
+    @property
+    def chunks(self) -> int:
+        return int(self.cwnd)
+
+    def queueing(self, rtt: float | None, min_rtt: float) -> bool:
+        """Whether a round trip says a queue is building: `QUEUE_DELAY` (or the least RTT) over the least."""
+        return rtt is not None and rtt > min_rtt + max(self.QUEUE_DELAY, min_rtt)
+
+    def on_result(self, rtt: float | None = None, min_rtt: float = math.inf) -> None:
+        """A RESULT came; `rtt`: its round trip if its chunk went once, `min_rtt`: the least seen.
+
+        The window grows only while the round trip stays near the least: past that the switch's
+        queue is filling, and a full queue drops (a drop-tail BMv2 switch)."""
+        self.last_rtt = rtt if rtt is not None else self.last_rtt
+        if self.queueing(rtt, min_rtt):
+            return
+        self.cwnd = min(self.limit, self.cwnd + (1.0 if self.cwnd < self.ssthresh else 1.0 / self.cwnd))
+
+    def on_loss(self, sent_at: float, now: float, min_rtt: float = 0.0) -> None:
+        """The chunk sent at `sent_at` was lost (or timed out) at `now`.
+
+        A loss while round trips show no queue is the link's, not congestion (the window is not
+        what caused it, and halving it would only slow a lossy path down): the window stays."""
+        if sent_at <= self.cut_at or not self.queueing(self.last_rtt, min_rtt):
+            return
+        self.ssthresh = self.cwnd = max(float(self.minimum), self.cwnd / 2)
+        self.cut_at = now
+        self.cuts += 1
 
 
 class SlotPool:
@@ -78,8 +151,10 @@ class SlotPool:
 class _Chunk:
     index: int
     version: int
-    sent_at: float
-    rto: float
+    sent_at: float  # its latest transmission
+    rto: float  # its own timeout (doubles with each timeout)
+    due_at: float  # when its timeout expires
+    seq: int  # the transfer's count of transmissions at its latest one
     retries: int = 0
     suppressed: bool = False  # due during a stall, not resent: restarts its timer on progress
 
@@ -89,14 +164,17 @@ class PhaseTransfer:
 
     def __init__(self, *, job_id: int, worker_id: int, words: int, pool: SlotPool, rtt: RttEstimator,
                  tag: int, op: int | None = None, payload: np.ndarray, name: str, now: float, deadline: float,
-                 ops: tuple[tuple[int, int, int], ...] | None = None, salt: int = 0):
+                 ops: tuple[tuple[int, int, int], ...] | None = None, salt: int = 0,
+                 window: CongestionWindow | None = None):
         """`ops`: (op, start, stop) of each segment of `payload`; or one `op` for all of it.
 
         salt: added (mod 2^32) to every offset on the wire: the run's identity (`Worker` agrees
         on it in its hello), so that a copy an earlier run left on the switch never matches.
+        window: the worker's congestion window; by default all W slots, fixed.
         """
         self.job_id, self.worker_id, self.words = job_id, worker_id, words
         self.pool, self.rtt = pool, rtt
+        self.window = window or CongestionWindow(pool.slots, initial=pool.slots, minimum=pool.slots)
         self.tag, self.name = tag & 0xFFFF, name
         self.deadline = deadline
         self.length = int(payload.size)
@@ -115,11 +193,18 @@ class PhaseTransfer:
         wire[: self.length] = payload
         self._wire = memoryview(wire.view(np.uint8))
         self.result = np.empty(self.length, dtype=np.int32)
-        self._waiting: dict[int, _Chunk] = {}  # slot index (0..W-1) -> chunk in flight
+        # slot index (0..W-1) -> chunk in flight, in the order of their latest transmissions
+        self._flight: collections.OrderedDict[int, _Chunk] = collections.OrderedDict()
+        self._next = 0  # the next chunk never sent
         self._received = 0
         self._last_progress = now
-        self._earliest = math.inf
-        self._heard = False  # a RESULT arrived since the last retransmissions
+        self._earliest = math.inf  # the earliest retransmission timeout
+        self._seq = 0  # transmissions so far
+        self._rack_seq = -1  # the latest transmission answered, and its round trip (RACK)
+        self._rack_rtt = 0.0
+        self._rack_at = math.inf  # when the next chunk the answers overtook counts as lost
+        self._heard = False  # a RESULT arrived since the last timeout
+        self._probing = False  # a timeout's probe went out, and no chunk sent once was answered since
         self.stats: collections.Counter[str] = collections.Counter()
 
     @property
@@ -127,8 +212,8 @@ class PhaseTransfer:
         return self._received == self.chunks
 
     def start(self, now: float) -> list[bytes]:
-        """The first window: chunks 0..W-1."""
-        return [self._send(c, now) for c in range(min(self.pool.slots, self.chunks))]
+        """The first window."""
+        return self._fill(now)
 
     def receive(self, frame: bytes, now: float) -> list[bytes]:
         """Take in one frame from the switch; return the frames it lets us send."""
@@ -137,7 +222,7 @@ class PhaseTransfer:
             return []
         msg_type, _op, job_id, _wid, flags, pool_index, offset, count, phase = unpack_header(frame)
         slot = (pool_index & (VERSION_BIT - 1)) - self.pool.slot_base
-        chunk = self._waiting.get(slot)
+        chunk = self._flight.get(slot)
         if (msg_type != MsgType.RESULT or job_id != self.job_id or phase != self.tag or chunk is None
                 or chunk.version != pool_index >> 15 or offset != self._wire_offset[chunk.index]
                 or count != self._count[chunk.index] or len(frame) < HEADER_BYTES + 4 * count):
@@ -150,67 +235,123 @@ class PhaseTransfer:
                 f"{self._offset[chunk.index]}"))
         offset = self._offset[chunk.index]
         self.result[offset : offset + count] = np.frombuffer(frame, dtype=">i4", count=count, offset=HEADER_BYTES)
-        if chunk.retries == 0:
-            self.rtt.sample(now - chunk.sent_at)
+        rtt = now - chunk.sent_at
+        if chunk.retries == 0:  # Karn: a resent chunk's answer may answer either transmission
+            self.rtt.sample(rtt)
+            self._probing = False  # chunks sent once are answered again: the flow is back
+            if chunk.seq > self._rack_seq:
+                self._rack_seq, self._rack_rtt = chunk.seq, rtt
+        self.window.on_result(rtt if chunk.retries == 0 else None, self.rtt.min_rtt)
         self._received += 1
         self._last_progress = now
         if not self._heard:
             self._heard = True
-            for waiting in self._waiting.values():
+            for waiting in self._flight.values():
                 if waiting.suppressed:  # progress again: a full timeout before anyone resends them
                     waiting.suppressed = False
-                    waiting.sent_at, waiting.rto = now, self.rtt.rto
-                    self._earliest = min(self._earliest, now + waiting.rto)
+                    waiting.rto = self.rtt.rto
+                    waiting.due_at = now + waiting.rto
+                    self._earliest = min(self._earliest, waiting.due_at)
         self.pool.version[slot] ^= 1
-        del self._waiting[slot]
-        following = chunk.index + self.pool.slots
-        return [self._send(following, now)] if following < self.chunks else []
+        del self._flight[slot]
+        out = self._overtaken(now)
+        out += self._fill(now)
+        return out
 
     def poll(self, now: float) -> list[bytes]:
         """Retransmissions that are due; raises AggregationTimeout past the deadline."""
         if self.done:
             return []
         if now - self._last_progress >= self.deadline:
-            oldest = min(self._waiting.values(), key=lambda c: c.index)
+            oldest = min(self._flight.values(), key=lambda c: c.index)
             raise AggregationTimeout(
                 f"job {self.job_id}, worker {self.worker_id}: phase {self.name!r} (tag {self.tag}) got no "
                 f"RESULT for offset {self._offset[oldest.index]} (slot {self.pool.slot_base + oldest.index % self.pool.slots}, "
                 f"copy {oldest.version}) within {self.deadline:g} s; {self._received}/{self.chunks} chunks done"
                 + ("" if self._received else " (is the job on the switch, and are all its workers running?)"))
-        if now < self._earliest:
-            return []
-        due = sorted((c for c in self._waiting.values() if now >= c.sent_at + c.rto), key=lambda c: c.index)
-        if not self._heard:
-            # Nothing came back since the last retransmissions: the network or a slow peer is
-            # stalled, and resending the whole window would only add load.  Probe with the oldest
-            # chunk; the rest wait, backing off alike, until a RESULT shows progress again.
-            for chunk in due[1:]:
-                chunk.rto = min(2 * chunk.rto, self.rtt.maximum)
-                chunk.sent_at = now
-                chunk.suppressed = True
-            due = due[:1]
-        out = []
-        for chunk in due:
-            chunk.retries += 1
-            chunk.rto = min(2 * chunk.rto, self.rtt.maximum)
-            chunk.sent_at = now
-            self.stats["retransmissions"] += 1
-            out.append(self._frame(chunk))
-        if out:
-            self._heard = False
-        self._earliest = min((c.sent_at + c.rto for c in self._waiting.values()), default=math.inf)
+        out = self._overtaken(now) if now >= self._rack_at else []
+        if now >= self._earliest:
+            due = [c for c in self._flight.values() if now >= c.due_at]
+            if due and self._probing and self._heard:
+                # The last probe was answered, and these waited a full timeout after that progress
+                # without being overtaken: the tail of the phase was lost.  All of it goes again.
+                for chunk in due:
+                    self.window.on_loss(chunk.sent_at, now, self.rtt.min_rtt)
+                    chunk.rto = min(2 * chunk.rto, self.rtt.maximum)
+                    out.append(self._resend(chunk, now))
+                self.stats["timeouts"] += 1
+                self._heard = False
+            elif due:
+                # Nothing overtook these: a tail, a late peer or a stalled path.  Resend the oldest
+                # only and back off; the rest wait, backing off alike, until a RESULT shows progress.
+                probe = min(due, key=lambda c: c.index)
+                for chunk in due:
+                    if chunk is not probe:
+                        chunk.rto = min(2 * chunk.rto, self.rtt.maximum)
+                        chunk.due_at = now + chunk.rto
+                        chunk.suppressed = True
+                self.window.on_loss(probe.sent_at, now, self.rtt.min_rtt)
+                self.rtt.backoff()
+                self.stats["timeouts"] += 1
+                probe.rto = min(2 * probe.rto, self.rtt.maximum)
+                out.append(self._resend(probe, now))
+                self._heard = False
+                self._probing = True
+            self._earliest = min((c.due_at for c in self._flight.values()), default=math.inf)
         return out
 
     def next_timer(self) -> float:
         """When `poll` has something to do next (a retransmission or the deadline)."""
-        return min(self._earliest, self._last_progress + self.deadline)
+        return min(self._earliest, self._rack_at, self._last_progress + self.deadline)
 
-    # -- frames ---------------------------------------------------------------
-    def _send(self, index: int, now: float) -> bytes:
-        slot = index % self.pool.slots
-        chunk = _Chunk(index, self.pool.version[slot], now, self.rtt.rto)
-        self._waiting[slot] = chunk
-        self._earliest = min(self._earliest, now + chunk.rto)
+    # -- internals --------------------------------------------------------------
+    def _fill(self, now: float) -> list[bytes]:
+        """Send the next chunks while the window has room and their slots are free."""
+        out = []
+        room = self.window.chunks - len(self._flight)
+        while room > 0 and self._next < self.chunks:
+            slot = self._next % self.pool.slots
+            if slot in self._flight:  # chunk next - W still waits: in order, as every worker sends
+                break
+            chunk = _Chunk(self._next, self.pool.version[slot], now, self.rtt.rto, now + self.rtt.rto, self._seq)
+            self._seq += 1
+            self._flight[slot] = chunk
+            self._earliest = min(self._earliest, chunk.due_at)
+            out.append(self._frame(chunk))
+            self._next += 1
+            room -= 1
+        return out
+
+    def _overtaken(self, now: float) -> list[bytes]:
+        """RACK: resend the chunks that a later-sent, answered chunk overtook by more than the allowance."""
+        self._rack_at = math.inf
+        if self._rack_seq < 0:
+            return []
+        allowance = self._rack_rtt + self.rtt.reordering
+        lost = []
+        for chunk in self._flight.values():  # oldest transmission first
+            if chunk.seq >= self._rack_seq:
+                break
+            if now < chunk.sent_at + allowance:
+                self._rack_at = chunk.sent_at + allowance
+                break
+            lost.append(chunk)
+        out = []
+        for chunk in lost:
+            self.window.on_loss(chunk.sent_at, now, self.rtt.min_rtt)
+            self.stats["fast_retransmissions"] += 1
+            out.append(self._resend(chunk, now))
+        return out
+
+    def _resend(self, chunk: _Chunk, now: float) -> bytes:
+        chunk.retries += 1
+        chunk.sent_at = now
+        chunk.due_at = now + chunk.rto
+        chunk.seq, self._seq = self._seq, self._seq + 1
+        chunk.suppressed = False
+        self._flight.move_to_end(chunk.index % self.pool.slots)
+        self._earliest = min(self._earliest, chunk.due_at)
+        self.stats["retransmissions"] += 1
         return self._frame(chunk)
 
     def _frame(self, chunk: _Chunk) -> bytes:

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codec.ops import Op
+from host.window import CongestionWindow
 from netsim import expected, run_transfers
 from switch_emulator import Drop, Flags, JobConfig, Member, MsgType, Pipeline
 from switch_emulator.headers import HEADER_BYTES, HinaHeader, pack_header
@@ -206,9 +207,9 @@ def test_remove_job_and_unknown_job_errors():
 @settings(max_examples=60)
 @given(seed=st.integers(0, 2**32 - 1), workers=st.integers(1, 6), length=st.integers(1, 200),
        words=st.integers(1, 9), slots=st.integers(1, 5), op=st.sampled_from(list(Op)),
-       drop=st.sampled_from([0.0, 0.05, 0.2]), dup=st.sampled_from([0.0, 0.05, 0.2]))
+       drop=st.sampled_from([0.0, 0.05, 0.2]), dup=st.sampled_from([0.0, 0.05, 0.2]), adaptive=st.booleans())
 def test_slot_protocol_is_exact_under_loss_duplication_and_reordering(seed, workers, length, words, slots, op,
-                                                                      drop, dup):
+                                                                      drop, dup, adaptive):
     """Workers' windows against the pipeline on a virtual network: every round's result is exact."""
     rng = np.random.default_rng(seed)
     p = Pipeline()
@@ -216,7 +217,9 @@ def test_slot_protocol_is_exact_under_loss_duplication_and_reordering(seed, work
     rounds = 3
     payloads = [rng.integers(-(2**31), 2**31, size=length).astype(np.int32) for _ in range(workers)]
     results, net, _ = run_transfers(p, payloads, op, job_id=5, words=words, slot_base=3, slots=slots, rng=rng,
-                                    drop=drop, dup=dup, rounds=rounds)
+                                    drop=drop, dup=dup, rounds=rounds,
+                                    windows=[CongestionWindow(slots, initial=1) for _ in range(workers)]
+                                    if adaptive else None)
     want = expected(op, payloads)
     for w in range(workers):
         for r in range(rounds):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from codec.ops import Op
-from host.window import AggregationTimeout, PhaseTransfer, RttEstimator, SlotPool
+from host.window import AggregationTimeout, CongestionWindow, PhaseTransfer, RttEstimator, SlotPool
 from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, HinaHeader, MsgType, pack_header
 
 
@@ -91,14 +91,93 @@ def test_stalled_transfer_probes_with_one_chunk_and_backs_off_then_deadline_name
         x.poll(1.0)
 
 
-def test_after_progress_every_due_chunk_is_resent():
+def answer(x, frame, now):
+    h = HinaHeader.unpack(frame)
+    return x.receive(result_for(frame, np.frombuffer(frame, ">i4", h.count, HEADER_BYTES)), now)
+
+
+def offsets(frames):
+    return [HinaHeader.unpack(f).offset for f in frames]
+
+
+def test_after_an_answered_probe_the_rest_of_a_lost_tail_goes_again_after_one_timeout():
+    """A tail of lost chunks: the timeout probes the oldest; once its answer shows the path works, the
+    others wait one more (backed-off) timeout and then all go again, not one timeout each."""
     x = transfer(range(9), slots=3, rtt=RttEstimator(initial=0.1, minimum=0.1))
+    x.start(0.0)
+    probe = x.poll(0.1)
+    assert offsets(probe) == [0]
+    assert answer(x, probe[0], 0.15) == []  # an answer to a resent chunk may answer the original: no RACK
+    assert x.poll(0.34) == []  # chunks 1 and 2 restarted a full (backed-off, 0.2 s) timeout at 0.15
+    assert offsets(x.poll(0.35)) == [3, 6]
+    assert x.stats["timeouts"] == 2 and x.stats["retransmissions"] == 3
+
+
+def test_a_chunk_overtaken_by_a_later_answer_goes_again_after_the_reordering_allowance():
+    rtt = RttEstimator(initial=1.0, minimum=1.0)
+    x = transfer(range(30), slots=4, rtt=rtt)  # 10 chunks
     first = x.start(0.0)
-    x.poll(0.1)  # stalled: probe chunk 0 only; chunks 1 and 2 wait
-    x.receive(result_for(first[0], [0, 1, 2]), 0.15)  # progress: 1 and 2 restart a full timeout
-    assert x.poll(0.2) == []
-    resent = x.poll(0.26)
-    assert sorted(HinaHeader.unpack(f).offset for f in resent) == [3, 6]  # chunks 1 and 2 (of 3)
+    assert answer(x, first[0], 0.010) and x.stats["retransmissions"] == 0  # chunk 0: rtt 10 ms, fill chunk 4
+    out = answer(x, first[2], 0.0105)  # chunk 2 answered, chunk 1 (sent just before it) not yet
+    assert out == []  # chunk 5 waits for slot 1 (chunk 1): in order; and 1 may still be on its way
+    assert x.next_timer() == pytest.approx(0.0105 + 0.010 / 4, abs=2e-4)  # its RTT plus srtt / 4
+    assert offsets(x.poll(0.0105 + 0.02)) == [3]  # past the allowance: chunk 1 is lost, sent again
+    assert x.stats["fast_retransmissions"] == 1 and x.stats["timeouts"] == 0
+
+
+def test_answers_late_alike_cost_one_probe_per_timeout_not_the_window():
+    """A late peer delays every RESULT by the same amount: no chunk is overtaken, nothing is resent but the
+    oldest chunk, once per (backed-off) timeout."""
+    rtt = RttEstimator(initial=0.05, minimum=0.05)
+    x = transfer(range(30), slots=8, rtt=rtt)
+    first = x.start(0.0)
+    resent = x.poll(0.05) + x.poll(0.10) + x.poll(0.149)
+    assert offsets(resent) == [0]  # timeout at 50 ms, then 100 ms backed off: one probe
+    for i, f in enumerate(first):  # everything arrives at 140-150 ms, in order
+        answer(x, f, 0.14 + i * 0.001)
+    assert x.stats["retransmissions"] == 1 and x.stats["fast_retransmissions"] == 0
+
+
+def test_the_window_halves_once_per_congestion_event_and_grows_back():
+    w = CongestionWindow(64, initial=8)
+    base = 0.001
+    for _ in range(8):
+        w.on_result(base, base)
+    assert w.chunks == 16  # slow start: one more per RESULT
+    w.on_result(0.02, base)  # 19 ms over the least round trip: a queue is building
+    assert w.chunks == 16  # no growth
+    w.on_loss(sent_at=1.0, now=2.0, min_rtt=base)
+    assert w.chunks == 8 and w.cuts == 1
+    w.on_loss(sent_at=1.5, now=2.1, min_rtt=base)  # sent before the cut: the same event
+    assert w.chunks == 8 and w.cuts == 1
+    for _ in range(8):
+        w.on_result(base, base)
+    assert w.cwnd == pytest.approx(9, abs=0.05)  # congestion avoidance: one more per window of RESULTs
+    w.on_result(0.02, base)
+    w.on_loss(sent_at=2.2, now=3.0, min_rtt=base)
+    assert w.chunks == 4 and w.cuts == 2
+    for i in range(100):
+        w.on_loss(sent_at=10.0 + i, now=10.5 + i, min_rtt=base)
+    assert w.chunks == 2  # the floor
+    for _ in range(10_000):
+        w.on_result(base, base)
+    assert w.chunks == 64  # never past the job's W slots
+
+
+def test_a_loss_without_a_queue_is_the_link_s_and_keeps_the_window():
+    w = CongestionWindow(64, initial=32)
+    w.on_result(0.0012, 0.001)  # round trips at the floor: no queue
+    w.on_loss(sent_at=1.0, now=2.0, min_rtt=0.001)
+    assert w.chunks == 33 and w.cuts == 0
+
+
+def test_the_window_limits_chunks_in_flight():
+    w = CongestionWindow(8, initial=2)
+    x = PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 8), rtt=RttEstimator(), tag=9, op=Op.OR,
+                      payload=np.arange(60, dtype=np.int32), name="index", now=0.0, deadline=1.0, window=w)
+    first = x.start(0.0)
+    assert offsets(first) == [0, 3]
+    assert offsets(answer(x, first[0], 0.01)) == [6, 9]  # window 3 after one RESULT: 2 new in flight
 
 
 def test_rtt_estimator_follows_samples_within_bounds():
