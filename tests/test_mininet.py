@@ -60,3 +60,44 @@ def test_transport_is_udp_by_default_and_raw_frames_work_too():
     assert auto["runs"][0]["transports"] == ["UdpTransport"]
     raw = experiment(loss=0.0, ping=False, transport="raw")
     assert raw["runs"][0]["transports"] == ["RawTransport"] and raw["runs"][0]["exact"]
+
+
+def test_standalone_workers_on_the_hosts_then_a_rerun_refused_until_reset(monkeypatch, tmp_path):
+    """`hina worker --switch IP:PORT` on each Mininet host against the switch's data plane alone (as with
+    BMv2): exact; the same workers again find the first run's slot copies and refuse at once (status 1,
+    naming the earlier run); after the controller resets the job they are exact again."""
+    import numpy as np
+
+    import codec
+    from host.synthetic import synthetic_gradient
+
+    n, length, density = 3, 60_000, 0.05
+    grads = [synthetic_gradient(length, density, seed=1, rank=r) for r in range(n)]
+    want = codec.simulate_allreduce(grads).sum
+
+    def standalone(self, mode, topology):
+        runs = []
+        for attempt in ("first", "again", "after_reset"):
+            if attempt == "after_reset":
+                self.switch.target.reset_job(1)
+            outs = [tmp_path / f"{attempt}{r}.npy" for r in range(n)]
+            procs = [h.popen([sys.executable, "-m", "host.cli", "worker", "--switch", f"{hina_net.SWITCH_IP}:20033",
+                              "--rank", str(r), "--workers", str(n), "--length", str(length), "--density",
+                              str(density), "--seed", "1", "--deadline", "10", "--out", str(outs[r])],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for r, h in enumerate(self._hosts())]
+            done = [(p.wait(60), p.stderr.read()) for p in procs]
+            runs.append({"attempt": attempt, "status": [s for s, _ in done], "stderr": [e for _, e in done],
+                         "sums": [np.load(o) if o.exists() else None for o in outs]})
+        return runs
+
+    monkeypatch.setattr(hina_net.Experiment, "_aggregate", standalone)
+    first, again, after = experiment(loss=0.0, ping=False, length=length, density=density)["runs"][0]
+    assert first["status"] == [0] * n, first["stderr"]
+    assert all(np.array_equal(s, want) for s in first["sums"])
+    assert 1 in again["status"] and all(s in (0, 1) for s in again["status"]), again["stderr"]
+    assert any("earlier run" in e for e in again["stderr"]), again["stderr"]
+    assert all(s is None or np.array_equal(s, want) for s in again["sums"])  # never a wrong sum
+    assert after["status"] == [0] * n, after["stderr"]
+    assert all(np.array_equal(s, want) for s in after["sums"])
+    assert not leftovers()
