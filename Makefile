@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	mkdir -p $(VENV)/debian && ln -sfn $(DEBIAN_MININET) $(VENV)/debian/mininet
 	echo "$(CURDIR)/$(VENV)/debian" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-debian-mininet.pth"
-	$(PY) -m pip install --quiet -e '.[test,plot]'
+	$(PY) -m pip install --quiet -e '.[test,plot,torch]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
