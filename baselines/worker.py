@@ -1,0 +1,118 @@
+"""One rank of a baseline run: join the gloo group, run each baseline for every round, report JSON lines.
+
+    python -m baselines.worker --spec SPEC.json --rank R
+
+The spec (written by `launch`, or by mininet/plain_star.py for a host) names
+the group (`world`, `master` host:port), the gradients (a `workload` preset
+at `scale`, or uniform `length` x `density`) and their per-round `seeds`,
+the `baselines` to run, and the parameters (`topk_density`, `link_gbps`).
+Each rank prints one line per (baseline, round): its own seconds (from a
+barrier to its result), the payload bytes it sent by kind, its interface's
+transmitted bytes when `ifname` names one (from /proc/net/dev: headers
+included), what the baseline decided, and a CRC of its result; rank 0 also
+checks the result against numpy (`check`).  A last line says "done".
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from baselines import LOSSY, VARIANTS, oktopk, ring, sparcml, zen  # noqa: E402
+from baselines.check import Reference  # noqa: E402
+from baselines.comm import Comm, require_torch  # noqa: E402
+from host.synthetic import gradient_for, workload_preset  # noqa: E402
+
+
+def spec_length(spec: dict) -> int:
+    return workload_preset(spec["workload"], spec["scale"]).size if spec.get("workload") else spec["length"]
+
+
+def gradient(spec: dict, seed: int, rank: int) -> np.ndarray:
+    return gradient_for(spec_length(spec), spec.get("density", 0.0), seed=seed, rank=rank,
+                        workload=spec.get("workload"), scale=spec.get("scale", 1.0))
+
+
+def topk_k(spec: dict, length: int) -> int:
+    return max(1, round(spec.get("topk_density", 0.01) * length))
+
+
+def run_one(name: str, comm: Comm, grad: np.ndarray, spec: dict) -> np.ndarray:
+    if name == "ring":
+        return ring.allreduce(comm, grad)
+    if name == "sparcml":
+        return sparcml.allreduce(comm, grad, link_gbps=spec.get("link_gbps", 10.0))
+    if name in VARIANTS:  # one SparCML scheme, forced (tests)
+        return sparcml.allreduce(comm, grad, algorithm=VARIANTS[name])
+    if name == "oktopk":
+        return oktopk.allreduce(comm, grad)
+    if name == "oktopk_topk":
+        return oktopk.allreduce(comm, grad, k=topk_k(spec, grad.size))
+    if name == "zen":
+        return zen.allreduce(comm, grad)
+    raise ValueError(f"unknown baseline {name!r}")
+
+
+def tx_bytes(ifname: str | None) -> int | None:
+    """Bytes this network namespace sent on `ifname` (/proc/net/dev is per namespace; sysfs is not)."""
+    if not ifname:
+        return None
+    for line in Path("/proc/net/dev").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        if name.strip() == ifname:
+            return int(rest.split()[8])
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spec", type=Path, required=True)
+    ap.add_argument("--rank", type=int, required=True)
+    args = ap.parse_args(argv)
+    spec = json.loads(args.spec.read_text())
+    rank, world = args.rank, spec["world"]
+    torch, dist = require_torch()
+    torch.set_num_threads(1)  # N ranks share the machine's cores
+    dist.init_process_group("gloo", init_method=f"tcp://{spec['master']}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=spec.get("deadline", 120)))
+    comm = Comm(rank, world)
+    length = spec_length(spec)
+    if "zen" in spec["baselines"]:
+        zen.owner_map(length, world)  # Zen's hash tables exist before the first step
+    reference = Reference(world, lambda seed, r: gradient(spec, seed, r)) if rank == 0 else None
+    try:
+        for rnd, seed in enumerate(spec["seeds"]):  # rounds outer: the baselines interleave, one seed at a time
+            grad = gradient(spec, seed, rank)
+            for name in spec["baselines"]:
+                comm.reset()
+                comm.barrier()
+                tx0 = tx_bytes(spec.get("ifname"))
+                t0 = time.perf_counter()
+                out = run_one(name, comm, grad, spec)
+                seconds = time.perf_counter() - t0
+                tx1 = tx_bytes(spec.get("ifname"))
+                line = {"baseline": name, "round": rnd, "seed": seed, "rank": rank, "seconds": seconds,
+                        "sent": comm.sent, "tx_bytes": None if tx0 is None or tx1 is None else tx1 - tx0,
+                        "notes": comm.notes, "crc": zlib.crc32(out.tobytes()), "length": length}
+                if reference is not None:
+                    line["check"] = reference.check(out, seed, lossy=name in LOSSY)
+                print(json.dumps(line), flush=True)
+        print(json.dumps({"done": True, "rank": rank}), flush=True)
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
