@@ -1,4 +1,4 @@
-"""The comparison table: dense (SwitchML-style), OmniReduce-style blocks and hina on model-shaped workloads.
+"""The comparison table: hina, dense (SwitchML-style), OmniReduce-style blocks and host-based baselines.
 
 For each preset of benchmarks/workloads.py (scaled to fit this machine) and
 N workers (default 8) it aggregates the same gradients in each mode of
@@ -16,15 +16,28 @@ N workers (default 8) it aggregates the same gradients in each mode of
   values at the union) and sketch (an index and a count sketch, peeled)
   can also be run on their own.
 
-Runs on the emulator on loopback always and, as root with Mininet, on a
-star at 1 and 10 Gbit/s.  Every result is checked exact.  Reports per
-preset, environment and mode: per-worker and union density, what auto
-chose, bytes per worker, seconds (best of --rounds, every round listed),
-dense-equivalent throughput, speedup over dense, the shares of index /
-values / dense bytes, and per (environment, preset) whether auto met the
-rule "never more than 5% slower than the best of dense and blocks".
+and the host-based allreduces of `baselines/` (--baselines, default all),
+which need no programmable switch: gloo's ring all_reduce of the dense
+tensor, SparCML (SSAR recursive doubling or DSAR split-allgather), Ok-Topk
+lossless and with its top-k at k = --topk-density x length (lossy), and Zen
+(hash-partitioned push, hash-bitmap pull), one process per worker over
+gloo (TCP), on the same gradients (same presets, scales, seeds).
 
-    python benchmarks/compare.py [--workers 8] [--presets ncf lstm ...] [--modes dense blocks auto] [--mininet auto|off]
+Runs on loopback always (hina through the emulator; the baselines as N
+processes on 127.0.0.1) and, as root with Mininet, on stars at 1 and 10
+Gbit/s (hina through the emulator; the baselines through a plain Linux
+bridge with the same links: mininet/plain_star.py).  Every hina result is
+checked exact; every lossless baseline within float32 rounding of numpy's
+float64 sum (baselines/check.py), the lossy one reports its error.
+Reports per preset, environment and system: per-worker and union density,
+what ran, bytes per worker, seconds (best of --rounds, every round
+listed), dense-equivalent throughput, speedup over dense and over ring,
+the shares of index / values / dense bytes, the result against numpy, and
+per (environment, preset) whether auto met the rule "never more than 5%
+slower than the best of dense and blocks".
+
+    python benchmarks/compare.py [--workers 8] [--presets ncf lstm ...] [--modes dense blocks auto]
+        [--baselines ring sparcml oktopk oktopk_topk zen | none] [--systems auto ring zen ...] [--mininet auto|off]
 Writes benchmarks/results/compare.json, compare.md and compare_speedup.png, compare_bytes.png.
 """
 
@@ -43,21 +56,23 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "mininet")]
 
 import workloads  # noqa: E402
 
+from baselines import BASELINES, LOSSY  # noqa: E402
+from baselines import LABEL as BASELINE_LABEL  # noqa: E402
 from codec.params import MODES  # noqa: E402
 from host.demo import DemoConfig, run_demo  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_MODES = ("dense", "blocks", "auto")
 MODE_LABEL = {"dense": "dense (SwitchML-style)", "blocks": "blocks (OmniReduce-style)", "auto": "hina auto",
-              "aligned": "hina aligned", "sketch": "hina sketch"}
+              "aligned": "hina aligned", "sketch": "hina sketch", **BASELINE_LABEL}
 # payload_by_phase segments by what they carry (check, scale and stats, a few words each, are left out)
 SHARE_PARTS = {"index": ("index", "index_coarse", "index_fine", "block_index"),
                "values": ("values", "blocks", "sketch", "residual"),
                "dense": ("dense",)}
 SEGMENTS = ("check", "scale", "stats", "index", "index_coarse", "index_fine", "values", "sketch", "residual",
-            "dense", "block_index", "blocks")
+            "dense", "block_index", "blocks", "meta")
 SEGMENT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
-                   "#17becf", "#aec7e8", "#ffbb78", "#98df8a")  # one per segment, no greys
+                   "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896")  # one per segment, no greys
 RULE_SLACK = 1.05  # the issue's rule: auto never more than 5% slower than the best of dense and blocks
 RULE_COLUMN = "auto vs best of dense/blocks"
 # scales that put every preset near 2^22 elements: small enough for 8 workers on this machine
@@ -74,6 +89,17 @@ def mininet_available() -> str | None:
     return hina_net.missing_requirements()
 
 
+def baselines_available() -> str | None:
+    """None if the host-based baselines can run here (torch with gloo), else why not."""
+    from baselines.comm import require_torch
+
+    try:
+        require_torch()
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
 def byte_shares(payload: dict[str, int]) -> dict[str, float]:
     """Shares of index / values / dense bytes in one worker's payload (by segment name)."""
     parts = {k: sum(payload.get(seg, 0) for seg in segs) for k, segs in SHARE_PARTS.items()}
@@ -82,7 +108,9 @@ def byte_shares(payload: dict[str, int]) -> dict[str, float]:
 
 
 def chose_text(r: dict) -> str:
-    """What auto ran: the encoding and the index's group size (1: one level; 0: no index)."""
+    """What auto ran (the encoding and the index's group size; 1: one level, 0: no index), or a baseline's scheme."""
+    if r["mode"] in BASELINES:
+        return r.get("encoding") or ""
     if r["mode"] != "auto" or not r.get("encoding"):
         return ""
     group = r.get("group") or 0
@@ -98,7 +126,23 @@ def row(env: str, preset: str, mode: str, length: int, dens: dict, r: dict) -> d
             "seconds": seconds, "throughput_gbps": 4 * length * 8 / seconds / 1e9,
             "round_seconds": r.get("round_seconds", [seconds]),
             "retransmissions": r["retransmissions"], "encoding": r.get("encoding"), "group": r.get("group"),
-            "byte_shares": byte_shares(payload)}
+            "byte_shares": byte_shares(payload), "system": "baseline" if mode in BASELINES else "hina",
+            **{k: r[k] for k in ("lossy", "max_abs_diff", "max_diff_over_bound", "rel_l2_error", "identical",
+                                 "bytes_measured", "payload_bytes_per_worker") if k in r}}
+
+
+def result_text(r: dict) -> str:
+    """The result against numpy: hina's exact fixed-point sum, a baseline's float32 rounding, or a lossy error."""
+    if r["system"] == "hina":
+        return "exact (fixed point)"
+    if r.get("lossy"):
+        return f"lossy: rel. L2 error {r['rel_l2_error']:.2g}"
+    return (f"{'within' if r['exact'] else 'OUTSIDE'} float32 rounding: max diff {r['max_abs_diff']:.1e} "
+            f"({r['max_diff_over_bound']:.2f} of bound)")
+
+
+def speedup_text(r: dict, ref: dict | None) -> str:
+    return f"{ref['seconds'] / r['seconds']:.2f}x" if ref else "n/a"
 
 
 def rule_checks(rows: list[dict]) -> list[dict]:
@@ -142,6 +186,46 @@ def run_loopback(preset: str, scale: float, workers: int, rounds: int, modes: tu
     return rows
 
 
+def check_baselines(runs: list[dict], where: str) -> None:
+    for r in runs:
+        if not r["identical"] or (not r["lossy"] and not r["exact"]):
+            raise RuntimeError(f"{where}: {r['mode']} was not within float32 rounding of numpy's sum on every rank "
+                               f"(max diff {r['max_abs_diff']:.3g}, {r['max_diff_over_bound']:.3g} of the bound)")
+
+
+def log_baselines(runs: list[dict], env: str, log) -> None:
+    for r in runs:
+        log(f"  {env} {r['mode']:<11s} {r['seconds']:.3f} s, {r['bytes_per_worker']:,.0f} B/worker"
+            + (f", {r['encoding']}" if r["encoding"] else "")
+            + (f", lossy: rel. L2 error {r['rel_l2_error']:.2g}" if r["lossy"] else ""))
+
+
+def run_baselines_loopback(preset: str, scale: float, workers: int, rounds: int, baselines: tuple[str, ...],
+                           topk_density: float, log) -> list[dict]:
+    """The host-based baselines as `workers` processes on 127.0.0.1, seeds 0..rounds-1 (as hina's loopback)."""
+    from baselines import launch
+
+    spec = {"workload": preset, "scale": scale, "baselines": list(baselines), "seeds": list(range(rounds)),
+            "topk_density": topk_density}
+    runs = launch.run_loopback(spec, workers)
+    check_baselines(runs, f"{preset} on loopback")
+    log_baselines(runs, "loopback", log)
+    return runs
+
+
+def run_baselines_mininet(preset: str, scale: float, workers: int, bw: float, rounds: int,
+                          baselines: tuple[str, ...], topk_density: float, log) -> list[dict]:
+    """The host-based baselines on a plain-bridge star with the same links, one rank per host, seed 0."""
+    import plain_star
+
+    cfg = plain_star.StarConfig(workers=workers, bw=bw, baselines=baselines, rounds=rounds, workload=preset,
+                                scale=scale, topk_density=topk_density)
+    runs = plain_star.run(cfg)
+    check_baselines(runs, f"{preset} on Mininet at {bw} Mbit/s")
+    log_baselines(runs, f"mininet {bw / 1000:g}G", log)
+    return runs
+
+
 def run_mininet(preset: str, scale: float, workers: int, bw: float, rounds: int, modes: tuple[str, ...],
                 log) -> list[dict]:
     import hina_net
@@ -164,27 +248,32 @@ def markdown(rows: list[dict], checks: list[dict], meta: dict) -> str:
     rule = {(c["env"], c["preset"]): c for c in checks}
     lines = [f"Measured {meta['date']} on {meta['machine']} ({meta['cpus']} CPUs), {meta['workers']} workers, "
              f"command: `{meta['command']}`.", "",
-             "| model (scale, elements) | env | density per worker / union | mode | encoding auto chose | "
+             "| model (scale, elements) | env | density per worker / union | system | what ran | "
              "bytes per worker | seconds, best (all rounds) | retrans. | Gbit/s (dense-eq.) | speedup vs dense | "
-             f"bytes: index / values / dense | {RULE_COLUMN} |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"speedup vs ring | bytes: index / values / dense | result vs numpy | {RULE_COLUMN} |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    find = {(x["env"], x["preset"], x["mode"]): x for x in rows}
     for r in rows:
-        dense = next((x for x in rows if (x["env"], x["preset"], x["mode"]) == (r["env"], r["preset"], "dense")),
-                     None)
+        dense, ring = (find.get((r["env"], r["preset"], m)) for m in ("dense", "ring"))
         shares = r["byte_shares"]
         share_text = " / ".join(f"{100 * shares[k]:.0f}%" for k in SHARE_PARTS)
-        speedup = f"{dense['seconds'] / r['seconds']:.2f}x" if dense else "n/a"
         verdict = rule_text(rule[(r["env"], r["preset"])]) if r["mode"] == "auto" else ""
+        retrans = "n/a (TCP)" if r["retransmissions"] is None else f"{r['retransmissions']:,.0f}"
         lines.append(
             f"| {r['preset']} ({meta['scales'][r['preset']]}, {r['length']:,}) | {r['env']} | "
             f"{r['per_worker_density']:.2%} / {r['union_density']:.2%} | {MODE_LABEL[r['mode']]} | "
             f"{chose_text(r)} | {r['bytes_per_worker']:,.0f} | {r['seconds']:.3f} "
             f"({', '.join(f'{t:.2f}' for t in r.get('round_seconds', [r['seconds']]))}) | "
-            f"{r['retransmissions']:,.0f} | {r['throughput_gbps']:.2f} | {speedup} | {share_text} | {verdict} |")
+            f"{retrans} | {r['throughput_gbps']:.2f} | {speedup_text(r, dense)} | {speedup_text(r, ring)} | "
+            f"{share_text} | {result_text(r)} | {verdict} |")
     judged = [c for c in checks if c["met"] is not None]
     if judged:
         lines += ["", f"Rule \"auto never more than 5% slower than the best of dense and blocks\" (best-of-rounds "
                       f"seconds): met in {sum(c['met'] for c in judged)} of {len(judged)} (env, model) pairs."]
+    if any(r["system"] == "baseline" for r in rows):
+        lines += ["", "Baselines' bytes: on loopback the payload each rank sent (index, values, dense and size "
+                      "headers; no TCP/IP headers); on Mininet its interface's transmitted bytes (TCP/IP headers "
+                      "and ACKs included).  Their retransmissions are TCP's own and not counted."]
     return "\n".join(lines) + "\n"
 
 
@@ -227,9 +316,9 @@ def plots(rows: list[dict], out: Path) -> list[Path]:
             ax.set_xticks(range(len(presets)), presets, rotation=20)
             ax.set_title(env)
         axes[0][0].set_ylabel("speedup over dense (seconds)")
-        axes[0][-1].legend(fontsize=8)
+        axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside: 8 systems fit
         fig.tight_layout()
-        fig.savefig(out / "compare_speedup.png", dpi=120)
+        fig.savefig(out / "compare_speedup.png", dpi=120, bbox_inches="tight")
         plt.close(fig)
         written.append(out / "compare_speedup.png")
 
@@ -248,26 +337,42 @@ def plots(rows: list[dict], out: Path) -> list[Path]:
                 if v:
                     ax.bar(j + offsets[i], v, width, bottom=bottom, color=colour.get(part, "black"), label=part)
                     bottom += v
+            ax.text(j + offsets[i], bottom, mode, ha="center", va="bottom", fontsize=6, rotation=90)
     ax.set_xticks(range(len(presets)), presets, rotation=20)
     ax.set_ylabel("payload MB per worker")
-    ax.set_title(f"bytes per worker by segment ({env}); bars: {', '.join(modes)}", fontsize=9)
+    ax.set_title(f"payload bytes per worker by segment ({env})", fontsize=9)
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))  # one legend entry per segment
-    ax.legend(uniq.values(), uniq.keys(), fontsize=8)
+    ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(out / "compare_bytes.png", dpi=120)
+    fig.savefig(out / "compare_bytes.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     written.append(out / "compare_bytes.png")
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input: one line on stderr, exit status 2 (argparse would print its usage first)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = OneLineParser(prog="compare.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--presets", nargs="+", default=list(workloads.PRESETS), choices=list(workloads.PRESETS),
                     help=f"workload presets to run (default: all: {' '.join(workloads.PRESETS)})")
     ap.add_argument("--modes", nargs="+", choices=MODES, default=list(DEFAULT_MODES),
                     help=f"codec modes to compare, any of {', '.join(MODES)}; dense, the reference of the "
                          f"speedup column, is added when left out (default: {' '.join(DEFAULT_MODES)})")
+    ap.add_argument("--baselines", nargs="+", choices=(*BASELINES, "none"), default=list(BASELINES),
+                    help=f"host-based baselines to run, any of {', '.join(BASELINES)}, or none "
+                         f"(default: all)")
+    ap.add_argument("--systems", nargs="+", choices=(*MODES, *BASELINES),
+                    help="run exactly these, codec modes and baselines alike (replaces --modes and --baselines; "
+                         "nothing is added)")
+    ap.add_argument("--topk-density", type=float, default=0.01,
+                    help="Ok-Topk top-k (lossy): k = this fraction of the elements (default: 0.01)")
     ap.add_argument("--workers", type=int, default=8, help="workers per aggregation (default: 8)")
     ap.add_argument("--scale", type=float, help="one scale for every preset (default: each preset near 2^22)")
     ap.add_argument("--rounds", type=int, default=3,
@@ -279,15 +384,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS,
                     help="where the JSON, markdown and PNGs go (default: benchmarks/results of this checkout)")
     args = ap.parse_args(argv)
+    if "none" in args.baselines and len(args.baselines) > 1:
+        ap.error(f"--baselines none cannot be combined with {' '.join(b for b in args.baselines if b != 'none')}")
+    if not 0 < args.topk_density <= 1:
+        ap.error(f"--topk-density must be in (0, 1], got {args.topk_density}")
+    for name in ("workers", "rounds"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.scale is not None and not 0 < args.scale <= 1:
+        ap.error(f"--scale must be in (0, 1], got {args.scale}")
+    if any(bw <= 0 for bw in args.bws):
+        ap.error(f"--bws must be positive Mbit/s, got {' '.join(f'{b:g}' for b in args.bws)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
 
-    modes = tuple(dict.fromkeys(args.modes))
-    if "dense" not in modes:
-        log("adding dense: the speedup column is relative to it")
-        modes = ("dense", *modes)
+    if args.systems:
+        chosen = tuple(dict.fromkeys(args.systems))
+        modes = tuple(m for m in chosen if m in MODES)
+        baselines = tuple(b for b in chosen if b in BASELINES)
+    else:
+        modes = tuple(dict.fromkeys(args.modes))
+        if "dense" not in modes:
+            log("adding dense: the speedup column is relative to it")
+            modes = ("dense", *modes)
+        baselines = () if "none" in args.baselines else tuple(dict.fromkeys(args.baselines))
     mininet_reason = "disabled with --mininet off" if args.mininet == "off" else mininet_available()
     if mininet_reason:
         log(f"Mininet runs skipped: {mininet_reason}")
+    baseline_reason = baselines_available() if baselines else "none chosen"
+    if baselines and baseline_reason:
+        log(f"baselines skipped: {baseline_reason}")
+        baselines = ()
     scales = {p: args.scale or DEFAULT_SCALE.get(p, 0.01) for p in args.presets}
     rows = []
     for preset in args.presets:
@@ -295,18 +426,25 @@ def main(argv: list[str] | None = None) -> int:
         dens = workloads.densities(w.gradients(args.workers, seed=0))
         log(f"{preset}: {w.size:,} elements at scale {scales[preset]}, density {dens['per_worker']:.2%} per worker, "
             f"{dens['union']:.2%} union of {args.workers}")
-        for r in run_loopback(preset, scales[preset], args.workers, args.rounds, modes, log):
-            rows.append(row("loopback", preset, r["mode"], w.size, dens, r))
+        found = run_loopback(preset, scales[preset], args.workers, args.rounds, modes, log) if modes else []
+        if baselines:
+            found += run_baselines_loopback(preset, scales[preset], args.workers, args.rounds, baselines,
+                                            args.topk_density, log)
+        rows += [row("loopback", preset, r["mode"], w.size, dens, r) for r in found]
         if not mininet_reason:
             for bw in args.bws:
-                for r in run_mininet(preset, scales[preset], args.workers, bw, args.rounds, modes, log):
-                    rows.append(row(f"mininet {bw / 1000:g} Gbit/s", preset, r["mode"], w.size, dens, r))
+                found = run_mininet(preset, scales[preset], args.workers, bw, args.rounds, modes, log) if modes else []
+                if baselines:
+                    found += run_baselines_mininet(preset, scales[preset], args.workers, bw, args.rounds, baselines,
+                                                   args.topk_density, log)
+                rows += [row(f"mininet {bw / 1000:g} Gbit/s", preset, r["mode"], w.size, dens, r) for r in found]
 
     checks = rule_checks(rows)
     meta = {"command": " ".join(["benchmarks/compare.py"] + (argv if argv is not None else sys.argv[1:])),
             "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.platform(),
-            "cpus": os.cpu_count(), "workers": args.workers, "modes": list(modes), "rounds": args.rounds,
-            "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER}
+            "cpus": os.cpu_count(), "workers": args.workers, "modes": list(modes), "baselines": list(baselines),
+            "baselines_skipped": None if baselines else baseline_reason, "topk_density": args.topk_density,
+            "rounds": args.rounds, "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.json").write_text(json.dumps({"meta": meta, "rows": rows, "auto_rule": checks}, indent=1))
     table = markdown(rows, checks, meta)
@@ -320,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in plots(rows, args.out):
         print(f"wrote {path}")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
