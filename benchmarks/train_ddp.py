@@ -1,0 +1,490 @@
+"""Train real models with PyTorch DDP through the switch, against gloo's allreduce, on the same seeds.
+
+N worker processes on loopback train the LSTM language model and the
+NCF-style model that `capture_torch.py` builds, on data generated here (a
+fresh, seeded batch per rank and step), for a given number of steps, once
+per backend:
+
+    hina        DDP + host.ddp's hook: every bucket through the emulator, auto mode
+    hina-dense  the same hook in dense mode (SwitchML-style: every quantized element through the switch)
+    gloo        DDP's own allreduce over gloo (TCP on loopback)
+
+Every backend starts from the same parameters and sees the same batches;
+after every step each hina run checks that every rank holds bit-identical
+parameters, and the loss of each hina run is compared with gloo's step by
+step.  Writes a JSON (every step of every run) and a PNG (loss against step,
+seconds per iteration), and prints a summary table; progress goes to stderr.
+
+    pip install -e '.[torch,plot]'
+    python benchmarks/train_ddp.py --workers 4 --steps 20 [--models lstm,ncf] [--backends hina,hina-dense,gloo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing as mp
+import platform
+import socket
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+BACKENDS = ("hina", "hina-dense", "gloo")
+MODELS = ("lstm", "ncf")
+MODE_OF = {"hina": "auto", "hina-dense": "dense"}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One training run: a model, a backend, N ranks, on one switch (hina) or gloo alone."""
+
+    model: str = "lstm"
+    backend: str = "hina"
+    workers: int = 2
+    steps: int = 5
+    seed: int = 0
+    lr: float = 0.1
+    scale: float = 1.0  # shrinks the models' tables and batches (1: capture_torch.py's sizes)
+    bucket_mb: float = 25.0  # DDP's bucket_cap_mb
+    deadline: float = 30.0  # seconds a bucket may take through the switch
+    job_id: int = 1
+    words: int = 2239
+    slots: int = 64
+    link_gbps: float = 10.0
+    threads: int = 1  # torch threads per rank
+    switch: tuple[str, int] | None = None  # the emulator's data and control addresses (hina backends)
+    control: tuple[str, int] | None = None
+    nan_at: tuple[int, int] | None = None  # (rank, step): that rank's gradients turn NaN then (a test of refusal)
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if not 1 <= self.workers <= 32:
+            raise ValueError(f"workers must be 1..32, got {self.workers}")
+        if self.steps < 1:
+            raise ValueError(f"steps must be at least 1, got {self.steps}")
+        if not 0 < self.scale <= 1:
+            raise ValueError(f"scale must be within (0, 1], got {self.scale}")
+
+
+# -- models and data (the models are capture_torch.py's) ------------------------------------------------
+
+def model_shape(cfg: RunConfig) -> dict[str, int]:
+    s = cfg.scale
+    if cfg.model == "lstm":
+        return {"vocab": max(64, round(50_000 * s)), "emb": 64, "hidden": 128, "batch": max(2, round(32 * s)),
+                "seq": 21, "samples": max(8, round(2048 * s))}
+    return {"users": max(64, round(20_000 * s)), "items": max(64, round(10_000 * s)), "dim": 32,
+            "batch": max(16, round(8_192 * s))}
+
+
+def build(cfg: RunConfig):
+    """The model (same initial parameters on every rank and backend) and loss(module, rng): one batch's loss.
+
+    module: the DDP wrapper (its forward prepares the reducer for backward).
+    """
+    import torch
+
+    import capture_torch
+    import workloads
+
+    shape = model_shape(cfg)
+    torch.manual_seed(cfg.seed)
+    if cfg.model == "lstm":
+        model = capture_torch.lstm_model(shape["vocab"], shape["emb"], shape["hidden"])
+
+        def loss(module, rng):  # Zipf tokens, their targets plus log-uniform sampled candidates
+            ranks = (rng.zipf(1.05, size=shape["batch"] * shape["seq"]) - 1) % shape["vocab"]
+            sampled = workloads.loguniform_ranks(rng, shape["vocab"], shape["samples"])
+            candidates = torch.from_numpy(np.unique(np.concatenate([ranks, sampled])))
+            return module(torch.from_numpy(ranks.reshape(shape["batch"], shape["seq"])), candidates)
+    else:
+        model = capture_torch.ncf_model(shape["users"], shape["items"], shape["dim"])
+        truth = np.random.default_rng([cfg.seed, 1 << 20])  # hidden preferences: labels the model can learn
+        tu = truth.standard_normal((shape["users"], 8)).astype(np.float32)
+        ti = truth.standard_normal((shape["items"], 8)).astype(np.float32)
+
+        def loss(module, rng):  # log-uniform user and item ids, labels from the hidden preferences
+            u = workloads.loguniform_ranks(rng, shape["users"], shape["batch"])
+            i = workloads.loguniform_ranks(rng, shape["items"], shape["batch"])
+            y = torch.from_numpy(((tu[u] * ti[i]).sum(1) > 0).astype(np.float32))
+            return module(torch.from_numpy(u), torch.from_numpy(i), y)
+    return model, loss
+
+
+def digest(model) -> str:
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+# -- one rank ---------------------------------------------------------------------------------------------
+
+def run_rank(cfg: RunConfig, rank: int, store_port: int, conn) -> None:
+    """One DDP rank: train cfg.steps steps, report per step (loss, seconds, communication, digest)."""
+    try:
+        conn.send(("done", train(cfg, rank, store_port)))
+    except BaseException as exc:  # reported, never swallowed: the parent names the rank and fails
+        conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(cfg.threads)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{store_port}", rank=rank,
+                            world_size=cfg.workers)
+    hook = None
+    try:
+        model, batch_loss = build(cfg)
+        ddp = DistributedDataParallel(model, bucket_cap_mb=cfg.bucket_mb)
+        gloo_times: list[tuple[float, float]] = []
+        if cfg.backend == "gloo":
+            ddp.register_comm_hook(gloo_times, timed_allreduce_hook)
+        else:
+            from host import JobSpec
+            from host.ddp import SwitchAllreduce, switch_allreduce_hook
+
+            hook = SwitchAllreduce.connect(
+                cfg.switch, rank, cfg.workers, control=cfg.control, deadline=cfg.deadline,
+                job=JobSpec(job_id=cfg.job_id, words=cfg.words, slots=cfg.slots), mode=MODE_OF[cfg.backend],
+                link_gbps=cfg.link_gbps)
+            ddp.register_comm_hook(hook, switch_allreduce_hook)
+        steps_done = [0]
+        if cfg.nan_at is not None and cfg.nan_at[0] == rank:
+            nan_step = cfg.nan_at[1]
+            next(model.parameters()).register_hook(lambda g: g * float("nan") if steps_done[0] == nan_step else g)
+        dist.barrier()  # every rank has joined the switch before any gradient is sent
+        opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr)
+        records = []
+        for step in range(cfg.steps):
+            rng = np.random.default_rng([cfg.seed, rank, step])  # the same batches for every backend
+            gloo_times.clear()
+            start = time.perf_counter()
+            opt.zero_grad(set_to_none=False)
+            loss = batch_loss(ddp, rng)
+            forward = time.perf_counter()
+            loss.backward()
+            backward = time.perf_counter()
+            opt.step()
+            end = time.perf_counter()
+            steps_done[0] += 1
+            rec = {"step": step, "loss": float(loss.detach()), "seconds": end - start,
+                   "forward": forward - start, "backward": backward - forward, "digest": digest(model)}
+            if hook is not None:
+                rep = hook.pop_step()
+                rec["comm"] = rep["span"]
+                rec.update({k: rep[k] for k in ("bytes", "wire_bytes", "retransmissions", "encode", "network",
+                                                "decode", "encodings")})
+                rec["buckets"] = [b["elements"] for b in rep["buckets"]]
+            else:
+                rec["comm"] = max(t for _, t in gloo_times) - min(t for t, _ in gloo_times)
+                rec["bytes"] = 4 * sum(p.numel() for p in model.parameters())  # what each rank hands gloo
+            records.append(rec)
+        return records
+    finally:
+        if hook is not None:
+            hook.close()
+        dist.destroy_process_group()
+
+
+def timed_allreduce_hook(state, bucket):
+    """DDP's default (allreduce, then divide by the world size), timed from launch to completion."""
+    import torch.distributed as dist
+
+    start = time.perf_counter()
+    tensor = bucket.buffer()
+    tensor.div_(dist.get_world_size())
+    fut = dist.all_reduce(tensor, async_op=True).get_future()
+
+    def done(f):
+        state.append((start, time.perf_counter()))
+        return f.value()[0]
+
+    return fut.then(done)
+
+
+# -- orchestration -----------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(cfg: RunConfig, *, timeout: float = 600.0) -> dict[str, Any]:
+    """Spawn cfg.workers ranks, wait for them; every rank's steps, or the errors they raised."""
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs, conns = [], []
+    for rank in range(cfg.workers):
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=run_rank, args=(cfg, rank, port, child), daemon=True)
+        p.start()
+        child.close()
+        procs.append(p)
+        conns.append(parent)
+    ranks, errors = [], []
+    end = time.monotonic() + timeout
+    for rank, conn in enumerate(conns):
+        if not conn.poll(max(0.0, end - time.monotonic())):
+            errors.append(f"rank {rank}: said nothing within {timeout:g} s")
+            ranks.append(None)
+            continue
+        try:
+            msg = conn.recv()
+        except EOFError:
+            msg = ("error", "died without a report", "")
+        if msg[0] == "done":
+            ranks.append(msg[1])
+        else:
+            ranks.append(None)
+            errors.append(f"rank {rank}: {msg[1]}")
+    for p in procs:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.terminate()
+    return {"config": asdict(cfg), "ranks": ranks, "errors": errors}
+
+
+def summarize(result: dict[str, Any], gloo: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Per step: mean loss, slowest rank's seconds, identical parameters; the steady state after step 0."""
+    ranks = result["ranks"]
+    if result["errors"] or not ranks:
+        return {"errors": result["errors"]}
+    steps = len(ranks[0])
+    per_step = []
+    for s in range(steps):
+        recs = [r[s] for r in ranks]
+        row = {"step": s, "loss": statistics.fmean(r["loss"] for r in recs),
+               "seconds": max(r["seconds"] for r in recs), "comm": max(r["comm"] for r in recs),
+               "identical": len({r["digest"] for r in recs}) == 1, "bytes": recs[0]["bytes"]}
+        for key in ("wire_bytes", "encode", "network", "decode", "encodings", "retransmissions"):
+            if key in recs[0]:
+                row[key] = recs[0][key] if key == "encodings" else max(r[key] for r in recs)
+        if gloo is not None and not gloo["errors"]:
+            row["loss_diff"] = max(abs(r[s]["loss"] - g[s]["loss"]) for r, g in zip(ranks, gloo["ranks"]))
+        per_step.append(row)
+    steady = per_step[1:] or per_step  # step 0 pays first-use costs (buffers, DDP's bucket rebuild)
+    out = {"steps": per_step, "identical_every_step": all(r["identical"] for r in per_step),
+           "seconds_per_iteration": statistics.median(r["seconds"] for r in steady),
+           "comm_seconds": statistics.median(r["comm"] for r in steady), "errors": []}
+    if "wire_bytes" in per_step[-1]:
+        out["wire_bytes_per_step"] = statistics.median(r["wire_bytes"] for r in steady)
+        out["encodings"] = per_step[-1]["encodings"]
+        for key in ("encode", "network", "decode"):
+            out[f"{key}_seconds"] = statistics.median(r[key] for r in steady)
+    if any("loss_diff" in r for r in per_step):
+        out["loss_diff_per_step"] = [r.get("loss_diff") for r in per_step]
+        out["loss_diff_max"] = max(r.get("loss_diff", 0.0) for r in per_step)
+    return out
+
+
+def remove_job(control: tuple[str, int], job_id: int) -> None:
+    from switch_emulator.control import ControlClient, ControlError
+
+    with ControlClient(control) as ctl:
+        try:
+            ctl.remove_job(job_id)
+        except ControlError:
+            pass  # no rank got as far as joining: nothing to remove
+
+
+def start_switch(pipes: int):
+    from host.demo import DemoConfig, start_switch as start
+
+    return start(DemoConfig(workers=1, pipes=pipes))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from switch_emulator.__main__ import OneLineParser
+
+    ap = OneLineParser(prog="train_ddp.py", description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--workers", type=int, nargs="+", default=[4], help="ranks per run (several: one run each)")
+    ap.add_argument("--steps", type=int, default=20, help="training steps per run")
+    ap.add_argument("--models", type=csv(MODELS), default=list(MODELS), help="comma-separated: lstm, ncf")
+    ap.add_argument("--backends", type=csv(BACKENDS), default=list(BACKENDS),
+                    help="comma-separated: hina, hina-dense, gloo")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="model size factor in (0, 1] (1: capture_torch.py's tables and batches)")
+    ap.add_argument("--seed", type=int, default=0, help="parameters and batches")
+    ap.add_argument("--lr", type=float, default=0.1, help="SGD learning rate")
+    ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
+    ap.add_argument("--deadline", type=float, default=30.0, help="seconds one bucket may take through the switch")
+    ap.add_argument("--words", type=int, default=2239, help="words per packet K (2239: one 9000-byte frame)")
+    ap.add_argument("--slots", type=int, default=64, help="packets in flight per worker W")
+    ap.add_argument("--link-gbps", type=float, default=10.0, help="the link rate auto's cost model assumes")
+    ap.add_argument("--pipes", type=int, default=1, help="the emulator's data plane processes")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds one run may take")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "train_ddp.json",
+                    help="the JSON written (the PNG beside it, same stem)")
+    args = ap.parse_args(argv)
+    try:
+        configs = [RunConfig(model=m, backend="gloo", workers=n, steps=args.steps, seed=args.seed, lr=args.lr,
+                             scale=args.scale, bucket_mb=args.bucket_mb, deadline=args.deadline, words=args.words,
+                             slots=args.slots, link_gbps=args.link_gbps, threads=args.threads)
+                   for n in args.workers for m in args.models]
+        if args.pipes < 1:
+            raise ValueError(f"--pipes must be at least 1, got {args.pipes}")
+    except ValueError as exc:
+        ap.error(str(exc))
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("train_ddp.py needs PyTorch: pip install -e '.[torch]' (CPU build)", file=sys.stderr)
+        return 2
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    switch, where = start_switch(args.pipes) if any(b != "gloo" for b in args.backends) else (None, None)
+    runs, job_id, failed = [], 0, False
+    try:
+        for base in configs:
+            results = {}
+            for backend in sorted(args.backends, key=lambda b: b != "gloo"):  # gloo first: the others compare with it
+                job_id += 1
+                cfg = replace(base, backend=backend, job_id=job_id,
+                              switch=tuple(where["data"]) if where else None,
+                              control=tuple(where["control"]) if where else None)
+                log(f"{cfg.model}, {cfg.workers} workers, {backend}: {cfg.steps} steps ...")
+                t0 = time.monotonic()
+                res = run(cfg, timeout=args.timeout)
+                if cfg.control is not None and backend != "gloo":
+                    remove_job(cfg.control, job_id)  # its slots are free for the next run's job
+                results[backend] = res
+                summary = summarize(res, results.get("gloo") if backend != "gloo" else None)
+                res["summary"] = summary
+                if summary["errors"]:
+                    failed = True
+                    log(f"  FAILED: {'; '.join(summary['errors'])}")
+                else:
+                    log(f"  {time.monotonic() - t0:.1f} s: {summary['seconds_per_iteration']:.3f} s/iteration, "
+                        f"comm {summary['comm_seconds']:.3f} s, identical parameters every step: "
+                        f"{summary['identical_every_step']}")
+                runs.append({"model": cfg.model, "workers": cfg.workers, "backend": backend,
+                             "config": res["config"], "summary": summary, "ranks": res["ranks"]})
+    finally:
+        if switch is not None:
+            switch.terminate()
+            switch.wait(5)
+    report = {"command": " ".join(["benchmarks/train_ddp.py"] + (sys.argv[1:] if argv is None else argv)),
+              "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
+              "machine": f"{platform.platform()} ({mp.cpu_count()} CPUs)", "torch": torch.__version__,
+              "env": "loopback", "runs": runs, "table": table(runs)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    print(format_table(report["table"]))
+    png = args.out.with_suffix(".png")
+    if plot(runs, png):
+        log(f"wrote {args.out} and {png}")
+    else:
+        log(f"wrote {args.out} (no PNG: matplotlib is missing, pip install -e '.[plot]')")
+    return 1 if failed else 0
+
+
+def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per run: seconds per iteration and communication, speedups of hina over gloo and dense."""
+    by = {(r["model"], r["workers"], r["backend"]): r["summary"] for r in runs}
+    rows = []
+    for r in runs:
+        s = r["summary"]
+        if s["errors"]:
+            rows.append({"model": r["model"], "workers": r["workers"], "backend": r["backend"], "error": s["errors"]})
+            continue
+        row = {"model": r["model"], "workers": r["workers"], "backend": r["backend"],
+               "seconds_per_iteration": s["seconds_per_iteration"], "comm_seconds": s["comm_seconds"],
+               "identical_every_step": s["identical_every_step"], "encodings": s.get("encodings"),
+               "wire_bytes_per_step": s.get("wire_bytes_per_step"), "loss_diff_max": s.get("loss_diff_max")}
+        for other in ("gloo", "hina-dense"):
+            o = by.get((r["model"], r["workers"], other))
+            if o and not o["errors"] and r["backend"] != other:
+                row[f"speedup_vs_{other}"] = o["seconds_per_iteration"] / s["seconds_per_iteration"]
+                row[f"comm_speedup_vs_{other}"] = o["comm_seconds"] / s["comm_seconds"]
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| model | workers | backend | s/iteration | comm s | vs gloo (iter / comm) | vs hina-dense (iter / comm) "
+             "| identical | max loss diff vs gloo | encodings |", "|---" * 10 + "|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['workers']} | {r['backend']} | failed: {'; '.join(r['error'])} |")
+            continue
+
+        def speed(other):
+            return (f"{r[f'speedup_vs_{other}']:.2f}x / {r[f'comm_speedup_vs_{other}']:.2f}x"
+                    if f"speedup_vs_{other}" in r else "")
+
+        enc = ", ".join(sorted(set(r["encodings"]))) if r["encodings"] else ""
+        diff = f"{r['loss_diff_max']:.2e}" if r["loss_diff_max"] is not None else ""
+        lines.append(f"| {r['model']} | {r['workers']} | {r['backend']} | {r['seconds_per_iteration']:.3f} | "
+                     f"{r['comm_seconds']:.3f} | {speed('gloo')} | {speed('hina-dense')} | "
+                     f"{'yes' if r['identical_every_step'] else 'NO'} | {diff} | {enc} |")
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    keys = sorted({(r["model"], r["workers"]) for r in runs})
+    fig, axes = plt.subplots(len(keys), 2, figsize=(11, 3.2 * len(keys)), squeeze=False)
+    for row, (model, n) in enumerate(keys):
+        for r in runs:
+            if (r["model"], r["workers"]) != (model, n) or r["summary"]["errors"]:
+                continue
+            steps = r["summary"]["steps"]
+            axes[row][0].plot([s["step"] for s in steps], [s["loss"] for s in steps], label=r["backend"],
+                              linestyle="--" if r["backend"] == "gloo" else "-")
+            axes[row][1].plot([s["step"] for s in steps], [s["seconds"] for s in steps], marker=".",
+                              label=r["backend"])
+        axes[row][0].set(title=f"{model}, {n} workers: mean loss", xlabel="step", ylabel="loss")
+        axes[row][1].set(title=f"{model}, {n} workers: seconds per iteration (slowest rank)", xlabel="step",
+                         ylabel="seconds", ylim=(0, None))
+        for ax in axes[row]:
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def csv(choices):
+    def parse(text: str) -> list[str]:
+        items = [t for t in text.split(",") if t]
+        bad = [t for t in items if t not in choices]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"choose from {', '.join(choices)}, got {text!r}")
+        return items
+
+    return parse
+
+
+if __name__ == "__main__":
+    sys.exit(main())

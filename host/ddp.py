@@ -1,0 +1,278 @@
+"""Train through the switch: a PyTorch DDP communication hook that sums every gradient bucket with hina.
+
+    hook = SwitchAllreduce.connect(switch, rank, world_size, control=control)   # one per process, kept
+    model = DistributedDataParallel(model)                   # torch.distributed (gloo) set up as usual
+    model.register_comm_hook(hook, switch_allreduce_hook)
+    ...
+    loss.backward()                                          # every bucket went through the switch
+    report = hook.pop_step()                                 # bytes, encodings, encode/network/decode seconds
+
+`torch.distributed` still serves what DDP itself needs (the parameter broadcast
+at start, the bucket order after the first step); every gradient bucket is
+aggregated by hina's `Worker` (auto mode by default, its retransmission and
+deadline).  The hook returns at once and hands the bucket to one
+communication thread per process, which aggregates buckets in the order DDP
+launches them (the same order on every rank) while backward goes on
+computing the next ones; buckets do not overlap each other, because one
+Worker's slots carry one transfer at a time.  Every rank decodes the same
+fixed-point sum and divides it by the world size identically, so every rank
+holds the same bits.  CUDA buckets are copied to pinned host memory and
+back.  A bucket the codec refuses (NaN or Inf) or that does not complete
+by the deadline fails its Future with `BucketError` naming the bucket, so
+`loss.backward()` raises in the training script; later buckets are then
+refused at once (the job's slots are mid-transfer on the other ranks: make
+a new hook, which re-joins, to go on).
+
+This module imports torch; `import host` does not (`host.SwitchAllreduce` loads it on first use).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+import codec
+
+from .agent import Worker
+from .job import JobSpec
+from .window import AggregationTimeout, StaleSwitchState
+
+__all__ = ["BucketError", "SwitchAllreduce", "switch_allreduce_hook"]
+
+# bucket dtypes the codec takes as they are; bfloat16 goes through a float32 copy (exact: a widening)
+_NUMPY_DTYPES = {torch.float16: "float16", torch.float32: "float32", torch.float64: "float64"}
+
+
+class BucketError(RuntimeError):
+    """A gradient bucket that did not go through the switch; the message names the bucket and why."""
+
+
+class SwitchAllreduce:
+    """The hook's state: one `Worker` for the whole training run, a communication thread, the reports.
+
+    mode, group, link_gbps: the codec's (`codec.CodecParams`); "dense" is the SwitchML-style baseline.
+    """
+
+    def __init__(self, worker: Worker, world_size: int, *, mode: str = "auto", group: int = 0,
+                 link_gbps: float = 10.0, transport_owned: bool = False):
+        if not 1 <= world_size <= 32:
+            raise ValueError(f"world_size must be 1..32, got {world_size}")
+        codec.CodecParams(length=1, workers=world_size, mode=mode, group=group, link_gbps=link_gbps)  # refuse here
+        self.worker = worker
+        self.world_size = world_size
+        self.mode, self.group, self.link_gbps = mode, group, link_gbps
+        self._transport_owned = transport_owned
+        self._params: dict[tuple[int, str], codec.CodecParams] = {}
+        self._buffers: dict[int, dict[str, Any]] = {}  # per bucket index: int32 sum, float64 average, host copies
+        self._queue: queue.Queue = queue.Queue()
+        self._step = 0
+        self._current: list[dict[str, Any]] = []
+        self._steps: list[dict[str, Any]] = []  # finished steps, not yet popped
+        self._failed: str | None = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"hina-ddp-{worker.worker_id}", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def connect(cls, switch: tuple[str, int], rank: int, world_size: int, *, control: tuple[str, int] | None = None,
+                job: JobSpec = JobSpec(), deadline: float = 10.0, transport=None, **codec_options) -> "SwitchAllreduce":
+        """A UDP worker for `rank` (or the given transport: `host.transport.open_transport` for raw frames).
+
+        control: the emulator's control port; joining there authorizes this rank's address and
+        clears what an earlier run of the job left.  Without it (BMv2) the job must already list
+        this rank, which then sends from UDP port 0x4E41.
+        """
+        from switch_emulator.config import Member
+        from switch_emulator.control import ControlClient
+        from switch_emulator.headers import UDP_PORT
+
+        from .transport import UdpTransport
+
+        owned = transport is None
+        if owned:
+            bind = ("127.0.0.1", 0) if switch[0].startswith("127.") else ("0.0.0.0", UDP_PORT)
+            transport = UdpTransport(switch, bind=bind)
+        try:
+            if control is not None:
+                with ControlClient(control) as ctl:
+                    ctl.join(job.switch_config(world_size), Member(rank, transport.address))
+            worker = Worker(transport, job, rank, deadline=deadline)
+        except BaseException:
+            if owned:
+                transport.close()
+            raise
+        return cls(worker, world_size, transport_owned=owned, **codec_options)
+
+    # -- the hook side: called by DDP for each bucket, in bucket order --------------------------------------
+
+    def submit(self, bucket) -> torch.futures.Future:
+        """Queue one `torch.distributed.GradBucket`; its Future will hold the bucket's average."""
+        fut: torch.futures.Future = torch.futures.Future()
+        tensor, index, last = bucket.buffer(), bucket.index(), bucket.is_last()
+        item = {"step": self._step, "index": index, "last": last, "tensor": tensor, "future": fut,
+                "submitted": time.perf_counter(), "event": None}
+        if tensor.is_cuda:  # start the copy to pinned host memory now, on the stream that produced the bucket
+            bufs = self._bucket_buffers(index, tensor.numel(), tensor.dtype, True)
+            bufs["host"].copy_(tensor, non_blocking=True)
+            item["event"] = torch.cuda.Event()
+            item["event"].record()
+        if last:
+            self._step += 1
+        self._queue.put(item)
+        return fut
+
+    # -- the communication thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            fut = item["future"]
+            try:
+                if self._failed is not None:
+                    raise BucketError(f"{self._name(item)}: not sent, an earlier bucket failed ({self._failed})")
+                report = self._aggregate(item)
+            except BaseException as exc:  # every failure reaches the training script through the Future
+                err = exc if isinstance(exc, BucketError) else BucketError(self._explain(item, exc))
+                if self._failed is None:
+                    self._failed = str(err)
+                report = {"index": item["index"], "error": str(err)}
+                self._record(item, report)
+                fut.set_exception(err)
+            else:
+                self._record(item, report)
+                fut.set_result(item["tensor"])
+
+    def _aggregate(self, item: dict[str, Any]) -> dict[str, Any]:
+        tensor = item["tensor"]
+        n = tensor.numel()
+        bufs = self._bucket_buffers(item["index"], n, tensor.dtype, tensor.is_cuda)
+        staged = tensor  # where the bucket's values are on the host: the bucket itself, or its pinned copy
+        if item["event"] is not None:
+            item["event"].synchronize()
+            staged = bufs["host"]
+        work = staged if staged.dtype in _NUMPY_DTYPES else bufs["wide"]  # bfloat16: a float32 copy
+        if work is not staged:
+            work.copy_(staged)
+        grad = work.detach().numpy().reshape(-1)
+        params = self._codec_params(n, _NUMPY_DTYPES[work.dtype])
+        start = time.perf_counter()
+        before = self.worker.stats.copy()
+        result = self.worker.aggregate(params, grad, out=bufs["fixed"])
+        stats = self.worker.stats - before
+        network = sum(self.worker.phase_seconds.values())
+        t0 = time.perf_counter()
+        # the average, the same bits on every rank: S / 2**s in float64, / N, rounded once to the bucket dtype
+        avg = bufs["average"]
+        np.multiply(result.fixed, np.float64(2.0) ** -result.shift, out=avg)
+        avg /= self.world_size
+        grad[...] = avg
+        if work is not staged:
+            staged.copy_(work)
+        if staged is not tensor:  # back to the GPU, finished before the Future says so
+            with torch.cuda.device(tensor.device), torch.cuda.stream(bufs["stream"]):
+                tensor.copy_(staged, non_blocking=True)
+                bufs["stream"].synchronize()
+        average = time.perf_counter() - t0
+        return {"index": item["index"], "elements": n, "dtype": str(tensor.dtype).replace("torch.", ""),
+                "encoding": result.encoding, "group": result.group, "rounds": result.rounds,
+                "bytes": int(sum(result.bytes_sent.values())), "wire_bytes": int(stats["bytes"]),
+                "retransmissions": int(stats["retransmissions"]),
+                "encode": result.seconds["encode"], "network": network,
+                "decode": result.seconds["decode"] + average,
+                "seconds": time.perf_counter() - start, "queued": start - item["submitted"],
+                "submitted": item["submitted"], "done": time.perf_counter()}
+
+    def _bucket_buffers(self, index: int, n: int, dtype: torch.dtype, cuda: bool) -> dict[str, Any]:
+        """Buffers reused step after step (DDP rebuilds its buckets once, after the first step)."""
+        bufs = self._buffers.get(index)
+        if bufs is None or (bufs["n"], bufs["dtype"], bufs["cuda"]) != (n, dtype, cuda):
+            bufs = {"n": n, "dtype": dtype, "cuda": cuda, "fixed": np.empty(n, dtype=np.int32),
+                    "average": np.empty(n, dtype=np.float64)}
+            if cuda:
+                bufs["host"] = torch.empty(n, dtype=dtype, pin_memory=True)
+                bufs["stream"] = torch.cuda.Stream()
+            if dtype not in _NUMPY_DTYPES:
+                bufs["wide"] = torch.empty(n, dtype=torch.float32)
+            self._buffers[index] = bufs
+        return bufs
+
+    def _codec_params(self, n: int, dtype: str) -> codec.CodecParams:
+        params = self._params.get((n, dtype))
+        if params is None:
+            params = self._params[(n, dtype)] = codec.CodecParams(
+                length=n, workers=self.world_size, dtype=dtype, mode=self.mode, group=self.group,
+                link_gbps=self.link_gbps)
+        return params
+
+    def _name(self, item: dict[str, Any]) -> str:
+        t = item["tensor"]
+        dtype = str(t.dtype).replace("torch.", "")
+        return f"bucket {item['index']} (step {item['step']}, {t.numel():,} {dtype} elements)"
+
+    def _explain(self, item: dict[str, Any], exc: BaseException) -> str:
+        if isinstance(exc, ValueError):
+            why = f"refused before sending: {exc}"
+        elif isinstance(exc, AggregationTimeout):
+            why = f"no sum by the deadline ({self.worker.deadline:g} s), did another rank fail? {exc}"
+        elif isinstance(exc, StaleSwitchState):
+            why = str(exc)
+        else:
+            why = f"{type(exc).__name__}: {exc}"
+        return f"rank {self.worker.worker_id}: {self._name(item)}: {why}"
+
+    # -- reports ----------------------------------------------------------------------------------------
+
+    def _record(self, item: dict[str, Any], report: dict[str, Any]) -> None:
+        with self._lock:
+            self._current.append(report)
+            if item["last"]:
+                buckets, self._current = self._current, []
+                self._steps.append(_step_report(item["step"], buckets))
+
+    def pop_step(self) -> dict[str, Any] | None:
+        """The oldest finished step's report (after `backward()` returned), or None.
+
+        Keys: step, buckets (one dict each: index, elements, dtype, encoding, group, rounds, bytes
+        (codec payload), wire_bytes (hina headers and retransmissions included), retransmissions,
+        encode, network, decode, seconds, queued, and perf_counter times submitted and done), their
+        totals bytes, wire_bytes, retransmissions, encode, network, decode, span (first bucket
+        submitted to last done: the time the step's gradients spent in communication, overlapping
+        backward), encodings (per bucket) and errors.
+        """
+        with self._lock:
+            return self._steps.pop(0) if self._steps else None
+
+    def close(self) -> None:
+        """Stop the communication thread (after the last step), and close the transport if it made it."""
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+        if self._transport_owned:
+            self.worker.transport.close()
+
+    def __enter__(self) -> "SwitchAllreduce":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _step_report(step: int, buckets: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [b for b in buckets if "error" not in b]
+    total = {key: sum(b[key] for b in ok) for key in ("bytes", "wire_bytes", "retransmissions")}
+    seconds = {key: sum(b[key] for b in ok) for key in ("encode", "network", "decode")}
+    span = max(b["done"] for b in ok) - min(b["submitted"] for b in ok) if ok else 0.0
+    return {"step": step, **total, **seconds, "span": span, "encodings": [b.get("encoding", "error") for b in buckets],
+            "errors": [b["error"] for b in buckets if "error" in b], "buckets": buckets}
+
+
+def switch_allreduce_hook(state, bucket):  # no annotations: DDP checks them against its own, unpostponed
+    """The DDP communication hook: `model.register_comm_hook(state, switch_allreduce_hook)`.
+
+    state: a `SwitchAllreduce`; bucket: a `torch.distributed.GradBucket`; returns a
+    `torch.futures.Future[torch.Tensor]` holding the bucket's average over the ranks.
+    """
+    return state.submit(bucket)
