@@ -89,8 +89,8 @@ def dsar_split_allgather(comm: Comm, grad: np.ndarray, tag: int = 200) -> np.nda
         idx = nz[at[d] : at[d + 1]]
         lo, hi = int(bounds[d]), int(bounds[d + 1])
         outgoing[d] = _piece(idx, grad[idx], lo, hi, lambda lo=lo, hi=hi: grad[lo:hi])
-    got = comm.exchange(outgoing, srcs, tag, spans)
     lo, hi = int(bounds[rank]), int(bounds[rank + 1])
+    got = comm.exchange(outgoing, srcs, tag, dict.fromkeys(srcs, (lo, hi - lo)))  # all cover this rank's part
     acc = grad[lo:hi].copy()
     for s in srcs:  # a fixed order: the owner's sum is the one every rank receives
         got[s].add_into(acc, lo)
