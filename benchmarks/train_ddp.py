@@ -25,10 +25,13 @@ import argparse
 import hashlib
 import json
 import multiprocessing as mp
+import os
 import platform
 import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, replace
@@ -43,6 +46,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 BACKENDS = ("hina", "hina-dense", "gloo")
 MODELS = ("lstm", "ncf")
 MODE_OF = {"hina": "auto", "hina-dense": "dense"}
+COLOR_OF = {"gloo": "C0", "hina": "C1", "hina-dense": "C2"}  # one colour per backend in every panel
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,12 @@ class RunConfig:
     switch: tuple[str, int] | None = None  # the emulator's data and control addresses (hina backends)
     control: tuple[str, int] | None = None
     nan_at: tuple[int, int] | None = None  # (rank, step): that rank's gradients turn NaN then (a test of refusal)
+    # on Mininet: gloo's rendezvous on host 1, no control port (the topology authorizes each host), the
+    # workers' transport (auto: UDP from port 0x4E41 when routed, else raw frames) and each host's interface
+    store: tuple[str, int] | None = None
+    transport: str = "auto"
+    switch_mac: str | None = None
+    hosts: tuple[dict, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -78,6 +88,15 @@ class RunConfig:
             raise ValueError(f"steps must be at least 1, got {self.steps}")
         if not 0 < self.scale <= 1:
             raise ValueError(f"scale must be within (0, 1], got {self.scale}")
+        if self.transport not in ("auto", "udp", "raw"):
+            raise ValueError(f"transport must be auto, udp or raw, got {self.transport!r}")
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> "RunConfig":
+        """From `asdict` through JSON: the pairs come back as tuples."""
+        pairs = {k: tuple(cfg[k]) for k in ("switch", "control", "nan_at", "store") if cfg.get(k) is not None}
+        hosts = {"hosts": tuple(cfg["hosts"])} if cfg.get("hosts") is not None else {}
+        return cls(**{**cfg, **pairs, **hosts})
 
 
 # -- models and data (the models are capture_torch.py's) ------------------------------------------------
@@ -150,9 +169,9 @@ def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
     from torch.nn.parallel import DistributedDataParallel
 
     torch.set_num_threads(cfg.threads)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{store_port}", rank=rank,
-                            world_size=cfg.workers)
-    hook = None
+    store = cfg.store or ("127.0.0.1", store_port)
+    dist.init_process_group("gloo", init_method=f"tcp://{store[0]}:{store[1]}", rank=rank, world_size=cfg.workers)
+    hook = transport = None
     try:
         model, batch_loss = build(cfg)
         ddp = DistributedDataParallel(model, bucket_cap_mb=cfg.bucket_mb)
@@ -163,8 +182,14 @@ def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
             from host import JobSpec
             from host.ddp import SwitchAllreduce, switch_allreduce_hook
 
+            if cfg.hosts is not None:  # a Mininet host: the switch already authorizes this host's port
+                from host.transport import open_transport
+
+                me = cfg.hosts[rank]
+                transport = open_transport(cfg.switch[0], kind=cfg.transport, ifname=me["ifname"], src_mac=me["mac"],
+                                           src_ip=me["ip"], switch_mac=cfg.switch_mac)
             hook = SwitchAllreduce.connect(
-                cfg.switch, rank, cfg.workers, control=cfg.control, deadline=cfg.deadline,
+                cfg.switch, rank, cfg.workers, control=cfg.control, deadline=cfg.deadline, transport=transport,
                 job=JobSpec(job_id=cfg.job_id, words=cfg.words, slots=cfg.slots), mode=MODE_OF[cfg.backend],
                 link_gbps=cfg.link_gbps)
             ddp.register_comm_hook(hook, switch_allreduce_hook)
@@ -195,6 +220,7 @@ def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
                 rec.update({k: rep[k] for k in ("bytes", "wire_bytes", "retransmissions", "encode", "network",
                                                 "decode", "encodings")})
                 rec["buckets"] = [b["elements"] for b in rep["buckets"]]
+                rec["transport"] = type(hook.worker.transport).__name__
             else:
                 rec["comm"] = max(t for _, t in gloo_times) - min(t for t, _ in gloo_times)
                 rec["bytes"] = 4 * sum(p.numel() for p in model.parameters())  # what each rank hands gloo
@@ -203,6 +229,8 @@ def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
     finally:
         if hook is not None:
             hook.close()
+        if transport is not None:
+            transport.close()
         dist.destroy_process_group()
 
 
@@ -308,10 +336,126 @@ def remove_job(control: tuple[str, int], job_id: int) -> None:
             pass  # no rank got as far as joining: nothing to remove
 
 
-def start_switch(pipes: int):
-    from host.demo import DemoConfig, start_switch as start
+def run_loopback(configs: list[RunConfig], pipes: int, timeout: float, log) -> list[dict[str, Any]]:
+    """Every run on loopback: one emulator process for all, a fresh job (slots emptied) for each hina run."""
+    from host.demo import DemoConfig, start_switch
 
-    return start(DemoConfig(workers=1, pipes=pipes))
+    switch, where = start_switch(DemoConfig(workers=1, pipes=pipes)) if any(
+        c.backend != "gloo" for c in configs) else (None, None)
+    results = []
+    try:
+        for job_id, cfg in enumerate(configs, start=1):
+            if where is not None:
+                cfg = replace(cfg, job_id=job_id, switch=tuple(where["data"]), control=tuple(where["control"]))
+            log(f"{cfg.model}, {cfg.workers} workers, {cfg.backend}, loopback: {cfg.steps} steps ...")
+            results.append(run(cfg, timeout=timeout))
+            if cfg.backend != "gloo":
+                remove_job(cfg.control, job_id)  # its slots are free for the next run's job
+    finally:
+        if switch is not None:
+            switch.terminate()
+            switch.wait(5)
+    return results
+
+
+def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list[dict[str, Any]]:
+    """The runs of one worker count on a Mininet star (as root): one rank per host, the network built once."""
+    sys.path.insert(0, str(ROOT / "mininet"))
+    import hina_net
+
+    class DdpExperiment(hina_net.Experiment):
+        """hina_net's star and switch; each "mode" is one training run, its ranks on the hosts."""
+
+        def _aggregate(self, mode: str, topology) -> dict[str, Any]:
+            return self._train(configs[int(mode)], int(mode))
+
+        def _train(self, cfg: RunConfig, index: int) -> dict[str, Any]:
+            from switch_emulator.headers import UDP_PORT
+
+            job = self.cfg.job
+            if cfg.backend != "gloo":
+                self.switch.target.reset_job(job.job_id)  # every hina run starts with empty slot copies
+            hosts = self._hosts()
+            cfg = replace(cfg, job_id=job.job_id, words=job.words, slots=job.slots, control=None,
+                          switch=(hina_net.SWITCH_IP, UDP_PORT), switch_mac=hina_net.SWITCH_MAC,
+                          store=(hina_net.host_ip(1), 29500 + index), transport=args.transport,
+                          link_gbps=args.bw / 1000 if args.bw else cfg.link_gbps,
+                          hosts=tuple({"ifname": h.defaultIntf().name, "mac": hina_net.host_mac(i),
+                                       "ip": hina_net.host_ip(i)} for i, h in enumerate(hosts, start=1)))
+            log(f"{cfg.model}, {cfg.workers} workers, {cfg.backend}, Mininet {args.switch} at "
+                f"{args.bw or 'unshaped'} Mbit/s: {cfg.steps} steps ...")
+            with tempfile.TemporaryDirectory(prefix="hina-ddp-") as tmp:
+                spec = Path(tmp) / "run.json"
+                spec.write_text(json.dumps(asdict(cfg)))
+                errs = [open(Path(tmp) / f"rank{r}.err", "w+") for r in range(cfg.workers)]
+                procs = [h.popen([sys.executable, str(ROOT / "benchmarks" / "train_ddp.py"), "--rank-spec",
+                                  str(spec), "--rank", str(r)], stdout=subprocess.PIPE, stderr=errs[r], text=True,
+                                 cwd=ROOT) for r, h in enumerate(hosts)]
+                ranks, errors = [], []
+                end = time.monotonic() + args.timeout
+                for r, p in enumerate(procs):
+                    try:
+                        out, _ = p.communicate(timeout=max(1.0, end - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        out = ""
+                    lines = out.strip().splitlines()
+                    msg = json.loads(lines[-1]) if lines else {"error": "exited without a report"}
+                    if "records" in msg:
+                        ranks.append(msg["records"])
+                    else:
+                        errs[r].seek(0)
+                        tail = errs[r].read().strip().splitlines()[-1:] or [""]
+                        ranks.append(None)
+                        errors.append(f"rank {r}: {msg['error']} {tail[0]}".strip())
+                for f in errs:
+                    f.close()
+            return {"config": asdict(cfg), "ranks": ranks, "errors": errors}
+
+    ecfg = hina_net.ExperimentConfig(workers=configs[0].workers, switch=args.switch,
+                                     modes=tuple(str(i) for i in range(len(configs))), bw=args.bw or None,
+                                     slots=args.slots, seed=args.seed, deadline=args.deadline,
+                                     transport=args.transport, ping=True)
+    out = DdpExperiment(ecfg, log=log).run()
+    log(f"ping between hosts through the switch: {out['ping']['received']}/{out['ping']['sent']}")
+    return out["runs"]
+
+
+def rank_main(spec: Path, rank: int) -> int:
+    """One rank of a Mininet run (--rank-spec): train, print one JSON line: {"records": [...]} or {"error": ...}."""
+    try:
+        cfg = RunConfig.from_config(json.loads(spec.read_text()))
+        if cfg.hosts is not None:  # gloo's own traffic leaves by this host's one interface
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", cfg.hosts[rank]["ifname"])
+        print(json.dumps({"records": train(cfg, rank, 0)}), flush=True)
+        return 0
+    except BaseException as exc:
+        traceback.print_exc()
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 1
+
+
+def summarize_all(results: list[dict[str, Any]], log) -> tuple[list[dict[str, Any]], bool]:
+    """Each run's summary, hina runs against the gloo run of the same model and worker count."""
+    runs, failed, gloo = [], False, {}
+    for res in results:
+        cfg = res["config"]
+        key = (cfg["model"], cfg["workers"])
+        summary = summarize(res, gloo.get(key) if cfg["backend"] != "gloo" else None)
+        if cfg["backend"] == "gloo":
+            gloo[key] = res
+        what = f"{cfg['model']}, {cfg['workers']} workers, {cfg['backend']}"
+        if summary["errors"]:
+            failed = True
+            log(f"{what}: FAILED: {'; '.join(summary['errors'])}")
+        else:
+            log(f"{what}: {summary['seconds_per_iteration']:.3f} s/iteration, comm {summary['comm_seconds']:.3f} s, "
+                f"identical parameters every step: {summary['identical_every_step']}"
+                + (f", largest loss difference to gloo {summary['loss_diff_max']:.2e}"
+                   if "loss_diff_max" in summary else ""))
+        runs.append({"model": cfg["model"], "workers": cfg["workers"], "backend": cfg["backend"], "config": cfg,
+                     "summary": summary, "ranks": res["ranks"]})
+    return runs, failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,37 +463,54 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = OneLineParser(prog="train_ddp.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--workers", type=int, nargs="+", default=[4], help="ranks per run (several: one run each)")
+    ap.add_argument("--workers", type=int, nargs="+", default=[4], help="ranks per run (several: one sweep each)")
     ap.add_argument("--steps", type=int, default=20, help="training steps per run")
-    ap.add_argument("--models", type=csv(MODELS), default=list(MODELS), help="comma-separated: lstm, ncf")
-    ap.add_argument("--backends", type=csv(BACKENDS), default=list(BACKENDS),
+    ap.add_argument("--models", type=csv(MODELS), default=",".join(MODELS), help="comma-separated: lstm, ncf")
+    ap.add_argument("--backends", type=csv(BACKENDS), default=",".join(BACKENDS),
                     help="comma-separated: hina, hina-dense, gloo")
+    ap.add_argument("--env", choices=("loopback", "mininet"), default="loopback",
+                    help="loopback: the emulator as a UDP server on 127.0.0.1; mininet (root): a star of hosts")
+    ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
+                    help="the Mininet star's switch (--env mininet)")
+    ap.add_argument("--bw", type=float, default=1000.0, help="Mbit/s per Mininet link, 0: unshaped (--env mininet)")
+    ap.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
+                    help="hina's transport on Mininet hosts: UDP when routed (auto), or raw frames")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="model size factor in (0, 1] (1: capture_torch.py's tables and batches)")
     ap.add_argument("--seed", type=int, default=0, help="parameters and batches")
     ap.add_argument("--lr", type=float, default=0.1, help="SGD learning rate")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
     ap.add_argument("--deadline", type=float, default=30.0, help="seconds one bucket may take through the switch")
-    ap.add_argument("--words", type=int, default=2239, help="words per packet K (2239: one 9000-byte frame)")
+    ap.add_argument("--words", type=int, default=2239,
+                    help="words per packet K on loopback (Mininet: the star's, 2239 emulator, 32 BMv2)")
     ap.add_argument("--slots", type=int, default=64, help="packets in flight per worker W")
-    ap.add_argument("--link-gbps", type=float, default=10.0, help="the link rate auto's cost model assumes")
-    ap.add_argument("--pipes", type=int, default=1, help="the emulator's data plane processes")
+    ap.add_argument("--link-gbps", type=float, default=10.0,
+                    help="the link rate auto's cost model assumes on loopback (Mininet: --bw)")
+    ap.add_argument("--pipes", type=int, default=1, help="the loopback emulator's data plane processes")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds one run may take")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "train_ddp.json",
                     help="the JSON written (the PNG beside it, same stem)")
+    ap.add_argument("--rank-spec", type=Path, help="internal: run one rank of a Mininet run from this spec file")
+    ap.add_argument("--rank", type=int, default=0, help="internal: the rank --rank-spec runs")
     args = ap.parse_args(argv)
+    if args.rank_spec is not None:
+        return rank_main(args.rank_spec, args.rank)
     try:
-        configs = [RunConfig(model=m, backend="gloo", workers=n, steps=args.steps, seed=args.seed, lr=args.lr,
+        order = sorted(args.backends, key=lambda b: b != "gloo")  # gloo first: the others compare with it
+        sweeps = [[RunConfig(model=m, backend=b, workers=n, steps=args.steps, seed=args.seed, lr=args.lr,
                              scale=args.scale, bucket_mb=args.bucket_mb, deadline=args.deadline, words=args.words,
-                             slots=args.slots, link_gbps=args.link_gbps, threads=args.threads)
-                   for n in args.workers for m in args.models]
+                             slots=args.slots, link_gbps=args.link_gbps, threads=args.threads,
+                             transport=args.transport)
+                   for m in args.models for b in order] for n in args.workers]
         if args.pipes < 1:
             raise ValueError(f"--pipes must be at least 1, got {args.pipes}")
+        if args.bw < 0:
+            raise ValueError(f"--bw must be >= 0, got {args.bw}")
     except ValueError as exc:
         ap.error(str(exc))
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         print("train_ddp.py needs PyTorch: pip install -e '.[torch]' (CPU build)", file=sys.stderr)
         return 2
@@ -357,41 +518,18 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    switch, where = start_switch(args.pipes) if any(b != "gloo" for b in args.backends) else (None, None)
-    runs, job_id, failed = [], 0, False
-    try:
-        for base in configs:
-            results = {}
-            for backend in sorted(args.backends, key=lambda b: b != "gloo"):  # gloo first: the others compare with it
-                job_id += 1
-                cfg = replace(base, backend=backend, job_id=job_id,
-                              switch=tuple(where["data"]) if where else None,
-                              control=tuple(where["control"]) if where else None)
-                log(f"{cfg.model}, {cfg.workers} workers, {backend}: {cfg.steps} steps ...")
-                t0 = time.monotonic()
-                res = run(cfg, timeout=args.timeout)
-                if cfg.control is not None and backend != "gloo":
-                    remove_job(cfg.control, job_id)  # its slots are free for the next run's job
-                results[backend] = res
-                summary = summarize(res, results.get("gloo") if backend != "gloo" else None)
-                res["summary"] = summary
-                if summary["errors"]:
-                    failed = True
-                    log(f"  FAILED: {'; '.join(summary['errors'])}")
-                else:
-                    log(f"  {time.monotonic() - t0:.1f} s: {summary['seconds_per_iteration']:.3f} s/iteration, "
-                        f"comm {summary['comm_seconds']:.3f} s, identical parameters every step: "
-                        f"{summary['identical_every_step']}")
-                runs.append({"model": cfg.model, "workers": cfg.workers, "backend": backend,
-                             "config": res["config"], "summary": summary, "ranks": res["ranks"]})
-    finally:
-        if switch is not None:
-            switch.terminate()
-            switch.wait(5)
+    results = []
+    for configs in sweeps:
+        if args.env == "loopback":
+            results += run_loopback(configs, args.pipes, args.timeout, log)
+        else:
+            results += run_mininet(configs, args, log)
+    runs, failed = summarize_all(results, log)
+    env = "loopback" if args.env == "loopback" else f"mininet {args.switch}, {args.bw or 'unshaped'} Mbit/s"
     report = {"command": " ".join(["benchmarks/train_ddp.py"] + (sys.argv[1:] if argv is None else argv)),
               "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "machine": f"{platform.platform()} ({mp.cpu_count()} CPUs)", "torch": torch.__version__,
-              "env": "loopback", "runs": runs, "table": table(runs)}
+              "env": env, "runs": runs, "table": table(runs)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     print(format_table(report["table"]))
@@ -454,19 +592,24 @@ def plot(runs: list[dict[str, Any]], path: Path) -> bool:
     except ImportError:
         return False
     keys = sorted({(r["model"], r["workers"]) for r in runs})
-    fig, axes = plt.subplots(len(keys), 2, figsize=(11, 3.2 * len(keys)), squeeze=False)
+    fig, axes = plt.subplots(len(keys), 3, figsize=(16, 3.2 * len(keys)), squeeze=False)
     for row, (model, n) in enumerate(keys):
         for r in runs:
             if (r["model"], r["workers"]) != (model, n) or r["summary"]["errors"]:
                 continue
             steps = r["summary"]["steps"]
             axes[row][0].plot([s["step"] for s in steps], [s["loss"] for s in steps], label=r["backend"],
-                              linestyle="--" if r["backend"] == "gloo" else "-")
+                              color=COLOR_OF[r["backend"]], linestyle="--" if r["backend"] == "gloo" else "-")
             axes[row][1].plot([s["step"] for s in steps], [s["seconds"] for s in steps], marker=".",
-                              label=r["backend"])
+                              label=r["backend"], color=COLOR_OF[r["backend"]])
+            if "loss_diff" in steps[0]:
+                axes[row][2].plot([s["step"] for s in steps], [s["loss_diff"] for s in steps], marker="o",
+                                  label=r["backend"], color=COLOR_OF[r["backend"]])
         axes[row][0].set(title=f"{model}, {n} workers: mean loss", xlabel="step", ylabel="loss")
         axes[row][1].set(title=f"{model}, {n} workers: seconds per iteration (slowest rank)", xlabel="step",
                          ylabel="seconds", ylim=(0, None))
+        axes[row][2].set(title=f"{model}, {n} workers: largest |loss - gloo's loss| over ranks", xlabel="step",
+                         ylabel="loss difference")
         for ax in axes[row]:
             ax.legend()
     fig.tight_layout()
