@@ -26,6 +26,8 @@ IP_END = ETH + 20
 UDP_END = IP_END + 8
 _UDP_PORTS = struct.pack("!HH", UDP_PORT, UDP_PORT)
 _IPV4_WORDS = struct.Struct("!10H")
+# what the parser looks at, in one unpack: ethertype, IPv4 version+IHL, protocol, UDP dport, UDP length
+_PARSE = struct.Struct("!12xHB8xB12xHH")
 
 
 def ipv4_checksum(header: bytes | bytearray | memoryview, at: int = 0) -> int:
@@ -56,6 +58,7 @@ class FrameSwitch:
     def __init__(self, topology: Topology | None = None, pipeline: Pipeline | None = None):
         self.pipeline = pipeline or Pipeline()
         self.forwarded = 0
+        self._tx: dict[int, bytearray] = {}  # per egress port, when the pipeline reuses its buffers
         self.topology: Topology | None = None
         if topology is not None:
             self.configure(topology)
@@ -77,14 +80,20 @@ class FrameSwitch:
         return {**self.pipeline.counters(), "forwarded": self.forwarded}
 
     def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
-        if len(frame) < ETH:
-            self.pipeline.drop(Drop.TRUNCATED)
-            return []
-        if not self._is_hina(frame):
+        """The frames to send, as (egress port, frame); with the pipeline's `reuse_buffers` each frame
+        is a per-port buffer (or `frame` itself, forwarded), valid until the next call."""
+        size = len(frame)
+        if size < UDP_END:
+            if size < ETH:
+                self.pipeline.drop(Drop.TRUNCATED)
+                return []
             return self._mac_forward(ingress_port, frame)
-        claimed = int.from_bytes(frame[UDP_END - 4 : UDP_END - 2], "big") - 8
+        ethertype, version_ihl, protocol, dport, udp_length = _PARSE.unpack_from(frame)
+        if ethertype != 0x0800 or version_ihl != 0x45 or protocol != 17 or dport != UDP_PORT:
+            return self._mac_forward(ingress_port, frame)
+        claimed = udp_length - 8
         reason = None
-        if len(frame) - UDP_END < HEADER_BYTES or claimed < HEADER_BYTES:
+        if size - UDP_END < HEADER_BYTES or claimed < HEADER_BYTES:
             reason = Drop.TRUNCATED
         elif ipv4_checksum(frame, ETH) != int.from_bytes(frame[ETH + 10 : ETH + 12], "big"):
             reason = Drop.BAD_CHECKSUM
@@ -94,18 +103,22 @@ class FrameSwitch:
         emit = self.pipeline.update(memoryview(frame)[UDP_END:], ingress_port, length=claimed)
         if emit is None:
             return []
-        trailer = frame[UDP_END + len(emit.frame) :]
-        return [(port, self._egress_rewrite(port, frame, emit.frame, trailer)) for port in emit.dests]
+        hina = emit.frame
+        return [(port, self._egress_rewrite(port, frame, hina)) for port in emit.dests]
 
-    @staticmethod
-    def _is_hina(frame: bytes) -> bool:
-        return (len(frame) >= UDP_END and frame[12:14] == b"\x08\x00" and frame[ETH] == 0x45
-                and frame[ETH + 9] == 17 and int.from_bytes(frame[IP_END + 2 : IP_END + 4], "big") == UDP_PORT)
-
-    def _egress_rewrite(self, port: int, frame: bytes, hina: bytes, trailer: bytes) -> bytearray:
-        out = bytearray(frame[:UDP_END])  # one buffer per replica: headers rewritten in place
-        out += hina
-        out += trailer
+    def _egress_rewrite(self, port: int, frame: bytes, hina: bytes) -> bytearray:
+        """The frame's headers (rewritten for `port`), the RESULT, then the bytes that followed the
+        UPDATE past its hina frame (they ride along), in one buffer per egress port."""
+        end = UDP_END + len(hina)
+        size = len(frame)
+        out = self._tx.get(port) if self.pipeline.reuse_buffers else None
+        if out is None or len(out) != size:
+            out = bytearray(size)
+            if self.pipeline.reuse_buffers:
+                self._tx[port] = out
+        out[:UDP_END] = frame[:UDP_END]
+        out[UDP_END:end] = hina
+        out[end:] = frame[end:]
         rewrite = self._rewrite.get(port)
         if rewrite is not None:
             macs, ips = rewrite

@@ -45,6 +45,7 @@ PACKET_FANOUT = 18
 PACKET_FANOUT_DATA = 22
 PACKET_FANOUT_CBPF = 6
 PACKET_FANOUT_FLAG_IGNORE_OUTGOING = 0x4000
+PACKET_FANOUT_FLAG_UNIQUEID = 0x2000
 
 SKF_LL_OFF = (1 << 32) - 0x200000  # linux/filter.h: loads at this base + k read from the link-layer header
 SLOT_AT = 6  # the pool_index field's offset in the hina header: version bit, then the 15-bit slot
@@ -107,22 +108,26 @@ def reuseport_group(address: tuple[str, int], pipes: int, setup: Callable[[socke
     return socks
 
 
-_group_ids = itertools.count((os.getpid() * 16) & 0xFFFF)
-
-
-def join_fanout(socks: list[socket.socket], pipes: int, program: list[tuple[int, int, int, int]] | None = None) -> None:
+def join_fanout(socks: list[socket.socket], pipes: int, program: list[tuple[int, int, int, int]] | None = None) -> bool:
     """Put one interface's bound AF_PACKET sockets (in pipe order) in a fanout group steered by slot
-    (by `program`, if given, whose return value is the socket index)."""
-    group = next(_group_ids) & 0xFFFF
-    mode = PACKET_FANOUT_CBPF | PACKET_FANOUT_FLAG_IGNORE_OUTGOING
-    for sock in socks:
-        try:
-            sock.setsockopt(SOL_PACKET, PACKET_FANOUT, group | mode << 16)
-        except OSError:  # kernels before 4.20 lack the flag; the packet type check drops our own frames
-            sock.setsockopt(SOL_PACKET, PACKET_FANOUT, group | PACKET_FANOUT_CBPF << 16)
+    (by `program`, if given, whose return value is the socket index).  Returns whether the group
+    ignores the frames its members send (PACKET_FANOUT_FLAG_IGNORE_OUTGOING, kernels from 4.20)."""
+    # group ids are shared by the whole network namespace: the kernel picks an unused one (UNIQUEID)
+    # for the first socket, and the others join that
+    first, ignoring = socks[0], True
+    try:
+        first.setsockopt(SOL_PACKET, PACKET_FANOUT, (PACKET_FANOUT_CBPF | PACKET_FANOUT_FLAG_IGNORE_OUTGOING
+                                                     | PACKET_FANOUT_FLAG_UNIQUEID) << 16)
+    except OSError:  # an older kernel: the packet type check drops our own frames
+        first.setsockopt(SOL_PACKET, PACKET_FANOUT, (PACKET_FANOUT_CBPF | PACKET_FANOUT_FLAG_UNIQUEID) << 16)
+        ignoring = False
+    setting = first.getsockopt(SOL_PACKET, PACKET_FANOUT) & ~(PACKET_FANOUT_FLAG_UNIQUEID << 16)
+    for sock in socks[1:]:
+        sock.setsockopt(SOL_PACKET, PACKET_FANOUT, setting)
     prog, keep = _fprog(frame_program(pipes) if program is None else program)
     socks[0].setsockopt(SOL_PACKET, PACKET_FANOUT_DATA, prog)
     del keep
+    return ignoring
 
 
 class PipeDown(RuntimeError):

@@ -40,21 +40,24 @@ class RawSwitch(SwitchServer):
         self.interfaces = dict(interfaces)
         self._pipe_socks = [[] for _ in range(pipes)]
         self._rx = bytearray(_MAX_FRAME)
+        self._ignoring_outgoing = True  # the kernel keeps our own frames from us: no address per frame needed
         try:
             for port, ifname in self.interfaces.items():
                 group = []
                 for pipe in range(pipes):
-                    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                    # protocol 0 until bound: an ETH_P_ALL socket hears every interface (loopback
+                    # included) until bind narrows it, and what it heard would pass for this port's
+                    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
                     self._pipe_socks[pipe].append((sock, port))
                     group.append(sock)
                     set_buffers(sock)
                     try:
                         sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-                    except OSError:
-                        pass  # kernels before 4.20: the packet type check below does it
-                    sock.bind((ifname, 0))
-                if pipes > 1:
-                    join_fanout(group, pipes)
+                    except OSError:  # kernels before 4.20: the packet type check in _drain does it
+                        self._ignoring_outgoing = False
+                    sock.bind((ifname, ETH_P_ALL))
+                if pipes > 1 and not join_fanout(group, pipes):
+                    self._ignoring_outgoing = False
         except OSError:
             self.close()
             raise
@@ -75,17 +78,28 @@ class RawSwitch(SwitchServer):
     def _drain(self, sock: socket.socket, port: int) -> None:
         buf = self._rx
         view = memoryview(buf)
-        recv, ingress = sock.recvfrom_into, self._ingress
+        ingress, copy = self._ingress, self._impaired  # an impairment may hold a frame back: it gets a copy
+        if self._ignoring_outgoing:
+            recv = sock.recv_into
+            for _ in range(_BATCH):
+                try:
+                    n = recv(buf, 0, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    return
+                except OSError:
+                    return  # interface going away: Mininet is tearing down
+                ingress(bytes(view[:n]) if copy else view[:n], port)
+            return
+        recvfrom = sock.recvfrom_into
         for _ in range(_BATCH):
             try:
-                n, addr = recv(buf, 0, socket.MSG_DONTWAIT)
+                n, addr = recvfrom(buf, 0, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 return
             except OSError:
-                return  # interface going away: Mininet is tearing down
+                return
             if addr[2] != PACKET_OUTGOING:
-                # an impairment may hold the frame back: it gets its own copy of the buffer
-                ingress(bytes(view[:n]) if self._impaired else view[:n], port)
+                ingress(bytes(view[:n]) if copy else view[:n], port)
 
     def _process(self, frame: bytes, port: int):
         return self.frames.process(port, frame)
