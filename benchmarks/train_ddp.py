@@ -22,6 +22,7 @@ seconds per iteration), and prints a summary table; progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import multiprocessing as mp
@@ -359,22 +360,30 @@ def run_loopback(configs: list[RunConfig], pipes: int, timeout: float, log) -> l
 
 
 def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list[dict[str, Any]]:
-    """The runs of one worker count on a Mininet star (as root): one rank per host, the network built once."""
+    """The runs of one worker count on Mininet (as root), one rank per host, the same links for every backend.
+
+    hina's runs: hina_net's star around the switch (emulator or BMv2), job reset before each run.
+    gloo's: plain_star's star around a Linux bridge; through the emulator, which forwards other traffic
+    in Python, gloo's TCP would measure the emulator.  gloo runs first (the others compare with it).
+    """
     sys.path.insert(0, str(ROOT / "mininet"))
     import hina_net
+
+    gloo = [(i, c) for i, c in enumerate(configs) if c.backend == "gloo"]
+    hina = [(i, c) for i, c in enumerate(configs) if c.backend != "gloo"]
+    results: dict[int, dict[str, Any]] = {}
+    if gloo:
+        results.update(run_gloo_plain_star(gloo, args, log))
 
     class DdpExperiment(hina_net.Experiment):
         """hina_net's star and switch; each "mode" is one training run, its ranks on the hosts."""
 
         def _aggregate(self, mode: str, topology) -> dict[str, Any]:
-            return self._train(configs[int(mode)], int(mode))
-
-        def _train(self, cfg: RunConfig, index: int) -> dict[str, Any]:
             from switch_emulator.headers import UDP_PORT
 
+            index, cfg = hina[int(mode)]
             job = self.cfg.job
-            if cfg.backend != "gloo":
-                self.switch.target.reset_job(job.job_id)  # every hina run starts with empty slot copies
+            self.switch.target.reset_job(job.job_id)  # every run starts with empty slot copies
             hosts = self._hosts()
             cfg = replace(cfg, job_id=job.job_id, words=job.words, slots=job.slots, control=None,
                           switch=(hina_net.SWITCH_IP, UDP_PORT), switch_mac=hina_net.SWITCH_MAC,
@@ -384,41 +393,85 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list
                                        "ip": hina_net.host_ip(i)} for i, h in enumerate(hosts, start=1)))
             log(f"{cfg.model}, {cfg.workers} workers, {cfg.backend}, Mininet {args.switch} at "
                 f"{args.bw or 'unshaped'} Mbit/s: {cfg.steps} steps ...")
-            with tempfile.TemporaryDirectory(prefix="hina-ddp-") as tmp:
-                spec = Path(tmp) / "run.json"
-                spec.write_text(json.dumps(asdict(cfg)))
-                errs = [open(Path(tmp) / f"rank{r}.err", "w+") for r in range(cfg.workers)]
-                procs = [h.popen([sys.executable, str(ROOT / "benchmarks" / "train_ddp.py"), "--rank-spec",
-                                  str(spec), "--rank", str(r)], stdout=subprocess.PIPE, stderr=errs[r], text=True,
-                                 cwd=ROOT) for r, h in enumerate(hosts)]
-                ranks, errors = [], []
-                end = time.monotonic() + args.timeout
-                for r, p in enumerate(procs):
-                    try:
-                        out, _ = p.communicate(timeout=max(1.0, end - time.monotonic()))
-                    except subprocess.TimeoutExpired:
-                        p.kill()
-                        out = ""
-                    lines = out.strip().splitlines()
-                    msg = json.loads(lines[-1]) if lines else {"error": "exited without a report"}
-                    if "records" in msg:
-                        ranks.append(msg["records"])
-                    else:
-                        errs[r].seek(0)
-                        tail = errs[r].read().strip().splitlines()[-1:] or [""]
-                        ranks.append(None)
-                        errors.append(f"rank {r}: {msg['error']} {tail[0]}".strip())
-                for f in errs:
-                    f.close()
-            return {"config": asdict(cfg), "ranks": ranks, "errors": errors}
+            return launch_on_hosts(hosts, cfg, args.timeout)
 
-    ecfg = hina_net.ExperimentConfig(workers=configs[0].workers, switch=args.switch,
-                                     modes=tuple(str(i) for i in range(len(configs))), bw=args.bw or None,
-                                     slots=args.slots, seed=args.seed, deadline=args.deadline,
-                                     transport=args.transport, ping=True)
-    out = DdpExperiment(ecfg, log=log).run()
-    log(f"ping between hosts through the switch: {out['ping']['received']}/{out['ping']['sent']}")
-    return out["runs"]
+    if hina:
+        ecfg = hina_net.ExperimentConfig(workers=configs[0].workers, switch=args.switch,
+                                         modes=tuple(str(i) for i in range(len(hina))), bw=args.bw or None,
+                                         slots=args.slots, seed=args.seed, deadline=args.deadline,
+                                         transport=args.transport, ping=False)
+        out = DdpExperiment(ecfg, log=log).run()
+        results.update({index: res for (index, _), res in zip(hina, out["runs"])})
+    return [results[i] for i in range(len(configs))]
+
+
+def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namespace, log) -> dict[int, dict]:
+    """gloo's runs on plain_star's bridge star: hina_net's links (rate, MTU 9000), host 1 the rendezvous."""
+    import hina_net
+    import plain_star
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+    from mininet.nodelib import LinuxBridge
+
+    problem = hina_net.missing_requirements()
+    if problem:
+        raise RuntimeError(problem)
+    plain_star.cleanup()
+    setLogLevel("critical")
+    link = {"cls": hina_net.FastTCLink, **({"bw": args.bw} if args.bw else {})}
+    net = Mininet(topo=plain_star.PlainStarTopo(workers=runs[0][1].workers, link=link), switch=LinuxBridge,
+                  controller=None, link=hina_net.FastTCLink, build=True)
+    results = {}
+    try:
+        net.start()
+        hosts = [net[f"{plain_star.HOST}{i}"] for i in range(1, runs[0][1].workers + 1)]
+        for h in hosts:
+            intf = h.defaultIntf()
+            peer = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
+            h.cmd(f"ip link set dev {intf.name} mtu 9000")
+            net[plain_star.BRIDGE].cmd(f"ip link set dev {peer.name} mtu 9000")
+        for index, cfg in runs:
+            cfg = replace(cfg, store=(plain_star.host_ip(1), 29500 + index),
+                          hosts=tuple({"ifname": h.defaultIntf().name} for h in hosts))
+            log(f"{cfg.model}, {cfg.workers} workers, gloo, Mininet bridge at {args.bw or 'unshaped'} Mbit/s: "
+                f"{cfg.steps} steps ...")
+            results[index] = launch_on_hosts(hosts, cfg, args.timeout)
+    finally:
+        with contextlib.suppress(Exception):
+            net.stop()
+        plain_star.cleanup()
+    return results
+
+
+def launch_on_hosts(hosts, cfg: RunConfig, timeout: float) -> dict[str, Any]:
+    """One rank per Mininet host (`--rank-spec`); every rank's steps, or the errors they reported."""
+    with tempfile.TemporaryDirectory(prefix="hina-ddp-") as tmp:
+        spec = Path(tmp) / "run.json"
+        spec.write_text(json.dumps(asdict(cfg)))
+        errs = [open(Path(tmp) / f"rank{r}.err", "w+") for r in range(cfg.workers)]
+        procs = [h.popen([sys.executable, str(ROOT / "benchmarks" / "train_ddp.py"), "--rank-spec", str(spec),
+                          "--rank", str(r)], stdout=subprocess.PIPE, stderr=errs[r], text=True, cwd=ROOT)
+                 for r, h in enumerate(hosts)]
+        ranks, errors = [], []
+        end = time.monotonic() + timeout
+        for r, p in enumerate(procs):
+            try:
+                out, _ = p.communicate(timeout=max(1.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out = json.dumps({"error": f"no report within {timeout:g} s"})
+            lines = out.strip().splitlines()
+            msg = json.loads(lines[-1]) if lines else {"error": "exited without a report"}
+            if "records" in msg:
+                ranks.append(msg["records"])
+            else:
+                ranks.append(None)
+                errs[r].seek(0)
+                last = (errs[r].read().strip().splitlines() or [""])[-1]
+                errors.append(f"rank {r}: {msg['error']}" + (f" ({last})" if last and last not in msg["error"] else ""))
+        for f in errs:
+            f.close()
+    return {"config": asdict(cfg), "ranks": ranks, "errors": errors}
 
 
 def rank_main(spec: Path, rank: int) -> int:
@@ -525,7 +578,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results += run_mininet(configs, args, log)
     runs, failed = summarize_all(results, log)
-    env = "loopback" if args.env == "loopback" else f"mininet {args.switch}, {args.bw or 'unshaped'} Mbit/s"
+    env = "loopback" if args.env == "loopback" else (
+        f"mininet at {args.bw or 'unshaped'} Mbit/s: hina through the {args.switch}, gloo through a Linux bridge")
     report = {"command": " ".join(["benchmarks/train_ddp.py"] + (sys.argv[1:] if argv is None else argv)),
               "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "machine": f"{platform.platform()} ({mp.cpu_count()} CPUs)", "torch": torch.__version__,
