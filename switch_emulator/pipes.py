@@ -163,8 +163,11 @@ class Pipes:
     `channel` until told to stop or the parent goes away.
     """
 
-    def __init__(self, count: int, serve: Callable[[int, socket.socket], None]):
+    def __init__(self, count: int, serve: Callable[[int, socket.socket], None],
+                 log: Callable[[str], None] = lambda line: print(f"switch_emulator: {line}", file=sys.stderr,
+                                                                 flush=True)):
         self.count = count
+        self._log = log  # told once about each pipe found dead, however it was found
         self._seq = itertools.count(1)
         self._lock = threading.RLock()  # one request at a time per channel: the serving thread and callers share them
         self._down: dict[int, str] = {}
@@ -195,12 +198,16 @@ class Pipes:
         return f"pipe {index} of {self.count} (pid {proc.pid})"
 
     def notice(self, index: int) -> str | None:
-        """Record pipe `index` as down if its process ended; the line to log the first time, else None."""
+        """Record and log pipe `index` as down if its process ended; the line the first time, else None."""
         proc = self.procs[index]
         if index in self._down or proc.is_alive():
             return None
-        self._down[index] = f"{self.describe(index)} is down: {_describe_exit(proc.exitcode)}"
-        return self._down[index]
+        return self._mark_down(index, f"{self.describe(index)} is down: {_describe_exit(proc.exitcode)}")
+
+    def _mark_down(self, index: int, line: str) -> str:
+        self._down[index] = line
+        self._log(line)
+        return line
 
     def poll(self) -> list[str]:
         """Lines for pipes found dead since the last look."""
@@ -243,9 +250,9 @@ class Pipes:
         except OSError:
             pass
         self.procs[index].join(0.2)
-        line = self.notice(index) or f"{self.describe(index)} is down: {_describe_exit(self.procs[index].exitcode)}"
-        self._down.setdefault(index, line)
-        raise PipeDown(f"{line}; that pipe's slots are lost until the switch restarts")
+        if index not in self._down:
+            self._mark_down(index, f"{self.describe(index)} is down: {_describe_exit(self.procs[index].exitcode)}")
+        raise PipeDown(f"{self._down[index]}; that pipe's slots are lost until the switch restarts")
 
     def _all(self, request: dict) -> list[dict]:
         """Send `request` to every pipe; their replies, or ValueError with the first refusal."""
