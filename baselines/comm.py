@@ -141,12 +141,13 @@ class Comm:
             r.wait()
         bodies = {p: torch.empty(int(heads_in[p][0]), dtype=torch.int32) for p in sources}
         reqs = [dist.irecv(bodies[p], src=p, tag=tag + 1) for p in sources if bodies[p].numel()]
-        held = []  # the send buffers live until their sends complete
-        for p, pc in outgoing.items():
+        packed = {}  # one buffer per distinct piece (an allgather sends the same one to every peer); they
+        for p, pc in outgoing.items():  # live until their sends complete
             self.count(pc)
             if wire_words(pc):
-                held.append(torch.from_numpy(pack(pc)))
-                reqs.append(dist.isend(held[-1], dst=p, tag=tag + 1))
+                if id(pc) not in packed:
+                    packed[id(pc)] = torch.from_numpy(pack(pc))
+                reqs.append(dist.isend(packed[id(pc)], dst=p, tag=tag + 1))
         for r in reqs:
             r.wait()
         out = {}

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     comm = Comm(rank, world)
     length = spec_length(spec)
     if "zen" in spec["baselines"]:
-        zen.owner_map(length, world)  # Zen's hash tables exist before the first step
+        zen.prepare(length, world)  # Zen's hash tables exist before the first step
     reference = Reference(world, lambda seed, r: gradient(spec, seed, r)) if rank == 0 else None
     try:
         for rnd, seed in enumerate(spec["seeds"]):  # rounds outer: the baselines interleave, one seed at a time

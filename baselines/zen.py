@@ -9,14 +9,15 @@ point-to-point sends:
    gets about 1/N of them; each rank sends each server its (index, value)
    pairs for that server, destinations rotated.  Zen's "hierarchical
    hashing" is how a GPU builds these partitions without collisions; on the
-   CPU a stable sort by owner does the same job;
+   CPU each server's index list (from the cached hash) picks its entries;
 2. each server adds what it received for its indices;
 3. pull: each server sends its reduced entries to every rank, the indices
    as Zen's hash bitmap (one bit per index the server owns, known to every
    rank from the hash) or as 32-bit indices, whichever is smaller.
 
-The owner map (d bytes, one per element) is computed once per (length,
-ranks, seed) and cached, as a deployed Zen keeps its hash tables.
+The owner map (each index's server and its slot there) is computed once
+per (length, ranks, seed) and cached, as a deployed Zen keeps its hash
+tables; each server sums into a table with one slot per index it owns.
 """
 
 from __future__ import annotations
@@ -41,12 +42,21 @@ def owner_of(index: np.ndarray, world: int, seed: int = SEED) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4)
-def owner_map(length: int, world: int, seed: int = SEED) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-    """Every index's server, and each server's indices in order (the positions of its hash bitmap)."""
+def owner_map(length: int, world: int, seed: int = SEED) -> tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]:
+    """Every index's server; each server's indices in order (its hash bitmap's positions); each index's slot there."""
     owner = owner_of(np.arange(length, dtype=np.int64), world, seed)
     order = np.argsort(owner, kind="stable")
-    cuts = np.cumsum(np.bincount(owner, minlength=world))[:-1]
-    return owner, tuple(np.split(order.astype(np.int64), cuts))
+    counts = np.bincount(owner, minlength=world)
+    owned = tuple(np.split(order.astype(np.int64), np.cumsum(counts)[:-1]))
+    slot = np.empty(length, dtype=np.int64)
+    for o in owned:
+        slot[o] = np.arange(o.size)
+    return owner, owned, slot
+
+
+def prepare(length: int, world: int, seed: int = SEED) -> None:
+    """Build the owner map before the first step (the cache key is (length, world, seed), positionally)."""
+    owner_map(length, world, seed)
 
 
 def encode_pull(owned: np.ndarray, present: np.ndarray, values: np.ndarray) -> Piece:
@@ -66,28 +76,26 @@ def decode_pull(piece: Piece, owned: np.ndarray) -> np.ndarray:
 
 def allreduce(comm: Comm, grad: np.ndarray, seed: int = SEED) -> np.ndarray:
     n, rank, world = grad.size, comm.rank, comm.world
-    owner, owned = owner_map(n, world, seed)
-    nz = np.flatnonzero(grad)
-    dest = owner[nz]
-    order = np.argsort(dest, kind="stable")  # by server, indices still sorted within each
-    by_server = np.split(nz[order], np.cumsum(np.bincount(dest, minlength=world))[:-1])
+    _, owned, slot = owner_map(n, world, seed)
     dests = [(rank + s) % world for s in range(1, world)]
     srcs = [(rank - s) % world for s in range(1, world)]
-    got = comm.exchange({d: Piece(by_server[d], grad[by_server[d]]) for d in dests}, srcs, tag=400)
-    acc = np.zeros(n, dtype=np.float32)  # the server's table, indexed by element
-    present = np.zeros(n, dtype=np.bool_)
-    mine = by_server[rank]
-    acc[mine] = grad[mine]
-    present[mine] = True
-    for s in srcs:
-        got[s].add_into(acc)
-        present[got[s].index] = True
+    pushes = {}
+    for d in (*dests, rank):  # each server's non-zeros, in index order: a pass over its owned indices
+        vals = grad[owned[d]]
+        keep = vals != 0
+        pushes[d] = Piece(owned[d][keep], vals[keep])
+    got = comm.exchange({d: pushes[d] for d in dests}, srcs, tag=400)
     my_owned = owned[rank]
-    here = present[my_owned]
-    pull = encode_pull(my_owned, here, acc[my_owned[here]])
+    acc = np.zeros(my_owned.size, dtype=np.float32)  # the server's table: one slot per index it owns
+    present = np.zeros(my_owned.size, dtype=np.bool_)
+    for piece in (pushes[rank], *(got[s] for s in srcs)):
+        at = slot[piece.index]
+        acc[at] += piece.values
+        present[at] = True
+    pull = encode_pull(my_owned, present, acc[present])
     parts = comm.exchange(dict.fromkeys(dests, pull), srcs, tag=410)
     result = np.zeros(n, dtype=np.float32)
-    result[my_owned[here]] = pull.values
+    result[my_owned[present]] = pull.values
     for s, p in parts.items():
         result[decode_pull(p, owned[s])] = p.values
     comm.notes["pull_bitmaps"] = int(pull.bitmap is not None) + sum(p.bitmap is not None for p in parts.values())

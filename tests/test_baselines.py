@@ -124,8 +124,9 @@ def test_pack_unpack_round_trip_and_the_bytes_counted(piece):
 
 def test_zen_hash_spreads_skewed_indices_evenly_and_its_bitmap_round_trips():
     n, world = 100_000, 8
-    owner, owned = zen.owner_map(n, world)
+    owner, owned, slot = zen.owner_map(n, world)
     assert sum(o.size for o in owned) == n and all(np.all(owner[o] == s) for s, o in enumerate(owned))
+    assert all(np.array_equal(slot[o], np.arange(o.size)) and np.all(np.diff(o) > 0) for o in owned)
     hot = np.arange(5_000)  # one contiguous hot region: a range split would give it all to rank 0
     counts = np.bincount(owner[hot], minlength=world)
     assert counts.max() < 1.15 * hot.size / world
