@@ -68,7 +68,7 @@ class SwitchAllreduce:
         self.mode, self.group, self.link_gbps = mode, group, link_gbps
         self._transport_owned = transport_owned
         self._params: dict[tuple[int, str], codec.CodecParams] = {}
-        self._buffers: dict[int, dict[str, Any]] = {}  # per bucket index: int32 sum, float64 average, host copies
+        self._buffers: dict[int, dict[str, Any]] = {}  # per bucket index: the int32 sum, host copies
         self._queue: queue.Queue = queue.Queue()
         self._step = 0
         self._current: list[dict[str, Any]] = []
@@ -165,11 +165,9 @@ class SwitchAllreduce:
         stats = self.worker.stats - before
         network = sum(self.worker.phase_seconds.values())
         t0 = time.perf_counter()
-        # the average, the same bits on every rank: S / 2**s in float64, / N, rounded once to the bucket dtype
-        avg = bufs["average"]
-        np.multiply(result.fixed, np.float64(2.0) ** -result.shift, out=avg)
-        avg /= self.world_size
-        grad[...] = avg
+        # the average, the same bits on every rank: S * (2**-s / N) in float64 (IEEE: the same product
+        # everywhere; exact for N a power of two), rounded once to the bucket's dtype, in one pass
+        np.multiply(result.fixed, np.float64(2.0 ** -result.shift / self.world_size), out=grad, casting="unsafe")
         if work is not staged:
             staged.copy_(work)
         if staged is not tensor:  # back to the GPU, finished before the Future says so
@@ -190,8 +188,7 @@ class SwitchAllreduce:
         """Buffers reused step after step (DDP rebuilds its buckets once, after the first step)."""
         bufs = self._buffers.get(index)
         if bufs is None or (bufs["n"], bufs["dtype"], bufs["cuda"]) != (n, dtype, cuda):
-            bufs = {"n": n, "dtype": dtype, "cuda": cuda, "fixed": np.empty(n, dtype=np.int32),
-                    "average": np.empty(n, dtype=np.float64)}
+            bufs = {"n": n, "dtype": dtype, "cuda": cuda, "fixed": np.empty(n, dtype=np.int32)}
             if cuda:
                 bufs["host"] = torch.empty(n, dtype=dtype, pin_memory=True)
                 bufs["stream"] = torch.cuda.Stream()
