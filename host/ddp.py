@@ -19,9 +19,9 @@ fixed-point sum and divides it by the world size identically, so every rank
 holds the same bits.  CUDA buckets are copied to pinned host memory and
 back.  A bucket the codec refuses (NaN or Inf) or that does not complete
 by the deadline fails its Future with `BucketError` naming the bucket, so
-`loss.backward()` raises in the training script; later buckets are then
-refused at once (the job's slots are mid-transfer on the other ranks: make
-a new hook, which re-joins, to go on).
+`loss.backward()` raises in the training script; the hook then refuses
+every later bucket at once (the job's slots are mid-transfer on the other
+ranks; only new hooks that join the job again start clean).
 
 This module imports torch; `import host` does not (`host.SwitchAllreduce` loads it on first use).
 """
