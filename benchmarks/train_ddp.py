@@ -159,7 +159,8 @@ def run_rank(cfg: RunConfig, rank: int, store_port: int, conn) -> None:
     try:
         conn.send(("done", train(cfg, rank, store_port)))
     except BaseException as exc:  # reported, never swallowed: the parent names the rank and fails
-        conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # torch appends a traceback
+        conn.send(("error", f"{type(exc).__name__}: {first}", traceback.format_exc()))
     finally:
         conn.close()
 
@@ -484,7 +485,8 @@ def rank_main(spec: Path, rank: int) -> int:
         return 0
     except BaseException as exc:
         traceback.print_exc()
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # torch appends a traceback
+        print(json.dumps({"error": f"{type(exc).__name__}: {first}"}), flush=True)
         return 1
 
 

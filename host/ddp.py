@@ -124,7 +124,9 @@ class SwitchAllreduce:
         if last:
             self._step += 1
         self._queue.put(item)
-        return fut
+        # DDP reads the Future's value in C++, where set_exception's value would be an object that is no
+        # tensor ("Unable to cast ..."); a callback that raises it marks the returned Future as failed
+        return fut.then(_value)
 
     # -- the communication thread ------------------------------------------------------------------------
 
@@ -264,6 +266,10 @@ def _step_report(step: int, buckets: list[dict[str, Any]]) -> dict[str, Any]:
     span = max(b["done"] for b in ok) - min(b["submitted"] for b in ok) if ok else 0.0
     return {"step": step, **total, **seconds, "span": span, "encodings": [b.get("encoding", "error") for b in buckets],
             "errors": [b["error"] for b in buckets if "error" in b], "buckets": buckets}
+
+
+def _value(fut: torch.futures.Future):
+    return fut.value()  # raises the bucket's error, if it has one
 
 
 def switch_allreduce_hook(state, bucket):  # no annotations: DDP checks them against its own, unpostponed

@@ -87,7 +87,8 @@ def test_nan_bucket_refused_and_every_rank_raises_naming_it(train_ddp, switch):
     elapsed = time.monotonic() - start
     assert all(r is None for r in res["ranks"])
     bad, other = res["errors"][1], res["errors"][0]
-    assert "rank 1: bucket 0 (step 1" in bad and "refused before sending" in bad and "non-finite" in bad, bad
+    assert "BucketError: rank 1: bucket 0 (step 1" in bad and "refused before sending" in bad, bad
+    assert "non-finite" in bad, bad
     assert "rank 0: bucket 0 (step 1" in other and f"no sum by the deadline ({deadline:g} s)" in other, other
     assert elapsed < 60  # process start-up and torch's import included; never a hang
     assert switch.pipeline.counters()["jobs"][4]["updates"] > 0  # step 0 went through
@@ -120,7 +121,7 @@ def test_hook_averages_buckets_of_each_dtype(torch, switch):
             buckets = [v.clone() for v in values]
             futures = [switch_allreduce_hook(state, Bucket(b, i, i == 2)) for i, b in enumerate(buckets)]
             for fut, bucket, value in zip(futures, buckets, values):
-                assert fut.wait() is bucket  # averaged in place
+                assert fut.wait().data_ptr() == bucket.data_ptr()  # averaged in place
                 # one rank: the average is the value, to the codec's fixed point (30 bits of the peak)
                 tol = value.abs().max().item() * 2.0**-29
                 if value.dtype == torch.bfloat16:  # rounded back to bfloat16's 8 bits
