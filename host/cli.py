@@ -34,7 +34,7 @@ def _demo(args: argparse.Namespace) -> int:
                          drop=args.drop, dup=args.dup, reorder=args.reorder, seed=args.seed,
                          job=JobSpec(job_id=args.job_id, words=args.words, slots=args.slots),
                          deadline=args.deadline, workload=args.workload, scale=args.scale,
-                         group=args.group, link_gbps=args.link_gbps, rounds=args.rounds)
+                         group=args.group, link_gbps=args.link_gbps, rounds=args.rounds, pipes=args.pipes)
     except ValueError as exc:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 2
@@ -252,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--job-id", type=int, default=1, help="the job's id on the switch")
     d.add_argument("--words", type=int, default=DEFAULT_WORDS, help="K, words per packet")
     d.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="W, packets in flight per worker")
+    d.add_argument("--pipes", type=int, default=1,
+                   help="the emulator's data plane as P processes, steered by slot in the kernel (1..64)")
     d.add_argument("--deadline", type=float, default=20.0, help="seconds without progress before a worker gives up")
     _codec_flags(d)
     d.add_argument("--rounds", type=int, default=1,

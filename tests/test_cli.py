@@ -248,3 +248,14 @@ def test_standalone_worker_refuses_a_job_of_another_shape(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_demo_with_two_pipes_is_exact():
+    out = run("-m", "host.cli", "demo", "--workers", "3", "--length", "50000", "--pipes", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["exact"] is True
+
+
+def test_demo_refuses_zero_pipes():
+    out = run("-m", "host.cli", "demo", "--pipes", "0")
+    assert out.returncode == 2 and out.stderr.strip() == "hina demo: pipes must be 1..64, got 0"
