@@ -8,7 +8,9 @@ bytes: TCP/IP headers and acknowledgements are not included.
 
 A sparse piece is a sorted, duplicate-free int64 index array and its float32
 values; on the wire it is one int32 buffer, the indices (32 bits each) then
-the values' bits, or the values alone when sent dense.
+the values' bits, or the values alone when sent dense, or a bitmap over
+positions both ends know (Zen's pull) then the values.  The size header says
+which: (words, nnz) sparse, (words, -1) dense, (words, -2 - bitmap words).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import dataclasses
 import numpy as np
 
 KINDS = ("index", "values", "dense", "meta")
-HEADER_BYTES = 16  # a size header: (words, nnz or -1 for dense), int64 each
+HEADER_BYTES = 16  # a size header: two int64 (see the module docstring)
 
 
 def require_torch():

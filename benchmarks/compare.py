@@ -56,7 +56,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "mininet")]
 
 import workloads  # noqa: E402
 
-from baselines import BASELINES, LOSSY  # noqa: E402
+from baselines import BASELINES  # noqa: E402
 from baselines import LABEL as BASELINE_LABEL  # noqa: E402
 from codec.params import MODES  # noqa: E402
 from host.demo import DemoConfig, run_demo  # noqa: E402

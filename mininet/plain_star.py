@@ -90,7 +90,7 @@ def run(cfg: StarConfig, log=lambda m: None) -> list[dict]:
     link = {"cls": FastTCLink, **({"bw": cfg.bw} if cfg.bw else {})}
     net = Mininet(topo=PlainStarTopo(workers=cfg.workers, link=link), switch=LinuxBridge, controller=None,
                   link=FastTCLink, build=True)
-    path = None
+    spec_files: list[str] = []
     try:
         net.start()
         hosts = [net[f"{HOST}{i}"] for i in range(1, cfg.workers + 1)]
@@ -107,17 +107,16 @@ def run(cfg: StarConfig, log=lambda m: None) -> list[dict]:
         procs = []
         for r, h in enumerate(hosts):
             ifname = h.defaultIntf().name
-            host_spec = launch.write_spec({**spec, "ifname": ifname})
-            procs.append(h.popen(launch.worker_command(host_spec, r), stdout=subprocess.PIPE,
+            spec_files.append(launch.write_spec({**spec, "ifname": ifname}))
+            procs.append(h.popen(launch.worker_command(spec_files[-1], r), stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, cwd=ROOT,
                                  env={**os.environ, "GLOO_SOCKET_IFNAME": ifname}))
-            path = [*(path or []), host_spec]
         log(f"baselines {', '.join(cfg.baselines)} on {cfg.workers} hosts at {cfg.bw} Mbit/s")
         return launch.summarize(launch.collect(procs, cfg.deadline + 60), {**spec, "ifname": "per host"})
     finally:
         with contextlib.suppress(Exception):
             net.stop()
         cleanup()
-        for p in path or []:
+        for path in spec_files:
             with contextlib.suppress(OSError):
-                os.unlink(p)
+                os.unlink(path)

@@ -196,3 +196,48 @@ def test_baselines_on_a_plain_bridge_star_are_exact_and_their_wire_bytes_are_mea
         assert run["payload_bytes_per_worker"] <= run["bytes_per_worker"] < 1.5 * run["payload_bytes_per_worker"] + 20_000
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     assert f"{plain_star.BRIDGE}-eth" not in links and f" {plain_star.BRIDGE}:" not in links
+
+
+def _compare():
+    for path in (str(ROOT / "benchmarks"), str(ROOT)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    import compare
+
+    return compare
+
+
+def test_compare_systems_pick_modes_and_baselines_and_bad_combinations_exit_2(capsys):
+    compare = _compare()
+    args = compare.parse_args(["--systems", "auto", "ring", "zen", "--mininet", "off"])
+    assert args.systems == ["auto", "ring", "zen"]
+    assert compare.parse_args([]).baselines == list(BASELINES)
+    for bad in (["--baselines", "none", "ring"], ["--topk-density", "1.5"], ["--workers", "0"], ["--bws", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            compare.parse_args(bad)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("compare.py: error:"), err
+
+
+def test_compare_table_puts_baselines_next_to_hina_with_speedups_and_their_result():
+    compare = _compare()
+    dens = {"per_worker": 0.01, "union": 0.03}
+    hina = {"seconds": 0.5, "bytes_per_worker": 1000, "retransmissions": 2, "exact": True, "mode": "dense",
+            "payload_by_phase": {"dense": 1000}}
+    ring = {"seconds": 0.25, "bytes_per_worker": 1500, "retransmissions": None, "exact": True, "mode": "ring",
+            "payload_by_phase": {"dense": 1500}, "lossy": False, "max_abs_diff": 2e-7,
+            "max_diff_over_bound": 0.5, "rel_l2_error": 1e-9, "encoding": ""}
+    topk = {**ring, "mode": "oktopk_topk", "seconds": 0.1, "lossy": True, "exact": False, "rel_l2_error": 0.67,
+            "encoding": "k = 10", "payload_by_phase": {"index": 40, "values": 40, "meta": 16}}
+    rows = [compare.row("loopback", "lstm", r["mode"], 1000, dens, r) for r in (hina, ring, topk)]
+    meta = {"date": "now", "machine": "m", "cpus": 2, "workers": 3, "command": "c", "scales": {"lstm": 0.01}}
+    table = compare.markdown(rows, compare.rule_checks(rows), meta)
+    lines = {line.split(" | ")[3]: line for line in table.splitlines() if line.startswith("| lstm")}
+    assert "| 1.00x | 0.50x |" in lines["dense (SwitchML-style)"] and "exact (fixed point)" in lines[
+        "dense (SwitchML-style)"]
+    assert "| n/a (TCP) |" in lines["ring allreduce (gloo)"] and "| 2.00x | 1.00x |" in lines["ring allreduce (gloo)"]
+    assert "within float32 rounding: max diff 2.0e-07 (0.50 of bound)" in lines["ring allreduce (gloo)"]
+    assert "lossy: rel. L2 error 0.67" in lines["Ok-Topk top-k (lossy)"] and "| k = 10 |" in lines[
+        "Ok-Topk top-k (lossy)"]
+    assert rows[2]["byte_shares"] == {"index": 0.5, "values": 0.5, "dense": 0.0}
