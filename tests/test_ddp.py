@@ -59,14 +59,15 @@ LOSS_RTOL = 1e-4
 def test_two_ranks_identical_parameters_and_loss_follows_gloo(train_ddp, switch, model):
     kw = dict(model=model, steps=3, scale=0.01, bucket_mb=0.05)
     gloo = two_rank_run(train_ddp, switch, backend="gloo", job_id=1, **kw)
-    hina = two_rank_run(train_ddp, switch, backend="hina", job_id=2 if model == "ncf" else 3, **kw)
+    # a slow link in auto's cost model: at these small sizes the sparse buckets then go aligned, not dense
+    hina = two_rank_run(train_ddp, switch, backend="hina", job_id=2, link_gbps=0.1, **kw)
     assert not gloo["errors"] and not hina["errors"], gloo["errors"] + hina["errors"]
     for step in range(3):
         digests = {ranks[step]["digest"] for ranks in hina["ranks"]}
         assert len(digests) == 1, f"step {step}: ranks hold different parameters"
         rec = hina["ranks"][0][step]
         assert len(rec["encodings"]) == len(rec["buckets"]) >= 1
-        assert set(rec["encodings"]) <= {"dense", "blocks", "aligned", "sketch"}
+        assert "aligned" in rec["encodings"] and set(rec["encodings"]) <= {"dense", "aligned"}, rec["encodings"]
         assert rec["bytes"] > 0 and rec["wire_bytes"] >= rec["bytes"]
         assert min(rec["encode"], rec["network"], rec["decode"]) >= 0
     for g, h in zip(gloo["ranks"], hina["ranks"]):
