@@ -117,6 +117,14 @@ def chose_text(r: dict) -> str:
     return r["encoding"] + ("" if not group else f", group {group}")
 
 
+def resent_share(r: dict) -> float | None:
+    """hina's resent frames over the frames a loss-free run sends (all workers); None for TCP baselines."""
+    frames = r["frames"] if "frames" in r else r.get("frames_per_worker", 0) * r.get("workers", 0)
+    if r.get("retransmissions") is None or frames <= r["retransmissions"]:
+        return None
+    return r["retransmissions"] / (frames - r["retransmissions"])
+
+
 def row(env: str, preset: str, mode: str, length: int, dens: dict, r: dict) -> dict:
     seconds = r["seconds"]
     payload = r.get("payload_by_phase", {})
@@ -125,7 +133,8 @@ def row(env: str, preset: str, mode: str, length: int, dens: dict, r: dict) -> d
             "bytes_per_worker": r["bytes_per_worker"], "payload_by_phase": payload,
             "seconds": seconds, "throughput_gbps": 4 * length * 8 / seconds / 1e9,
             "round_seconds": r.get("round_seconds", [seconds]),
-            "retransmissions": r["retransmissions"], "encoding": r.get("encoding"), "group": r.get("group"),
+            "retransmissions": r["retransmissions"], "resent_share": resent_share(r),
+            "encoding": r.get("encoding"), "group": r.get("group"),
             "byte_shares": byte_shares(payload), "system": "baseline" if mode in BASELINES else "hina",
             **{k: r[k] for k in ("lossy", "max_abs_diff", "max_diff_over_bound", "rel_l2_error", "identical",
                                  "bytes_measured", "payload_bytes_per_worker") if k in r}}
@@ -249,7 +258,7 @@ def markdown(rows: list[dict], checks: list[dict], meta: dict) -> str:
     lines = [f"Measured {meta['date']} on {meta['machine']} ({meta['cpus']} CPUs), {meta['workers']} workers, "
              f"command: `{meta['command']}`.", "",
              "| model (scale, elements) | env | density per worker / union | system | what ran | "
-             "bytes per worker | seconds, best (all rounds) | retrans. | Gbit/s (dense-eq.) | speedup vs dense | "
+             "bytes per worker | seconds, best (all rounds) | resent frames (share) | Gbit/s (dense-eq.) | speedup vs dense | "
              f"speedup vs ring | bytes: index / values / dense | result vs numpy | {RULE_COLUMN} |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     find = {(x["env"], x["preset"], x["mode"]): x for x in rows}
@@ -258,7 +267,8 @@ def markdown(rows: list[dict], checks: list[dict], meta: dict) -> str:
         shares = r["byte_shares"]
         share_text = " / ".join(f"{100 * shares[k]:.0f}%" for k in SHARE_PARTS)
         verdict = rule_text(rule[(r["env"], r["preset"])]) if r["mode"] == "auto" else ""
-        retrans = "n/a (TCP)" if r["retransmissions"] is None else f"{r['retransmissions']:,.0f}"
+        retrans = "n/a (TCP)" if r["retransmissions"] is None else f"{r['retransmissions']:,.0f}" + (
+            "" if r.get("resent_share") is None else f" ({r['resent_share']:.1%})")
         lines.append(
             f"| {r['preset']} ({meta['scales'][r['preset']]}, {r['length']:,}) | {r['env']} | "
             f"{r['per_worker_density']:.2%} / {r['union_density']:.2%} | {MODE_LABEL[r['mode']]} | "

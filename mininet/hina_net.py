@@ -409,7 +409,7 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
             "switch_rounds": ok[0]["rounds"] if ok else None,
             "wire_bytes_per_worker": wire, "payload_bytes_per_worker": sum(x["payload_bytes"] for x in ok) / n,
             "line_rate_seconds": line_rate, "retransmissions": sum(x["retransmissions"] for x in ok),
-            "phase_seconds": phases, "compute_seconds": compute}
+            "frames": sum(x["frames"] for x in ok), "phase_seconds": phases, "compute_seconds": compute}
 
 
 def _nft_loss(host, ifname: str, percent: float) -> None:
