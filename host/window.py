@@ -66,6 +66,7 @@ class RttEstimator:
         self.srtt: float | None = None
         self.rttvar = 0.0
         self.min_rtt = math.inf
+        self.reorder_scale = 1.0  # doubles each time a chunk resent as overtaken turns out not lost
 
     def sample(self, rtt: float) -> None:
         """One RTT measured on a chunk sent once (Karn: never on a resent one)."""
@@ -84,7 +85,13 @@ class RttEstimator:
     @property
     def reordering(self) -> float:
         """How much later than a chunk sent after it a RESULT may come before its chunk counts as lost."""
-        return max(1e-3, (self.srtt or 0.0) / 4)
+        return max(1e-3, self.reorder_scale * (self.srtt or 0.0) / 4)
+
+    def reordered(self) -> None:
+        """A chunk resent as overtaken was not lost (the switch had it): RESULTs reorder more than we
+        allowed (a switch with pipes answers each pipe's slots in its own time).  Allow twice as much,
+        up to two round trips (RACK's reordering window, RFC 8985 6.2, adapted the same way)."""
+        self.reorder_scale = min(8.0, 2 * self.reorder_scale)
 
 
 class CongestionWindow:
@@ -157,6 +164,7 @@ class _Chunk:
     seq: int  # the transfer's count of transmissions at its latest one
     retries: int = 0
     suppressed: bool = False  # due during a stall, not resent: restarts its timer on progress
+    overtaken: bool = False  # resent because a later-sent chunk was answered first
 
 
 class PhaseTransfer:
@@ -204,6 +212,7 @@ class PhaseTransfer:
         self._rack_rtt = 0.0
         self._rack_at = math.inf  # when the next chunk the answers overtook counts as lost
         self._heard = False  # a RESULT arrived since the last timeout
+        self._resent_answered: dict[int, tuple[int, int]] = {}  # slot -> (copy, wire offset) of such chunks
         self._probing = False  # a timeout's probe went out, and no chunk sent once was answered since
         self.stats: collections.Counter[str] = collections.Counter()
 
@@ -227,6 +236,12 @@ class PhaseTransfer:
                 or chunk.version != pool_index >> 15 or offset != self._wire_offset[chunk.index]
                 or count != self._count[chunk.index] or len(frame) < HEADER_BYTES + 4 * count):
             self.stats["ignored"] += 1
+            if (flags & Flags.RESEND and phase == self.tag and job_id == self.job_id
+                    and self._resent_answered.get(slot) == (pool_index >> 15, offset)):
+                # the switch answered our resend from a complete copy: the chunk was never lost
+                del self._resent_answered[slot]
+                self.rtt.reordered()
+                self.stats["spurious_resends"] += 1
             return []
         if flags & Flags.STALE_RUN:
             raise StaleSwitchState(stale_message(
@@ -252,6 +267,8 @@ class PhaseTransfer:
                     waiting.rto = self.rtt.rto
                     waiting.due_at = now + waiting.rto
                     self._earliest = min(self._earliest, waiting.due_at)
+        if chunk.overtaken:
+            self._resent_answered[slot] = (chunk.version, self._wire_offset[chunk.index])
         self.pool.version[slot] ^= 1
         del self._flight[slot]
         out = self._overtaken(now)
@@ -339,6 +356,7 @@ class PhaseTransfer:
         out = []
         for chunk in lost:
             self.window.on_loss(chunk.sent_at, now, self.rtt.min_rtt)
+            chunk.overtaken = True
             self.stats["fast_retransmissions"] += 1
             out.append(self._resend(chunk, now))
         return out

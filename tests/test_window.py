@@ -5,7 +5,7 @@ import pytest
 
 from codec.ops import Op
 from host.window import AggregationTimeout, CongestionWindow, PhaseTransfer, RttEstimator, SlotPool
-from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, HinaHeader, MsgType, pack_header
+from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, Flags, HinaHeader, MsgType, pack_header
 
 
 def transfer(payload, *, words=3, slots=2, pool=None, tag=9, rtt=None, deadline=1.0):
@@ -123,6 +123,25 @@ def test_a_chunk_overtaken_by_a_later_answer_goes_again_after_the_reordering_all
     assert x.next_timer() == pytest.approx(0.0105 + 0.010 / 4, abs=2e-4)  # its RTT plus srtt / 4
     assert offsets(x.poll(0.0105 + 0.02)) == [3]  # past the allowance: chunk 1 is lost, sent again
     assert x.stats["fast_retransmissions"] == 1 and x.stats["timeouts"] == 0
+
+
+def test_a_resend_the_switch_answers_from_a_complete_copy_widens_the_reordering_allowance():
+    """Pipes answer their slots in their own time: chunk 1 overtaken, resent, then its first answer comes
+    after all and the switch answers the resend again (flag RESEND): it was never lost, so allow more."""
+    rtt = RttEstimator(initial=1.0, minimum=1.0)
+    x = transfer(range(30), slots=4, rtt=rtt)
+    first = x.start(0.0)
+    answer(x, first[0], 0.010)
+    answer(x, first[2], 0.0105)
+    (resent,) = x.poll(0.05)
+    assert offsets([resent]) == [3] and rtt.reorder_scale == 1.0
+    before = rtt.reordering
+    answer(x, first[1], 0.051)  # the first transmission's answer, late
+    h = HinaHeader.unpack(resent)
+    again = pack_header(MsgType.RESULT, h.op, 4, 1, Flags.RESEND, h.pool_index, h.offset, h.count, h.phase)
+    assert x.receive(again + bytes(12), 0.052) == []
+    assert x.stats["spurious_resends"] == 1 and rtt.reorder_scale == 2.0 and rtt.reordering == 2 * before
+    assert x.receive(again + bytes(12), 0.053) == [] and rtt.reorder_scale == 2.0  # counted once
 
 
 def test_answers_late_alike_cost_one_probe_per_timeout_not_the_window():
