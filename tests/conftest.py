@@ -2,6 +2,7 @@
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -10,3 +11,22 @@ settings.register_profile(
 )
 settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=400)
 settings.load_profile(os.environ.get("HINA_HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture
+def make_switch():
+    """UDP emulators on loopback, each in a thread: make_switch(pipes=1, **impairments); stopped after the test."""
+    from switch_emulator import ImpairmentConfig, Pipeline, UdpSwitch
+
+    switches = []
+
+    def make(pipes: int = 1, **impair):
+        sw = UdpSwitch(Pipeline(), pipes=pipes, impair=ImpairmentConfig(**impair) if impair else None)
+        sw.start_thread()
+        switches.append(sw)
+        return sw
+
+    yield make
+    for sw in switches:
+        sw.stop()
+        sw.close()

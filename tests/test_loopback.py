@@ -10,24 +10,8 @@ import pytest
 import codec
 from helpers import aggregate_over_udp, dense_fixed_sum, run_threads, sparse_gradients
 from host import AggregationTimeout, JobSpec, UdpTransport, Worker
-from switch_emulator import ImpairmentConfig, Member, Pipeline, UdpSwitch
+from switch_emulator import Member
 from switch_emulator.headers import pack_header
-
-
-@pytest.fixture
-def make_switch():
-    switches = []
-
-    def make(**impair):
-        sw = UdpSwitch(Pipeline(), impair=ImpairmentConfig(**impair) if impair else None)
-        sw.start_thread()
-        switches.append(sw)
-        return sw
-
-    yield make
-    for sw in switches:
-        sw.stop()
-        sw.close()
 
 
 def check_exact(results, grads):
@@ -208,43 +192,37 @@ def test_rerunning_a_finished_job_on_the_data_plane_alone_refuses_at_once_then_i
     close_all(transports)
 
 
-def test_a_hello_answered_from_an_earlier_run_is_refused():
+def test_a_hello_answered_from_an_earlier_run_is_refused(make_switch):
     """Fresh workers whose hello lands on the copy of an earlier run's identical hello get its nonces back."""
     from host import StaleSwitchState
-    from host.window import PhaseTransfer, RttEstimator, SlotPool
 
-    sw = UdpSwitch(Pipeline())
-    sw.start_thread()
-    try:
-        spec = JobSpec(job_id=1, words=64, slots=4)
-        old, transports = fresh_workers(sw, spec, 2, join=False)
-        threads = [threading.Thread(target=w.hello) for w in old]  # a run that died right after its hello
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        close_all(transports)
-        again, transports = fresh_workers(sw, spec, 2, join=False, deadline=1.0)
-        errors = []
+    sw = make_switch()
+    spec = JobSpec(job_id=1, words=64, slots=4)
+    old, transports = fresh_workers(sw, spec, 2, join=False)
+    threads = [threading.Thread(target=w.hello) for w in old]  # a run that died right after its hello
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    close_all(transports)
+    again, transports = fresh_workers(sw, spec, 2, join=False, deadline=1.0)
+    errors = []
 
-        def hello(w):
-            try:
-                w.hello()
-            except Exception as exc:  # noqa: BLE001 - collected for the assertion
-                errors.append(exc)
+    def hello(w):
+        try:
+            w.hello()
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
 
-        threads = [threading.Thread(target=hello, args=(w,)) for w in again]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert len(errors) == 2 and all(isinstance(e, StaleSwitchState) for e in errors), errors
-        assert "answered this worker's hello with an earlier run's" in str(errors[0])
-        assert sw.pipeline.jobs[1].resends == 2  # the old hello's RESULT, sent again to each
-        close_all(transports)
-    finally:
-        sw.stop()
-        sw.close()
+    threads = [threading.Thread(target=hello, args=(w,)) for w in again]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 2 and all(isinstance(e, StaleSwitchState) for e in errors), errors
+    assert "answered this worker's hello with an earlier run's" in str(errors[0])
+    assert sw.pipeline.jobs[1].resends == 2  # the old hello's RESULT, sent again to each
+    close_all(transports)
 
 
 def crash(sw, spec, params, grads, rounds):

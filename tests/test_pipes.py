@@ -25,7 +25,7 @@ import codec
 import make_vectors
 from helpers import aggregate_over_udp, dense_fixed_sum, sparse_gradients
 from host import JobSpec
-from switch_emulator import ControlClient, ControlError, ImpairmentConfig, JobConfig, Member, Pipeline, UdpSwitch
+from switch_emulator import ControlClient, ControlError, JobConfig, Member, UdpSwitch
 from switch_emulator.frames import encapsulate, ipv4_checksum
 from switch_emulator.headers import UDP_PORT, pack_header
 from switch_emulator.pipes import join_fanout, reuseport_group
@@ -62,21 +62,6 @@ def check_exact(results, grads):
     want = dense_fixed_sum(grads, results[0].shift)
     for w, r in enumerate(results):
         assert np.array_equal(r.fixed, want), f"worker {w}"
-
-
-@pytest.fixture
-def make_switch():
-    switches = []
-
-    def make(pipes: int, **kw) -> UdpSwitch:
-        sw = UdpSwitch(Pipeline(), pipes=pipes, **kw)
-        sw.start_thread()
-        switches.append(sw)
-        return sw
-
-    yield make
-    for sw in switches:
-        sw.close()
 
 
 # -- the kernel's side -------------------------------------------------------------
@@ -146,7 +131,7 @@ def test_aggregation_is_bit_exact_and_spread_over_the_pipes(make_switch, pipes):
 
 
 def test_impairments_with_pipes_stay_exact_and_are_counted(make_switch):
-    sw = make_switch(4, impair=ImpairmentConfig(drop=0.03, dup=0.02, reorder=0.02, seed=11))
+    sw = make_switch(4, drop=0.03, dup=0.02, reorder=0.02, seed=11)
     grads = sparse_gradients(np.random.default_rng(3), 3, 30_011, 0.05)
     params = codec.CodecParams(length=30_011, workers=3)
     results, workers = aggregate_over_udp(sw, JobSpec(job_id=4, words=128, slots=8), params, grads)
