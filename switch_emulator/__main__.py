@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--pipes", type=pipes_flag, default=1, metavar="P",
                     help="run the data plane as P processes, each owning the slots s with s mod P == its "
                          "index (default 1)")
+    ap.add_argument("--no-batch", dest="batch", action="store_false",
+                    help="one system call per packet instead of recvmmsg/sendmmsg batches, for comparison "
+                         "(default: batches, where Linux's libc has them)")
     ap.add_argument("--topology", type=Path,
                     help="raw mode: JSON topology (hosts, jobs) to start with (default: none)")
     return ap
@@ -210,13 +213,13 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError("raw mode takes its jobs from --topology (ports, not addresses), not --job")
             topology = Topology.from_config(json.loads(args.topology.read_text())) if args.topology else None
             switch = RawSwitch(dict(args.raw), topology, control=args.control, impair=impair,
-                               stats_every=args.stats, pipes=args.pipes)
+                               stats_every=args.stats, pipes=args.pipes, batch=args.batch)
         else:
             pipeline = Pipeline()
             for job in jobs:
                 pipeline.add_job(job)
             switch = UdpSwitch(pipeline, data=args.listen, control=args.control, impair=impair,
-                               stats_every=args.stats, pipes=args.pipes)
+                               stats_every=args.stats, pipes=args.pipes, batch=args.batch)
     except (ValueError, OSError, KeyError, TypeError) as exc:
         print(f"switch_emulator: {exc}", file=sys.stderr)
         return 2

@@ -1,26 +1,18 @@
 """The switch data plane without I/O: feed it a hina frame and its source, get back what to send.
 
-This is the ingress control of `p4/hina.p4` in Python, step for step and
-with the same names: `job_config` (which job, how many workers, which
-slots), `worker_auth` (may this source speak for this worker_id),
-`arrival_bitmap` (first arrival, duplicate, completion), `value_processor`
-(write, ADD, OR, MAX over K words), and the RESULT it emits.  Anything else
-is dropped and counted by reason; the pipeline never raises on a frame.
+`Pipeline` holds the switch's registers (numpy arrays, one row per job) and
+its control plane: install, join, remove and reset jobs, read counters.
+The ingress rules themselves, `p4/hina.p4`'s control step for step, are
+compiled (`dataplane.py`): `update` runs them on one frame, and the UDP
+backend runs them on a whole `recvmmsg` batch at once (`dataplane.udp_batch`)
+on the same registers.  Anything malformed is dropped and counted by
+reason; the pipeline never raises on a frame.  The slot protocol is
+described in `dataplane.py` (DESIGN.md section 2).
 
-Slot protocol (DESIGN.md section 2, after SwitchML): each slot has two
-copies.  A worker's first UPDATE for a copy sets its bit in that copy's
-arrival bitmap and clears it in the other copy, then writes (the copy was
-empty) or combines its words into the copy.  When the bitmap reaches the
-job's full mask the combined words go out as a RESULT to every member.
-Each copy also counts its arrivals since it was last empty: the bitmap of a
-complete copy loses bits as workers move on to the other copy, so the
-counter is what still says "complete" when a worker whose RESULT was lost
-asks again; a duplicate then gets the stored result by unicast.  An UPDATE
-that arrives at a complete copy its sender has already left is stale and
-dropped.  An UPDATE whose offset or phase tag disagrees with a non-empty
-copy meets another run's state (a restarted job on a switch nobody reset):
-it is refused back to its sender as a RESULT flagged STALE_RUN, which the
-worker turns into an error, never into a sum.
+A source is whatever the backend names a sender by (a UDP (host, port), a
+switch port, an in-process port name); the registers hold an integer id
+per member source (`dataplane.udp_source_id`, `port_source_id`, or a
+number given out here), and a frame's source is looked up in the same map.
 """
 
 from __future__ import annotations
@@ -29,20 +21,14 @@ import collections
 import dataclasses
 import enum
 import functools
+import itertools
 from typing import Hashable, NamedTuple
 
 import numpy as np
 
-from codec.ops import UFUNCS, Op
-
-from .config import JobConfig
-from .headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, pack_header, pack_header_into, unpack_header
-
-_MAX_OP = max(Op)
-_SLOT_MASK = VERSION_BIT - 1
-_RESULT = int(MsgType.RESULT)
-_UPDATE = int(MsgType.UPDATE)
-_COMBINE = [UFUNCS[op] for op in Op]  # indexed by the op field
+from . import dataplane as dp
+from .config import MAX_FRAME_BYTES, JobConfig
+from .headers import MAX_WORKERS
 
 
 class UnknownJob(KeyError):
@@ -55,54 +41,78 @@ class UnknownJob(KeyError):
 class Drop(enum.IntEnum):
     """Why a frame was dropped; the values index the P4 `drops` counter."""
 
-    TRUNCATED = 1  # shorter than the hina header, or than header + K words
-    BAD_LENGTH = 2  # longer than header + K words
-    BAD_MSG_TYPE = 3  # not an UPDATE
-    BAD_OP = 4  # not ADD, OR or MAX
-    UNKNOWN_JOB = 5
-    BAD_WORKER = 6  # worker_id >= N
-    UNAUTHORIZED = 7  # source not allowed to speak for (job, worker_id)
-    BAD_COUNT = 8  # count > K
-    BAD_SLOT = 9  # slot outside the job's range
-    STALE = 10  # offset disagrees with a non-empty copy, or sender already left a complete copy
-    DUPLICATE = 11  # sender already counted in an incomplete copy
-    BAD_CHECKSUM = 12  # raw frames: IPv4 header checksum wrong
-    NO_ROUTE = 13  # raw frames: non-hina frame to an unknown destination MAC
-    STALE_RUN = 14  # the copy holds another run's chunk: refused back to the sender (flag STALE_RUN)
+    TRUNCATED = dp.TRUNCATED  # shorter than the hina header, or than header + K words
+    BAD_LENGTH = dp.BAD_LENGTH  # longer than header + K words
+    BAD_MSG_TYPE = dp.BAD_MSG_TYPE  # not an UPDATE
+    BAD_OP = dp.BAD_OP  # not ADD, OR or MAX
+    UNKNOWN_JOB = dp.UNKNOWN_JOB
+    BAD_WORKER = dp.BAD_WORKER  # worker_id >= N
+    UNAUTHORIZED = dp.UNAUTHORIZED  # source not allowed to speak for (job, worker_id)
+    BAD_COUNT = dp.BAD_COUNT  # count > K
+    BAD_SLOT = dp.BAD_SLOT  # slot outside the job's range
+    STALE = dp.STALE  # offset disagrees with a non-empty copy, or sender already left a complete copy
+    DUPLICATE = dp.DUPLICATE  # sender already counted in an incomplete copy
+    BAD_CHECKSUM = dp.BAD_CHECKSUM  # raw frames: IPv4 header checksum wrong
+    NO_ROUTE = dp.NO_ROUTE  # raw frames: non-hina frame to an unknown destination MAC
+    STALE_RUN = dp.STALE_RUN  # the copy holds another run's chunk: refused back to the sender (flag STALE_RUN)
+
+
+def _counter(row: np.ndarray) -> collections.Counter:
+    return collections.Counter({Drop(r): int(n) for r, n in enumerate(row.tolist()) if n and r in Drop._value2member_map_})
 
 
 class _JobState:
-    """Registers of one job: per slot copy an arrival bitmap, a counter, an offset and K words."""
+    """One job: its config and members, and views of its rows of the pipeline's registers."""
 
-    def __init__(self, cfg: JobConfig):
+    def __init__(self, cfg: JobConfig, pipeline: "Pipeline"):
         self.cfg = cfg
+        self.pipeline, self.row = pipeline, None  # the row: once the pipeline has placed the job
         self.full = cfg.full_mask
         self.words = cfg.words
         self.frame_bytes = cfg.frame_bytes
         self.workers, self.slot_base, self.slots = cfg.workers, cfg.slot_base, cfg.slots
-        # the RESULT is built here when the pipeline reuses its buffers: header, then K big-endian words
-        self.result = bytearray(self.frame_bytes)
-        self.result_words = np.frombuffer(self.result, dtype=">i4", offset=HEADER_BYTES)
-        self.result_view = memoryview(self.result)
+        self.copies_count = 2 * cfg.slots
+        # until the pipeline places the job in its registers: rows of its own
+        self.bind(np.zeros(dp.META, np.int64), np.zeros((self.copies_count, 4), np.int64),
+                  np.zeros(self.copies_count * cfg.words, np.int32))
+        self.meta[[dp.WORKERS, dp.WORDS, dp.FRAME_BYTES, dp.SLOT_BASE, dp.SLOTS, dp.FULL]] = (
+            cfg.workers, cfg.words, cfg.frame_bytes, cfg.slot_base, cfg.slots, cfg.full_mask)
         self.set_members(cfg)
-        self.updates = self.results = self.resends = 0
-        self.dropped: collections.Counter[Drop] = collections.Counter()
-        self.reset()
+
+    def bind(self, meta: np.ndarray, copies: np.ndarray, values: np.ndarray) -> None:
+        """Point the job at its rows (views of the pipeline's registers), already holding its state."""
+        self.meta, self.copies = meta, copies
+        self.values = values.reshape(self.copies_count, self.words)
+        self.bitmap, self.counter = copies[:, dp.BITMAP], copies[:, dp.COUNTER]
+        self.offset, self.phase = copies[:, dp.OFFSET], copies[:, dp.PHASE]
 
     def set_members(self, cfg: JobConfig) -> None:
         """Who may send for which worker_id, and the multicast group (the slots are kept)."""
         self.cfg = cfg
         self.auth = {m.worker_id: m.source for m in cfg.members}
         self.group = tuple(m.source for m in sorted(cfg.members, key=lambda m: m.worker_id))
+        if self.row is not None:
+            self.pipeline._install_members(self)
+
+    @property
+    def updates(self) -> int:
+        return int(self.meta[dp.UPDATES])
+
+    @property
+    def results(self) -> int:
+        return int(self.meta[dp.RESULTS])
+
+    @property
+    def resends(self) -> int:
+        return int(self.meta[dp.RESENDS])
+
+    @property
+    def dropped(self) -> collections.Counter:
+        return _counter(self.meta[dp.DROPS:])
 
     def reset(self) -> None:
-        copies = 2 * self.cfg.slots
-        self.bitmap = [0] * copies
-        self.counter = [0] * copies
-        self.offset = [0] * copies
-        self.phase = [0] * copies
-        self.values = np.zeros((copies, self.words), dtype=np.int32)
-        self.rows = list(self.values)  # one view per copy, made once rather than per packet
+        self.copies[...] = 0
+        self.values[...] = 0
 
     def clear_leftovers(self, worker_id: int) -> int:
         """Empty the copies an earlier run left behind, as worker `worker_id` (re)joins before sending.
@@ -113,13 +123,12 @@ class _JobState:
         that joined earlier (its run's first chunks, already on their way) are kept.  Once every
         worker has joined, nothing of an earlier run is left.  Returns the copies emptied.
         """
-        bit, n = 1 << worker_id, self.cfg.workers
-        emptied = 0
-        for copy, seen in enumerate(self.bitmap):
-            if seen and (seen & bit or seen & ~self.full or self.counter[copy] >= n):
-                self.bitmap[copy] = self.counter[copy] = 0
-                emptied += 1
-        return emptied
+        seen = self.bitmap
+        stale = (seen != 0) & (((seen & (1 << worker_id)) != 0) | ((seen & ~self.full) != 0)
+                               | (self.counter >= self.cfg.workers))
+        self.bitmap[stale] = 0
+        self.counter[stale] = 0
+        return int(stale.sum())
 
 
 class Emit(NamedTuple):
@@ -133,18 +142,80 @@ _emit = functools.partial(tuple.__new__, Emit)  # Emit((dests, frame)) without N
 
 
 class Pipeline:
-    """Switch state plus the per-frame ingress logic; the control operations are methods too.
+    """Switch registers plus the per-frame ingress (compiled); the control operations are methods.
 
-    With `reuse_buffers` a RESULT's frame is a memoryview of a buffer the job reuses, valid
+    With `reuse_buffers` a RESULT's frame is a memoryview of a buffer the pipeline reuses, valid
     until the next `update` (an I/O loop that sends it at once saves a copy and an allocation
     per packet); otherwise it is fresh bytes.
     """
 
     def __init__(self, *, reuse_buffers: bool = False) -> None:
         self.jobs: dict[int, _JobState] = {}
-        self.drops: collections.Counter[Drop] = collections.Counter()
-        self.frames = 0
         self.reuse_buffers = reuse_buffers
+        self.counts = np.zeros(dp.REASONS, np.int64)  # frames seen, drops by reason
+        self._source_ids: dict[Hashable, int] = {}
+        self._next_id = itertools.count(1 << 49)  # for sources that are neither UDP addresses nor ports
+        self._out = bytearray(MAX_FRAME_BYTES)
+        self._out_array = np.frombuffer(self._out, np.uint8)
+        self._out_view = memoryview(self._out)
+        self._layout()
+        dp.warm()
+
+    # -- registers ----------------------------------------------------------
+    def _layout(self) -> None:
+        """(Re)build the registers for the installed jobs, keeping each job's state and counters."""
+        jobs = list(self.jobs.values())
+        meta = np.zeros((len(jobs), dp.META), np.int64)
+        auth = np.full((len(jobs), MAX_WORKERS), dp.NO_MEMBER, np.int64)
+        names = np.zeros((len(jobs), MAX_WORKERS, dp.SOCKADDR), np.uint8)
+        copies = np.zeros((sum(j.copies_count for j in jobs), 4), np.int64)
+        values = np.zeros(sum(j.copies_count * j.words for j in jobs), np.int32)
+        job_index = np.full(1 << 16, -1, np.int32)
+        c = v = 0
+        for row, job in enumerate(jobs):
+            nc, nv = job.copies_count, job.copies_count * job.words
+            meta[row] = job.meta
+            meta[row, dp.COPY_BASE], meta[row, dp.VALUE_BASE] = c, v
+            copies[c : c + nc] = job.copies
+            values[v : v + nv] = job.values.reshape(-1)
+            job_index[job.cfg.job_id] = row
+            job.bind(meta[row], copies[c : c + nc], values[v : v + nv])
+            job.row = row
+            c, v = c + nc, v + nv
+        self.meta, self.auth, self.names, self.copies, self.values = meta, auth, names, copies, values
+        self.job_index = job_index
+        self._rows = jobs
+        for job in jobs:
+            self._install_members(job)
+
+    def _install_members(self, job: _JobState) -> None:
+        self.auth[job.row] = dp.NO_MEMBER
+        self.names[job.row] = 0
+        for m in job.cfg.members:
+            self.auth[job.row, m.worker_id] = self.source_id(m.source)
+            if isinstance(m.source, tuple) and dp.udp_source_id(*m.source) is not None:
+                self.names[job.row, m.worker_id] = np.frombuffer(dp.sockaddr(*m.source), np.uint8)
+
+    def source_id(self, source: Hashable) -> int:
+        """The integer the registers name `source` by (given out once per source)."""
+        sid = self._source_ids.get(source)
+        if sid is None:
+            if isinstance(source, tuple) and len(source) == 2:
+                sid = dp.udp_source_id(*source)
+            elif isinstance(source, int) and not isinstance(source, bool) and 0 <= source < 1 << 32:
+                sid = dp.port_source_id(source)
+            if sid is None:
+                sid = next(self._next_id)
+            self._source_ids[source] = sid
+        return sid
+
+    @property
+    def frames(self) -> int:
+        return int(self.counts[0])
+
+    @property
+    def drops(self) -> collections.Counter:
+        return _counter(self.counts)
 
     # -- control plane ------------------------------------------------------
     def add_job(self, cfg: JobConfig) -> None:
@@ -155,7 +226,9 @@ class Pipeline:
                     f"job {cfg.job_id}'s slots [{cfg.slot_base}, {cfg.slot_base + cfg.slots}) overlap job "
                     f"{other.cfg.job_id}'s [{other.cfg.slot_base}, {other.cfg.slot_base + other.cfg.slots})"
                 )
-        self.jobs[cfg.job_id] = _JobState(cfg)
+        self.jobs.pop(cfg.job_id, None)
+        self.jobs[cfg.job_id] = _JobState(cfg, self)
+        self._layout()
 
     def join(self, cfg: JobConfig, member) -> None:
         """Authorize one member of job `cfg` (its members are ignored): install the job if this switch
@@ -176,6 +249,7 @@ class Pipeline:
     def remove_job(self, job_id: int) -> None:
         self._job(job_id)
         del self.jobs[job_id]
+        self._layout()
 
     def reset_job(self, job_id: int) -> None:
         """Empty every slot copy of a job (after a worker failure, before the survivors go on)."""
@@ -204,106 +278,28 @@ class Pipeline:
 
     def refuse(self, reason: Drop) -> None:
         """A hina frame the parser or checksum unit rejected before `update`: a frame seen, and dropped."""
-        self.frames += 1
+        self.counts[0] += 1
         self.drop(reason)
 
     def drop(self, reason: Drop, job: _JobState | None = None) -> None:
-        self.drops[reason] += 1
+        self.counts[reason] += 1
         if job is not None:
-            job.dropped[reason] += 1
+            job.meta[dp.DROPS + reason] += 1
 
     # -- data plane ---------------------------------------------------------
-    def update(self, data: bytes | bytearray | memoryview, source: Hashable, length: int | None = None,
-               words: np.ndarray | None = None) -> Emit | None:
+    def update(self, data: bytes | bytearray | memoryview, source: Hashable, length: int | None = None) -> Emit | None:
         """Process one hina frame (header + K words) that arrived from `source`.
 
-        `length` is the hina length the frame claims (UDP length - 8 on raw
-        frames); by default the bytes present.  Fewer bytes present or
-        claimed than a header, or than header + K words, is TRUNCATED;
-        more claimed is BAD_LENGTH, as in the P4 program.  `words`, if the
-        caller keeps one, is a big-endian int32 view of the same buffer from
-        the header's end on (a receive buffer's), spared a view per frame.
+        `length` is the hina length the frame claims (UDP length - 8 on raw frames); by default
+        the bytes present (the rules, drops included, are `dataplane.ingress`'s).
         """
-        self.frames += 1
-        present = len(data)
-        claimed = present if length is None else length
-        if present < HEADER_BYTES or claimed < HEADER_BYTES:
-            return self.drop(Drop.TRUNCATED)
-        msg_type, op, job_id, worker_id, flags, pool_index, offset, count, phase = unpack_header(data)
-        if msg_type != _UPDATE:
-            return self.drop(Drop.BAD_MSG_TYPE)
-        if op > _MAX_OP:
-            return self.drop(Drop.BAD_OP)
-        # job_config
-        job = self.jobs.get(job_id)
-        if job is None:
-            return self.drop(Drop.UNKNOWN_JOB)
-        frame_bytes = job.frame_bytes
-        if claimed != frame_bytes or present < frame_bytes:
-            return self.drop(Drop.BAD_LENGTH if claimed > frame_bytes and present >= frame_bytes else Drop.TRUNCATED,
-                             job)
-        workers = job.workers
-        if worker_id >= workers:
-            return self.drop(Drop.BAD_WORKER, job)
-        # worker_auth
-        if job.auth.get(worker_id) != source:
-            return self.drop(Drop.UNAUTHORIZED, job)
-        if count > job.words:
-            return self.drop(Drop.BAD_COUNT, job)
-        slot = (pool_index & _SLOT_MASK) - job.slot_base
-        if not 0 <= slot < job.slots:
-            return self.drop(Drop.BAD_SLOT, job)
-
-        # arrival_bitmap
-        copy = 2 * slot + (pool_index >> 15)
-        bit = 1 << worker_id
-        seen = job.bitmap[copy]
-        if seen and (job.offset[copy] != offset or job.phase[copy] != phase):
-            # Within one run a copy in use holds one chunk, and a worker whose bit is still set sends
-            # there only that chunk again: this copy holds another run's state.  Refused at once,
-            # back to the sender, so that it never takes an old RESULT or adds into old words.
-            self.drop(Drop.STALE_RUN, job)
-            header = pack_header(MsgType.RESULT, op, job_id, worker_id, Flags.STALE_RUN, pool_index, offset, count,
-                                 phase)
-            return Emit((source,), header + bytes(data[HEADER_BYTES : job.frame_bytes]))
-        if seen & bit:
-            if job.counter[copy] == workers:  # complete: the sender lost its RESULT
-                job.resends += 1
-                return self._result(job, copy, op, job_id, worker_id, Flags.RESEND, pool_index, offset, count,
-                                    phase, (source,))
-            return self.drop(Drop.DUPLICATE, job)
-        if seen and job.counter[copy] == workers:  # the sender already left this complete copy
-            return self.drop(Drop.STALE, job)
-        job.bitmap[copy ^ 1] &= ~bit
-        seen |= bit
-        job.bitmap[copy] = seen
-
-        # value_processor
-        if words is None:
-            incoming = np.frombuffer(data, dtype=">i4", count=job.words, offset=HEADER_BYTES)
-        else:
-            incoming = words[: job.words]
-        values = job.rows[copy]
-        if seen == bit:  # first arrival: write
-            values[...] = incoming
-            job.offset[copy] = offset
-            job.phase[copy] = phase
-            job.counter[copy] = 1
-        else:
-            _COMBINE[op](values, incoming, out=values, casting="unsafe")
-            job.counter[copy] += 1
-        job.updates += 1
-        if seen != job.full:
+        frame = np.frombuffer(data, np.uint8)
+        present = frame.size
+        sid = self._source_ids.get(source, dp.NO_SOURCE)  # a member's source has its id since it joined
+        action, row, size = dp.ingress(self.job_index, self.meta, self.auth, self.copies, self.values, self.counts,
+                                       frame, 0, present, present if length is None else length, sid,
+                                       self._out_array, 0)
+        if action == dp.NOTHING:
             return None
-        job.results += 1
-        return self._result(job, copy, op, job_id, worker_id, 0, pool_index, offset, count, phase, job.group)
-
-    def _result(self, job: _JobState, copy: int, op: int, job_id: int, worker_id: int, flags: int,
-                pool_index: int, offset: int, count: int, phase: int, dests: tuple) -> Emit:
-        if self.reuse_buffers:
-            job.result_words[...] = job.rows[copy]
-            pack_header_into(job.result, 0, _RESULT, op, job_id, worker_id, flags, pool_index, offset, count,
-                             phase)
-            return _emit((dests, job.result_view))
-        header = pack_header(MsgType.RESULT, op, job_id, worker_id, flags, pool_index, offset, count, phase)
-        return Emit(dests, header + job.values[copy].astype(">i4").tobytes())
+        out = self._out_view[:size] if self.reuse_buffers else bytes(self._out_view[:size])
+        return _emit((self._rows[row].group if action == dp.TO_GROUP else (source,), out))

@@ -15,13 +15,14 @@ settings.load_profile(os.environ.get("HINA_HYPOTHESIS_PROFILE", "default"))
 
 @pytest.fixture
 def make_switch():
-    """UDP emulators on loopback, each in a thread: make_switch(pipes=1, **impairments); stopped after the test."""
+    """UDP emulators on loopback, each in a thread: make_switch(pipes=1, batch=None, **impairments)
+    (batch None: recvmmsg/sendmmsg where available; False: one system call per packet); stopped after the test."""
     from switch_emulator import ImpairmentConfig, Pipeline, UdpSwitch
 
     switches = []
 
-    def make(pipes: int = 1, **impair):
-        sw = UdpSwitch(Pipeline(), pipes=pipes, impair=ImpairmentConfig(**impair) if impair else None)
+    def make(pipes: int = 1, batch: bool | None = None, **impair):
+        sw = UdpSwitch(Pipeline(), pipes=pipes, impair=ImpairmentConfig(**impair) if impair else None, batch=batch)
         sw.start_thread()
         switches.append(sw)
         return sw

@@ -25,7 +25,7 @@ import codec
 import make_vectors
 from helpers import aggregate_over_udp, dense_fixed_sum, sparse_gradients
 from host import JobSpec
-from switch_emulator import ControlClient, ControlError, JobConfig, Member, UdpSwitch
+from switch_emulator import ControlClient, ControlError, JobConfig, Member, UdpSwitch, mmsg
 from switch_emulator.frames import encapsulate, ipv4_checksum
 from switch_emulator.headers import UDP_PORT, pack_header
 from switch_emulator.pipes import join_fanout, reuseport_group
@@ -116,9 +116,9 @@ def test_slot_lands_in_pipe_slot_mod_p(make_switch):
         t.close()
 
 
-@pytest.mark.parametrize("pipes", [1, 4])
-def test_aggregation_is_bit_exact_and_spread_over_the_pipes(make_switch, pipes):
-    sw = make_switch(pipes)
+@pytest.mark.parametrize("pipes,batch", [(1, None), (1, False), (4, None)])
+def test_aggregation_is_bit_exact_and_spread_over_the_pipes(make_switch, pipes, batch):
+    sw = make_switch(pipes, batch)
     grads = sparse_gradients(np.random.default_rng(pipes), 4, 40_009, 0.05)
     params = codec.CodecParams(length=40_009, workers=4, mode="auto")
     results, _ = aggregate_over_udp(sw, JobSpec(job_id=3, words=128, slots=16), params, grads)
@@ -237,18 +237,21 @@ def _udp_level(case) -> bool:
 UDP_CASES = [c for c in make_vectors.build_cases() if _udp_level(c)]
 
 
-@pytest.mark.parametrize("pipes", [1, 4])
+@pytest.mark.parametrize("pipes,batch", [(1, None), (1, False), (4, None)],
+                         ids=["P1-batched", "P1-per-packet", "P4-batched"])
 @pytest.mark.parametrize("case", UDP_CASES, ids=[c["name"] for c in UDP_CASES])
-def test_udp_level_vectors_pass(make_switch, pipes, case):
+def test_udp_level_vectors_pass(make_switch, pipes, batch, case):
     """The hina payloads of the vectors, sent from one UDP socket per port; the RESULT payloads and
-    drop counters must be the vector's, whichever pipes the slots land in."""
+    drop counters must be the vector's, whichever pipes the slots land in, with recvmmsg/sendmmsg
+    batches (a burst of the case's datagrams in one call) and with one system call per packet."""
     topo = Topology.from_config(case["topology"])
     socks = {}
     for h in topo.hosts:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.bind(("127.0.0.1", 0))
         socks[h.port] = s
-    sw = make_switch(pipes)
+    sw = make_switch(pipes, batch)
+    assert sw.batch == (batch is None and mmsg.available())
     for job in topo.jobs:
         members = tuple(Member(m.worker_id, socks[m.source].getsockname()) for m in job.members)
         sw.pipeline.add_job(JobConfig(job.job_id, job.workers, job.words, job.slot_base, job.slots, members))

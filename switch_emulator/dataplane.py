@@ -1,0 +1,321 @@
+"""The switch's ingress rules, compiled: `p4/hina.p4`'s control, one frame or a whole batch per call.
+
+This is where the rules live, step for step with the P4 program's names:
+`job_config` (which job, how many workers, which slots), `worker_auth` (may
+this source speak for this worker_id), `arrival_bitmap` (first arrival,
+duplicate, completion), `value_processor` (write, ADD, OR, MAX over K
+words) and the RESULT it emits.  `Pipeline` (pipeline.py) owns the
+registers below and the control plane, and calls `ingress` for one frame;
+the UDP backend calls `udp_batch` for every datagram one `recvmmsg`
+brought, which writes the RESULTs straight into the `sendmmsg` ring
+(`mmsg.py`): no Python runs per packet.
+
+Registers (numpy arrays the pipeline allocates, one row per job, in the
+order the jobs were installed):
+
+- `job_index[job_id]`: the job's row, -1 for none.
+- `meta[j]`: the job's shape (`WORKERS`, `WORDS`, ...), where its copies
+  and words start, and its counters (`UPDATES`, `RESULTS`, `RESENDS`, drops
+  by reason from `DROPS`).
+- `auth[j, w]`: the source id worker w must send from (-2: no member).
+  A source id is an integer the backend can compute from what the kernel
+  sees: `udp_source_id` for a UDP address, `port_source_id` for a port.
+- `names[j, w]`: the member's sockaddr_in, where the batch sends RESULTs.
+- `copies[c]`: per slot copy its arrival bitmap, arrival counter, offset
+  and phase tag; `values[...]`: K int32 words per copy, flat.
+- `counts`: frames seen ([0]) and drops by reason ([reason]).
+
+Slot protocol (DESIGN.md section 2, after SwitchML): each slot has two
+copies.  A worker's first UPDATE for a copy sets its bit in that copy's
+arrival bitmap and clears it in the other copy, then writes (the copy was
+empty) or combines its words into the copy.  When the bitmap reaches the
+job's full mask the combined words go out as a RESULT to every member.
+Each copy also counts its arrivals since it was last empty: the bitmap of a
+complete copy loses bits as workers move on to the other copy, so the
+counter is what still says "complete" when a worker whose RESULT was lost
+asks again; a duplicate then gets the stored result by unicast.  An UPDATE
+that arrives at a complete copy its sender has already left is stale and
+dropped.  An UPDATE whose offset or phase tag disagrees with a non-empty
+copy meets another run's state (a restarted job on a switch nobody reset):
+it is refused back to its sender as a RESULT flagged STALE_RUN, which the
+worker turns into an error, never into a sum.  Nothing here raises on a
+frame: anything malformed is dropped and counted by reason.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+from numba import njit
+
+HEADER_BYTES = 16
+MAX_WORKERS = 32
+SOCKADDR = 16
+
+# meta columns
+WORKERS, WORDS, FRAME_BYTES, SLOT_BASE, SLOTS, FULL, COPY_BASE, VALUE_BASE, UPDATES, RESULTS, RESENDS = range(11)
+DROPS = 11  # drops by reason: meta[j, DROPS + reason]
+REASONS = 16
+META = DROPS + REASONS
+# copies columns
+BITMAP, COUNTER, OFFSET, PHASE = range(4)
+
+# what `ingress` asks the caller to do with the frame it wrote
+NOTHING, TO_GROUP, TO_SENDER = 0, 1, 2
+
+# drop reasons (pipeline.Drop has the same values and the names)
+TRUNCATED, BAD_LENGTH, BAD_MSG_TYPE, BAD_OP, UNKNOWN_JOB, BAD_WORKER, UNAUTHORIZED = 1, 2, 3, 4, 5, 6, 7
+BAD_COUNT, BAD_SLOT, STALE, DUPLICATE, BAD_CHECKSUM, NO_ROUTE, STALE_RUN = 8, 9, 10, 11, 12, 13, 14
+
+_UPDATE, _RESULT = 0, 1
+_RESEND_FLAG, _STALE_RUN_FLAG = 1, 2
+_MAX_OP = 2  # ADD, OR, MAX
+_ADD, _OR = 0, 1
+NO_MEMBER = -2
+NO_SOURCE = -1  # a source no member has: matches no auth entry
+
+
+def udp_source_id(host: str, port: int) -> int | None:
+    """The source id of UDP address (host, port): its IPv4 address and port in one integer, as
+    `udp_batch` reads them from a received sockaddr_in; None unless `host` is a dotted IPv4
+    address (a received datagram's source always is: names are never looked up)."""
+    try:
+        addr = socket.inet_pton(socket.AF_INET, host)
+    except (OSError, TypeError):
+        return None
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 1 << 16:
+        return None
+    return int.from_bytes(addr, "big") << 16 | port
+
+
+def port_source_id(port: int) -> int:
+    """The source id of a switch port (raw frames)."""
+    return 1 << 48 | port
+
+
+def sockaddr(host: str, port: int) -> bytes:
+    """struct sockaddr_in for (host, port), host a dotted IPv4 address: family in host order, port
+    and address in network order."""
+    addr = socket.inet_pton(socket.AF_INET, host)
+    return int(socket.AF_INET).to_bytes(2, "little") + port.to_bytes(2, "big") + addr + bytes(8)
+
+
+@njit(cache=True, inline="always")
+def _be16(b, i):
+    return (np.int64(b[i]) << 8) | np.int64(b[i + 1])
+
+
+@njit(cache=True, inline="always")
+def _be32(b, i):
+    return (np.int64(b[i]) << 24) | (np.int64(b[i + 1]) << 16) | (np.int64(b[i + 2]) << 8) | np.int64(b[i + 3])
+
+
+@njit(cache=True, inline="always")
+def _bswap(x):
+    """A uint32 with its bytes reversed: big-endian wire words to native and back (one instruction)."""
+    return ((x & np.uint32(0xFF)) << np.uint32(24)) | ((x & np.uint32(0xFF00)) << np.uint32(8)) \
+        | ((x >> np.uint32(8)) & np.uint32(0xFF00)) | (x >> np.uint32(24))
+
+
+@njit(cache=True, inline="always")
+def _words(b, at, count):
+    """The `count` 32-bit words at b[at:] as uint32 (still in wire order)."""
+    return b[at : at + 4 * count].view(np.uint32)
+
+
+@njit(cache=True, inline="always")
+def _drop(meta, counts, j, reason):
+    counts[reason] += 1
+    if j >= 0:
+        meta[j, DROPS + reason] += 1
+    return NOTHING, j, 0
+
+
+@njit(cache=True, inline="always")
+def _header(out, o, data, at, flags):
+    """The RESULT's header: the UPDATE's, as a RESULT with `flags`."""
+    out[o : o + HEADER_BYTES] = data[at : at + HEADER_BYTES]
+    out[o] = _RESULT
+    out[o + 5] = flags
+
+
+@njit(cache=True)
+def ingress(job_index, meta, auth, copies, values, counts, data, at, present, claimed, source, out, o):
+    """Process the hina frame at data[at:at + present] (header + K words) from source id `source`.
+
+    `claimed` is the hina length the frame claims (UDP length - 8 on raw frames; else `present`).
+    Fewer bytes present or claimed than a header, or than header + K words, is TRUNCATED; more
+    claimed is BAD_LENGTH, as in the P4 program.  Returns (action, job row, size): with action
+    TO_GROUP or TO_SENDER a frame of `size` bytes was written at out[o:] for the job's members or
+    for the sender alone; NOTHING: absorbed or dropped (and counted).
+    """
+    counts[0] += 1
+    if present < HEADER_BYTES or claimed < HEADER_BYTES:
+        return _drop(meta, counts, -1, TRUNCATED)
+    if data[at] != _UPDATE:
+        return _drop(meta, counts, -1, BAD_MSG_TYPE)
+    op = np.int64(data[at + 1])
+    if op > _MAX_OP:
+        return _drop(meta, counts, -1, BAD_OP)
+    # job_config
+    j = np.int64(job_index[_be16(data, at + 2)])
+    if j < 0:
+        return _drop(meta, counts, -1, UNKNOWN_JOB)
+    frame_bytes = meta[j, FRAME_BYTES]
+    if claimed != frame_bytes or present < frame_bytes:
+        if claimed > frame_bytes and present >= frame_bytes:
+            return _drop(meta, counts, j, BAD_LENGTH)
+        return _drop(meta, counts, j, TRUNCATED)
+    worker = np.int64(data[at + 4])
+    workers = meta[j, WORKERS]
+    if worker >= workers:
+        return _drop(meta, counts, j, BAD_WORKER)
+    # worker_auth
+    if auth[j, worker] != source:
+        return _drop(meta, counts, j, UNAUTHORIZED)
+    words = meta[j, WORDS]
+    if _be16(data, at + 12) > words:
+        return _drop(meta, counts, j, BAD_COUNT)
+    pool_index = _be16(data, at + 6)
+    slot = (pool_index & 0x7FFF) - meta[j, SLOT_BASE]
+    if slot < 0 or slot >= meta[j, SLOTS]:
+        return _drop(meta, counts, j, BAD_SLOT)
+
+    # arrival_bitmap
+    local = 2 * slot + (pool_index >> 15)
+    copy = meta[j, COPY_BASE] + local
+    other = meta[j, COPY_BASE] + (local ^ 1)
+    bit = np.int64(1) << worker
+    seen = copies[copy, BITMAP]
+    offset = _be32(data, at + 8)
+    phase = _be16(data, at + 14)
+    if seen != 0 and (copies[copy, OFFSET] != offset or copies[copy, PHASE] != phase):
+        # Within one run a copy in use holds one chunk, and a worker whose bit is still set sends
+        # there only that chunk again: this copy holds another run's state.  Refused at once,
+        # back to the sender, so that it never takes an old RESULT or adds into old words.
+        _drop(meta, counts, j, STALE_RUN)
+        _header(out, o, data, at, _STALE_RUN_FLAG)
+        out[o + HEADER_BYTES : o + frame_bytes] = data[at + HEADER_BYTES : at + frame_bytes]
+        return TO_SENDER, j, frame_bytes
+    row = meta[j, VALUE_BASE] + local * words
+    if seen & bit:
+        if copies[copy, COUNTER] == workers:  # complete: the sender lost its RESULT
+            meta[j, RESENDS] += 1
+            _result(out, o, data, at, _RESEND_FLAG, values, row, words)
+            return TO_SENDER, j, frame_bytes
+        return _drop(meta, counts, j, DUPLICATE)
+    if seen != 0 and copies[copy, COUNTER] == workers:  # the sender already left this complete copy
+        return _drop(meta, counts, j, STALE)
+    copies[other, BITMAP] &= ~bit
+    seen |= bit
+    copies[copy, BITMAP] = seen
+
+    # value_processor: the words are big-endian int32
+    incoming = _words(data, at + HEADER_BYTES, words)
+    stored = values[row : row + words]
+    if seen == bit:  # first arrival: write
+        raw = stored.view(np.uint32)
+        for i in range(words):
+            raw[i] = _bswap(incoming[i])
+        copies[copy, OFFSET] = offset
+        copies[copy, PHASE] = phase
+        copies[copy, COUNTER] = 1
+    else:
+        if op == _ADD:  # modulo 2**32
+            raw = stored.view(np.uint32)
+            for i in range(words):
+                raw[i] = raw[i] + _bswap(incoming[i])
+        elif op == _OR:
+            raw = stored.view(np.uint32)
+            for i in range(words):
+                raw[i] = raw[i] | _bswap(incoming[i])
+        else:  # MAX, signed
+            for i in range(words):
+                x = np.int32(_bswap(incoming[i]))
+                if x > stored[i]:
+                    stored[i] = x
+        copies[copy, COUNTER] += 1
+    meta[j, UPDATES] += 1
+    if seen != meta[j, FULL]:
+        return NOTHING, j, 0
+    meta[j, RESULTS] += 1
+    _result(out, o, data, at, 0, values, row, words)
+    return TO_GROUP, j, frame_bytes
+
+
+@njit(cache=True, inline="always")
+def _result(out, o, data, at, flags, values, row, words):
+    _header(out, o, data, at, flags)
+    wire = _words(out, o + HEADER_BYTES, words)
+    raw = values[row : row + words].view(np.uint32)
+    for i in range(words):
+        wire[i] = _bswap(raw[i])
+
+
+@njit(cache=True)
+def udp_batch(job_index, meta, auth, copies, values, counts, names, rx, stride, lengths, rx_names, start, n,
+              tx, tx_names, tx_iov, tx_at, capacity):
+    """Run `ingress` on received datagrams start..n-1 (entry i: rx[i * stride:], lengths[i] bytes,
+    sender's sockaddr_in at rx_names[16 i:]) and queue what they emit in the transmit ring (tx
+    bytes at address tx_at, per message a sockaddr in tx_names and an iovec in tx_iov).
+
+    Returns (next entry, messages queued, ring bytes used): it stops early, before an entry whose
+    output might not fit, so that the caller sends and calls again from there.
+    """
+    m = 0
+    used = 0
+    for i in range(start, n):
+        length = np.int64(lengths[i])
+        if m + MAX_WORKERS > capacity or used + length > tx.size:
+            return i, m, used
+        name = SOCKADDR * i
+        source = (_be32(rx_names, name + 4) << 16) | _be16(rx_names, name + 2)
+        action, j, size = ingress(job_index, meta, auth, copies, values, counts, rx, i * stride, length, length,
+                                  source, tx, used)
+        if action == NOTHING:
+            continue
+        if action == TO_SENDER:
+            for b in range(SOCKADDR):
+                tx_names[SOCKADDR * m + b] = rx_names[name + b]
+            tx_iov[2 * m] = tx_at + used
+            tx_iov[2 * m + 1] = size
+            m += 1
+        else:
+            for w in range(meta[j, WORKERS]):
+                if auth[j, w] != NO_MEMBER:
+                    for b in range(SOCKADDR):
+                        tx_names[SOCKADDR * m + b] = names[j, w, b]
+                    tx_iov[2 * m] = tx_at + used
+                    tx_iov[2 * m + 1] = size
+                    m += 1
+        used += size
+    return n, m, used
+
+
+_warm: set[str] = set()
+
+
+def warm(batch: bool = False) -> None:
+    """Compile (or load from the disk cache) the kernels now, not when the first frame is waiting:
+    `ingress` for writable and read-only frames and, with `batch`, `udp_batch`.  Once per process."""
+    kinds = ["ingress"] + (["udp_batch"] if batch else [])
+    if _warm.issuperset(kinds):
+        return
+    job_index = np.full(1 << 16, -1, np.int32)
+    meta = np.zeros((0, META), np.int64)
+    auth = np.zeros((0, MAX_WORKERS), np.int64)
+    copies = np.zeros((0, 4), np.int64)
+    values = np.zeros(0, np.int32)
+    counts = np.zeros(REASONS, np.int64)
+    out = np.zeros(64, np.uint8)
+    frame = np.zeros(HEADER_BYTES, np.uint8)
+    for data in (frame, np.frombuffer(bytes(HEADER_BYTES), np.uint8)):  # both are UNKNOWN_JOB
+        ingress(job_index, meta, auth, copies, values, counts, data, 0, data.size, data.size, NO_SOURCE, out, 0)
+    if batch:
+        names = np.zeros((0, MAX_WORKERS, SOCKADDR), np.uint8)
+        lengths = np.zeros(2, np.uint32)[::2]  # strided, as the mmsghdr lengths are
+        udp_batch(job_index, meta, auth, copies, values, counts, names, frame, HEADER_BYTES, lengths,
+                  np.zeros(SOCKADDR, np.uint8), 0, 1, out, np.zeros(SOCKADDR * MAX_WORKERS, np.uint8),
+                  np.zeros(2 * MAX_WORKERS, np.uint64), 0, MAX_WORKERS)
+    _warm.update(kinds)

@@ -1,0 +1,120 @@
+"""Batched datagram I/O (recvmmsg/sendmmsg) and the compiled batch path of the UDP switch."""
+
+import socket
+
+import numpy as np
+import pytest
+
+from switch_emulator import JobConfig, Member, Pipeline
+from switch_emulator import dataplane as dp
+from switch_emulator import mmsg
+from switch_emulator.headers import HEADER_BYTES, pack_header, unpack_header
+
+pytestmark = pytest.mark.skipif(not mmsg.available(), reason="recvmmsg/sendmmsg need Linux's libc")
+
+
+def udp_socket():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    return s
+
+
+def drain(sock, timeout=0.5):
+    sock.settimeout(timeout)
+    got = []
+    try:
+        while True:
+            got.append(sock.recv(65536))
+    except (TimeoutError, socket.timeout):
+        return got
+
+
+def test_one_recv_takes_many_datagrams_with_their_senders():
+    rx, senders = udp_socket(), [udp_socket() for _ in range(3)]
+    io = mmsg.BatchSocket(rx, entries=64, entry_bytes=2048)
+    sent = [(i % 3, bytes([i]) * (1 + i)) for i in range(100)]
+    for who, data in sent:
+        senders[who].sendto(data, rx.getsockname())
+    got = []
+    while len(got) < 100:
+        n = io.recv()
+        assert n > 0
+        for i, length in enumerate(io.rx_lengths[:n].tolist()):
+            name = bytes(io.rx_names_array[16 * i : 16 * i + 16])
+            port = int.from_bytes(name[2:4], "big")
+            got.append((port, bytes(io.frames[i][:length])))
+    assert io.recv() == 0  # nothing left, and no blocking
+    assert io.receives == 2 and io.received == 100  # 64 + 36: two system calls
+    assert got == [(senders[who].getsockname()[1], data) for who, data in sent]
+    for s in senders + [rx]:
+        s.close()
+
+
+def test_a_refused_message_is_skipped_counted_and_the_rest_go():
+    tx, rx = udp_socket(), udp_socket()
+    io = mmsg.BatchSocket(tx, entries=4, entry_bytes=2048, tx_bytes=1 << 18)
+    name = dp.sockaddr(*rx.getsockname())
+    io.queue(b"first", name)
+    io.queue(bytes(70_000), name)  # longer than any UDP datagram: EMSGSIZE
+    io.queue(b"third", name * 2, 2)  # one frame, two messages
+    assert io.flush() == 1
+    assert drain(rx) == [b"first", b"third", b"third"]
+    assert (io.sent, io.failed) == (3, 1)
+    tx.close()
+    rx.close()
+
+
+def update_frame(worker, slot, words):
+    return pack_header(0, 0, 1, worker, 0, slot, slot * len(words), len(words), 0) + \
+        np.asarray(words, dtype=">i4").tobytes()
+
+
+def test_udp_batch_stops_before_the_ring_is_full_and_resumes_exactly():
+    """A ring with room for one multicast at a time: the kernel hands back after each RESULT, the
+    caller sends and calls again, and every RESULT goes out once, to both members, with the sum."""
+    switch, a, b = udp_socket(), udp_socket(), udp_socket()
+    p = Pipeline()
+    p.add_job(JobConfig(1, 2, 8, 0, 16, (Member(0, a.getsockname()), Member(1, b.getsockname()))))
+    rng = np.random.default_rng(3)
+    grads = rng.integers(-(2**31), 2**31, size=(2, 12, 8))
+    for slot in range(12):
+        a.sendto(update_frame(0, slot, grads[0, slot]), switch.getsockname())
+        b.sendto(update_frame(1, slot, grads[1, slot]), switch.getsockname())
+    io = mmsg.BatchSocket(switch, entries=64, entry_bytes=2048, tx_messages=dp.MAX_WORKERS + 1)
+    n = io.recv()
+    assert n == 24
+    done, calls = 0, 0
+    while done < n:
+        done, messages, used = dp.udp_batch(p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, p.names,
+                                            io.rx_array, io.entry_bytes, io.rx_lengths, io.rx_names_array, done, n,
+                                            io.tx_array, io.tx_names_array, io.tx_iov, io.tx_address,
+                                            io.tx_capacity)
+        calls += 1
+        assert messages in (0, 2) and used == (messages // 2) * (HEADER_BYTES + 4 * 8)  # one frame per multicast
+        assert io.send(messages) == 0
+    assert calls >= 12
+    want = (grads[0] + grads[1]).astype(np.int64)
+    want = ((want + 2**31) % 2**32 - 2**31).astype(np.int32)
+    for member in (a, b):
+        results = drain(member)
+        assert len(results) == 12
+        for frame in results:
+            slot = unpack_header(frame)[5]
+            assert np.array_equal(np.frombuffer(frame, ">i4", offset=HEADER_BYTES), want[slot])
+    assert p.counters()["jobs"][1]["results"] == 12 and p.frames == 24
+    for s in (switch, a, b):
+        s.close()
+
+
+def test_a_member_named_by_hostname_is_matched_frame_by_frame_only():
+    """Sources are ids: a dotted IPv4 member gets the id the batch path computes from the wire;
+    anything else (a name, an in-process port) gets one of its own, matched by the per-frame path."""
+    p = Pipeline()
+    assert p.source_id(("10.0.0.1", 5000)) == dp.udp_source_id("10.0.0.1", 5000) == (10 << 40 | 1 << 16 | 5000)
+    assert p.source_id(3) == dp.port_source_id(3)
+    named = p.source_id(("switch-host", 5000))
+    assert named >= 1 << 49 and p.source_id(("switch-host", 5000)) == named
+    p.add_job(JobConfig(1, 1, 2, 0, 1, (Member(0, ("switch-host", 5000)),)))
+    emit = p.update(update_frame(0, 0, [5, -6]), ("switch-host", 5000))
+    assert emit.dests == (("switch-host", 5000),)
+    assert np.frombuffer(emit.frame, ">i4", offset=HEADER_BYTES).tolist() == [5, -6]
