@@ -5,7 +5,11 @@ emulator (`python -m switch_emulator --pipes P`, one job of N = 2 workers
 per client, so every packet is combined and every completion is
 multicast: one RESULT out per UPDATE in) or a bare Python UDP echo server
 given the same P (P processes on one SO_REUSEPORT port, steered by slot
-like the emulator's pipes; one datagram out per datagram in).  C client
+like the emulator's pipes; one datagram out per datagram in; one recvfrom
+and one sendto each).  The emulator batches (one recvmmsg, one compiled
+pass over the batch, one sendmmsg); with P = 1 it also runs with
+--no-batch (one system call per packet, the rules called per frame), to
+show what the batching buys.  C client
 processes (C = P by default) each keep `--window` packets in flight per
 worker socket with pre-built frames, for K = 32 and for the largest K that
 fits a 9000-byte MTU, for each P in --pipes.  Two rates are reported per
@@ -136,14 +140,14 @@ def _client(kind: str, where: dict, client: int, words: int, window: int, second
     measured closed loop once `go` is set; sends back the replies counted."""
     target = tuple(where["data"])
     socks = []
-    for _ in range(2 if kind == "emulator" else 1):
+    for _ in range(1 if kind == "echo" else 2):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         set_buffers(s)
         s.bind(("127.0.0.1", 0))
         s.connect(target)
         socks.append(s)
     job, base = 1 + client, client * window
-    if kind == "emulator":
+    if kind != "echo":
         with ControlClient(tuple(where["control"])) as ctl:
             ctl.add_job(JobConfig(job, 2, words, base, window,
                                   tuple(Member(w, s.getsockname()) for w, s in enumerate(socks))))
@@ -159,7 +163,8 @@ def packet_rate(kind: str, words: int, window: int, seconds: float, pipes: int =
         proc, where = start([sys.executable, __file__, "--echo-server", str(pipes)])
         pids = where["pids"]
     else:
-        proc, where = start([sys.executable, "-m", "switch_emulator", "--pipes", str(pipes)])
+        extra = ["--no-batch"] if kind == "emulator-per-packet" else []
+        proc, where = start([sys.executable, "-m", "switch_emulator", "--pipes", str(pipes), *extra])
         with ControlClient(tuple(where["control"])) as ctl:
             pids = [proc.pid] + ctl.status().get("pids", [])
     clients = clients or pipes
@@ -273,10 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     rates = []
     for words in (32, max_words(9000)):
         for pipes in args.pipes:
-            for kind in ("echo", "emulator"):
+            for kind in ("echo", "emulator") + (("emulator-per-packet",) if pipes == 1 else ()):
                 r = packet_rate(kind, words, args.window, args.seconds, pipes, args.clients or None)
                 rates.append(r)
-                print(f"K={words:<5d} P={pipes} {kind:<8s} achieved {r['achieved_pps']:>9,.0f} pkt/s   "
+                print(f"K={words:<5d} P={pipes} {kind:<19s} achieved {r['achieved_pps']:>9,.0f} pkt/s   "
                       f"capacity {r['capacity_pps']:>9,.0f} pkt/s per server CPU second "
                       f"({r['clients']} client processes)", flush=True)
     ratios, scaling = {}, {}
@@ -289,6 +294,13 @@ def main(argv: list[str] | None = None) -> int:
             echo, emu = rate("echo", words, pipes), rate("emulator", words, pipes)
             ratios[f"{words}/{pipes}"] = {"achieved": emu["achieved_pps"] / echo["achieved_pps"],
                                           "capacity": emu["capacity_pps"] / echo["capacity_pps"]}
+            if pipes == 1:
+                one = rate("emulator-per-packet", words, 1)
+                ratios[f"{words}/1/per-packet"] = {"achieved": one["achieved_pps"] / echo["achieved_pps"],
+                                                   "capacity": one["capacity_pps"] / echo["capacity_pps"]}
+                print(f"K={words} P=1 --no-batch (one system call per packet): emulator / echo = "
+                      f"{one['achieved_pps'] / echo['achieved_pps']:.2f} achieved, "
+                      f"{one['capacity_pps'] / echo['capacity_pps']:.2f} capacity", flush=True)
             print(f"K={words} P={pipes}: emulator / echo = {ratios[f'{words}/{pipes}']['achieved']:.2f} achieved, "
                   f"{ratios[f'{words}/{pipes}']['capacity']:.2f} capacity" + (" (target >= 0.8)" if pipes == 1 else ""),
                   flush=True)

@@ -1,6 +1,6 @@
-"""hina's switch emulator: the P4 program's data plane in pure Python.
+"""hina's switch emulator: the P4 program's data plane in Python, its ingress rules compiled with numba.
 
-`Pipeline` is the sans-I/O data plane (DESIGN.md section 2); `UdpSwitch`
+`Pipeline` is the sans-I/O data plane (DESIGN.md section 2; the rules in `dataplane.py`); `UdpSwitch`
 serves it on loopback; `InProcessSwitch` wires it to in-process workers;
 `ControlClient` talks to a running emulator.  `python -m switch_emulator`
 starts one; `--pipes P` (`UdpSwitch(pipes=P)`) runs its data plane as P

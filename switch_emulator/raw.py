@@ -32,7 +32,7 @@ _MAX_FRAME = 65536
 class RawSwitch(SwitchServer):
     def __init__(self, interfaces: dict[int, str], topology: Topology | None = None, *,
                  control: tuple[str, int] = ("127.0.0.1", 0), impair: ImpairmentConfig | None = None,
-                 stats_every: float = 0.0, stats_stream=None, pipes: int = 1, batch: bool | None = None):
+                 stats_every: float = 0.0, stats_stream=None, pipes: int = 1):
         self.frames = FrameSwitch(topology)
         self.frames.pipeline.reuse_buffers = True  # each output is sent (or copied) before the next frame
         super().__init__(self.frames.pipeline, control=control, impair=impair, stats_every=stats_every,
