@@ -100,16 +100,24 @@ class CongestionWindow:
     Slow start from `initial` (one more chunk per RESULT) up to `ssthresh`, then one more chunk
     per window of RESULTs; a loss halves the window, at most once per round trip (losses of chunks
     sent before the last cut are the same congestion event).
+
+    Whether a queue is building is read from the least of the last `SAMPLES` round trips, not
+    from one: a queue that stands delays every packet, while a busy host's scheduler delays one
+    now and then (on 2 shared cores, single samples 5 ms over the least are common and said
+    nothing about the switch).  Few samples, so that a filling queue still stops the window
+    before it overflows.
     """
 
     QUEUE_DELAY = 5e-3  # queueing the window may add before it stops growing
+    SAMPLES = 3  # round trips whose least says whether a queue stands
 
     def __init__(self, limit: int, initial: int = 16, minimum: int = 2):
         self.limit, self.minimum = limit, min(minimum, limit)
         self.cwnd = float(max(self.minimum, min(initial, limit)))
         self.ssthresh = float(limit)
         self.cut_at = -math.inf  # when the window was last cut
-        self.last_rtt: float | None = None  # the latest round trip of a chunk sent once
+        self.recent_rtt: float | None = None  # the least of the last SAMPLES round trips
+        self._samples: collections.deque[float] = collections.deque(maxlen=self.SAMPLES)
         self.cuts = 0
 
     @property
@@ -123,10 +131,12 @@ class CongestionWindow:
     def on_result(self, rtt: float | None = None, min_rtt: float = math.inf) -> None:
         """A RESULT came; `rtt`: its round trip if its chunk went once, `min_rtt`: the least seen.
 
-        The window grows only while the round trip stays near the least: past that the switch's
-        queue is filling, and a full queue drops (a drop-tail BMv2 switch)."""
-        self.last_rtt = rtt if rtt is not None else self.last_rtt
-        if self.queueing(rtt, min_rtt):
+        The window grows only while the recent round trips stay near the least: past that the
+        switch's queue is filling, and a full queue drops (a drop-tail BMv2 switch)."""
+        if rtt is not None:
+            self._samples.append(rtt)
+            self.recent_rtt = min(self._samples)
+        if self.queueing(self.recent_rtt, min_rtt):
             return
         self.cwnd = min(self.limit, self.cwnd + (1.0 if self.cwnd < self.ssthresh else 1.0 / self.cwnd))
 
@@ -135,7 +145,7 @@ class CongestionWindow:
 
         A loss while round trips show no queue is the link's, not congestion (the window is not
         what caused it, and halving it would only slow a lossy path down): the window stays."""
-        if sent_at <= self.cut_at or not self.queueing(self.last_rtt, min_rtt):
+        if sent_at <= self.cut_at or not self.queueing(self.recent_rtt, min_rtt):
             return
         self.ssthresh = self.cwnd = max(float(self.minimum), self.cwnd / 2)
         self.cut_at = now

@@ -159,22 +159,30 @@ def test_answers_late_alike_cost_one_probe_per_timeout_not_the_window():
 
 def test_the_window_halves_once_per_congestion_event_and_grows_back():
     w = CongestionWindow(64, initial=8)
-    base = 0.001
+    base, late = 0.001, 0.02  # 19 ms over the least round trip
     for _ in range(8):
         w.on_result(base, base)
     assert w.chunks == 16  # slow start: one more per RESULT
-    w.on_result(0.02, base)  # 19 ms over the least round trip: a queue is building
-    assert w.chunks == 16  # no growth
+    w.on_result(late, base)  # one late round trip among timely ones: the host, not a queue
+    assert w.chunks == 17
+    w.on_loss(sent_at=0.5, now=1.0, min_rtt=base)  # a loss without a standing queue: the link's
+    assert w.chunks == 17 and w.cuts == 0
+    for _ in range(CongestionWindow.SAMPLES):  # every recent round trip late: a queue stands
+        w.on_result(late, base)
+    assert w.chunks == 18  # grew while a timely one was still among the last SAMPLES
+    w.on_result(late, base)
+    assert w.chunks == 18  # no growth
     w.on_loss(sent_at=1.0, now=2.0, min_rtt=base)
-    assert w.chunks == 8 and w.cuts == 1
+    assert w.cwnd == 9 and w.cuts == 1
     w.on_loss(sent_at=1.5, now=2.1, min_rtt=base)  # sent before the cut: the same event
-    assert w.chunks == 8 and w.cuts == 1
-    for _ in range(8):
+    assert w.cwnd == 9 and w.cuts == 1
+    for _ in range(19):
         w.on_result(base, base)
-    assert w.cwnd == pytest.approx(9, abs=0.05)  # congestion avoidance: one more per window of RESULTs
-    w.on_result(0.02, base)
+    assert w.cwnd == pytest.approx(10.9, abs=0.05)  # congestion avoidance: about one more per window of RESULTs
+    for _ in range(CongestionWindow.SAMPLES):
+        w.on_result(late, base)
     w.on_loss(sent_at=2.2, now=3.0, min_rtt=base)
-    assert w.chunks == 4 and w.cuts == 2
+    assert w.chunks == 5 and w.cuts == 2
     for i in range(100):
         w.on_loss(sent_at=10.0 + i, now=10.5 + i, min_rtt=base)
     assert w.chunks == 2  # the floor
