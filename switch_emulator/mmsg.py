@@ -7,7 +7,8 @@ calls per packet; on loopback they cost more than the switch's own work
 fixed buffers, and queues what the switch sends into a transmit ring that
 one `sendmmsg` empties: a multicast RESULT is copied once and named once
 per member.  Every buffer, iovec and message header is allocated once; the
-per-packet work is a struct pack into them.
+per-packet work is writing into them, which the UDP switch does in compiled
+code (`dataplane.udp_batch`).
 
 Linux only (glibc or musl with recvmmsg); `available()` says whether this
 process can use it, and the backends fall back to one call per packet
@@ -80,11 +81,12 @@ class BatchSocket:
     """Batched receive and send on one datagram (UDP) or packet (AF_PACKET, bound) socket.
 
     Receive: `recv()` fills entries 0..n-1 and returns n (0: nothing waiting); entry i's bytes are
-    `frames[i][:lengths[i]]` (lengths: `length_list(n)`), its sender's address key `name_key(i)`
-    (UDP: (port, IPv4 address as an int), unpacked from `rx_names` at `16 i`).  Send:
-    `queue(frame, names, count)` copies `frame` into the transmit ring once and queues it to
-    `count` destinations; `flush()` sends everything queued and returns how many messages
-    failed.  The caller may reuse `frame` at once.
+    `frames[i][:rx_lengths[i]]` and its sender's sockaddr is `rx_names[16 i : 16 i + 16]`.  Send:
+    either `queue(frame, names, count)`, which copies `frame` into the transmit ring once and
+    queues it to `count` destinations (the caller may reuse `frame` at once), then `flush()`;
+    or a compiled caller fills `tx_array`, `tx_names_array` and `tx_iov` itself and calls
+    `send(count)`.  Both return how many messages the kernel refused.  The same memory is
+    exposed as numpy arrays (`rx_array`, `rx_lengths`, ...) for `dataplane.udp_batch`.
     """
 
     def __init__(self, sock: socket.socket, *, entries: int = 64, entry_bytes: int = 65536,
@@ -136,7 +138,6 @@ class BatchSocket:
         self._tx_capacity, self._tx_size = tx_messages, tx_bytes
         self._queued = 0  # messages in the ring
         self._used = 0  # bytes of the ring in use
-        self._names = names
         self.sent = self.failed = self.received = self.receives = self.flushes = 0
 
     # -- receive ------------------------------------------------------------------
@@ -154,10 +155,6 @@ class BatchSocket:
             if err in (errno.EAGAIN, errno.EWOULDBLOCK):
                 return 0
             raise OSError(err, f"recvmmsg: {errno.errorcode.get(err, err)}")
-
-    def length_list(self, n: int) -> list[int]:
-        """The byte counts of the first `n` entries the last `recv` filled."""
-        return self._rx_lengths[:n].tolist()
 
     # -- send ---------------------------------------------------------------------
     def queue(self, frame, names: bytes, count: int = 1) -> None:
