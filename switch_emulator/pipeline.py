@@ -58,7 +58,9 @@ class Drop(enum.IntEnum):
 
 
 def _counter(row: np.ndarray) -> collections.Counter:
-    return collections.Counter({Drop(r): int(n) for r, n in enumerate(row.tolist()) if n and r in Drop._value2member_map_})
+    """Drops by reason from a register row indexed by reason (index 0, frames seen, is not a reason)."""
+    return collections.Counter({Drop(r): int(n) for r, n in enumerate(row.tolist())
+                                if n and r in Drop._value2member_map_})
 
 
 class _JobState:

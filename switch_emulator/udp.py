@@ -4,13 +4,14 @@ A datagram is a hina frame (header + K words; the kernel does
 Ethernet/IP/UDP) and a member is a (host, port) address.  The data socket
 is drained in batches so a burst costs one select call.  On Linux
 (`batch`, the default where `mmsg.available()`) one `recvmmsg` receives up
-to 64 datagrams into fixed buffers, each enters the pipeline as a view of
-its buffer, and the RESULTs are queued in a transmit ring that one
-`sendmmsg` sends when the batch is done (`mmsg.py`): two system calls per
-batch instead of two per packet.  Elsewhere, or with `batch=False`, each
-datagram is received into one preallocated buffer and its RESULT sent from
-the job's reused buffer, one call each.  Either way no bytes object is made
-per packet.  With `pipes` P > 1, P sockets share the port and the kernel
+to 64 datagrams into fixed buffers, the compiled rules run over the whole
+batch (`dataplane.udp_batch`) and write the RESULTs into a transmit ring,
+and one `sendmmsg` sends it (`mmsg.py`): three calls per batch instead of
+two system calls and the rules' Python per packet.  Elsewhere, or with
+`batch=False`, each datagram is received into one preallocated buffer,
+goes through `Pipeline.update` and its RESULT is sent from the pipeline's
+reused buffer, one call each.  Either way no bytes object is made per
+packet.  With `pipes` P > 1, P sockets share the port and the kernel
 hands each datagram to pipe slot mod P (`pipes.py`).
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 import json
 import socket
 import sys
-
 
 from . import mmsg
 from .dataplane import udp_batch, warm
@@ -52,7 +52,7 @@ class UdpSwitch(SwitchServer):
         self.batch = mmsg.available() if batch is None else bool(batch and mmsg.available())
         if self.batch:
             warm(batch=True)  # compiled before the first datagram waits on it
-        self._batches: dict[socket.socket, tuple] = {}  # per data socket, made where it is served
+        self._batches: dict[socket.socket, mmsg.BatchSocket] = {}  # per data socket, made where it is served
         try:
             if pipes == 1:
                 self._data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
