@@ -161,12 +161,16 @@ def test_rerunning_a_finished_job_is_exact_when_the_workers_join(make_switch):
     sw = make_switch()
     spec = JobSpec(job_id=1, words=64, slots=8)
     params = codec.CodecParams(length=20_000, workers=4)
+    resent = 0
     for run in range(3):
         grads = sparse_gradients(np.random.default_rng(50 + run), 4, 20_000, 0.05)
         workers, transports = fresh_workers(sw, spec, 4)
         check_exact(run_threads(workers, params, grads), grads)
+        resent += sum(w.stats["retransmissions"] for w in workers)
         close_all(transports)
-    assert sw.pipeline.jobs[1].resends == 0  # no old RESULT went out again
+    # no old RESULT went out again: the switch answers from a complete copy only a chunk sent
+    # twice in this run (a timeout on a loaded machine), never a fresh worker's first send
+    assert sw.pipeline.jobs[1].resends <= resent
 
 
 def test_rerunning_a_finished_job_on_the_data_plane_alone_refuses_at_once_then_is_exact_after_a_reset(make_switch):
