@@ -156,6 +156,18 @@ def close_all(transports):
         t.close()
 
 
+def settle(sw, quiet=0.1, timeout=5.0):
+    """Wait until the switch has seen no new frame for `quiet` seconds (what was sent is processed)."""
+    deadline = time.monotonic() + timeout
+    seen = sw.counters()["frames"]
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = sw.counters()["frames"]
+        if now == seen:
+            return
+        seen = now
+
+
 def test_rerunning_a_finished_job_is_exact_when_the_workers_join(make_switch):
     """The issue's reproduction: four workers aggregate, then four fresh workers run the same job again."""
     sw = make_switch()
@@ -190,6 +202,7 @@ def test_rerunning_a_finished_job_on_the_data_plane_alone_refuses_at_once_then_i
     assert time.monotonic() - start < 4.0  # refused at once, not at the deadline
     assert "earlier run" in str(results[0]) and "reset_job(1)" in str(results[0])
     close_all(transports)
+    settle(sw)
     sw.pipeline.reset_job(1)
     after, transports = fresh_workers(sw, spec, 4, join=False)
     check_exact(run_threads(after, params, grads), grads)
@@ -293,6 +306,7 @@ def test_restart_after_a_crash_on_the_data_plane_alone_never_sums_wrong(make_swi
     assert any(isinstance(r, StaleSwitchState) for r in results)
     assert time.monotonic() - start < 2.5  # at once, not at the 3 s deadline
     close_all(transports)
+    settle(sw)  # the refused run's last frames processed first: a reset must not precede them
     sw.pipeline.reset_job(1)
     after, transports = fresh_workers(sw, spec, 3, join=False)
     check_exact(run_threads(after, params, new_grads), new_grads)
