@@ -89,9 +89,13 @@ def udp_source_id(host: str, port: int) -> int | None:
     return int.from_bytes(addr, "big") << 16 | port
 
 
+PORT_IDS = 1 << 48  # source ids below are UDP addresses (48 bits: address, port); from here, ports
+OTHER_IDS = 1 << 49  # from here, ids given out to any other kind of source (an in-process port name)
+
+
 def port_source_id(port: int) -> int:
     """The source id of a switch port (raw frames)."""
-    return 1 << 48 | port
+    return PORT_IDS | port
 
 
 def sockaddr(host: str, port: int) -> bytes:

@@ -57,10 +57,12 @@ class Drop(enum.IntEnum):
     STALE_RUN = dp.STALE_RUN  # the copy holds another run's chunk: refused back to the sender (flag STALE_RUN)
 
 
+_REASONS = frozenset(Drop)
+
+
 def _counter(row: np.ndarray) -> collections.Counter:
     """Drops by reason from a register row indexed by reason (index 0, frames seen, is not a reason)."""
-    return collections.Counter({Drop(r): int(n) for r, n in enumerate(row.tolist())
-                                if n and r in Drop._value2member_map_})
+    return collections.Counter({Drop(r): n for r, n in enumerate(row.tolist()) if n and r in _REASONS})
 
 
 class _JobState:
@@ -69,11 +71,7 @@ class _JobState:
     def __init__(self, cfg: JobConfig, pipeline: "Pipeline"):
         self.cfg = cfg
         self.pipeline, self.row = pipeline, None  # the row: once the pipeline has placed the job
-        self.full = cfg.full_mask
-        self.words = cfg.words
-        self.frame_bytes = cfg.frame_bytes
-        self.workers, self.slot_base, self.slots = cfg.workers, cfg.slot_base, cfg.slots
-        self.copies_count = 2 * cfg.slots
+        self.words, self.copies_count = cfg.words, 2 * cfg.slots
         # until the pipeline places the job in its registers: rows of its own
         self.bind(np.zeros(dp.META, np.int64), np.zeros((self.copies_count, 4), np.int64),
                   np.zeros(self.copies_count * cfg.words, np.int32))
@@ -91,7 +89,6 @@ class _JobState:
     def set_members(self, cfg: JobConfig) -> None:
         """Who may send for which worker_id, and the multicast group (the slots are kept)."""
         self.cfg = cfg
-        self.auth = {m.worker_id: m.source for m in cfg.members}
         self.group = tuple(m.source for m in sorted(cfg.members, key=lambda m: m.worker_id))
         if self.row is not None:
             self.pipeline._install_members(self)
@@ -126,7 +123,7 @@ class _JobState:
         worker has joined, nothing of an earlier run is left.  Returns the copies emptied.
         """
         seen = self.bitmap
-        stale = (seen != 0) & (((seen & (1 << worker_id)) != 0) | ((seen & ~self.full) != 0)
+        stale = (seen != 0) & (((seen & (1 << worker_id)) != 0) | ((seen & ~self.cfg.full_mask) != 0)
                                | (self.counter >= self.cfg.workers))
         self.bitmap[stale] = 0
         self.counter[stale] = 0
@@ -156,7 +153,7 @@ class Pipeline:
         self.reuse_buffers = reuse_buffers
         self.counts = np.zeros(dp.REASONS, np.int64)  # frames seen, drops by reason
         self._source_ids: dict[Hashable, int] = {}
-        self._next_id = itertools.count(1 << 49)  # for sources that are neither UDP addresses nor ports
+        self._next_id = itertools.count(dp.OTHER_IDS)  # for sources that are neither UDP addresses nor ports
         self._out = bytearray(MAX_FRAME_BYTES)
         self._out_array = np.frombuffer(self._out, np.uint8)
         self._out_view = memoryview(self._out)
@@ -194,8 +191,8 @@ class Pipeline:
         self.auth[job.row] = dp.NO_MEMBER
         self.names[job.row] = 0
         for m in job.cfg.members:
-            self.auth[job.row, m.worker_id] = self.source_id(m.source)
-            if isinstance(m.source, tuple) and dp.udp_source_id(*m.source) is not None:
+            sid = self.auth[job.row, m.worker_id] = self.source_id(m.source)
+            if sid < dp.PORT_IDS:  # a UDP address: where the batch path sends its RESULTs
                 self.names[job.row, m.worker_id] = np.frombuffer(dp.sockaddr(*m.source), np.uint8)
 
     def source_id(self, source: Hashable) -> int:
