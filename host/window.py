@@ -17,12 +17,19 @@ Loss detection fits aggregation: every worker sends the chunks in the same
 order, so RESULTs come back in that order.  A chunk still waiting when a
 chunk sent after it has been answered, and longer than that answer's round
 trip plus a reordering allowance, is lost and sent again at once (RACK, RFC
-8985).  Only a chunk no later chunk overtakes (a phase's tail, or a stall)
-waits for the retransmission timeout (`RttEstimator`: RFC 6298, Karn's rule:
-no RTT samples from resent chunks; a floor; on expiry the timeout doubles
-until a fresh sample), and then only the oldest such chunk is resent: a
-peer that is late delays everyone's RESULTs alike and must not make the
-whole window go out again.  If nothing progresses for `deadline` seconds
+8985).  The same holds among resent chunks: a resend answered a round trip
+or more after it went (so not the first transmission's answer) shows that
+the resends before it that are still waiting were lost again; on a lossy
+link this, not a timer, ends most stalls.  The allowance is a quarter of
+srtt, doubled when a resent chunk's first answer comes sooner after the
+resend than half the least round trip (it was late, not lost: pipes
+reorder) and halved again after 8 recoveries without such evidence.  Only
+a chunk nothing overtakes (a phase's tail, or a stall) waits for the
+retransmission timeout (`RttEstimator`: RFC 6298, Karn's rule: no RTT
+samples from resent chunks; on expiry the timeout doubles until a fresh
+sample, to at most 50 ms or 8 least round trips), and then only the oldest
+such chunk is resent: a peer that is late delays everyone's RESULTs alike
+and must not make the whole window go out again.  If nothing progresses for `deadline` seconds
 the transfer raises `AggregationTimeout`, naming job, phase and offset.  A
 RESULT counts only if job, phase tag, slot, copy, offset and count all
 match the chunk that slot is waiting for; anything else is ignored and
@@ -38,6 +45,7 @@ import math
 import numpy as np
 
 from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, pack_header, unpack_header
+
 
 
 class AggregationTimeout(RuntimeError):
@@ -58,15 +66,27 @@ def stale_message(job_id: int, worker_id: int, what: str) -> str:
 
 
 class RttEstimator:
-    """Smoothed RTT and retransmission timeout (RFC 6298), shared by a worker's transfers."""
+    """Smoothed RTT and retransmission timeout (RFC 6298), shared by a worker's transfers.
 
-    def __init__(self, initial: float = 0.1, minimum: float = 0.02, maximum: float = 2.0):
+    The timeout is srtt + 4 rttvar within [`minimum`, `maximum`]; an expiry doubles it until the
+    next fresh sample, but never past `backoff_limit` (or the un-doubled timeout, if longer).  A
+    switch that is up but loses packets answers the next probe: on a lossy link every doubling
+    is a stall, and exponential backoff to seconds made heavy loss take minutes.  What backoff
+    protects, a slow or congested switch, is protected by the congestion window and by
+    resending one probe chunk per timeout, not the window.
+    """
+
+    REORDER_DECAY = 8  # loss recoveries without evidence of reordering after which the allowance halves
+
+    def __init__(self, initial: float = 0.1, minimum: float = 0.02, maximum: float = 2.0,
+                 backoff_limit: float = 0.05):
         self.rto = initial
-        self.minimum, self.maximum = minimum, maximum
+        self.minimum, self.maximum, self.backoff_limit = minimum, maximum, backoff_limit
         self.srtt: float | None = None
         self.rttvar = 0.0
         self.min_rtt = math.inf
-        self.reorder_scale = 1.0  # doubles each time a chunk resent as overtaken turns out not lost
+        self.reorder_scale = 1.0  # doubles on evidence that RESULTs reorder, halves without it
+        self._recoveries = 0  # loss recoveries since the last evidence of reordering
 
     def sample(self, rtt: float) -> None:
         """One RTT measured on a chunk sent once (Karn: never on a resent one)."""
@@ -76,22 +96,41 @@ class RttEstimator:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
         self.min_rtt = min(self.min_rtt, rtt)
-        self.rto = min(self.maximum, max(self.minimum, self.srtt + 4 * self.rttvar))
+        self.rto = min(self.backoff_cap, max(self.minimum, self.srtt + 4 * self.rttvar))
+
+    @property
+    def backoff_cap(self) -> float:
+        """The longest a timeout may be, backed off or not: `backoff_limit` (or `minimum`, if longer),
+        or 8 least round trips on a slower path; at most `maximum`.  Round trips vary with other workers' losses (a chunk is
+        answered once the last worker's UPDATE is in), which srtt + 4 rttvar would take as the path's."""
+        return min(self.maximum, max(self.backoff_limit, self.minimum, 8 * self.min_rtt))
 
     def backoff(self) -> None:
         """A retransmission timer expired: double the timeout until the next fresh sample."""
-        self.rto = min(self.maximum, 2 * self.rto)
+        self.rto = min(self.backoff_cap, 2 * self.rto)
 
     @property
     def reordering(self) -> float:
-        """How much later than a chunk sent after it a RESULT may come before its chunk counts as lost."""
-        return max(1e-3, self.reorder_scale * (self.srtt or 0.0) / 4)
+        """How much later than a chunk sent after it a RESULT may come before its chunk counts as lost:
+        a quarter of srtt (RACK's reo_wnd, RFC 8985 6.2) times the reordering seen, at least 0.1 ms."""
+        return max(1e-4, self.reorder_scale * (self.srtt or 0.0) / 4)
 
     def reordered(self) -> None:
-        """A chunk resent as overtaken was not lost (the switch had it): RESULTs reorder more than we
-        allowed (a switch with pipes answers each pipe's slots in its own time).  Allow twice as much,
-        up to two round trips (RACK's reordering window, RFC 8985 6.2, adapted the same way)."""
+        """A chunk resent as overtaken was not lost: its first transmission's answer came after all
+        (a switch with pipes answers each pipe's slots in its own time).  Allow twice as much, up
+        to two round trips."""
         self.reorder_scale = min(8.0, 2 * self.reorder_scale)
+        self._recoveries = 0
+
+    def recovered(self) -> None:
+        """A chunk was resent as overtaken.  After `REORDER_DECAY` of them with no evidence of
+        reordering, the allowance halves: on a lossy path the evidence is sometimes wrong (another
+        worker's resend completed the chunk just after ours), and a wide allowance delays every
+        recovery (RFC 8985 resets its multiplier after 16 recoveries the same way)."""
+        self._recoveries += 1
+        if self._recoveries >= self.REORDER_DECAY:
+            self._recoveries = 0
+            self.reorder_scale = max(1.0, self.reorder_scale / 2)
 
 
 class CongestionWindow:
@@ -220,9 +259,9 @@ class PhaseTransfer:
         self._seq = 0  # transmissions so far
         self._rack_seq = -1  # the latest transmission answered, and its round trip (RACK)
         self._rack_rtt = 0.0
+        self._resent_rack_seq, self._resent_rack_rtt = -1, 0.0
         self._rack_at = math.inf  # when the next chunk the answers overtook counts as lost
         self._heard = False  # a RESULT arrived since the last timeout
-        self._resent_answered: dict[int, tuple[int, int]] = {}  # slot -> (copy, wire offset) of such chunks
         self._probing = False  # a timeout's probe went out, and no chunk sent once was answered since
         self.stats: collections.Counter[str] = collections.Counter()
 
@@ -246,12 +285,6 @@ class PhaseTransfer:
                 or chunk.version != pool_index >> 15 or offset != self._wire_offset[chunk.index]
                 or count != self._count[chunk.index] or len(frame) < HEADER_BYTES + 4 * count):
             self.stats["ignored"] += 1
-            if (flags & Flags.RESEND and phase == self.tag and job_id == self.job_id
-                    and self._resent_answered.get(slot) == (pool_index >> 15, offset)):
-                # the switch answered our resend from a complete copy: the chunk was never lost
-                del self._resent_answered[slot]
-                self.rtt.reordered()
-                self.stats["spurious_resends"] += 1
             return []
         if flags & Flags.STALE_RUN:
             raise StaleSwitchState(stale_message(
@@ -261,11 +294,20 @@ class PhaseTransfer:
         offset = self._offset[chunk.index]
         self.result[offset : offset + count] = np.frombuffer(frame, dtype=">i4", count=count, offset=HEADER_BYTES)
         rtt = now - chunk.sent_at
+        if chunk.overtaken and rtt < self.rtt.min_rtt / 2:
+            # answered sooner after its resend than half the least round trip: this answers the
+            # first transmission, which was late, not lost
+            self.rtt.reordered()
+            self.stats["spurious_resends"] += 1
         if chunk.retries == 0:  # Karn: a resent chunk's answer may answer either transmission
             self.rtt.sample(rtt)
             self._probing = False  # chunks sent once are answered again: the flow is back
             if chunk.seq > self._rack_seq:
                 self._rack_seq, self._rack_rtt = chunk.seq, rtt
+        elif rtt >= self.rtt.min_rtt and chunk.seq > self._resent_rack_seq:
+            # a resent chunk's answer, too late to answer its first transmission: among resent
+            # chunks it says which were lost again (during a stall nothing else is sent to say it)
+            self._resent_rack_seq, self._resent_rack_rtt = chunk.seq, rtt
         self.window.on_result(rtt if chunk.retries == 0 else None, self.rtt.min_rtt)
         self._received += 1
         self._last_progress = now
@@ -277,8 +319,6 @@ class PhaseTransfer:
                     waiting.rto = self.rtt.rto
                     waiting.due_at = now + waiting.rto
                     self._earliest = min(self._earliest, waiting.due_at)
-        if chunk.overtaken:
-            self._resent_answered[slot] = (chunk.version, self._wire_offset[chunk.index])
         self.pool.version[slot] ^= 1
         del self._flight[slot]
         out = self._overtaken(now)
@@ -304,7 +344,7 @@ class PhaseTransfer:
                 # without being overtaken: the tail of the phase was lost.  All of it goes again.
                 for chunk in due:
                     self.window.on_loss(chunk.sent_at, now, self.rtt.min_rtt)
-                    chunk.rto = min(2 * chunk.rto, self.rtt.maximum)
+                    chunk.rto = min(2 * chunk.rto, self.rtt.backoff_cap)
                     out.append(self._resend(chunk, now))
                 self.stats["timeouts"] += 1
                 self._heard = False
@@ -314,13 +354,13 @@ class PhaseTransfer:
                 probe = min(due, key=lambda c: c.index)
                 for chunk in due:
                     if chunk is not probe:
-                        chunk.rto = min(2 * chunk.rto, self.rtt.maximum)
+                        chunk.rto = min(2 * chunk.rto, self.rtt.backoff_cap)
                         chunk.due_at = now + chunk.rto
                         chunk.suppressed = True
                 self.window.on_loss(probe.sent_at, now, self.rtt.min_rtt)
                 self.rtt.backoff()
                 self.stats["timeouts"] += 1
-                probe.rto = min(2 * probe.rto, self.rtt.maximum)
+                probe.rto = min(2 * probe.rto, self.rtt.backoff_cap)
                 out.append(self._resend(probe, now))
                 self._heard = False
                 self._probing = True
@@ -352,21 +392,32 @@ class PhaseTransfer:
     def _overtaken(self, now: float) -> list[bytes]:
         """RACK: resend the chunks that a later-sent, answered chunk overtook by more than the allowance."""
         self._rack_at = math.inf
-        if self._rack_seq < 0:
+        last = max(self._rack_seq, self._resent_rack_seq)
+        if last < 0:
             return []
         allowance = self._rack_rtt + self.rtt.reordering
+        resent_allowance = self._resent_rack_rtt + self.rtt.reordering
         lost = []
         for chunk in self._flight.values():  # oldest transmission first
-            if chunk.seq >= self._rack_seq:
+            if chunk.seq >= last:
                 break
-            if now < chunk.sent_at + allowance:
-                self._rack_at = chunk.sent_at + allowance
-                break
-            lost.append(chunk)
+            if chunk.seq < self._rack_seq:
+                if now < chunk.sent_at + allowance:
+                    self._rack_at = min(self._rack_at, chunk.sent_at + allowance)
+                    if chunk.retries == 0:
+                        break
+                    continue
+                lost.append(chunk)
+            elif chunk.retries and chunk.seq < self._resent_rack_seq:
+                if now < chunk.sent_at + resent_allowance:
+                    self._rack_at = min(self._rack_at, chunk.sent_at + resent_allowance)
+                    continue
+                lost.append(chunk)
         out = []
         for chunk in lost:
             self.window.on_loss(chunk.sent_at, now, self.rtt.min_rtt)
             chunk.overtaken = True
+            self.rtt.recovered()
             self.stats["fast_retransmissions"] += 1
             out.append(self._resend(chunk, now))
         return out

@@ -125,9 +125,9 @@ def test_a_chunk_overtaken_by_a_later_answer_goes_again_after_the_reordering_all
     assert x.stats["fast_retransmissions"] == 1 and x.stats["timeouts"] == 0
 
 
-def test_a_resend_the_switch_answers_from_a_complete_copy_widens_the_reordering_allowance():
+def test_a_first_answer_sooner_after_the_resend_than_any_round_trip_widens_the_reordering_allowance():
     """Pipes answer their slots in their own time: chunk 1 overtaken, resent, then its first answer comes
-    after all and the switch answers the resend again (flag RESEND): it was never lost, so allow more."""
+    1 ms after the resend, sooner than any round trip (10 ms): it was never lost, so allow more."""
     rtt = RttEstimator(initial=1.0, minimum=1.0)
     x = transfer(range(30), slots=4, rtt=rtt)
     first = x.start(0.0)
@@ -137,11 +137,38 @@ def test_a_resend_the_switch_answers_from_a_complete_copy_widens_the_reordering_
     assert offsets([resent]) == [3] and rtt.reorder_scale == 1.0
     before = rtt.reordering
     answer(x, first[1], 0.051)  # the first transmission's answer, late
+    assert x.stats["spurious_resends"] == 1 and rtt.reorder_scale == 2.0 and rtt.reordering == 2 * before
     h = HinaHeader.unpack(resent)
     again = pack_header(MsgType.RESULT, h.op, 4, 1, Flags.RESEND, h.pool_index, h.offset, h.count, h.phase)
-    assert x.receive(again + bytes(12), 0.052) == []
-    assert x.stats["spurious_resends"] == 1 and rtt.reorder_scale == 2.0 and rtt.reordering == 2 * before
-    assert x.receive(again + bytes(12), 0.053) == [] and rtt.reorder_scale == 2.0  # counted once
+    assert x.receive(again + bytes(12), 0.052) == [] and rtt.reorder_scale == 2.0  # the resend's answer: ignored
+
+
+def test_an_answer_a_round_trip_after_the_resend_is_no_evidence_of_reordering():
+    """On a lossy path another worker's resend often completes the chunk just after ours went: its answer
+    comes about a round trip after our resend, and says nothing about reordering."""
+    rtt = RttEstimator(initial=1.0, minimum=1.0)
+    x = transfer(range(30), slots=4, rtt=rtt)
+    first = x.start(0.0)
+    answer(x, first[0], 0.010)
+    answer(x, first[2], 0.0105)
+    (resent,) = x.poll(0.05)
+    answer(x, resent, 0.058)
+    assert x.stats["spurious_resends"] == 0 and rtt.reorder_scale == 1.0
+
+
+def test_resent_chunks_overtaken_by_a_later_resend_go_again_without_a_timeout():
+    """During a stall nothing new is sent, so only resent chunks can say that a resend was lost: the
+    answer to chunk 1's resend, a round trip after it, shows that chunk 0's earlier resend was lost."""
+    rtt = RttEstimator(initial=1.0, minimum=1.0)
+    x = transfer(range(30), slots=4, rtt=rtt)  # 10 chunks, 4 slots
+    first = x.start(0.0)
+    answer(x, first[2], 0.010)  # chunks 0 and 1 overtaken
+    answer(x, first[3], 0.0101)
+    assert offsets(x.poll(0.02)) == [0, 3]  # both resent at 20 ms; chunks 6 and 7 wait for their slots
+    assert answer(x, x._frame(x._flight[1]), 0.031) == []  # chunk 1's resend answered 11 ms later
+    assert x.next_timer() == pytest.approx(0.02 + 0.011 + rtt.reordering)
+    assert offsets(x.poll(0.034)) == [0]  # chunk 0's resend was lost too: again, at once
+    assert x.stats["fast_retransmissions"] == 3 and x.stats["timeouts"] == 0
 
 
 def test_answers_late_alike_cost_one_probe_per_timeout_not_the_window():
@@ -208,9 +235,48 @@ def test_the_window_limits_chunks_in_flight():
 
 
 def test_rtt_estimator_follows_samples_within_bounds():
-    r = RttEstimator(initial=1.0, minimum=0.01, maximum=0.5)
+    r = RttEstimator(initial=1.0, minimum=0.01, maximum=0.5, backoff_limit=0.05)
     r.sample(0.002)
     assert r.rto == 0.01
     for _ in range(50):
+        r.sample(0.03)
+    assert 0.03 <= r.rto <= 0.05
+    for _ in range(50):  # answers 150x the least round trip: other workers' losses, not the path
         r.sample(0.3)
-    assert 0.3 <= r.rto <= 0.5
+    assert r.rto == 0.05
+
+
+def test_backoff_doubles_up_to_its_limit_or_eight_least_round_trips():
+    r = RttEstimator(initial=0.1, minimum=0.005, maximum=2.0, backoff_limit=0.05)
+    r.sample(0.001)
+    r.sample(0.001)
+    assert r.rto == 0.005
+    timeouts = []
+    for _ in range(6):
+        r.backoff()
+        timeouts.append(r.rto)
+    assert timeouts == [0.01, 0.02, 0.04, 0.05, 0.05, 0.05]  # a lossy link: stalls stay short
+    slow = RttEstimator(initial=0.1, minimum=0.005, maximum=2.0, backoff_limit=0.05)
+    slow.sample(0.04)  # a path with 40 ms round trips
+    for _ in range(8):
+        slow.backoff()
+    assert slow.rto == 8 * 0.04
+    r.sample(0.001)
+    assert r.rto == 0.005  # a fresh sample ends the backoff
+
+
+def test_reordering_allowance_widens_on_evidence_and_narrows_without_it():
+    r = RttEstimator()
+    r.sample(0.004)
+    assert r.reordering == pytest.approx(0.001)
+    r.reordered()
+    r.reordered()
+    assert r.reorder_scale == 4.0 and r.reordering == pytest.approx(0.004)
+    for _ in range(RttEstimator.REORDER_DECAY - 1):
+        r.recovered()
+    assert r.reorder_scale == 4.0
+    r.recovered()
+    assert r.reorder_scale == 2.0
+    for _ in range(3 * RttEstimator.REORDER_DECAY):
+        r.recovered()
+    assert r.reorder_scale == 1.0
