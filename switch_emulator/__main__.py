@@ -139,8 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run the data plane as P processes, each owning the slots s with s mod P == its "
                          "index (default 1)")
     ap.add_argument("--no-batch", dest="batch", action="store_false",
-                    help="UDP mode: one system call per packet instead of recvmmsg/sendmmsg batches, for "
-                         "comparison (default: batches, where Linux's libc has them; raw frames go one by one)")
+                    help="one system call per packet instead of recvmmsg/sendmmsg batches run through the "
+                         "compiled rules, for comparison (default: batches, where Linux's libc has them)")
     ap.add_argument("--topology", type=Path,
                     help="raw mode: JSON topology (hosts, jobs) to start with (default: none)")
     return ap
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError("raw mode takes its jobs from --topology (ports, not addresses), not --job")
             topology = Topology.from_config(json.loads(args.topology.read_text())) if args.topology else None
             switch = RawSwitch(dict(args.raw), topology, control=args.control, impair=impair,
-                               stats_every=args.stats, pipes=args.pipes)
+                               stats_every=args.stats, pipes=args.pipes, batch=args.batch)
         else:
             pipeline = Pipeline()
             for job in jobs:

@@ -297,13 +297,129 @@ def udp_batch(job_index, meta, auth, copies, values, counts, names, rx, stride, 
     return n, m, used
 
 
+# raw frames (Ethernet / IPv4 without options / UDP), as p4/hina.p4's parser sees them
+ETH, IP_END, UDP_END = 14, 34, 42
+HINA_PORT = 0x4E41  # headers.UDP_PORT
+SOCKADDR_LL = 20  # struct sockaddr_ll: where an AF_PACKET frame goes (an interface index)
+PACKET_OUTGOING = 4  # sockaddr_ll.sll_pkttype of a frame this host sent
+
+
+@njit(cache=True, inline="always")
+def _ipv4_checksum(b, at):
+    """The ones' complement checksum of the 20-byte IPv4 header at b[at:], its checksum field as zero."""
+    total = np.int64(0)
+    for i in range(0, 20, 2):
+        if i != 10:
+            total += _be16(b, at + i)
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+@njit(cache=True, inline="always")
+def _egress(tx, at, size, port, rewrite):
+    """Rewrite the frame at tx[at:at + size] for egress `port` as the P4 egress does: the switch's MAC
+    and IP as source, the port's host's as destination, UDP ports 0x4E41 and checksum 0 (only where
+    the topology has a host on the port), then the IPv4 checksum."""
+    if rewrite[port, 20]:
+        for b in range(12):
+            tx[at + b] = rewrite[port, b]
+        for b in range(8):
+            tx[at + ETH + 12 + b] = rewrite[port, 12 + b]
+        tx[at + IP_END] = tx[at + IP_END + 2] = HINA_PORT >> 8
+        tx[at + IP_END + 1] = tx[at + IP_END + 3] = HINA_PORT & 0xFF
+        tx[at + UDP_END - 2] = tx[at + UDP_END - 1] = 0
+    checksum = _ipv4_checksum(tx, at + ETH)
+    tx[at + ETH + 10] = checksum >> 8
+    tx[at + ETH + 11] = checksum & 0xFF
+
+
+@njit(cache=True)
+def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths, rx_names, check_outgoing,
+              start, n, ingress_port, rewrite, port_names, punt, tx, tx_names, tx_iov, tx_at, capacity):
+    """Run the parser, `ingress` and the egress rewrite on raw frames start..n-1 received on switch
+    port `ingress_port` (entry i: rx[i * stride:], lengths[i] bytes, its sockaddr_ll at
+    rx_names[20 i:]; with `check_outgoing`, frames this host sent are skipped by their packet type).
+
+    A hina frame (IPv4 without options, UDP to port 0x4E41, as the P4 parser takes it) goes through
+    the rules with UDP length - 8 as its claimed length; each frame it emits is the received one
+    (headers, the RESULT, the bytes that followed the hina frame) rewritten for its egress port
+    (`rewrite[port]`: 12 bytes of MACs, 8 of IPs, then whether the port has a host) and queued in the
+    transmit ring for the interface `port_names[port]` (a sockaddr_ll; all zero where no interface
+    serves the port: not sent, counted as unsent).  Any other frame (ARP, other traffic, frames too
+    short for the headers) is left to the caller: its entry index is put in `punt`.
+
+    Returns (next entry, messages queued, ring bytes used, frames punted, outputs without an
+    interface); it stops early, before an entry whose outputs might not fit.
+    """
+    m = 0
+    used = 0
+    punted = 0
+    unsent = 0
+    for i in range(start, n):
+        length = np.int64(lengths[i])
+        if m + MAX_WORKERS > capacity or used + MAX_WORKERS * length > tx.size:
+            return i, m, used, punted, unsent
+        base = i * stride
+        if check_outgoing and rx_names[SOCKADDR_LL * i + 10] == PACKET_OUTGOING:
+            continue
+        if (length < UDP_END or _be16(rx, base + 12) != 0x0800 or rx[base + ETH] != 0x45
+                or rx[base + ETH + 9] != 17 or _be16(rx, base + IP_END + 2) != HINA_PORT):
+            punt[punted] = i
+            punted += 1
+            continue
+        claimed = _be16(rx, base + IP_END + 4) - 8
+        if length - UDP_END < HEADER_BYTES or claimed < HEADER_BYTES:
+            counts[0] += 1
+            _drop(meta, counts, -1, TRUNCATED)
+            continue
+        if _ipv4_checksum(rx, base + ETH) != _be16(rx, base + ETH + 10):
+            counts[0] += 1
+            _drop(meta, counts, -1, BAD_CHECKSUM)
+            continue
+        action, j, size = ingress(job_index, meta, auth, copies, values, counts, rx, base + UDP_END,
+                                  length - UDP_END, claimed, PORT_IDS | ingress_port, tx, used + UDP_END)
+        if action == NOTHING:
+            continue
+        # the frame around the RESULT: the received headers, and what followed the hina frame
+        tx[used : used + UDP_END] = rx[base : base + UDP_END]
+        tail = UDP_END + size
+        tx[used + tail : used + length] = rx[base + tail : base + length]
+        first = used
+        for w in range(MAX_WORKERS if action == TO_GROUP else 1):  # each member's port, in worker order
+            if action == TO_GROUP:
+                if w >= meta[j, WORKERS]:
+                    break
+                member = auth[j, w]
+                if member < PORT_IDS or member >= OTHER_IDS:
+                    continue
+                port = member - PORT_IDS
+            else:
+                port = ingress_port
+            if port >= port_names.shape[0] or port_names[port, 0] == 0:
+                unsent += 1
+                continue
+            if used != first:  # another copy: the received headers again, the RESULT and tail as built
+                tx[used : used + UDP_END] = rx[base : base + UDP_END]
+                tx[used + UDP_END : used + length] = tx[first + UDP_END : first + length]
+            _egress(tx, used, length, port, rewrite)
+            for b in range(SOCKADDR_LL):
+                tx_names[SOCKADDR_LL * m + b] = port_names[port, b]
+            tx_iov[2 * m] = tx_at + used
+            tx_iov[2 * m + 1] = length
+            m += 1
+            used += length
+    return n, m, used, punted, unsent
+
+
 _warm: set[str] = set()
 
 
-def warm(batch: bool = False) -> None:
+def warm(batch: bool = False, raw: bool = False) -> None:
     """Compile (or load from the disk cache) the kernels now, not when the first frame is waiting:
-    `ingress` for writable and read-only frames and, with `batch`, `udp_batch`.  Once per process."""
-    kinds = ["ingress"] + (["udp_batch"] if batch else [])
+    `ingress` for writable and read-only frames, with `batch` `udp_batch`, with `raw` `raw_batch`.
+    Once per process."""
+    kinds = ["ingress"] + (["udp_batch"] if batch else []) + (["raw_batch"] if raw else [])
     if _warm.issuperset(kinds):
         return
     job_index = np.full(1 << 16, -1, np.int32)
@@ -316,10 +432,16 @@ def warm(batch: bool = False) -> None:
     frame = np.zeros(HEADER_BYTES, np.uint8)
     for data in (frame, np.frombuffer(bytes(HEADER_BYTES), np.uint8)):  # both are UNKNOWN_JOB
         ingress(job_index, meta, auth, copies, values, counts, data, 0, data.size, data.size, NO_SOURCE, out, 0)
+    lengths = np.zeros(4, np.uint32)[::2]  # strided as the mmsghdr lengths (one element would be contiguous)
     if batch:
         names = np.zeros((0, MAX_WORKERS, SOCKADDR), np.uint8)
-        lengths = np.zeros(2, np.uint32)[::2]  # strided, as the mmsghdr lengths are
         udp_batch(job_index, meta, auth, copies, values, counts, names, frame, HEADER_BYTES, lengths,
                   np.zeros(SOCKADDR, np.uint8), 0, 1, out, np.zeros(SOCKADDR * MAX_WORKERS, np.uint8),
                   np.zeros(2 * MAX_WORKERS, np.uint64), 0, MAX_WORKERS)
+    if raw:  # one frame too short to parse: punted
+        raw_batch(job_index, meta, auth, copies, values, counts, frame, HEADER_BYTES, lengths,
+                  np.zeros(SOCKADDR_LL, np.uint8), True, 0, 1, 1, np.zeros((2, 21), np.uint8),
+                  np.zeros((2, SOCKADDR_LL), np.uint8), np.zeros(1, np.int64), out,
+                  np.zeros(SOCKADDR_LL * MAX_WORKERS, np.uint8), np.zeros(2 * MAX_WORKERS, np.uint64), 0,
+                  MAX_WORKERS)
     _warm.update(kinds)

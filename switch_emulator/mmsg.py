@@ -79,23 +79,25 @@ class BatchSocket:
     """Batched receive and send on one UDP socket, on buffers a compiled caller reads and fills.
 
     Receive: `recv()` fills entries 0..n-1 and returns n (0: nothing waiting); entry i's datagram
-    is `rx_array[i * entry_bytes:]`, `rx_lengths[i]` bytes long, and its sender's sockaddr_in is
-    `rx_names_array[16 i : 16 i + 16]`.  Send: the caller writes frames into `tx_array` (at
-    address `tx_address` + their offset), message m's destination sockaddr_in into
-    `tx_names_array[16 m:]` and its (address, length) into `tx_iov[2 m : 2 m + 2]`, then calls
+    is `rx_array[i * entry_bytes:]`, `rx_lengths[i]` bytes long, and its sender's address is
+    `rx_names_array[b i : b i + b]`, b = `name_bytes` (16: a sockaddr_in; 20: an AF_PACKET
+    socket's sockaddr_ll).  Send: the caller writes frames into `tx_array` (at address
+    `tx_address` + their offset), message m's destination address into `tx_names_array[b m:]`
+    and its (address, length) into `tx_iov[2 m : 2 m + 2]`, then calls
     `send(count)`, which returns how many messages the kernel refused (each is skipped).
     """
 
     def __init__(self, sock: socket.socket, *, entries: int = 64, entry_bytes: int = 65536,
-                 tx_messages: int = 1024, tx_bytes: int = 4 << 20):
+                 tx_messages: int = 1024, tx_bytes: int = 4 << 20, name_bytes: int = SOCKADDR_IN):
         if not available():
             raise OSError("recvmmsg/sendmmsg are not available in this process")
         self._recvmmsg, self._sendmmsg = _load()
         self.fd = sock.fileno()
         self.entries, self.entry_bytes = entries, entry_bytes
         self.tx_capacity = tx_messages
+        self.name_bytes = name_bytes
         # receive side: per entry a sockaddr slot and a frame buffer, each message pointing at its own
-        self._rx, self._rx_names = bytearray(entries * entry_bytes), bytearray(entries * SOCKADDR_IN)
+        self._rx, self._rx_names = bytearray(entries * entry_bytes), bytearray(entries * name_bytes)
         self._rx_iov = (_Iovec * entries)()
         self._rx_msgs = bytearray(entries * _MMSG)
         msgs = (_Mmsghdr * entries).from_buffer(self._rx_msgs)
@@ -103,17 +105,17 @@ class BatchSocket:
         for i in range(entries):
             self._rx_iov[i].base, self._rx_iov[i].len = rx_at + i * entry_bytes, entry_bytes
             msgs[i].hdr.iov, msgs[i].hdr.iovlen = ctypes.addressof(self._rx_iov[i]), 1
-            msgs[i].hdr.name, msgs[i].hdr.namelen = names_at + i * SOCKADDR_IN, SOCKADDR_IN
+            msgs[i].hdr.name, msgs[i].hdr.namelen = names_at + i * name_bytes, name_bytes
         self._rx_at = ctypes.addressof(msgs)
         # transmit side: a byte ring for frames, and per message a sockaddr slot and an iovec
-        self._tx, self._tx_names = bytearray(tx_bytes), bytearray(tx_messages * SOCKADDR_IN)
+        self._tx, self._tx_names = bytearray(tx_bytes), bytearray(tx_messages * name_bytes)
         self._tx_iov = bytearray(tx_messages * _IOV)
         self._tx_msgs = bytearray(tx_messages * _MMSG)
         msgs = (_Mmsghdr * tx_messages).from_buffer(self._tx_msgs)
         iov_at, names_at = _address(self._tx_iov), _address(self._tx_names)
         for i in range(tx_messages):
             msgs[i].hdr.iov, msgs[i].hdr.iovlen = iov_at + i * _IOV, 1
-            msgs[i].hdr.name, msgs[i].hdr.namelen = names_at + i * SOCKADDR_IN, SOCKADDR_IN
+            msgs[i].hdr.name, msgs[i].hdr.namelen = names_at + i * name_bytes, name_bytes
         self._tx_msgs_at = ctypes.addressof(msgs)
         # the same memory as arrays, for the compiled caller
         self.rx_array = np.frombuffer(self._rx, np.uint8)
@@ -125,10 +127,13 @@ class BatchSocket:
         self.tx_address = _address(self._tx)
         self.sent = self.failed = self.received = self.receives = 0
 
-    def recv(self) -> int:
-        """Receive what is waiting, up to `entries` datagrams, without blocking; return how many."""
+    def recv(self, fd: int | None = None) -> int:
+        """Receive what is waiting, up to `entries` datagrams, without blocking; return how many.
+
+        `fd`: another socket to receive from into the same buffers (the raw switch reads every
+        interface into one set, one at a time); by default this one's."""
         while True:
-            n = self._recvmmsg(self.fd, self._rx_at, self.entries, MSG_DONTWAIT, None)
+            n = self._recvmmsg(self.fd if fd is None else fd, self._rx_at, self.entries, MSG_DONTWAIT, None)
             if n >= 0:
                 self.receives += 1
                 self.received += n

@@ -124,3 +124,73 @@ def test_a_member_named_by_hostname_is_matched_frame_by_frame_only():
     emit = p.update(update_frame(0, 0, [5, -6]), ("switch-host", 5000))
     assert emit.dests == (("switch-host", 5000),)
     assert np.frombuffer(emit.frame, ">i4", offset=HEADER_BYTES).tolist() == [5, -6]
+
+
+def test_raw_batch_parses_rewrites_each_copy_and_leaves_other_frames_to_the_caller():
+    """The compiled raw path agrees with `FrameSwitch` frame for frame: a completed slot's RESULT goes to
+    each member's port with that port's addresses and a correct IPv4 checksum, the bytes after the
+    hina frame ride along; a port without an interface is counted, not sent; ARP is punted; a bad
+    checksum is dropped and counted; with the packet type check, frames this host sent are skipped."""
+    from switch_emulator.frames import FrameSwitch, encapsulate, ipv4_checksum
+    from switch_emulator.topology import Host, Topology, ip_bytes, mac_bytes
+
+    words = 4
+    hosts = tuple(Host(p, f"02:00:00:00:00:0{p}", f"10.0.0.{p}") for p in (1, 2, 3))
+    job = JobConfig(7, 3, words, 0, 4, tuple(Member(w, w + 1) for w in range(3)))
+    topo = Topology("02:00:00:00:00:fe", "10.0.0.254", hosts, (job,))
+    batched, reference = FrameSwitch(topo), FrameSwitch(topo)
+
+    def frame(port, worker, slot, trailer=b""):
+        payload = pack_header(0, 0, 7, worker, 0, slot, slot * words, words, 0) + \
+            np.arange(words, dtype=">i4").tobytes() + trailer
+        h = hosts[port - 1]
+        f = bytearray(encapsulate(payload, src_mac=mac_bytes(h.mac), dst_mac=mac_bytes(topo.switch_mac),
+                                  src_ip=ip_bytes(h.ip), dst_ip=ip_bytes(topo.switch_ip), sport=5000, dport=0x4E41,
+                                  udp_len=8 + HEADER_BYTES + 4 * words))
+        return f
+
+    bad = frame(1, 0, 2)
+    bad[24] ^= 0xFF  # IPv4 checksum
+    arp = b"\xff" * 6 + mac_bytes(hosts[0].mac) + b"\x08\x06" + bytes(28)
+    frames = [(1, frame(1, 0, 1)), (2, frame(2, 1, 1)), (3, frame(3, 2, 1, trailer=b"tail")), (1, bad), (1, arp),
+              (2, frame(2, 1, 3))]
+    stride = 256
+    rx = np.zeros(stride * len(frames), np.uint8)
+    lengths = np.zeros(2 * len(frames), np.uint32)[::2]
+    names = np.zeros(dp.SOCKADDR_LL * len(frames), np.uint8)
+    for i, (_, f) in enumerate(frames):
+        rx[i * stride : i * stride + len(f)] = np.frombuffer(bytes(f), np.uint8)
+        lengths[i] = len(f)
+    names[dp.SOCKADDR_LL * 5 + 10] = dp.PACKET_OUTGOING  # the last frame: one this host sent
+    rewrite = np.zeros((4, 21), np.uint8)
+    for h in hosts:
+        rewrite[h.port, :20] = np.frombuffer(mac_bytes(h.mac) + mac_bytes(topo.switch_mac)
+                                             + ip_bytes(topo.switch_ip) + ip_bytes(h.ip), np.uint8)
+        rewrite[h.port, 20] = 1
+    port_names = np.zeros((4, dp.SOCKADDR_LL), np.uint8)
+    port_names[1, 0] = port_names[3, 0] = 17  # port 2 has no interface
+    port_names[1, 4], port_names[3, 4] = 11, 13
+    punt = np.zeros(len(frames), np.int64)
+    tx = np.zeros(1 << 16, np.uint8)
+    tx_names = np.zeros(dp.SOCKADDR_LL * 64, np.uint8)
+    tx_iov = np.zeros(128, np.uint64)
+    p = batched.pipeline
+    messages = punted = unsent = 0
+    for i, (port, _) in enumerate(frames):  # each frame's own port, as each interface is read
+        _, m, _, k, u = dp.raw_batch(p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, rx, stride, lengths,
+                                     names, True, i, i + 1, port, rewrite, port_names, punt[punted:], tx[messages * 256:],
+                                     tx_names[dp.SOCKADDR_LL * messages:], tx_iov[2 * messages:], messages * 256, 64)
+        messages, punted, unsent = messages + m, punted + k, unsent + u
+    assert (messages, unsent, punted) == (2, 1, 1) and punt[0] == 4
+    for port, f in frames[:3]:
+        outs = reference.process(port, bytes(f))
+    want = {port: bytes(out) for port, out in outs}
+    assert set(want) == {1, 2, 3}
+    for m, port in enumerate((1, 3)):  # in worker order, port 2 skipped
+        at, size = int(tx_iov[2 * m]), int(tx_iov[2 * m + 1])
+        got = tx[at : at + size].tobytes()
+        assert tx_names[dp.SOCKADDR_LL * m + 4] == {1: 11, 3: 13}[port]
+        assert got == want[port] and got.endswith(b"tail") and got[:6] == mac_bytes(hosts[port - 1].mac)
+        assert ipv4_checksum(got, 14) == int.from_bytes(got[24:26], "big")
+    assert p.counts[dp.BAD_CHECKSUM] == 1 and p.frames == 4  # 3 UPDATEs and the bad one; the sent one skipped
+    assert p.jobs[7].results == 1

@@ -61,14 +61,16 @@ def test_emulator_passes(path):
 
 
 @pytest.mark.skipif(can_make_veths() is not None, reason=str(can_make_veths()))
-@pytest.mark.parametrize("pipes", [1, 4])
+@pytest.mark.parametrize("pipes,batch", [(1, True), (4, True), (1, False)], ids=["P1", "P4", "P1-per-frame"])
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
-def test_emulator_raw_backend_over_veths_passes(path, pipes):
+def test_emulator_raw_backend_over_veths_passes(path, pipes, batch):
     """The same cases through `python -m switch_emulator --raw --pipes P`, configured by the controller
-    (with P = 4 each frame reaches pipe slot % 4 through PACKET_FANOUT; non-hina frames pipe 0).
-    tests/test_pipes.py runs the UDP-level cases through P = 1 and 4 UDP switches."""
+    (with P = 4 each frame reaches pipe slot % 4 through PACKET_FANOUT; non-hina frames pipe 0): in
+    recvmmsg batches through the compiled parser and egress (`dataplane.raw_batch`), and with
+    --no-batch frame by frame through `FrameSwitch`.  tests/test_pipes.py runs the UDP-level cases
+    through P = 1 and 4 UDP switches."""
     case = load(path)
-    start = functools.partial(veth_harness.start_emulator, pipes=pipes)
+    start = functools.partial(veth_harness.start_emulator, pipes=pipes, batch=batch)
     check(case, *veth_harness.run_case(case, start, settle=0.05))
 
 

@@ -26,9 +26,9 @@ ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 
 
-def start_emulator(ports, pipes=1):
+def start_emulator(ports, pipes=1, batch=True):
     proc = subprocess.Popen([sys.executable, "-m", "switch_emulator", f"--pipes={pipes}",
-                             *[f"--raw={p}=hs{p}" for p in ports]],
+                             *[f"--raw={p}=hs{p}" for p in ports], *([] if batch else ["--no-batch"])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline()
     if not line:
