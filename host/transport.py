@@ -8,6 +8,7 @@ drops datagrams from anyone else before they reach the worker.
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 
@@ -23,7 +24,7 @@ class UdpTransport:
         self.buffer_bytes = set_buffers(self._sock)
         self._sock.bind(bind)
         self._sock.connect(switch)
-        self._timeout = None
+        self._sock.setblocking(False)  # recv tries first and waits only when nothing is there
 
     @property
     def address(self) -> tuple[str, int]:
@@ -33,20 +34,27 @@ class UdpTransport:
     def send(self, frame: bytes) -> None:
         try:
             self._sock.send(frame)
+        except BlockingIOError:  # the send buffer is full (a shaped link's queue): wait for room, as blocking would
+            select.select((), (self._sock,), (), 1.0)
+            try:
+                self._sock.send(frame)
+            except (BlockingIOError, ConnectionRefusedError):
+                pass  # a lost packet: retransmission handles it
         except ConnectionRefusedError:
             pass  # the switch is not listening (yet): a lost packet, retransmission handles it
 
     def recv(self, timeout: float) -> bytes | None:
-        timeout = max(0.0, timeout)
-        if timeout != self._timeout:
-            self._sock.settimeout(timeout)
-            self._timeout = timeout
-        try:
-            return self._sock.recv(65536)
-        except (socket.timeout, BlockingIOError):
-            return None
-        except ConnectionRefusedError:
-            return None  # ICMP port unreachable from an earlier send
+        """The next frame, waiting at most `timeout` seconds; None if none came.  One system call
+        when a frame is waiting (a socket timeout would cost a poll and a mode switch each time)."""
+        for wait in (False, True):
+            try:
+                return self._sock.recv(65536)
+            except BlockingIOError:
+                if wait or timeout <= 0 or not select.select((self._sock,), (), (), timeout)[0]:
+                    return None
+            except ConnectionRefusedError:
+                return None  # ICMP port unreachable from an earlier send
+        return None
 
     def close(self) -> None:
         self._sock.close()
