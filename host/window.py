@@ -48,6 +48,9 @@ from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, p
 
 
 
+_UPDATE, _RESULT, _STALE_RUN = int(MsgType.UPDATE), int(MsgType.RESULT), int(Flags.STALE_RUN)
+
+
 class AggregationTimeout(RuntimeError):
     """No progress within the deadline: the switch or another worker is gone."""
 
@@ -203,7 +206,7 @@ class SlotPool:
         return len(self.version)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Chunk:
     index: int
     version: int
@@ -249,7 +252,10 @@ class PhaseTransfer:
         wire = np.zeros(self.length + words, dtype=">i4")  # a last chunk reads K words
         wire[: self.length] = payload
         self._wire = memoryview(wire.view(np.uint8))
-        self.result = np.empty(self.length, dtype=np.int32)
+        # RESULT words land here as they came (big-endian), one byte copy each; `result` converts once
+        self._answers = np.zeros(self.length + words, dtype=">i4")
+        self._answer_bytes = memoryview(self._answers.view(np.uint8))
+        self._result: np.ndarray | None = None
         # slot index (0..W-1) -> chunk in flight, in the order of their latest transmissions
         self._flight: collections.OrderedDict[int, _Chunk] = collections.OrderedDict()
         self._next = 0  # the next chunk never sent
@@ -269,6 +275,15 @@ class PhaseTransfer:
     def done(self) -> bool:
         return self._received == self.chunks
 
+    @property
+    def result(self) -> np.ndarray:
+        """The aggregated words (int32), once `done`."""
+        if self._result is None:
+            if not self.done:
+                raise RuntimeError(f"phase {self.name!r}: {self._received}/{self.chunks} chunks answered so far")
+            self._result = self._answers[: self.length].astype(np.int32)
+        return self._result
+
     def start(self, now: float) -> list[bytes]:
         """The first window."""
         return self._fill(now)
@@ -281,18 +296,18 @@ class PhaseTransfer:
         msg_type, _op, job_id, _wid, flags, pool_index, offset, count, phase = unpack_header(frame)
         slot = (pool_index & (VERSION_BIT - 1)) - self.pool.slot_base
         chunk = self._flight.get(slot)
-        if (msg_type != MsgType.RESULT or job_id != self.job_id or phase != self.tag or chunk is None
+        if (msg_type != _RESULT or job_id != self.job_id or phase != self.tag or chunk is None
                 or chunk.version != pool_index >> 15 or offset != self._wire_offset[chunk.index]
                 or count != self._count[chunk.index] or len(frame) < HEADER_BYTES + 4 * count):
             self.stats["ignored"] += 1
             return []
-        if flags & Flags.STALE_RUN:
+        if flags & _STALE_RUN:
             raise StaleSwitchState(stale_message(
                 self.job_id, self.worker_id, f"holds slot {self.pool.slot_base + slot} (copy {chunk.version}) "
                 f"from an earlier run of this job, so it refused phase {self.name!r} at offset "
                 f"{self._offset[chunk.index]}"))
         offset = self._offset[chunk.index]
-        self.result[offset : offset + count] = np.frombuffer(frame, dtype=">i4", count=count, offset=HEADER_BYTES)
+        self._answer_bytes[4 * offset : 4 * (offset + count)] = frame[HEADER_BYTES : HEADER_BYTES + 4 * count]
         rtt = now - chunk.sent_at
         if chunk.overtaken and rtt < self.rtt.min_rtt / 2:
             # answered sooner after its resend than half the least round trip: this answers the
@@ -437,7 +452,7 @@ class PhaseTransfer:
         slot = chunk.index % self.pool.slots
         pool_index = (chunk.version << 15) | (self.pool.slot_base + slot)
         offset = self._offset[chunk.index]
-        header = pack_header(MsgType.UPDATE, self._op[chunk.index], self.job_id, self.worker_id, 0, pool_index,
+        header = pack_header(_UPDATE, self._op[chunk.index], self.job_id, self.worker_id, 0, pool_index,
                              self._wire_offset[chunk.index], self._count[chunk.index], self.tag)
         start = offset * 4
         frame = header + self._wire[start : start + self.words * 4]
