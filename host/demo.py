@@ -121,7 +121,14 @@ def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> N
                 return
             worker = Worker(transport, cfg.job, rank, deadline=cfg.deadline)
             out = np.empty(grad.size, dtype=np.int32)  # reused, as a training step reuses its buffers
-            conn.send(("done", [timed_aggregate(worker, cfg.params, grad, out=out) for _ in range(cfg.rounds)]))
+            reports = []
+            for r in range(cfg.rounds):
+                if r:  # every round starts together, as a training step's allreduce: a worker still
+                    conn.send(("round", r))  # hashing its last result must not count in the others' time
+                    if conn.recv() != "go":
+                        return
+                reports.append(timed_aggregate(worker, cfg.params, grad, out=out))
+            conn.send(("done", reports))
     except Exception as exc:  # reported, never swallowed: the parent prints it and fails
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -183,11 +190,26 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
                 f"{cfg.rounds} round(s)")
             log("computing numpy's reference sum ...")
             expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed, cfg.workload, cfg.scale))
-            for conn in conns:
-                conn.send("go")
-            per_worker, errors = [], []
+            errors, failed = [], set()
+            wait = cfg.deadline * 20 + 60
+            for r in range(cfg.rounds):
+                for rank, conn in enumerate(conns):
+                    if rank not in failed:
+                        conn.send("go")
+                if r == cfg.rounds - 1:
+                    break
+                for rank, conn in enumerate(conns):  # between rounds: wait until every worker is ready
+                    if rank not in failed:
+                        kind, value = _expect(conn, wait, rank)
+                        if kind != "round":
+                            failed.add(rank)
+                            errors.append(f"worker {rank}: {value}")
+                            log(f"worker {rank} FAILED: {value}")
+            per_worker = []
             for rank, conn in enumerate(conns):
-                kind, value = _expect(conn, (cfg.deadline * 20 + 60) * cfg.rounds, rank)
+                if rank in failed:
+                    continue
+                kind, value = _expect(conn, wait, rank)
                 if kind == "done":
                     per_worker.append(value)
                     times = ", ".join(f"{v['seconds']:.3f}" for v in value)
