@@ -37,13 +37,16 @@ class Worker:
     """One rank of a job; keeps its slot copies and RTT estimate across aggregations."""
 
     def __init__(self, transport, job: JobSpec, worker_id: int, *, deadline: float = 10.0,
-                 rtt: RttEstimator | None = None):
+                 rtt: RttEstimator | None = None, pipes: int = 1):
+        """pipes: the switch's pipes (`ControlClient.status()["pipes"]` on the emulator; 1 for BMv2):
+        RESULTs are in order only within a pipe, and loss detection has to know."""
         if not 0 <= worker_id < 32:
             raise ValueError(f"worker_id must be 0..31, got {worker_id}")
         self.transport = transport
         self.job = job
         self.worker_id = worker_id
         self.deadline = deadline
+        self.pipes = pipes
         self.pool = SlotPool(job.slot_base, job.slots)
         self.rtt = rtt or RttEstimator()
         self.window = CongestionWindow(job.slots)  # chunks in flight: adapts to loss, at most W
@@ -105,7 +108,8 @@ class Worker:
         now = time.monotonic()
         xfer = PhaseTransfer(job_id=self.job.job_id, worker_id=self.worker_id, words=self.job.words,
                              pool=self.pool, rtt=self.rtt, tag=tag, ops=ops, payload=words,
-                             name=name, now=now, deadline=self.deadline, salt=salt, window=self.window)
+                             name=name, now=now, deadline=self.deadline, salt=salt, window=self.window,
+                             pipes=self.pipes)
         send, recv = self.transport.send, self.transport.recv
         try:
             for frame in xfer.start(now):

@@ -140,15 +140,17 @@ def _standalone_worker(args: argparse.Namespace) -> int:
     loopback = args.switch[0].startswith("127.")
     bind = ("127.0.0.1", 0) if loopback else ("0.0.0.0", UDP_PORT)  # a P4 switch answers to port 0x4E41
     with UdpTransport(args.switch, bind=bind) as transport:
+        pipes = 1
         if args.control:
             try:
                 with ControlClient(args.control) as ctl:
                     ctl.join(job.switch_config(args.workers), Member(args.rank, transport.address))
+                    pipes = ctl.status().get("pipes", 1)
             except (ControlError, OSError) as exc:
                 return fail(f"could not join job {args.job_id} at {args.control[0]}:{args.control[1]}: {exc}")
         print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "
               f"{args.switch[0]}:{args.switch[1]}, mode {args.mode}", file=sys.stderr, flush=True)
-        worker = Worker(transport, job, args.rank, deadline=args.deadline)
+        worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes)
         out = np.empty(grad.size, dtype=np.int32)
         reports = []
         try:

@@ -98,10 +98,12 @@ class SwitchAllreduce:
             bind = ("127.0.0.1", 0) if switch[0].startswith("127.") else ("0.0.0.0", UDP_PORT)
             transport = UdpTransport(switch, bind=bind)
         try:
+            pipes = 1
             if control is not None:
                 with ControlClient(control) as ctl:
                     ctl.join(job.switch_config(world_size), Member(rank, transport.address))
-            worker = Worker(transport, job, rank, deadline=deadline)
+                    pipes = ctl.status().get("pipes", 1)  # RESULTs are in order only within a pipe
+            worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes)
         except BaseException:
             if owned:
                 transport.close()

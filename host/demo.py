@@ -119,7 +119,7 @@ def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> N
             conn.send(("ready", transport.address))
             if conn.recv() != "go":
                 return
-            worker = Worker(transport, cfg.job, rank, deadline=cfg.deadline)
+            worker = Worker(transport, cfg.job, rank, deadline=cfg.deadline, pipes=cfg.pipes)
             out = np.empty(grad.size, dtype=np.int32)  # reused, as a training step reuses its buffers
             reports = []
             for r in range(cfg.rounds):

@@ -20,7 +20,9 @@ trip plus a reordering allowance, is lost and sent again at once (RACK, RFC
 8985).  The same holds among resent chunks: a resend answered a round trip
 or more after it went (so not the first transmission's answer) shows that
 the resends before it that are still waiting were lost again; on a lossy
-link this, not a timer, ends most stalls.  The allowance is a quarter of
+link this, not a timer, ends most stalls.  A switch with pipes answers
+each pipe's slots (slot mod P) in order but not in step with the other
+pipes, so with `pipes` P a chunk is compared only with its own pipe's.  The allowance is a quarter of
 srtt, doubled when a resent chunk's first answer comes sooner after the
 resend than half the least round trip (it was late, not lost: pipes
 reorder) and halved again after 8 recoveries without such evidence.  Only
@@ -225,13 +227,16 @@ class PhaseTransfer:
     def __init__(self, *, job_id: int, worker_id: int, words: int, pool: SlotPool, rtt: RttEstimator,
                  tag: int, op: int | None = None, payload: np.ndarray, name: str, now: float, deadline: float,
                  ops: tuple[tuple[int, int, int], ...] | None = None, salt: int = 0,
-                 window: CongestionWindow | None = None):
+                 window: CongestionWindow | None = None, pipes: int = 1):
         """`ops`: (op, start, stop) of each segment of `payload`; or one `op` for all of it.
 
         salt: added (mod 2^32) to every offset on the wire: the run's identity (`Worker` agrees
         on it in its hello), so that a copy an earlier run left on the switch never matches.
         window: the worker's congestion window; by default all W slots, fixed.
+        pipes: the switch's pipes (the emulator's `--pipes`): slot s is answered by pipe s mod pipes,
+        in order within each pipe only, so loss detection compares chunks within a pipe.
         """
+        self.pipes = max(1, int(pipes))
         self.job_id, self.worker_id, self.words = job_id, worker_id, words
         self.pool, self.rtt = pool, rtt
         self.window = window or CongestionWindow(pool.slots, initial=pool.slots, minimum=pool.slots)
@@ -263,9 +268,9 @@ class PhaseTransfer:
         self._last_progress = now
         self._earliest = math.inf  # the earliest retransmission timeout
         self._seq = 0  # transmissions so far
-        self._rack_seq = -1  # the latest transmission answered, and its round trip (RACK)
-        self._rack_rtt = 0.0
-        self._resent_rack_seq, self._resent_rack_rtt = -1, 0.0
+        # RACK, per pipe (one unless the switch has pipes): the latest transmission answered of a
+        # chunk sent once and its round trip, then the same for resent chunks answered late enough
+        self._rack = [[-1, 0.0, -1, 0.0] for _ in range(self.pipes)]
         self._rack_at = math.inf  # when the next chunk the answers overtook counts as lost
         self._heard = False  # a RESULT arrived since the last timeout
         self._probing = False  # a timeout's probe went out, and no chunk sent once was answered since
@@ -317,12 +322,15 @@ class PhaseTransfer:
         if chunk.retries == 0:  # Karn: a resent chunk's answer may answer either transmission
             self.rtt.sample(rtt)
             self._probing = False  # chunks sent once are answered again: the flow is back
-            if chunk.seq > self._rack_seq:
-                self._rack_seq, self._rack_rtt = chunk.seq, rtt
-        elif rtt >= self.rtt.min_rtt and chunk.seq > self._resent_rack_seq:
+            rack = self._rack[(self.pool.slot_base + slot) % self.pipes]
+            if chunk.seq > rack[0]:
+                rack[0], rack[1] = chunk.seq, rtt
+        elif rtt >= self.rtt.min_rtt:
             # a resent chunk's answer, too late to answer its first transmission: among resent
             # chunks it says which were lost again (during a stall nothing else is sent to say it)
-            self._resent_rack_seq, self._resent_rack_rtt = chunk.seq, rtt
+            rack = self._rack[(self.pool.slot_base + slot) % self.pipes]
+            if chunk.seq > rack[2]:
+                rack[2], rack[3] = chunk.seq, rtt
         self.window.on_result(rtt if chunk.retries == 0 else None, self.rtt.min_rtt)
         self._received += 1
         self._last_progress = now
@@ -405,29 +413,41 @@ class PhaseTransfer:
         return out
 
     def _overtaken(self, now: float) -> list[bytes]:
-        """RACK: resend the chunks that a later-sent, answered chunk overtook by more than the allowance."""
+        """RACK: resend the chunks that a later-sent, answered chunk overtook by more than the allowance.
+
+        With pipes, each pipe answers its own slots in order but not in step with the others: a
+        chunk is compared only with chunks of its own pipe (slot mod pipes)."""
         self._rack_at = math.inf
-        last = max(self._rack_seq, self._resent_rack_seq)
-        if last < 0:
-            return []
-        allowance = self._rack_rtt + self.rtt.reordering
-        resent_allowance = self._resent_rack_rtt + self.rtt.reordering
+        single = self.pipes == 1
+        if single:
+            fresh_seq, fresh_rtt, resent_seq, resent_rtt = self._rack[0]
+            last = max(fresh_seq, resent_seq)
+            if last < 0:
+                return []
+        reordering = self.rtt.reordering
         lost = []
         for chunk in self._flight.values():  # oldest transmission first
-            if chunk.seq >= last:
-                break
-            if chunk.seq < self._rack_seq:
-                if now < chunk.sent_at + allowance:
-                    self._rack_at = min(self._rack_at, chunk.sent_at + allowance)
-                    if chunk.retries == 0:
-                        break
+            if single:
+                if chunk.seq >= last:
+                    break
+            else:
+                fresh_seq, fresh_rtt, resent_seq, resent_rtt = \
+                    self._rack[(self.pool.slot_base + chunk.index % self.pool.slots) % self.pipes]
+            if chunk.seq < fresh_seq:
+                due = chunk.sent_at + fresh_rtt + reordering
+                if now < due:
+                    self._rack_at = min(self._rack_at, due)
+                    if single and chunk.retries == 0:
+                        break  # every later transmission is due later
                     continue
-                lost.append(chunk)
-            elif chunk.retries and chunk.seq < self._resent_rack_seq:
-                if now < chunk.sent_at + resent_allowance:
-                    self._rack_at = min(self._rack_at, chunk.sent_at + resent_allowance)
+            elif chunk.retries and chunk.seq < resent_seq:
+                due = chunk.sent_at + resent_rtt + reordering
+                if now < due:
+                    self._rack_at = min(self._rack_at, due)
                     continue
-                lost.append(chunk)
+            else:
+                continue
+            lost.append(chunk)
         out = []
         for chunk in lost:
             self.window.on_loss(chunk.sent_at, now, self.rtt.min_rtt)

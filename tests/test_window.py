@@ -125,6 +125,20 @@ def test_a_chunk_overtaken_by_a_later_answer_goes_again_after_the_reordering_all
     assert x.stats["fast_retransmissions"] == 1 and x.stats["timeouts"] == 0
 
 
+def test_with_pipes_a_chunk_is_overtaken_only_by_chunks_of_its_own_pipe():
+    """Pipe s mod P answers slot s, in order within the pipe only: chunk 0 (slot 10, pipe 0 of 2) is not
+    lost because pipe 1 answered chunk 1; it is once pipe 0 answers chunk 2, sent after it."""
+    rtt = RttEstimator(initial=1.0, minimum=1.0)
+    x = PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 4), rtt=rtt, tag=9, op=Op.OR,
+                      payload=np.arange(30, dtype=np.int32), name="index", now=0.0, deadline=1.0, pipes=2)
+    first = x.start(0.0)
+    answer(x, first[1], 0.010)  # pipe 1
+    answer(x, first[3], 0.011)  # pipe 1
+    assert x.poll(0.1) == [] and x.next_timer() > 0.5  # pipe 0's chunks 0 and 2 merely wait: no RACK timer
+    answer(x, first[2], 0.101)  # pipe 0 answers chunk 2, sent after chunk 0
+    assert offsets(x.poll(0.2)) == [0] and x.stats["fast_retransmissions"] == 1
+
+
 def test_a_first_answer_sooner_after_the_resend_than_any_round_trip_widens_the_reordering_allowance():
     """Pipes answer their slots in their own time: chunk 1 overtaken, resent, then its first answer comes
     1 ms after the resend, sooner than any round trip (10 ms): it was never lost, so allow more."""
