@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.perf_counter()
                 out = run_one(name, comm, grad, spec)
                 seconds = time.perf_counter() - t0
+                # this rank's last bytes may still sit in its socket or qdisc when the op returns:
+                # once every rank is past the op they have all been received, so they have left
+                comm.barrier()
                 tx1 = tx_bytes(spec.get("ifname"))
                 line = {"baseline": name, "round": rnd, "seed": seed, "rank": rank, "seconds": seconds,
                         "sent": comm.sent, "tx_bytes": None if tx0 is None or tx1 is None else tx1 - tx0,

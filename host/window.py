@@ -22,17 +22,17 @@ or more after it went (so not the first transmission's answer) shows that
 the resends before it that are still waiting were lost again; on a lossy
 link this, not a timer, ends most stalls.  A switch with pipes answers
 each pipe's slots (slot mod P) in order but not in step with the other
-pipes, so with `pipes` P a chunk is compared only with its own pipe's.  The allowance is a quarter of
-srtt, doubled when a resent chunk's first answer comes sooner after the
-resend than half the least round trip (it was late, not lost: pipes
-reorder) and halved again after 8 recoveries without such evidence.  Only
-a chunk nothing overtakes (a phase's tail, or a stall) waits for the
-retransmission timeout (`RttEstimator`: RFC 6298, Karn's rule: no RTT
-samples from resent chunks; on expiry the timeout doubles until a fresh
-sample, to at most 50 ms or 8 least round trips), and then only the oldest
-such chunk is resent: a peer that is late delays everyone's RESULTs alike
-and must not make the whole window go out again.  If nothing progresses for `deadline` seconds
-the transfer raises `AggregationTimeout`, naming job, phase and offset.  A
+pipes, so with `pipes` P a chunk is compared only with its own pipe's.
+The allowance is a quarter of srtt, doubled when a resent chunk's first
+answer comes sooner after the resend than half the least round trip (it
+was late, not lost) and halved again after 8 recoveries without such
+evidence.  Only a chunk nothing overtakes (a phase's tail, or a stall)
+waits for the retransmission timeout (`RttEstimator`: RFC 6298, Karn's
+rule: no RTT samples from resent chunks; on expiry the timeout doubles
+until a fresh sample, to at most 50 ms or 8 least round trips), and then
+only the oldest such chunk is resent: a peer that is late delays
+everyone's RESULTs alike and must not make the whole window go out again.
+If nothing progresses for `deadline` seconds the transfer raises `AggregationTimeout`, naming job, phase and offset.  A
 RESULT counts only if job, phase tag, slot, copy, offset and count all
 match the chunk that slot is waiting for; anything else is ignored and
 counted, so stale or duplicated RESULTs can never land in the wrong place.
@@ -47,8 +47,6 @@ import math
 import numpy as np
 
 from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, pack_header, unpack_header
-
-
 
 _UPDATE, _RESULT, _STALE_RUN = int(MsgType.UPDATE), int(MsgType.RESULT), int(Flags.STALE_RUN)
 
@@ -73,8 +71,8 @@ def stale_message(job_id: int, worker_id: int, what: str) -> str:
 class RttEstimator:
     """Smoothed RTT and retransmission timeout (RFC 6298), shared by a worker's transfers.
 
-    The timeout is srtt + 4 rttvar within [`minimum`, `maximum`]; an expiry doubles it until the
-    next fresh sample, but never past `backoff_limit` (or the un-doubled timeout, if longer).  A
+    The timeout is srtt + 4 rttvar, at least `minimum`; an expiry doubles it until the next fresh
+    sample; neither goes past `backoff_cap` (50 ms, or 8 least round trips on a slower path).  A
     switch that is up but loses packets answers the next probe: on a lossy link every doubling
     is a stall, and exponential backoff to seconds made heavy loss take minutes.  What backoff
     protects, a slow or congested switch, is protected by the congestion window and by
@@ -105,9 +103,10 @@ class RttEstimator:
 
     @property
     def backoff_cap(self) -> float:
-        """The longest a timeout may be, backed off or not: `backoff_limit` (or `minimum`, if longer),
-        or 8 least round trips on a slower path; at most `maximum`.  Round trips vary with other workers' losses (a chunk is
-        answered once the last worker's UPDATE is in), which srtt + 4 rttvar would take as the path's."""
+        """The longest a timeout may be, backed off or not: `backoff_limit` (or `minimum`, if
+        longer), or 8 least round trips on a slower path; at most `maximum`.  Round trips vary
+        with other workers' losses (a chunk is answered once the last worker's UPDATE is in),
+        which srtt + 4 rttvar would take for the path's."""
         return min(self.maximum, max(self.backoff_limit, self.minimum, 8 * self.min_rtt))
 
     def backoff(self) -> None:

@@ -317,8 +317,8 @@ def _ipv4_checksum(b, at):
 
 
 @njit(cache=True, inline="always")
-def _egress(tx, at, size, port, rewrite):
-    """Rewrite the frame at tx[at:at + size] for egress `port` as the P4 egress does: the switch's MAC
+def _egress(tx, at, port, rewrite):
+    """Rewrite the frame at tx[at:] for egress `port` as the P4 egress does: the switch's MAC
     and IP as source, the port's host's as destination, UDP ports 0x4E41 and checksum 0 (only where
     the topology has a host on the port), then the IPv4 checksum."""
     if rewrite[port, 20]:
@@ -402,7 +402,7 @@ def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths
             if used != first:  # another copy: the received headers again, the RESULT and tail as built
                 tx[used : used + UDP_END] = rx[base : base + UDP_END]
                 tx[used + UDP_END : used + length] = tx[first + UDP_END : first + length]
-            _egress(tx, used, length, port, rewrite)
+            _egress(tx, used, port, rewrite)
             for b in range(SOCKADDR_LL):
                 tx_names[SOCKADDR_LL * m + b] = port_names[port, b]
             tx_iov[2 * m] = tx_at + used

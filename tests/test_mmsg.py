@@ -177,9 +177,10 @@ def test_raw_batch_parses_rewrites_each_copy_and_leaves_other_frames_to_the_call
     p = batched.pipeline
     messages = punted = unsent = 0
     for i, (port, _) in enumerate(frames):  # each frame's own port, as each interface is read
-        _, m, _, k, u = dp.raw_batch(p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, rx, stride, lengths,
-                                     names, True, i, i + 1, port, rewrite, port_names, punt[punted:], tx[messages * 256:],
-                                     tx_names[dp.SOCKADDR_LL * messages:], tx_iov[2 * messages:], messages * 256, 64)
+        at = messages * 256  # each call's outputs at their own place in one ring
+        _, m, _, k, u = dp.raw_batch(p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, rx, stride,
+                                     lengths, names, True, i, i + 1, port, rewrite, port_names, punt[punted:],
+                                     tx[at:], tx_names[dp.SOCKADDR_LL * messages:], tx_iov[2 * messages:], at, 64)
         messages, punted, unsent = messages + m, punted + k, unsent + u
     assert (messages, unsent, punted) == (2, 1, 1) and punt[0] == 4
     for port, f in frames[:3]:

@@ -139,9 +139,8 @@ def test_with_pipes_a_chunk_is_overtaken_only_by_chunks_of_its_own_pipe():
     assert offsets(x.poll(0.2)) == [0] and x.stats["fast_retransmissions"] == 1
 
 
-def test_a_first_answer_sooner_after_the_resend_than_any_round_trip_widens_the_reordering_allowance():
-    """Pipes answer their slots in their own time: chunk 1 overtaken, resent, then its first answer comes
-    1 ms after the resend, sooner than any round trip (10 ms): it was never lost, so allow more."""
+def chunk_1_overtaken_and_resent():
+    """Chunks 0 and 2 answered after 10 ms, chunk 1 not: resent as overtaken at 50 ms."""
     rtt = RttEstimator(initial=1.0, minimum=1.0)
     x = transfer(range(30), slots=4, rtt=rtt)
     first = x.start(0.0)
@@ -149,6 +148,13 @@ def test_a_first_answer_sooner_after_the_resend_than_any_round_trip_widens_the_r
     answer(x, first[2], 0.0105)
     (resent,) = x.poll(0.05)
     assert offsets([resent]) == [3] and rtt.reorder_scale == 1.0
+    return x, rtt, first, resent
+
+
+def test_a_first_answer_sooner_after_the_resend_than_any_round_trip_widens_the_reordering_allowance():
+    """Pipes answer their slots in their own time: chunk 1 overtaken, resent, then its first answer comes
+    1 ms after the resend, sooner than any round trip (10 ms): it was never lost, so allow more."""
+    x, rtt, first, resent = chunk_1_overtaken_and_resent()
     before = rtt.reordering
     answer(x, first[1], 0.051)  # the first transmission's answer, late
     assert x.stats["spurious_resends"] == 1 and rtt.reorder_scale == 2.0 and rtt.reordering == 2 * before
@@ -160,12 +166,7 @@ def test_a_first_answer_sooner_after_the_resend_than_any_round_trip_widens_the_r
 def test_an_answer_a_round_trip_after_the_resend_is_no_evidence_of_reordering():
     """On a lossy path another worker's resend often completes the chunk just after ours went: its answer
     comes about a round trip after our resend, and says nothing about reordering."""
-    rtt = RttEstimator(initial=1.0, minimum=1.0)
-    x = transfer(range(30), slots=4, rtt=rtt)
-    first = x.start(0.0)
-    answer(x, first[0], 0.010)
-    answer(x, first[2], 0.0105)
-    (resent,) = x.poll(0.05)
+    x, rtt, _, resent = chunk_1_overtaken_and_resent()
     answer(x, resent, 0.058)
     assert x.stats["spurious_resends"] == 0 and rtt.reorder_scale == 1.0
 
@@ -178,8 +179,9 @@ def test_resent_chunks_overtaken_by_a_later_resend_go_again_without_a_timeout():
     first = x.start(0.0)
     answer(x, first[2], 0.010)  # chunks 0 and 1 overtaken
     answer(x, first[3], 0.0101)
-    assert offsets(x.poll(0.02)) == [0, 3]  # both resent at 20 ms; chunks 6 and 7 wait for their slots
-    assert answer(x, x._frame(x._flight[1]), 0.031) == []  # chunk 1's resend answered 11 ms later
+    resent = x.poll(0.02)
+    assert offsets(resent) == [0, 3]  # both resent at 20 ms; chunks 4 and 5 wait for their slots
+    assert answer(x, resent[1], 0.031) == []  # chunk 1's resend answered 11 ms later
     assert x.next_timer() == pytest.approx(0.02 + 0.011 + rtt.reordering)
     assert offsets(x.poll(0.034)) == [0]  # chunk 0's resend was lost too: again, at once
     assert x.stats["fast_retransmissions"] == 3 and x.stats["timeouts"] == 0
