@@ -38,7 +38,7 @@ class Worker:
 
     def __init__(self, transport, job: JobSpec, worker_id: int, *, deadline: float = 10.0,
                  rtt: RttEstimator | None = None, pipes: int = 1):
-        """pipes: the switch's pipes (`ControlClient.status()["pipes"]` on the emulator; 1 for BMv2):
+        """pipes: the switch's pipes (what `ControlClient.join` returns on the emulator; 1 for BMv2):
         RESULTs are in order only within a pipe, and loss detection has to know."""
         if not 0 <= worker_id < 32:
             raise ValueError(f"worker_id must be 0..31, got {worker_id}")

@@ -144,8 +144,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         if args.control:
             try:
                 with ControlClient(args.control) as ctl:
-                    ctl.join(job.switch_config(args.workers), Member(args.rank, transport.address))
-                    pipes = ctl.status().get("pipes", 1)
+                    pipes = ctl.join(job.switch_config(args.workers), Member(args.rank, transport.address))
             except (ControlError, OSError) as exc:
                 return fail(f"could not join job {args.job_id} at {args.control[0]}:{args.control[1]}: {exc}")
         print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "

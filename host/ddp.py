@@ -101,8 +101,7 @@ class SwitchAllreduce:
             pipes = 1
             if control is not None:
                 with ControlClient(control) as ctl:
-                    ctl.join(job.switch_config(world_size), Member(rank, transport.address))
-                    pipes = ctl.status().get("pipes", 1)  # RESULTs are in order only within a pipe
+                    pipes = ctl.join(job.switch_config(world_size), Member(rank, transport.address))
             worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes)
         except BaseException:
             if owned:

@@ -257,7 +257,7 @@ class PhaseTransfer:
         wire[: self.length] = payload
         self._wire = memoryview(wire.view(np.uint8))
         # RESULT words land here as they came (big-endian), one byte copy each; `result` converts once
-        self._answers = np.zeros(self.length + words, dtype=">i4")
+        self._answers = np.zeros(self.length, dtype=">i4")
         self._answer_bytes = memoryview(self._answers.view(np.uint8))
         self._result: np.ndarray | None = None
         # slot index (0..W-1) -> chunk in flight, in the order of their latest transmissions
@@ -285,7 +285,7 @@ class PhaseTransfer:
         if self._result is None:
             if not self.done:
                 raise RuntimeError(f"phase {self.name!r}: {self._received}/{self.chunks} chunks answered so far")
-            self._result = self._answers[: self.length].astype(np.int32)
+            self._result = self._answers.astype(np.int32)
         return self._result
 
     def start(self, now: float) -> list[bytes]:
@@ -318,16 +318,15 @@ class PhaseTransfer:
             # first transmission, which was late, not lost
             self.rtt.reordered()
             self.stats["spurious_resends"] += 1
+        rack = self._rack[(self.pool.slot_base + slot) % self.pipes]
         if chunk.retries == 0:  # Karn: a resent chunk's answer may answer either transmission
             self.rtt.sample(rtt)
             self._probing = False  # chunks sent once are answered again: the flow is back
-            rack = self._rack[(self.pool.slot_base + slot) % self.pipes]
             if chunk.seq > rack[0]:
                 rack[0], rack[1] = chunk.seq, rtt
         elif rtt >= self.rtt.min_rtt:
             # a resent chunk's answer, too late to answer its first transmission: among resent
             # chunks it says which were lost again (during a stall nothing else is sent to say it)
-            rack = self._rack[(self.pool.slot_base + slot) % self.pipes]
             if chunk.seq > rack[2]:
                 rack[2], rack[3] = chunk.seq, rtt
         self.window.on_result(rtt if chunk.retries == 0 else None, self.rtt.min_rtt)

@@ -7,6 +7,7 @@ back; every reply has "ok" and either the result or an "error" string:
     {"op": "join", "job": {...}, "member": {"worker_id": 0, "address": [host, port]}}
                                                          authorize one worker (installs the job if absent,
                                                          else checks its shape; slots are kept)
+                                                         -> {"pipes": P}
     {"op": "remove_job", "job_id": 1}
     {"op": "reset_job", "job_id": 1}                     empty every slot copy of the job
     {"op": "configure", "topology": {Topology}}          raw-frame backends: hosts, MAC table, jobs
@@ -57,6 +58,7 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
         elif op == "join":
             pipeline.join(JobConfig.from_config(_field(msg, "job", dict)),
                           Member.from_config(_field(msg, "member", dict)))
+            reply["pipes"] = status()["pipes"] if status is not None else 1  # RESULTs are in order per pipe
         elif op == "remove_job":
             pipeline.remove_job(_field(msg, "job_id", int))
         elif op == "reset_job":
@@ -141,8 +143,10 @@ class ControlClient:
     def add_job(self, job: JobConfig) -> None:
         self.request("add_job", job=job.to_config())
 
-    def join(self, job: JobConfig, member: Member) -> None:
-        self.request("join", job=job.to_config(), member=member.to_config())
+    def join(self, job: JobConfig, member: Member) -> int:
+        """Authorize `member` for `job` (installing it if the switch lacks it); return the switch's
+        pipes, which a worker's loss detection needs (`Worker(pipes=...)`)."""
+        return self.request("join", job=job.to_config(), member=member.to_config()).get("pipes", 1)
 
     def remove_job(self, job_id: int) -> None:
         self.request("remove_job", job_id=job_id)

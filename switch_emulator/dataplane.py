@@ -321,7 +321,7 @@ def _egress(tx, at, port, rewrite):
     """Rewrite the frame at tx[at:] for egress `port` as the P4 egress does: the switch's MAC
     and IP as source, the port's host's as destination, UDP ports 0x4E41 and checksum 0 (only where
     the topology has a host on the port), then the IPv4 checksum."""
-    if rewrite[port, 20]:
+    if port < rewrite.shape[0] and rewrite[port, 20]:
         for b in range(12):
             tx[at + b] = rewrite[port, b]
         for b in range(8):
@@ -386,10 +386,8 @@ def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths
         tail = UDP_END + size
         tx[used + tail : used + length] = rx[base + tail : base + length]
         first = used
-        for w in range(MAX_WORKERS if action == TO_GROUP else 1):  # each member's port, in worker order
+        for w in range(meta[j, WORKERS] if action == TO_GROUP else 1):  # each member's port, in worker order
             if action == TO_GROUP:
-                if w >= meta[j, WORKERS]:
-                    break
                 member = auth[j, w]
                 if member < PORT_IDS or member >= OTHER_IDS:
                     continue

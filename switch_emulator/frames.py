@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
 from .headers import HEADER_BYTES, UDP_PORT
 from .pipeline import Drop, Pipeline
 from .topology import Topology, ip_bytes, mac_bytes
@@ -60,6 +62,8 @@ class FrameSwitch:
         self.forwarded = 0
         self._tx: dict[int, bytearray] = {}  # per egress port, when the pipeline reuses its buffers
         self.topology: Topology | None = None
+        self._rewrite: dict[int, tuple[bytes, bytes]] = {}
+        self.rewrite_table = np.zeros((0, 21), np.uint8)
         if topology is not None:
             self.configure(topology)
 
@@ -71,6 +75,10 @@ class FrameSwitch:
         self._rewrite = {h.port: (mac_bytes(h.mac) + mac_bytes(topology.switch_mac),
                                   ip_bytes(topology.switch_ip) + ip_bytes(h.ip))
                          for h in topology.hosts}
+        # the same per port for compiled egress (`dataplane.raw_batch`): MACs, IPs, whether a host is there
+        self.rewrite_table = np.zeros((max((h.port for h in topology.hosts), default=-1) + 1, 21), np.uint8)
+        for port, (macs, ips) in self._rewrite.items():
+            self.rewrite_table[port] = np.frombuffer(macs + ips + b"\x01", np.uint8)
         for job_id in list(self.pipeline.jobs):
             self.pipeline.remove_job(job_id)
         for job in topology.jobs:

@@ -95,7 +95,6 @@ class BatchSocket:
         self.fd = sock.fileno()
         self.entries, self.entry_bytes = entries, entry_bytes
         self.tx_capacity = tx_messages
-        self.name_bytes = name_bytes
         # receive side: per entry a sockaddr slot and a frame buffer, each message pointing at its own
         self._rx, self._rx_names = bytearray(entries * entry_bytes), bytearray(entries * name_bytes)
         self._rx_iov = (_Iovec * entries)()

@@ -34,7 +34,7 @@ from .frames import FrameSwitch
 from .impair import ImpairmentConfig
 from .pipes import join_fanout
 from .server import SwitchServer, set_buffers
-from .topology import Topology, ip_bytes, mac_bytes
+from .topology import Topology
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -62,7 +62,6 @@ class RawSwitch(SwitchServer):
         self._io: mmsg.BatchSocket | None = None  # made where the frames are served (a pipe: after the fork)
         self._tx_sock: socket.socket | None = None
         self._punt = np.zeros(64, np.int64)
-        self._rewrite_for = self._rewrite = None
         try:
             for port, ifname in self.interfaces.items():
                 group = []
@@ -143,33 +142,17 @@ class RawSwitch(SwitchServer):
                 self._port_names[port] = np.frombuffer(name, np.uint8)
         return self._io
 
-    def _rewrites(self) -> np.ndarray:
-        """Per port, what egress writes into a RESULT for it: destination and source MAC, source and
-        destination IP, and whether the topology has a host there (as `FrameSwitch`)."""
-        topology = self.frames.topology
-        if self._rewrite_for is not topology or self._rewrite is None:
-            ports = max([*self.interfaces, *(h.port for h in topology.hosts)] if topology else [*self.interfaces],
-                        default=0) + 1
-            table = np.zeros((ports, 21), np.uint8)
-            for h in topology.hosts if topology else ():
-                table[h.port, :20] = np.frombuffer(mac_bytes(h.mac) + mac_bytes(topology.switch_mac)
-                                                   + ip_bytes(topology.switch_ip) + ip_bytes(h.ip), np.uint8)
-                table[h.port, 20] = 1
-            self._rewrite, self._rewrite_for = table, topology
-        return self._rewrite
-
     def _drain_batched(self, sock: socket.socket, port: int) -> None:
         io = self._batch_io()
         p, fd, punt, rx = self.frames.pipeline, sock.fileno(), self._punt, io.rx_array
-        rewrite, check_outgoing = self._rewrites(), not self._ignoring_outgoing
+        rewrite, check_outgoing = self.frames.rewrite_table, not self._ignoring_outgoing
         for _ in range(_BATCH // io.entries):
             try:
                 n = io.recv(fd)
             except OSError:
                 return  # interface going away: Mininet is tearing down
             done = 0
-            while done < n:
-                done_before = done
+            while done < n:  # the ring holds at least one entry's outputs: each call gets past one
                 done, messages, _, punted, unsent = raw_batch(
                     p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, rx, io.entry_bytes, io.rx_lengths,
                     io.rx_names_array, check_outgoing, done, n, port, rewrite, self._port_names, punt,
@@ -182,8 +165,6 @@ class RawSwitch(SwitchServer):
                     frame = bytes(rx[at : at + int(io.rx_lengths[punt[k]])])
                     for dest, out in self.frames.process(port, frame):
                         self._send(out, dest)
-                if done == done_before:
-                    break  # cannot happen (the ring holds a whole entry's outputs); never spin
             if n < io.entries:
                 return
 

@@ -162,11 +162,7 @@ def test_raw_batch_parses_rewrites_each_copy_and_leaves_other_frames_to_the_call
         rx[i * stride : i * stride + len(f)] = np.frombuffer(bytes(f), np.uint8)
         lengths[i] = len(f)
     names[dp.SOCKADDR_LL * 5 + 10] = dp.PACKET_OUTGOING  # the last frame: one this host sent
-    rewrite = np.zeros((4, 21), np.uint8)
-    for h in hosts:
-        rewrite[h.port, :20] = np.frombuffer(mac_bytes(h.mac) + mac_bytes(topo.switch_mac)
-                                             + ip_bytes(topo.switch_ip) + ip_bytes(h.ip), np.uint8)
-        rewrite[h.port, 20] = 1
+    rewrite = batched.rewrite_table  # what RawSwitch hands the kernel
     port_names = np.zeros((4, dp.SOCKADDR_LL), np.uint8)
     port_names[1, 0] = port_names[3, 0] = 17  # port 2 has no interface
     port_names[1, 4], port_names[3, 4] = 11, 13

@@ -159,6 +159,8 @@ def test_control_operations_reach_every_pipe(make_switch):
             tx.sendto(update(7, 0, slot), sw.data_address)
         assert wait_for(lambda: ctl.counters()["jobs"][7]["updates"] == 18)
         assert ctl.counters()["drops"] == {}
+        # a joining worker learns the pipes: its loss detection compares chunks within a pipe
+        assert ctl.join(JobConfig(7, 2, K, 0, 9), Member(1, ("127.0.0.1", 9))) == 3
         with pytest.raises(ControlError, match="overlap"):  # refused alike by every pipe
             ctl.add_job(JobConfig(8, 2, K, 4, 4))
         ctl.remove_job(7)
