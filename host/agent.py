@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import secrets
+import select
 import time
 
 import numpy as np
@@ -22,13 +23,16 @@ import numpy as np
 import codec
 from codec import CodecParams, WorkerResult
 from codec.ops import Op
-from switch_emulator.headers import MAX_WORKERS
+from switch_emulator.headers import HEADER_BYTES, MAX_WORKERS
 
+from . import sendplane
 from .job import JobSpec
-from .window import (AggregationTimeout, CongestionWindow, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState,
-                     stale_message)
+from .window import (AggregationTimeout, CongestionWindow, PhaseTransfer, Ring, RttEstimator, SlotPool,
+                     StaleSwitchState, stale_message)
 
 HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run has its identity
+BATCH_HEADROOM = 64  # ring frames beyond what one RESULT may let out (2 W + 1): a batch's worth
+RING_LIMIT = 64 << 20  # bytes: a job whose ring would need more sends frame by frame
 
 __all__ = ["AggregationTimeout", "StaleSwitchState", "Worker"]
 
@@ -37,9 +41,11 @@ class Worker:
     """One rank of a job; keeps its slot copies and RTT estimate across aggregations."""
 
     def __init__(self, transport, job: JobSpec, worker_id: int, *, deadline: float = 10.0,
-                 rtt: RttEstimator | None = None, pipes: int = 1):
+                 rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True):
         """pipes: the switch's pipes (what `ControlClient.join` returns on the emulator; 1 for BMv2):
-        RESULTs are in order only within a pipe, and loss detection has to know."""
+        RESULTs are in order only within a pipe, and loss detection has to know.
+        batch: move frames by the batch (recvmmsg / sendmmsg) where the transport offers it
+        (`UdpTransport.batcher`); False: one `transport.send` / `recv` call per frame."""
         if not 0 <= worker_id < 32:
             raise ValueError(f"worker_id must be 0..31, got {worker_id}")
         self.transport = transport
@@ -55,6 +61,15 @@ class Worker:
         self.workspace = codec.Workspace()  # the codec's buffers, reused across aggregations
         self.stats: collections.Counter[str] = collections.Counter()
         self.phase_seconds: dict[str, float] = {}
+        # batched I/O where the transport has it: RESULTs in by the batch, the frames they let out
+        # written by the compiled sender straight into the sendmmsg ring
+        frame_bytes = HEADER_BYTES + 4 * job.words
+        frames = 2 * job.slots + 1 + BATCH_HEADROOM
+        batcher = getattr(transport, "batcher", None) if batch else None
+        self._batch = batcher(frame_bytes, frames) if batcher and frames * frame_bytes <= RING_LIMIT else None
+        self._ring = (Ring(job.words, job.slots, tx=self._batch.tx_array, iov=self._batch.tx_iov,
+                           base=self._batch.tx_address) if self._batch else Ring(job.words, job.slots))
+        sendplane.warm()
 
     def aggregate(self, params: CodecParams, grad: np.ndarray, *, out: np.ndarray | None = None) -> WorkerResult:
         """Sum `grad` with the other workers' through the switch; every round, retransmitting on loss.
@@ -109,7 +124,13 @@ class Worker:
         xfer = PhaseTransfer(job_id=self.job.job_id, worker_id=self.worker_id, words=self.job.words,
                              pool=self.pool, rtt=self.rtt, tag=tag, ops=ops, payload=words,
                              name=name, now=now, deadline=self.deadline, salt=salt, window=self.window,
-                             pipes=self.pipes)
+                             pipes=self.pipes, ring=self._ring)
+        if self._batch is not None:
+            try:
+                self._batched(xfer, self._batch)
+            finally:
+                self.stats.update(xfer.stats)
+            return xfer.result
         send, recv = self.transport.send, self.transport.recv
         try:
             for frame in xfer.start(now):
@@ -125,3 +146,26 @@ class Worker:
         finally:
             self.stats.update(xfer.stats)
         return xfer.result
+
+    @staticmethod
+    def _batched(xfer: PhaseTransfer, io) -> None:
+        """The transfer's loop on a `BatchSocket`: each recvmmsg's RESULTs taken in one compiled call,
+        whatever they (and the timers) let out sent with one sendmmsg."""
+        rx, lengths, entry_bytes, fd = io.rx_array, io.rx_lengths, io.entry_bytes, io.fd
+        m = xfer.start_into(time.monotonic())
+        if m:
+            io.send(m)
+        while not xfer.done:
+            n = io.recv()
+            if n == 0:
+                wait = xfer.next_timer() - time.monotonic()
+                if wait > 0 and select.select((fd,), (), (), wait)[0]:
+                    n = io.recv()
+            now = time.monotonic()
+            i, m = xfer.take(rx, entry_bytes, lengths, 0, n, now)
+            while i < n:  # the ring filled up: send it and take the rest
+                io.send(m)
+                i, m = xfer.take(rx, entry_bytes, lengths, i, n, now)
+            m = xfer.poll_into(now, m)
+            if m:
+                io.send(m)

@@ -2,7 +2,8 @@
 
 A transport has `send(frame)`, `recv(timeout) -> frame | None` and
 `close()`; `switch_emulator.inproc.InProcessPort` has the same shape for
-in-process runs.  The UDP socket is connected to the switch, so the kernel
+in-process runs.  `UdpTransport` also offers `batcher`: `Worker` then moves
+whole batches with `recvmmsg` / `sendmmsg`.  The UDP socket is connected to the switch, so the kernel
 drops datagrams from anyone else before they reach the worker.
 """
 
@@ -12,6 +13,7 @@ import select
 import socket
 import time
 
+from switch_emulator import mmsg
 from switch_emulator.frames import encapsulate
 from switch_emulator.headers import UDP_PORT
 from switch_emulator.topology import ip_bytes, mac_bytes
@@ -30,6 +32,15 @@ class UdpTransport:
     def address(self) -> tuple[str, int]:
         """Where this worker's UPDATEs come from: what the switch must authorize."""
         return self._sock.getsockname()
+
+    def batcher(self, frame_bytes: int, frames: int):
+        """Batched I/O on this socket for `Worker`: a `BatchSocket` that receives up to 64 frames of at
+        most `frame_bytes` per `recvmmsg` and sends up to `frames` with one `sendmmsg`; None where
+        recvmmsg is unavailable."""
+        if not mmsg.available():
+            return None
+        return mmsg.BatchSocket(self._sock, entries=64, entry_bytes=frame_bytes, tx_messages=frames,
+                                tx_bytes=frames * frame_bytes, name_bytes=0)
 
     def send(self, frame: bytes) -> None:
         try:

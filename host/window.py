@@ -41,14 +41,13 @@ counted, so stale or duplicated RESULTs can never land in the wrong place.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import math
 
 import numpy as np
 
-from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, Flags, MsgType, pack_header, unpack_header
+from switch_emulator.headers import HEADER_BYTES
 
-_UPDATE, _RESULT, _STALE_RUN = int(MsgType.UPDATE), int(MsgType.RESULT), int(Flags.STALE_RUN)
+from . import sendplane as sp
 
 
 class AggregationTimeout(RuntimeError):
@@ -68,6 +67,17 @@ def stale_message(job_id: int, worker_id: int, what: str) -> str:
             f"reset_job({job_id})")
 
 
+def _column(index: int, doc: str | None = None) -> property:
+    """A float attribute kept in column `index` of the object's `state` array."""
+    def get(self) -> float:
+        return float(self.state[index])
+
+    def set(self, value: float) -> None:
+        self.state[index] = value
+
+    return property(get, set, doc=doc)
+
+
 class RttEstimator:
     """Smoothed RTT and retransmission timeout (RFC 6298), shared by a worker's transfers.
 
@@ -77,29 +87,37 @@ class RttEstimator:
     is a stall, and exponential backoff to seconds made heavy loss take minutes.  What backoff
     protects, a slow or congested switch, is protected by the congestion window and by
     resending one probe chunk per timeout, not the window.
+
+    The state is one float64 array (`state`, columns `sendplane.R_*`), which the compiled sender
+    updates in place; these methods call the same functions.
     """
 
     REORDER_DECAY = 8  # loss recoveries without evidence of reordering after which the allowance halves
 
     def __init__(self, initial: float = 0.1, minimum: float = 0.02, maximum: float = 2.0,
                  backoff_limit: float = 0.05):
-        self.rto = initial
-        self.minimum, self.maximum, self.backoff_limit = minimum, maximum, backoff_limit
-        self.srtt: float | None = None
-        self.rttvar = 0.0
-        self.min_rtt = math.inf
-        self.reorder_scale = 1.0  # doubles on evidence that RESULTs reorder, halves without it
-        self._recoveries = 0  # loss recoveries since the last evidence of reordering
+        self.state = np.zeros(sp.R_SIZE)
+        r = self.state
+        r[sp.R_RTO], r[sp.R_SRTT], r[sp.R_MIN_RTT], r[sp.R_SCALE] = initial, math.nan, math.inf, 1.0
+        r[sp.R_MINIMUM], r[sp.R_MAXIMUM], r[sp.R_BACKOFF_LIMIT] = minimum, maximum, backoff_limit
+        r[sp.R_DECAY] = self.REORDER_DECAY
+
+    rto = _column(sp.R_RTO)
+    rttvar = _column(sp.R_RTTVAR)
+    min_rtt = _column(sp.R_MIN_RTT)
+    minimum = _column(sp.R_MINIMUM)
+    maximum = _column(sp.R_MAXIMUM)
+    backoff_limit = _column(sp.R_BACKOFF_LIMIT)
+    reorder_scale = _column(sp.R_SCALE, "doubles on evidence that RESULTs reorder, halves without it")
+
+    @property
+    def srtt(self) -> float | None:
+        srtt = float(self.state[sp.R_SRTT])
+        return None if math.isnan(srtt) else srtt
 
     def sample(self, rtt: float) -> None:
         """One RTT measured on a chunk sent once (Karn: never on a resent one)."""
-        if self.srtt is None:
-            self.srtt, self.rttvar = rtt, rtt / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-            self.srtt = 0.875 * self.srtt + 0.125 * rtt
-        self.min_rtt = min(self.min_rtt, rtt)
-        self.rto = min(self.backoff_cap, max(self.minimum, self.srtt + 4 * self.rttvar))
+        sp.rtt_sample(self.state, rtt)
 
     @property
     def backoff_cap(self) -> float:
@@ -107,34 +125,30 @@ class RttEstimator:
         longer), or 8 least round trips on a slower path; at most `maximum`.  Round trips vary
         with other workers' losses (a chunk is answered once the last worker's UPDATE is in),
         which srtt + 4 rttvar would take for the path's."""
-        return min(self.maximum, max(self.backoff_limit, self.minimum, 8 * self.min_rtt))
+        return float(sp.backoff_cap(self.state))
 
     def backoff(self) -> None:
         """A retransmission timer expired: double the timeout until the next fresh sample."""
-        self.rto = min(self.backoff_cap, 2 * self.rto)
+        sp.rtt_backoff(self.state)
 
     @property
     def reordering(self) -> float:
         """How much later than a chunk sent after it a RESULT may come before its chunk counts as lost:
         a quarter of srtt (RACK's reo_wnd, RFC 8985 6.2) times the reordering seen, at least 0.1 ms."""
-        return max(1e-4, self.reorder_scale * (self.srtt or 0.0) / 4)
+        return float(sp.reordering(self.state))
 
     def reordered(self) -> None:
         """A chunk resent as overtaken was not lost: its first transmission's answer came after all
         (a switch with pipes answers each pipe's slots in its own time).  Allow twice as much, up
         to two round trips."""
-        self.reorder_scale = min(8.0, 2 * self.reorder_scale)
-        self._recoveries = 0
+        sp.rtt_reordered(self.state)
 
     def recovered(self) -> None:
         """A chunk was resent as overtaken.  After `REORDER_DECAY` of them with no evidence of
         reordering, the allowance halves: on a lossy path the evidence is sometimes wrong (another
         worker's resend completed the chunk just after ours), and a wide allowance delays every
         recovery (RFC 8985 resets its multiplier after 16 recoveries the same way)."""
-        self._recoveries += 1
-        if self._recoveries >= self.REORDER_DECAY:
-            self._recoveries = 0
-            self.reorder_scale = max(1.0, self.reorder_scale / 2)
+        sp.rtt_recovered(self.state)
 
 
 class CongestionWindow:
@@ -148,51 +162,63 @@ class CongestionWindow:
     from one: a queue that stands delays every packet, while a busy host's scheduler delays one
     now and then (on 2 shared cores, single samples 5 ms over the least are common and said
     nothing about the switch).  Few samples, so that a filling queue still stops the window
-    before it overflows.
+    before it overflows.  The state is one float64 array (`state`, columns `sendplane.CW_*`).
     """
 
     QUEUE_DELAY = 5e-3  # queueing the window may add before it stops growing
-    SAMPLES = 3  # round trips whose least says whether a queue stands
+    SAMPLES = sp.SAMPLES  # round trips whose least says whether a queue stands
 
     def __init__(self, limit: int, initial: int = 16, minimum: int = 2):
-        self.limit, self.minimum = limit, min(minimum, limit)
-        self.cwnd = float(max(self.minimum, min(initial, limit)))
-        self.ssthresh = float(limit)
-        self.cut_at = -math.inf  # when the window was last cut
-        self.recent_rtt: float | None = None  # the least of the last SAMPLES round trips
-        self._samples: collections.deque[float] = collections.deque(maxlen=self.SAMPLES)
-        self.cuts = 0
+        self.state = np.zeros(sp.CW_SIZE)
+        cw = self.state
+        cw[sp.CW_LIMIT], cw[sp.CW_MINIMUM] = limit, min(minimum, limit)
+        cw[sp.CW_CWND] = max(cw[sp.CW_MINIMUM], min(initial, limit))
+        cw[sp.CW_SSTHRESH], cw[sp.CW_CUT_AT], cw[sp.CW_RECENT] = limit, -math.inf, math.nan
+        cw[sp.CW_QUEUE_DELAY] = self.QUEUE_DELAY
+
+    cwnd = _column(sp.CW_CWND)
+    ssthresh = _column(sp.CW_SSTHRESH)
+    cut_at = _column(sp.CW_CUT_AT, "when the window was last cut")
+
+    @property
+    def limit(self) -> int:
+        return int(self.state[sp.CW_LIMIT])
+
+    @property
+    def minimum(self) -> int:
+        return int(self.state[sp.CW_MINIMUM])
+
+    @property
+    def cuts(self) -> int:
+        return int(self.state[sp.CW_CUTS])
+
+    @property
+    def recent_rtt(self) -> float | None:
+        """The least of the last SAMPLES round trips."""
+        recent = float(self.state[sp.CW_RECENT])
+        return None if math.isnan(recent) else recent
 
     @property
     def chunks(self) -> int:
-        return int(self.cwnd)
+        return int(self.state[sp.CW_CWND])
 
     def queueing(self, rtt: float | None, min_rtt: float) -> bool:
         """Whether a round trip says a queue is building: `QUEUE_DELAY` (or the least RTT) over the least."""
-        return rtt is not None and rtt > min_rtt + max(self.QUEUE_DELAY, min_rtt)
+        return bool(sp.queueing(self.state, math.nan if rtt is None else rtt, min_rtt))
 
     def on_result(self, rtt: float | None = None, min_rtt: float = math.inf) -> None:
         """A RESULT came; `rtt`: its round trip if its chunk went once, `min_rtt`: the least seen.
 
         The window grows only while the recent round trips stay near the least: past that the
         switch's queue is filling, and a full queue drops (a drop-tail BMv2 switch)."""
-        if rtt is not None:
-            self._samples.append(rtt)
-            self.recent_rtt = min(self._samples)
-        if self.queueing(self.recent_rtt, min_rtt):
-            return
-        self.cwnd = min(self.limit, self.cwnd + (1.0 if self.cwnd < self.ssthresh else 1.0 / self.cwnd))
+        sp.window_result(self.state, math.nan if rtt is None else rtt, min_rtt)
 
     def on_loss(self, sent_at: float, now: float, min_rtt: float = 0.0) -> None:
         """The chunk sent at `sent_at` was lost (or timed out) at `now`.
 
         A loss while round trips show no queue is the link's, not congestion (the window is not
         what caused it, and halving it would only slow a lossy path down): the window stays."""
-        if sent_at <= self.cut_at or not self.queueing(self.recent_rtt, min_rtt):
-            return
-        self.ssthresh = self.cwnd = max(float(self.minimum), self.cwnd / 2)
-        self.cut_at = now
-        self.cuts += 1
+        sp.window_loss(self.state, sent_at, now, min_rtt)
 
 
 class SlotPool:
@@ -200,33 +226,25 @@ class SlotPool:
 
     def __init__(self, slot_base: int, slots: int):
         self.slot_base = slot_base
-        self.version = [0] * slots
+        self.version = np.zeros(slots, np.int64)
 
     @property
     def slots(self) -> int:
         return len(self.version)
 
 
-@dataclasses.dataclass(slots=True)
-class _Chunk:
-    index: int
-    version: int
-    sent_at: float  # its latest transmission
-    rto: float  # its own timeout (doubles with each timeout)
-    due_at: float  # when its timeout expires
-    seq: int  # the transfer's count of transmissions at its latest one
-    retries: int = 0
-    suppressed: bool = False  # due during a stall, not resent: restarts its timer on progress
-    overtaken: bool = False  # resent because a later-sent chunk was answered first
-
-
 class PhaseTransfer:
-    """Aggregate one phase's words (int32) with `op` through the switch's slots."""
+    """Aggregate one phase's words (int32) with `op` through the switch's slots.
+
+    Sans-I/O: `start`, `receive` and `poll` return the frames to send as bytes; `take` and the
+    `*_into` methods write them into a `sendmmsg` ring instead (`Worker` with a batching transport).
+    Both run the compiled rules in `sendplane`.
+    """
 
     def __init__(self, *, job_id: int, worker_id: int, words: int, pool: SlotPool, rtt: RttEstimator,
                  tag: int, op: int | None = None, payload: np.ndarray, name: str, now: float, deadline: float,
                  ops: tuple[tuple[int, int, int], ...] | None = None, salt: int = 0,
-                 window: CongestionWindow | None = None, pipes: int = 1):
+                 window: CongestionWindow | None = None, pipes: int = 1, ring: "Ring | None" = None):
         """`ops`: (op, start, stop) of each segment of `payload`; or one `op` for all of it.
 
         salt: added (mod 2^32) to every offset on the wire: the run's identity (`Worker` agrees
@@ -234,6 +252,7 @@ class PhaseTransfer:
         window: the worker's congestion window; by default all W slots, fixed.
         pipes: the switch's pipes (the emulator's `--pipes`): slot s is answered by pipe s mod pipes,
         in order within each pipe only, so loss detection compares chunks within a pipe.
+        ring: where the frames go (a `Ring` of this job's K and W); by default one of its own.
         """
         self.pipes = max(1, int(pipes))
         self.job_id, self.worker_id, self.words = job_id, worker_id, words
@@ -244,236 +263,147 @@ class PhaseTransfer:
         self.length = int(payload.size)
         if ops is None:
             ops = ((int(op), 0, self.length),)
-        # chunk i: words [offset, offset + count) combined with op
-        self._offset, self._count, self._op = [], [], []
+        # chunk i: words [offset, offset + count) combined with op, sent at offset + salt
+        parts = []
         for seg_op, start, stop in ops:
-            for offset in range(start, max(stop, start + 1), words):
-                self._offset.append(offset)
-                self._count.append(min(words, stop - offset))
-                self._op.append(int(seg_op))
-        self.chunks = len(self._offset)
-        self._wire_offset = [(offset + salt) & 0xFFFFFFFF for offset in self._offset]
+            offsets = np.arange(start, max(stop, start + 1), words, dtype=np.int64)
+            part = np.empty((offsets.size, 4), np.int64)
+            part[:, 0] = offsets
+            part[:, 1] = np.minimum(words, stop - offsets)
+            part[:, 2] = int(seg_op)
+            part[:, 3] = (offsets + salt) & 0xFFFFFFFF
+            parts.append(part)
+        self._chunks = np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)
+        self.chunks = len(self._chunks)
         wire = np.zeros(self.length + words, dtype=">i4")  # a last chunk reads K words
         wire[: self.length] = payload
-        self._wire = memoryview(wire.view(np.uint8))
+        self._wire = wire.view(np.uint8)
         # RESULT words land here as they came (big-endian), one byte copy each; `result` converts once
         self._answers = np.zeros(self.length, dtype=">i4")
-        self._answer_bytes = memoryview(self._answers.view(np.uint8))
+        self._answer_bytes = self._answers.view(np.uint8)
         self._result: np.ndarray | None = None
-        # slot index (0..W-1) -> chunk in flight, in the order of their latest transmissions
-        self._flight: collections.OrderedDict[int, _Chunk] = collections.OrderedDict()
-        self._next = 0  # the next chunk never sent
-        self._received = 0
-        self._last_progress = now
-        self._earliest = math.inf  # the earliest retransmission timeout
-        self._seq = 0  # transmissions so far
-        # RACK, per pipe (one unless the switch has pipes): the latest transmission answered of a
-        # chunk sent once and its round trip, then the same for resent chunks answered late enough
-        self._rack = [[-1, 0.0, -1, 0.0] for _ in range(self.pipes)]
-        self._rack_at = math.inf  # when the next chunk the answers overtook counts as lost
-        self._heard = False  # a RESULT arrived since the last timeout
-        self._probing = False  # a timeout's probe went out, and no chunk sent once was answered since
-        self.stats: collections.Counter[str] = collections.Counter()
+        slots = pool.slots
+        self._t = np.zeros(sp.T_SIZE, np.int64)
+        t = self._t
+        t[sp.T_CHUNKS], t[sp.T_WORDS], t[sp.T_JOB], t[sp.T_WORKER] = self.chunks, words, job_id, worker_id
+        t[sp.T_TAG], t[sp.T_SLOT_BASE], t[sp.T_SLOTS], t[sp.T_PIPES] = self.tag, pool.slot_base, slots, self.pipes
+        self._f = np.array([now, math.inf, math.inf, deadline])  # last progress, earliest timeout, RACK timer
+        self._fl_i = np.full((slots, sp.I_SIZE), -1, np.int64)  # slot -> the chunk in flight there
+        self._fl_f = np.zeros((slots, sp.L_SIZE))
+        # RACK, per pipe: the latest transmission answered of a chunk sent once and its round trip,
+        # then the same for resent chunks answered late enough
+        self._rack = np.tile(np.array([-1.0, 0.0, -1.0, 0.0]), (self.pipes, 1))
+        self._stats = np.zeros(len(sp.STATS), np.int64)
+        self.ring = ring or Ring(words, slots)
+        if self.ring.frame_bytes != HEADER_BYTES + 4 * words or self.ring.capacity < 2 * slots + 1:
+            raise ValueError(f"a ring of {self.ring.capacity} frames of {self.ring.frame_bytes} bytes does not fit "
+                             f"{2 * slots + 1} frames of K = {words} words")
+
+    @property
+    def stats(self) -> collections.Counter[str]:
+        """frames, bytes, retransmissions (fast_retransmissions, timeouts), spurious_resends, ignored."""
+        return collections.Counter({k: int(v) for k, v in zip(sp.STATS, self._stats) if v})
 
     @property
     def done(self) -> bool:
-        return self._received == self.chunks
+        return self._t[sp.T_RECEIVED] == self.chunks
 
     @property
     def result(self) -> np.ndarray:
         """The aggregated words (int32), once `done`."""
         if self._result is None:
             if not self.done:
-                raise RuntimeError(f"phase {self.name!r}: {self._received}/{self.chunks} chunks answered so far")
+                raise RuntimeError(f"phase {self.name!r}: {self._t[sp.T_RECEIVED]}/{self.chunks} chunks answered so far")
             self._result = self._answers.astype(np.int32)
         return self._result
 
+    def next_timer(self) -> float:
+        """When `poll` has something to do next (a retransmission or the deadline)."""
+        f = self._f
+        return min(f[sp.F_EARLIEST], f[sp.F_RACK_AT], f[sp.F_LAST_PROGRESS] + f[sp.F_DEADLINE])
+
+    # -- sans-I/O: frames as bytes ------------------------------------------------------------
     def start(self, now: float) -> list[bytes]:
         """The first window."""
-        return self._fill(now)
+        return self.ring.frames(self.start_into(now))
 
     def receive(self, frame: bytes, now: float) -> list[bytes]:
         """Take in one frame from the switch; return the frames it lets us send."""
-        if len(frame) < HEADER_BYTES:
-            self.stats["ignored"] += 1
-            return []
-        msg_type, _op, job_id, _wid, flags, pool_index, offset, count, phase = unpack_header(frame)
-        slot = (pool_index & (VERSION_BIT - 1)) - self.pool.slot_base
-        chunk = self._flight.get(slot)
-        if (msg_type != _RESULT or job_id != self.job_id or phase != self.tag or chunk is None
-                or chunk.version != pool_index >> 15 or offset != self._wire_offset[chunk.index]
-                or count != self._count[chunk.index] or len(frame) < HEADER_BYTES + 4 * count):
-            self.stats["ignored"] += 1
-            return []
-        if flags & _STALE_RUN:
-            raise StaleSwitchState(stale_message(
-                self.job_id, self.worker_id, f"holds slot {self.pool.slot_base + slot} (copy {chunk.version}) "
-                f"from an earlier run of this job, so it refused phase {self.name!r} at offset "
-                f"{self._offset[chunk.index]}"))
-        offset = self._offset[chunk.index]
-        self._answer_bytes[4 * offset : 4 * (offset + count)] = frame[HEADER_BYTES : HEADER_BYTES + 4 * count]
-        rtt = now - chunk.sent_at
-        if chunk.overtaken and rtt < self.rtt.min_rtt / 2:
-            # answered sooner after its resend than half the least round trip: this answers the
-            # first transmission, which was late, not lost
-            self.rtt.reordered()
-            self.stats["spurious_resends"] += 1
-        rack = self._rack[(self.pool.slot_base + slot) % self.pipes]
-        if chunk.retries == 0:  # Karn: a resent chunk's answer may answer either transmission
-            self.rtt.sample(rtt)
-            self._probing = False  # chunks sent once are answered again: the flow is back
-            if chunk.seq > rack[0]:
-                rack[0], rack[1] = chunk.seq, rtt
-        elif rtt >= self.rtt.min_rtt:
-            # a resent chunk's answer, too late to answer its first transmission: among resent
-            # chunks it says which were lost again (during a stall nothing else is sent to say it)
-            if chunk.seq > rack[2]:
-                rack[2], rack[3] = chunk.seq, rtt
-        self.window.on_result(rtt if chunk.retries == 0 else None, self.rtt.min_rtt)
-        self._received += 1
-        self._last_progress = now
-        if not self._heard:
-            self._heard = True
-            for waiting in self._flight.values():
-                if waiting.suppressed:  # progress again: a full timeout before anyone resends them
-                    waiting.suppressed = False
-                    waiting.rto = self.rtt.rto
-                    waiting.due_at = now + waiting.rto
-                    self._earliest = min(self._earliest, waiting.due_at)
-        self.pool.version[slot] ^= 1
-        del self._flight[slot]
-        out = self._overtaken(now)
-        out += self._fill(now)
-        return out
+        data = np.frombuffer(frame, np.uint8)
+        m, status = sp.receive(self._t, self._f, self.rtt.state, self.window.state, self._rack,
+                               self.pool.version, self._chunks, self._wire, self._answer_bytes, self._fl_i,
+                               self._fl_f, data, 0, data.size, now, self.ring.tx, self.ring.iov, 0,
+                               self.ring.base, self._stats)
+        self._check(status)
+        return self.ring.frames(m)
 
     def poll(self, now: float) -> list[bytes]:
         """Retransmissions that are due; raises AggregationTimeout past the deadline."""
-        if self.done:
-            return []
-        if now - self._last_progress >= self.deadline:
-            oldest = min(self._flight.values(), key=lambda c: c.index)
+        return self.ring.frames(self.poll_into(now, 0))
+
+    # -- batched: frames into the ring --------------------------------------------------------
+    def start_into(self, now: float) -> int:
+        """The first window, as ring messages 0..m-1; returns m."""
+        return sp.fill(self._t, self._f, self.rtt.state, self.window.state, self.pool.version, self._chunks,
+                       self._wire, self._fl_i, self._fl_f, now, self.ring.tx, self.ring.iov, 0, self.ring.base,
+                       self._stats)
+
+    def take(self, rx: np.ndarray, entry_bytes: int, lengths: np.ndarray, start: int, n: int, now: float,
+             m: int = 0) -> tuple[int, int]:
+        """Take in received entries start..n-1 (entry i: `rx[i * entry_bytes:]`, `lengths[i]` bytes)
+        while the ring has room; returns (the next entry to take, ring messages so far)."""
+        i, m, status = sp.take(self._t, self._f, self.rtt.state, self.window.state, self._rack, self.pool.version,
+                               self._chunks, self._wire, self._answer_bytes, self._fl_i, self._fl_f, rx,
+                               entry_bytes, lengths, start, n, now, self.ring.tx, self.ring.iov, m, self.ring.base,
+                               self.ring.capacity, self._stats)
+        self._check(status)
+        return i, m
+
+    def poll_into(self, now: float, m: int) -> int:
+        """`poll`, appending to ring messages 0..m-1; returns the new message count."""
+        m, status = sp.poll(self._t, self._f, self.rtt.state, self.window.state, self._rack, self._chunks,
+                            self._wire, self._fl_i, self._fl_f, now, self.ring.tx, self.ring.iov, m,
+                            self.ring.base, self._stats)
+        self._check(status)
+        return m
+
+    def _check(self, status: int) -> None:
+        if status == sp.STALE_RUN:
+            slot = int(self._t[sp.T_STALE_SLOT])
+            chunk, version = self._fl_i[slot, sp.I_CHUNK], self._fl_i[slot, sp.I_VERSION]
+            raise StaleSwitchState(stale_message(
+                self.job_id, self.worker_id, f"holds slot {self.pool.slot_base + slot} (copy {version}) "
+                f"from an earlier run of this job, so it refused phase {self.name!r} at offset "
+                f"{self._chunks[chunk, 0]}"))
+        if status == sp.DEADLINE:
+            waiting = np.flatnonzero(self._fl_i[:, sp.I_CHUNK] >= 0)
+            slot = waiting[np.argmin(self._fl_i[waiting, sp.I_CHUNK])]
+            chunk, version = self._fl_i[slot, sp.I_CHUNK], self._fl_i[slot, sp.I_VERSION]
+            received = int(self._t[sp.T_RECEIVED])
             raise AggregationTimeout(
                 f"job {self.job_id}, worker {self.worker_id}: phase {self.name!r} (tag {self.tag}) got no "
-                f"RESULT for offset {self._offset[oldest.index]} (slot {self.pool.slot_base + oldest.index % self.pool.slots}, "
-                f"copy {oldest.version}) within {self.deadline:g} s; {self._received}/{self.chunks} chunks done"
-                + ("" if self._received else " (is the job on the switch, and are all its workers running?)"))
-        out = self._overtaken(now) if now >= self._rack_at else []
-        if now >= self._earliest:
-            due = [c for c in self._flight.values() if now >= c.due_at]
-            if due and self._probing and self._heard:
-                # The last probe was answered, and these waited a full timeout after that progress
-                # without being overtaken: the tail of the phase was lost.  All of it goes again.
-                for chunk in due:
-                    self.window.on_loss(chunk.sent_at, now, self.rtt.min_rtt)
-                    chunk.rto = min(2 * chunk.rto, self.rtt.backoff_cap)
-                    out.append(self._resend(chunk, now))
-                self.stats["timeouts"] += 1
-                self._heard = False
-            elif due:
-                # Nothing overtook these: a tail, a late peer or a stalled path.  Resend the oldest
-                # only and back off; the rest wait, backing off alike, until a RESULT shows progress.
-                probe = min(due, key=lambda c: c.index)
-                for chunk in due:
-                    if chunk is not probe:
-                        chunk.rto = min(2 * chunk.rto, self.rtt.backoff_cap)
-                        chunk.due_at = now + chunk.rto
-                        chunk.suppressed = True
-                self.window.on_loss(probe.sent_at, now, self.rtt.min_rtt)
-                self.rtt.backoff()
-                self.stats["timeouts"] += 1
-                probe.rto = min(2 * probe.rto, self.rtt.backoff_cap)
-                out.append(self._resend(probe, now))
-                self._heard = False
-                self._probing = True
-            self._earliest = min((c.due_at for c in self._flight.values()), default=math.inf)
-        return out
+                f"RESULT for offset {self._chunks[chunk, 0]} (slot {self.pool.slot_base + slot}, "
+                f"copy {version}) within {self.deadline:g} s; {received}/{self.chunks} chunks done"
+                + ("" if received else " (is the job on the switch, and are all its workers running?)"))
 
-    def next_timer(self) -> float:
-        """When `poll` has something to do next (a retransmission or the deadline)."""
-        return min(self._earliest, self._rack_at, self._last_progress + self.deadline)
 
-    # -- internals --------------------------------------------------------------
-    def _fill(self, now: float) -> list[bytes]:
-        """Send the next chunks while the window has room and their slots are free."""
-        out = []
-        room = self.window.chunks - len(self._flight)
-        while room > 0 and self._next < self.chunks:
-            slot = self._next % self.pool.slots
-            if slot in self._flight:  # chunk next - W still waits: in order, as every worker sends
-                break
-            chunk = _Chunk(self._next, self.pool.version[slot], now, self.rtt.rto, now + self.rtt.rto, self._seq)
-            self._seq += 1
-            self._flight[slot] = chunk
-            self._earliest = min(self._earliest, chunk.due_at)
-            out.append(self._frame(chunk))
-            self._next += 1
-            room -= 1
-        return out
+class Ring:
+    """Where a transfer writes the frames it sends: `capacity` frames of K words, one after another.
 
-    def _overtaken(self, now: float) -> list[bytes]:
-        """RACK: resend the chunks that a later-sent, answered chunk overtook by more than the allowance.
+    Message m is `tx[m * frame_bytes:]`, and `iov[2 m : 2 m + 2]` holds its (address, length) with
+    address `base` + offset: a `sendmmsg` ring when `base` is the buffer's address
+    (`switch_emulator.mmsg.BatchSocket`'s transmit side), plain offsets when it is 0.
+    """
 
-        With pipes, each pipe answers its own slots in order but not in step with the others: a
-        chunk is compared only with chunks of its own pipe (slot mod pipes)."""
-        self._rack_at = math.inf
-        single = self.pipes == 1
-        if single:
-            fresh_seq, fresh_rtt, resent_seq, resent_rtt = self._rack[0]
-            last = max(fresh_seq, resent_seq)
-            if last < 0:
-                return []
-        reordering = self.rtt.reordering
-        lost = []
-        for chunk in self._flight.values():  # oldest transmission first
-            if single:
-                if chunk.seq >= last:
-                    break
-            else:
-                fresh_seq, fresh_rtt, resent_seq, resent_rtt = \
-                    self._rack[(self.pool.slot_base + chunk.index % self.pool.slots) % self.pipes]
-            if chunk.seq < fresh_seq:
-                due = chunk.sent_at + fresh_rtt + reordering
-                if now < due:
-                    self._rack_at = min(self._rack_at, due)
-                    if single and chunk.retries == 0:
-                        break  # every later transmission is due later
-                    continue
-            elif chunk.retries and chunk.seq < resent_seq:
-                due = chunk.sent_at + resent_rtt + reordering
-                if now < due:
-                    self._rack_at = min(self._rack_at, due)
-                    continue
-            else:
-                continue
-            lost.append(chunk)
-        out = []
-        for chunk in lost:
-            self.window.on_loss(chunk.sent_at, now, self.rtt.min_rtt)
-            chunk.overtaken = True
-            self.rtt.recovered()
-            self.stats["fast_retransmissions"] += 1
-            out.append(self._resend(chunk, now))
-        return out
+    def __init__(self, words: int, slots: int, *, tx: np.ndarray | None = None, iov: np.ndarray | None = None,
+                 base: int = 0):
+        self.frame_bytes = HEADER_BYTES + 4 * words
+        self.capacity = 2 * slots + 1 if tx is None else min(len(tx) // self.frame_bytes, len(iov) // 2)
+        self.tx = np.zeros(self.capacity * self.frame_bytes, np.uint8) if tx is None else tx
+        self.iov = np.zeros(2 * self.capacity, np.uint64) if iov is None else iov
+        self.base = base
 
-    def _resend(self, chunk: _Chunk, now: float) -> bytes:
-        chunk.retries += 1
-        chunk.sent_at = now
-        chunk.due_at = now + chunk.rto
-        chunk.seq, self._seq = self._seq, self._seq + 1
-        chunk.suppressed = False
-        self._flight.move_to_end(chunk.index % self.pool.slots)
-        self._earliest = min(self._earliest, chunk.due_at)
-        self.stats["retransmissions"] += 1
-        return self._frame(chunk)
-
-    def _frame(self, chunk: _Chunk) -> bytes:
-        slot = chunk.index % self.pool.slots
-        pool_index = (chunk.version << 15) | (self.pool.slot_base + slot)
-        offset = self._offset[chunk.index]
-        header = pack_header(_UPDATE, self._op[chunk.index], self.job_id, self.worker_id, 0, pool_index,
-                             self._wire_offset[chunk.index], self._count[chunk.index], self.tag)
-        start = offset * 4
-        frame = header + self._wire[start : start + self.words * 4]
-        self.stats["frames"] += 1
-        self.stats["bytes"] += len(frame)
-        return frame
+    def frames(self, m: int) -> list[bytes]:
+        """Messages 0..m-1 as bytes."""
+        size = self.frame_bytes
+        return [self.tx[i * size : (i + 1) * size].tobytes() for i in range(m)]

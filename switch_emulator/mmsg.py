@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import select
 import socket
 
 import numpy as np
@@ -72,6 +73,8 @@ def available() -> bool:
 
 
 def _address(buffer: bytearray) -> int:
+    if not buffer:
+        return 0
     return ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
 
 
@@ -85,6 +88,7 @@ class BatchSocket:
     `tx_address` + their offset), message m's destination address into `tx_names_array[b m:]`
     and its (address, length) into `tx_iov[2 m : 2 m + 2]`, then calls
     `send(count)`, which returns how many messages the kernel refused (each is skipped).
+    `name_bytes` 0: no addresses either way (a connected socket: a worker's to its switch).
     """
 
     def __init__(self, sock: socket.socket, *, entries: int = 64, entry_bytes: int = 65536,
@@ -104,7 +108,8 @@ class BatchSocket:
         for i in range(entries):
             self._rx_iov[i].base, self._rx_iov[i].len = rx_at + i * entry_bytes, entry_bytes
             msgs[i].hdr.iov, msgs[i].hdr.iovlen = ctypes.addressof(self._rx_iov[i]), 1
-            msgs[i].hdr.name, msgs[i].hdr.namelen = names_at + i * name_bytes, name_bytes
+            if name_bytes:
+                msgs[i].hdr.name, msgs[i].hdr.namelen = names_at + i * name_bytes, name_bytes
         self._rx_at = ctypes.addressof(msgs)
         # transmit side: a byte ring for frames, and per message a sockaddr slot and an iovec
         self._tx, self._tx_names = bytearray(tx_bytes), bytearray(tx_messages * name_bytes)
@@ -114,7 +119,8 @@ class BatchSocket:
         iov_at, names_at = _address(self._tx_iov), _address(self._tx_names)
         for i in range(tx_messages):
             msgs[i].hdr.iov, msgs[i].hdr.iovlen = iov_at + i * _IOV, 1
-            msgs[i].hdr.name, msgs[i].hdr.namelen = names_at + i * name_bytes, name_bytes
+            if name_bytes:
+                msgs[i].hdr.name, msgs[i].hdr.namelen = names_at + i * name_bytes, name_bytes
         self._tx_msgs_at = ctypes.addressof(msgs)
         # the same memory as arrays, for the compiled caller
         self.rx_array = np.frombuffer(self._rx, np.uint8)
@@ -140,8 +146,8 @@ class BatchSocket:
             err = ctypes.get_errno()
             if err == errno.EINTR:
                 continue
-            if err in (errno.EAGAIN, errno.EWOULDBLOCK):
-                return 0
+            if err in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ECONNREFUSED):
+                return 0  # ECONNREFUSED: a connected socket's earlier send met a closed port; it is cleared
             raise OSError(err, f"recvmmsg: {errno.errorcode.get(err, err)}")
 
     def send(self, count: int) -> int:
@@ -152,8 +158,11 @@ class BatchSocket:
             if r > 0:
                 i += r
                 continue
-            if r < 0 and ctypes.get_errno() == errno.EINTR:
+            err = ctypes.get_errno() if r < 0 else 0
+            if err == errno.EINTR:
                 continue
+            if err in (errno.EAGAIN, errno.EWOULDBLOCK) and select.select((), (self.fd,), (), 1.0)[1]:
+                continue  # a non-blocking socket's send buffer was full (a shaped link's queue): room again
             failed += 1  # e.g. a worker gone (its port refuses), a frame past the MTU: skip it
             i += 1
         self.sent += count - failed

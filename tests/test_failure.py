@@ -27,7 +27,7 @@ def worker_process(switch, rank, conn):
                 return
             workers, new_rank, deadline, die_after = msg
             grad = synthetic_gradient(LENGTH, 0.02, seed=9, rank=new_rank)
-            if die_after is not None:  # killed mid-aggregation, after this many frames
+            if die_after is not None:  # killed mid-aggregation, after this many frames (one send per frame)
                 send, sent = transport.send, [0]
 
                 def send_then_die(frame, send=send, sent=sent, die_after=die_after):
@@ -39,7 +39,7 @@ def worker_process(switch, rank, conn):
                 transport.send = send_then_die
             start = time.monotonic()
             try:  # a fresh Worker: fresh slot copies, as the switch's job was reset
-                r = Worker(transport, SPEC, new_rank, deadline=deadline).aggregate(
+                r = Worker(transport, SPEC, new_rank, deadline=deadline, batch=die_after is None).aggregate(
                     codec.CodecParams(length=LENGTH, workers=workers), grad)
                 conn.send(("ok", r.fixed.tobytes(), time.monotonic() - start))
             except Exception as exc:

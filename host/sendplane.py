@@ -1,0 +1,423 @@
+"""The sender's rules, compiled: what `PhaseTransfer` does per RESULT, per chunk sent and per timer.
+
+`window.py` explains the rules (slots and copies, the congestion window,
+RACK loss detection per pipe, the retransmission timeout); this module is
+where they run, as the switch's rules run in `switch_emulator/dataplane.py`.
+Per chunk the Python sender spent about 10 us parsing, bookkeeping and
+building the frame, as much as the kernel's UDP path; on a host that runs
+several workers (Mininet, a training job's ranks) that was the bound.  Here
+a batch of RESULTs that one `recvmmsg` brought (`take`) is checked, copied
+into place and answered with the frames it lets out, written into a
+`sendmmsg` ring: no Python runs per packet.  The sans-I/O methods of
+`PhaseTransfer` (one frame in, a list of frames out) call the same
+functions, so every window test exercises them.
+
+State lives in numpy arrays the Python objects own (column names below):
+the transfer's scalars `t` (int64) and `f` (float64), its chunk table, and
+per slot the chunk in flight (`fl_i`, `fl_f`); the worker's RTT estimate
+`r` and congestion window `cw` (shared by its transfers), and its slot
+copies (`SlotPool.version`).  Outgoing frames are written one after another
+into `tx`, and message m's (address, length) into `iov[2 m : 2 m + 2]`,
+the address being `base` plus the frame's offset (`base` 0 gives offsets).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+HEADER_BYTES = 16
+_UPDATE, _RESULT, _STALE_RUN = 0, 1, 2
+_VERSION_BIT = 0x8000
+
+# t: the transfer's integers
+(T_NEXT, T_RECEIVED, T_SEQ, T_HEARD, T_PROBING, T_CHUNKS, T_WORDS, T_JOB, T_WORKER, T_TAG, T_SLOT_BASE,
+ T_SLOTS, T_PIPES, T_IN_FLIGHT, T_STALE_SLOT) = range(15)
+T_SIZE = 15
+# f: the transfer's times
+F_LAST_PROGRESS, F_EARLIEST, F_RACK_AT, F_DEADLINE = range(4)
+F_SIZE = 4
+# fl_i[slot]: the chunk in flight in that slot (-1: none) and its integers
+I_CHUNK, I_VERSION, I_SEQ, I_RETRIES, I_SUPPRESSED, I_OVERTAKEN = range(6)
+I_SIZE = 6
+# fl_f[slot]: its latest transmission, its own timeout, when that expires
+L_SENT, L_RTO, L_DUE = range(3)
+L_SIZE = 3
+# rack[pipe]: the latest transmission answered of a chunk sent once, its round trip; same for resent chunks
+K_FRESH_SEQ, K_FRESH_RTT, K_RESENT_SEQ, K_RESENT_RTT = range(4)
+# r: the RTT estimator (RttEstimator)
+(R_RTO, R_SRTT, R_RTTVAR, R_MIN_RTT, R_SCALE, R_RECOVERIES, R_MINIMUM, R_MAXIMUM, R_BACKOFF_LIMIT,
+ R_DECAY) = range(10)
+R_SIZE = 10
+# cw: the congestion window (CongestionWindow); the last SAMPLES round trips from CW_SAMPLE on
+(CW_CWND, CW_SSTHRESH, CW_CUT_AT, CW_RECENT, CW_LIMIT, CW_MINIMUM, CW_CUTS, CW_COUNT, CW_NEXT,
+ CW_QUEUE_DELAY, CW_SAMPLE) = range(11)
+SAMPLES = 3
+CW_SIZE = CW_SAMPLE + SAMPLES
+# stats, in the order of STATS
+STATS = ("frames", "bytes", "retransmissions", "fast_retransmissions", "timeouts", "spurious_resends", "ignored")
+S_FRAMES, S_BYTES, S_RETRANSMISSIONS, S_FAST, S_TIMEOUTS, S_SPURIOUS, S_IGNORED = range(len(STATS))
+
+# what a call reports besides its frames
+OK, STALE_RUN, DEADLINE = 0, 1, 2
+
+
+# -- the RTT estimator (RFC 6298, with the backoff cap and reordering allowance window.py describes) --
+@njit(cache=True)
+def backoff_cap(r):
+    return min(r[R_MAXIMUM], max(r[R_BACKOFF_LIMIT], r[R_MINIMUM], 8.0 * r[R_MIN_RTT]))
+
+
+@njit(cache=True)
+def rtt_sample(r, rtt):
+    if math.isnan(r[R_SRTT]):
+        r[R_SRTT], r[R_RTTVAR] = rtt, rtt / 2
+    else:
+        r[R_RTTVAR] = 0.75 * r[R_RTTVAR] + 0.25 * abs(r[R_SRTT] - rtt)
+        r[R_SRTT] = 0.875 * r[R_SRTT] + 0.125 * rtt
+    r[R_MIN_RTT] = min(r[R_MIN_RTT], rtt)
+    r[R_RTO] = min(backoff_cap(r), max(r[R_MINIMUM], r[R_SRTT] + 4 * r[R_RTTVAR]))
+
+
+@njit(cache=True)
+def rtt_backoff(r):
+    r[R_RTO] = min(backoff_cap(r), 2 * r[R_RTO])
+
+
+@njit(cache=True)
+def reordering(r):
+    srtt = 0.0 if math.isnan(r[R_SRTT]) else r[R_SRTT]
+    return max(1e-4, r[R_SCALE] * srtt / 4)
+
+
+@njit(cache=True)
+def rtt_reordered(r):
+    r[R_SCALE] = min(8.0, 2 * r[R_SCALE])
+    r[R_RECOVERIES] = 0.0
+
+
+@njit(cache=True)
+def rtt_recovered(r):
+    r[R_RECOVERIES] += 1
+    if r[R_RECOVERIES] >= r[R_DECAY]:
+        r[R_RECOVERIES] = 0.0
+        r[R_SCALE] = max(1.0, r[R_SCALE] / 2)
+
+
+# -- the congestion window -------------------------------------------------------------------
+@njit(cache=True)
+def queueing(cw, rtt, min_rtt):
+    """NaN (no sample) is never queueing; neither is anything against an infinite least RTT."""
+    return rtt > min_rtt + max(cw[CW_QUEUE_DELAY], min_rtt)
+
+
+@njit(cache=True)
+def window_result(cw, rtt, min_rtt):
+    if not math.isnan(rtt):
+        cw[CW_SAMPLE + int(cw[CW_NEXT])] = rtt
+        cw[CW_NEXT] = (cw[CW_NEXT] + 1) % SAMPLES
+        cw[CW_COUNT] = min(SAMPLES, cw[CW_COUNT] + 1)
+        least = math.inf
+        for i in range(int(cw[CW_COUNT])):
+            least = min(least, cw[CW_SAMPLE + i])
+        cw[CW_RECENT] = least
+    if queueing(cw, cw[CW_RECENT], min_rtt):
+        return
+    grow = 1.0 if cw[CW_CWND] < cw[CW_SSTHRESH] else 1.0 / cw[CW_CWND]
+    cw[CW_CWND] = min(cw[CW_LIMIT], cw[CW_CWND] + grow)
+
+
+@njit(cache=True)
+def window_loss(cw, sent_at, now, min_rtt):
+    if sent_at <= cw[CW_CUT_AT] or not queueing(cw, cw[CW_RECENT], min_rtt):
+        return
+    cw[CW_SSTHRESH] = cw[CW_CWND] = max(cw[CW_MINIMUM], cw[CW_CWND] / 2)
+    cw[CW_CUT_AT] = now
+    cw[CW_CUTS] += 1
+
+
+# -- frames ------------------------------------------------------------------------------------
+@njit(cache=True)
+def _put16(buf, at, value):
+    buf[at] = (value >> 8) & 0xFF
+    buf[at + 1] = value & 0xFF
+
+
+@njit(cache=True)
+def _get16(buf, at):
+    return (np.int64(buf[at]) << 8) | np.int64(buf[at + 1])
+
+
+@njit(cache=True)
+def _frame(t, chunks, wire, slot, chunk, version, tx, iov, m, base, stats):
+    """UPDATE for `chunk` in `slot`, copy `version`, as message m, at byte m (16 + 4 K) of `tx`."""
+    words = t[T_WORDS]
+    size = HEADER_BYTES + 4 * words
+    at = m * size  # every frame of a worker's job is K words long
+    tx[at] = _UPDATE
+    tx[at + 1] = chunks[chunk, 2]
+    _put16(tx, at + 2, t[T_JOB])
+    tx[at + 4] = t[T_WORKER]
+    tx[at + 5] = 0
+    _put16(tx, at + 6, (version << 15) | (t[T_SLOT_BASE] + slot))
+    wire_offset = chunks[chunk, 3]
+    _put16(tx, at + 8, wire_offset >> 16)
+    _put16(tx, at + 10, wire_offset & 0xFFFF)
+    _put16(tx, at + 12, chunks[chunk, 1])
+    _put16(tx, at + 14, t[T_TAG])
+    start = 4 * chunks[chunk, 0]
+    tx[at + HEADER_BYTES : at + size] = wire[start : start + 4 * words]
+    iov[2 * m] = base + at
+    iov[2 * m + 1] = size
+    stats[S_FRAMES] += 1
+    stats[S_BYTES] += size
+    return m + 1
+
+
+@njit(cache=True)
+def _send_new(t, f, fl_i, fl_f, slot, chunk, version, now, rto):
+    fl_i[slot, I_CHUNK] = chunk
+    fl_i[slot, I_VERSION] = version
+    fl_i[slot, I_SEQ] = t[T_SEQ]
+    fl_i[slot, I_RETRIES] = 0
+    fl_i[slot, I_SUPPRESSED] = 0
+    fl_i[slot, I_OVERTAKEN] = 0
+    fl_f[slot, L_SENT] = now
+    fl_f[slot, L_RTO] = rto
+    fl_f[slot, L_DUE] = now + rto
+    t[T_SEQ] += 1
+    t[T_IN_FLIGHT] += 1
+    f[F_EARLIEST] = min(f[F_EARLIEST], now + rto)
+
+
+@njit(cache=True)
+def _resend(t, f, chunks, wire, fl_i, fl_f, slot, now, tx, iov, m, base, stats):
+    fl_i[slot, I_RETRIES] += 1
+    fl_f[slot, L_SENT] = now
+    fl_f[slot, L_DUE] = now + fl_f[slot, L_RTO]
+    fl_i[slot, I_SEQ] = t[T_SEQ]
+    t[T_SEQ] += 1
+    fl_i[slot, I_SUPPRESSED] = 0
+    f[F_EARLIEST] = min(f[F_EARLIEST], fl_f[slot, L_DUE])
+    stats[S_RETRANSMISSIONS] += 1
+    return _frame(t, chunks, wire, slot, fl_i[slot, I_CHUNK], fl_i[slot, I_VERSION], tx, iov, m, base, stats)
+
+
+@njit(cache=True)
+def fill(t, f, r, cw, version, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats):
+    """Send the next chunks while the window has room and their slots are free (in order: chunk
+    c waits for chunk c - W, as every worker's does)."""
+    room = np.int64(cw[CW_CWND]) - t[T_IN_FLIGHT]
+    slots = t[T_SLOTS]
+    while room > 0 and t[T_NEXT] < t[T_CHUNKS]:
+        chunk = t[T_NEXT]
+        slot = chunk % slots
+        if fl_i[slot, I_CHUNK] >= 0:
+            break
+        _send_new(t, f, fl_i, fl_f, slot, chunk, version[slot], now, r[R_RTO])
+        m = _frame(t, chunks, wire, slot, chunk, version[slot], tx, iov, m, base, stats)
+        t[T_NEXT] += 1
+        room -= 1
+    return m
+
+
+@njit(cache=True)
+def _by_seq(fl_i, picked, n):
+    """The first n slots of `picked`, oldest transmission first."""
+    order = np.argsort(fl_i[picked[:n], I_SEQ], kind="mergesort")
+    return picked[:n][order]
+
+
+@njit(cache=True)
+def overtaken(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats):
+    """RACK: resend the chunks a later-sent, answered chunk of their pipe overtook by more than the
+    allowance (or, among resent chunks, a later resend answered a round trip or more after it went)."""
+    f[F_RACK_AT] = math.inf
+    allowance = reordering(r)
+    slots, pipes = t[T_SLOTS], t[T_PIPES]
+    lost = np.empty(slots, np.int64)
+    n = 0
+    for slot in range(slots):
+        if fl_i[slot, I_CHUNK] < 0:
+            continue
+        p = (t[T_SLOT_BASE] + slot) % pipes
+        seq = fl_i[slot, I_SEQ]
+        if seq < rack[p, K_FRESH_SEQ]:
+            due = fl_f[slot, L_SENT] + rack[p, K_FRESH_RTT] + allowance
+        elif fl_i[slot, I_RETRIES] > 0 and seq < rack[p, K_RESENT_SEQ]:
+            due = fl_f[slot, L_SENT] + rack[p, K_RESENT_RTT] + allowance
+        else:
+            continue
+        if now < due:
+            f[F_RACK_AT] = min(f[F_RACK_AT], due)
+        else:
+            lost[n] = slot
+            n += 1
+    if n == 0:
+        return m
+    for slot in _by_seq(fl_i, lost, n):
+        window_loss(cw, fl_f[slot, L_SENT], now, r[R_MIN_RTT])
+        fl_i[slot, I_OVERTAKEN] = 1
+        rtt_recovered(r)
+        stats[S_FAST] += 1
+        m = _resend(t, f, chunks, wire, fl_i, fl_f, slot, now, tx, iov, m, base, stats)
+    return m
+
+
+@njit(cache=True)
+def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame, at, length, now,
+            tx, iov, m, base, stats):
+    """Take in one frame (`frame[at : at + length]`); return the message count after the frames it
+    lets out, and OK or STALE_RUN (then t[T_STALE_SLOT] names the slot, and nothing changed)."""
+    if length < HEADER_BYTES:
+        stats[S_IGNORED] += 1
+        return m, OK
+    pool_index = _get16(frame, at + 6)
+    slot = (pool_index & (_VERSION_BIT - 1)) - t[T_SLOT_BASE]
+    if slot < 0 or slot >= t[T_SLOTS] or fl_i[slot, I_CHUNK] < 0:
+        stats[S_IGNORED] += 1
+        return m, OK
+    chunk = fl_i[slot, I_CHUNK]
+    count = _get16(frame, at + 12)
+    offset = (_get16(frame, at + 8) << 16) | _get16(frame, at + 10)
+    if (frame[at] != _RESULT or _get16(frame, at + 2) != t[T_JOB] or _get16(frame, at + 14) != t[T_TAG]
+            or fl_i[slot, I_VERSION] != pool_index >> 15 or offset != chunks[chunk, 3]
+            or count != chunks[chunk, 1] or length < HEADER_BYTES + 4 * count):
+        stats[S_IGNORED] += 1
+        return m, OK
+    if frame[at + 5] & _STALE_RUN:
+        t[T_STALE_SLOT] = slot
+        return m, STALE_RUN
+    start = 4 * chunks[chunk, 0]
+    answers[start : start + 4 * count] = frame[at + HEADER_BYTES : at + HEADER_BYTES + 4 * count]
+    rtt = now - fl_f[slot, L_SENT]
+    min_rtt = r[R_MIN_RTT]
+    if fl_i[slot, I_OVERTAKEN] and rtt < min_rtt / 2:
+        # answered sooner after its resend than half the least round trip: this answers the first
+        # transmission, which was late, not lost
+        rtt_reordered(r)
+        stats[S_SPURIOUS] += 1
+    p = (t[T_SLOT_BASE] + slot) % t[T_PIPES]
+    seq = fl_i[slot, I_SEQ]
+    fresh = fl_i[slot, I_RETRIES] == 0
+    if fresh:  # Karn: a resent chunk's answer may answer either transmission
+        rtt_sample(r, rtt)
+        t[T_PROBING] = 0  # chunks sent once are answered again: the flow is back
+        if seq > rack[p, K_FRESH_SEQ]:
+            rack[p, K_FRESH_SEQ], rack[p, K_FRESH_RTT] = seq, rtt
+    elif rtt >= min_rtt:
+        # a resent chunk's answer, too late to answer its first transmission
+        if seq > rack[p, K_RESENT_SEQ]:
+            rack[p, K_RESENT_SEQ], rack[p, K_RESENT_RTT] = seq, rtt
+    window_result(cw, rtt if fresh else math.nan, r[R_MIN_RTT])
+    t[T_RECEIVED] += 1
+    f[F_LAST_PROGRESS] = now
+    if not t[T_HEARD]:
+        t[T_HEARD] = 1
+        for s in range(t[T_SLOTS]):
+            if fl_i[s, I_CHUNK] >= 0 and fl_i[s, I_SUPPRESSED]:  # progress again: a full timeout first
+                fl_i[s, I_SUPPRESSED] = 0
+                fl_f[s, L_RTO] = r[R_RTO]
+                fl_f[s, L_DUE] = now + r[R_RTO]
+                f[F_EARLIEST] = min(f[F_EARLIEST], fl_f[s, L_DUE])
+    version[slot] ^= 1
+    fl_i[slot, I_CHUNK] = -1
+    t[T_IN_FLIGHT] -= 1
+    m = overtaken(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats)
+    return fill(t, f, r, cw, version, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats), OK
+
+
+@njit(cache=True)
+def take(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, rx, entry_bytes, lengths, start, n,
+         now, tx, iov, m, base, capacity, stats):
+    """`receive` for entries start..n-1 of a `recvmmsg` batch, while the ring keeps room for what one
+    more frame may let out (every chunk in flight resent plus a window of new ones); return the next
+    entry to take, the message count and OK, or STALE_RUN at the entry that was refused."""
+    room = 2 * t[T_SLOTS] + 1
+    i = start
+    while i < n and m + room <= capacity:
+        m, status = receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, rx,
+                            i * entry_bytes, np.int64(lengths[i]), now, tx, iov, m, base, stats)
+        if status != OK:
+            return i, m, status
+        i += 1
+    return i, m, OK
+
+
+@njit(cache=True)
+def poll(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats):
+    """Retransmissions that are due; DEADLINE when nothing progressed for the deadline."""
+    if t[T_RECEIVED] == t[T_CHUNKS]:
+        return m, OK
+    if now - f[F_LAST_PROGRESS] >= f[F_DEADLINE]:
+        return m, DEADLINE
+    if now >= f[F_RACK_AT]:
+        m = overtaken(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats)
+    if now >= f[F_EARLIEST]:
+        slots = t[T_SLOTS]
+        due = np.empty(slots, np.int64)
+        n = 0
+        for slot in range(slots):
+            if fl_i[slot, I_CHUNK] >= 0 and now >= fl_f[slot, L_DUE]:
+                due[n] = slot
+                n += 1
+        cap = backoff_cap(r)
+        if n and t[T_PROBING] and t[T_HEARD]:
+            # The last probe was answered, and these waited a full timeout after that progress
+            # without being overtaken: the tail of the phase was lost.  All of it goes again.
+            for slot in _by_seq(fl_i, due, n):
+                window_loss(cw, fl_f[slot, L_SENT], now, r[R_MIN_RTT])
+                fl_f[slot, L_RTO] = min(2 * fl_f[slot, L_RTO], cap)
+                m = _resend(t, f, chunks, wire, fl_i, fl_f, slot, now, tx, iov, m, base, stats)
+            stats[S_TIMEOUTS] += 1
+            t[T_HEARD] = 0
+        elif n:
+            # Nothing overtook these: a tail, a late peer or a stalled path.  Resend the oldest
+            # chunk only and back off; the rest wait, backing off alike, until a RESULT shows progress.
+            probe = due[0]
+            for i in range(1, n):
+                if fl_i[due[i], I_CHUNK] < fl_i[probe, I_CHUNK]:
+                    probe = due[i]
+            for i in range(n):
+                slot = due[i]
+                if slot != probe:
+                    fl_f[slot, L_RTO] = min(2 * fl_f[slot, L_RTO], cap)
+                    fl_f[slot, L_DUE] = now + fl_f[slot, L_RTO]
+                    fl_i[slot, I_SUPPRESSED] = 1
+            window_loss(cw, fl_f[probe, L_SENT], now, r[R_MIN_RTT])
+            rtt_backoff(r)
+            stats[S_TIMEOUTS] += 1
+            fl_f[probe, L_RTO] = min(2 * fl_f[probe, L_RTO], backoff_cap(r))
+            m = _resend(t, f, chunks, wire, fl_i, fl_f, probe, now, tx, iov, m, base, stats)
+            t[T_HEARD] = 0
+            t[T_PROBING] = 1
+        earliest = math.inf
+        for slot in range(slots):
+            if fl_i[slot, I_CHUNK] >= 0:
+                earliest = min(earliest, fl_f[slot, L_DUE])
+        f[F_EARLIEST] = earliest
+    return m, OK
+
+
+_warm = False
+
+
+def warm() -> None:
+    """Compile (or load from the disk cache) the kernels before the first chunk goes: once per process."""
+    global _warm
+    if _warm:
+        return
+    _warm = True
+    from .window import CongestionWindow, PhaseTransfer, RttEstimator, SlotPool
+
+    x = PhaseTransfer(job_id=1, worker_id=0, words=2, pool=SlotPool(0, 2), rtt=RttEstimator(),
+                      window=CongestionWindow(2), tag=0, op=0, payload=np.zeros(3, np.int32), name="warm",
+                      now=0.0, deadline=1.0)
+    sent = x.start(0.0)
+    x.poll(0.5)
+    x.receive(sent[0][:HEADER_BYTES], 0.5)
+    rx = np.zeros(4 * HEADER_BYTES, np.uint8)
+    lengths = np.zeros(4, np.uint32)[::2]  # strided, as the mmsghdr lengths are
+    x.take(rx, HEADER_BYTES, lengths, 0, 1, 0.5)
