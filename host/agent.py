@@ -31,7 +31,6 @@ from .window import (AggregationTimeout, CongestionWindow, PhaseTransfer, Ring, 
                      StaleSwitchState, stale_message)
 
 HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run has its identity
-BATCH_HEADROOM = 64  # ring frames beyond what one RESULT may let out (2 W + 1): a batch's worth
 RING_LIMIT = 64 << 20  # bytes: a job whose ring would need more sends frame by frame
 
 __all__ = ["AggregationTimeout", "StaleSwitchState", "Worker"]
@@ -64,11 +63,11 @@ class Worker:
         # batched I/O where the transport has it: RESULTs in by the batch, the frames they let out
         # written by the compiled sender straight into the sendmmsg ring
         frame_bytes = HEADER_BYTES + 4 * job.words
-        frames = 2 * job.slots + 1 + BATCH_HEADROOM
+        frames = Ring.frames_for(job.slots)
         batcher = getattr(transport, "batcher", None) if batch else None
-        self._batch = batcher(frame_bytes, frames) if batcher and frames * frame_bytes <= RING_LIMIT else None
-        self._ring = (Ring(job.words, job.slots, tx=self._batch.tx_array, iov=self._batch.tx_iov,
-                           base=self._batch.tx_address) if self._batch else Ring(job.words, job.slots))
+        self.batch_io = batcher(frame_bytes, frames) if batcher and frames * frame_bytes <= RING_LIMIT else None
+        self._ring = (Ring(job.words, job.slots, tx=self.batch_io.tx_array, iov=self.batch_io.tx_iov,
+                           base=self.batch_io.tx_address) if self.batch_io else Ring(job.words, job.slots))
         sendplane.warm()
 
     def aggregate(self, params: CodecParams, grad: np.ndarray, *, out: np.ndarray | None = None) -> WorkerResult:
@@ -125,9 +124,9 @@ class Worker:
                              pool=self.pool, rtt=self.rtt, tag=tag, ops=ops, payload=words,
                              name=name, now=now, deadline=self.deadline, salt=salt, window=self.window,
                              pipes=self.pipes, ring=self._ring)
-        if self._batch is not None:
+        if self.batch_io is not None:
             try:
-                self._batched(xfer, self._batch)
+                self._batched(xfer, self.batch_io)
             finally:
                 self.stats.update(xfer.stats)
             return xfer.result

@@ -395,13 +395,22 @@ class Ring:
     (`switch_emulator.mmsg.BatchSocket`'s transmit side), plain offsets when it is 0.
     """
 
+    HEADROOM = 64  # frames beyond what one RESULT may let out (2 W + 1): room for a batch's usual output
+
     def __init__(self, words: int, slots: int, *, tx: np.ndarray | None = None, iov: np.ndarray | None = None,
                  base: int = 0):
         self.frame_bytes = HEADER_BYTES + 4 * words
-        self.capacity = 2 * slots + 1 if tx is None else min(len(tx) // self.frame_bytes, len(iov) // 2)
+        self.capacity = (self.frames_for(slots) if tx is None
+                         else min(len(tx) // self.frame_bytes, len(iov) // 2))
         self.tx = np.zeros(self.capacity * self.frame_bytes, np.uint8) if tx is None else tx
         self.iov = np.zeros(2 * self.capacity, np.uint64) if iov is None else iov
         self.base = base
+
+    @classmethod
+    def frames_for(cls, slots: int) -> int:
+        """The frames a ring for W = `slots` holds: whatever one RESULT or one timer may let out
+        (every chunk in flight resent and a window of new ones: 2 W + 1), and `HEADROOM` more."""
+        return 2 * slots + 1 + cls.HEADROOM
 
     def frames(self, m: int) -> list[bytes]:
         """Messages 0..m-1 as bytes."""

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from codec.ops import Op
-from host.window import AggregationTimeout, CongestionWindow, PhaseTransfer, RttEstimator, SlotPool
+from host.window import AggregationTimeout, CongestionWindow, PhaseTransfer, Ring, RttEstimator, SlotPool
 from switch_emulator.headers import HEADER_BYTES, VERSION_BIT, Flags, HinaHeader, MsgType, pack_header
 
 
@@ -296,3 +296,45 @@ def test_reordering_allowance_widens_on_evidence_and_narrows_without_it():
     for _ in range(3 * RttEstimator.REORDER_DECAY):
         r.recovered()
     assert r.reorder_scale == 1.0
+
+
+def test_a_batch_taken_at_once_sends_what_the_same_frames_received_one_by_one_send():
+    """`take` (a recvmmsg batch in, frames into a sendmmsg ring) and `receive` (one frame in, bytes out)
+    run the same rules: with RESULTs lost, stray frames among them, and a ring that fills after every
+    RESULT (so `take` stops and resumes), both send the same frames and end with the same sum."""
+    def make(ring=None):
+        return PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 4), rtt=RttEstimator(initial=0.05),
+                             tag=9, op=Op.ADD, payload=np.arange(100, dtype=np.int32), name="dense", now=0.0,
+                             deadline=5.0, window=CongestionWindow(4, initial=2), ring=ring)
+
+    one, batch = make(), make(Ring(3, 4, tx=np.zeros(10 * 28, np.uint8), iov=np.zeros(20, np.uint64)))
+    assert batch.ring.capacity == 10  # 2 W + 1 = 9 must stay free before each frame: one RESULT per call
+    pending = one.start(0.0)
+    assert batch.ring.frames(batch.start_into(0.0)) == pending
+    now, sent = 0.0, 0
+    while not one.done:
+        now += 0.01
+        answers = []
+        for f in pending:
+            sent += 1
+            if sent % 7:  # every 7th RESULT is lost
+                h = HinaHeader.unpack(f)
+                answers.append(result_for(f, np.frombuffer(f, ">i4", h.count, HEADER_BYTES) * 3))
+        answers.insert(len(answers) // 2, result_for(pending[0], [1, 2, 3], tag=8) if pending else b"x")  # stray
+        out_one = [g for a in answers for g in one.receive(a, now)] + one.poll(now)
+        rx = np.zeros(64 * len(answers), np.uint8)
+        lengths = np.zeros(2 * len(answers), np.uint32)[::2]  # strided, as the mmsghdr lengths are
+        for i, a in enumerate(answers):
+            rx[64 * i : 64 * i + len(a)] = np.frombuffer(a, np.uint8)
+            lengths[i] = len(a)
+        out_batch, i = [], 0
+        while i < len(answers):
+            i, m = batch.take(rx, 64, lengths, i, len(answers), now)
+            out_batch += batch.ring.frames(m)
+        out_batch += batch.ring.frames(batch.poll_into(now, 0))
+        assert out_batch == out_one
+        pending = out_one
+        assert now < 3
+    assert batch.done and batch.result.tolist() == one.result.tolist() == (3 * np.arange(100)).tolist()
+    assert batch.stats == one.stats and one.stats["retransmissions"] > 0 and one.stats["ignored"] > 0
+    assert batch.pool.version.tolist() == one.pool.version.tolist()
