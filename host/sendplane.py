@@ -151,6 +151,16 @@ def _get16(buf, at):
 
 
 @njit(cache=True)
+def _copy(dst, d, src, s, n):
+    """dst[d : d + n] = src[s : s + n], a word at a time where everything is word-aligned (frames are:
+    16 header bytes and K words); a byte loop runs about 4x slower on jumbo frames."""
+    if (d | s | n) & 3 == 0 and dst.size & 3 == 0 and src.size & 3 == 0:
+        dst.view(np.uint32)[d >> 2 : (d + n) >> 2] = src.view(np.uint32)[s >> 2 : (s + n) >> 2]
+    else:
+        dst[d : d + n] = src[s : s + n]
+
+
+@njit(cache=True)
 def _frame(t, chunks, wire, slot, chunk, version, tx, iov, m, base, stats):
     """UPDATE for `chunk` in `slot`, copy `version`, as message m, at byte m (16 + 4 K) of `tx`."""
     words = t[T_WORDS]
@@ -167,8 +177,7 @@ def _frame(t, chunks, wire, slot, chunk, version, tx, iov, m, base, stats):
     _put16(tx, at + 10, wire_offset & 0xFFFF)
     _put16(tx, at + 12, chunks[chunk, 1])
     _put16(tx, at + 14, t[T_TAG])
-    start = 4 * chunks[chunk, 0]
-    tx[at + HEADER_BYTES : at + size] = wire[start : start + 4 * words]
+    _copy(tx, at + HEADER_BYTES, wire, 4 * chunks[chunk, 0], 4 * words)
     iov[2 * m] = base + at
     iov[2 * m + 1] = size
     stats[S_FRAMES] += 1
@@ -290,8 +299,7 @@ def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame
     if frame[at + 5] & _STALE_RUN:
         t[T_STALE_SLOT] = slot
         return m, STALE_RUN
-    start = 4 * chunks[chunk, 0]
-    answers[start : start + 4 * count] = frame[at + HEADER_BYTES : at + HEADER_BYTES + 4 * count]
+    _copy(answers, 4 * chunks[chunk, 0], frame, at + HEADER_BYTES, 4 * count)
     rtt = now - fl_f[slot, L_SENT]
     min_rtt = r[R_MIN_RTT]
     if fl_i[slot, I_OVERTAKEN] and rtt < min_rtt / 2:
