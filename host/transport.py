@@ -2,9 +2,10 @@
 
 A transport has `send(frame)`, `recv(timeout) -> frame | None` and
 `close()`; `switch_emulator.inproc.InProcessPort` has the same shape for
-in-process runs.  `UdpTransport` also offers `batcher`: `Worker` then moves
-whole batches with `recvmmsg` / `sendmmsg`.  The UDP socket is connected to the switch, so the kernel
-drops datagrams from anyone else before they reach the worker.
+in-process runs.  `UdpTransport` also offers `batcher`: `Worker` then
+moves whole batches with `recvmmsg` / `sendmmsg`.  The UDP socket is
+connected to the switch, so the kernel drops datagrams from anyone else
+before they reach the worker.
 """
 
 from __future__ import annotations

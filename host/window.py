@@ -36,6 +36,8 @@ If nothing progresses for `deadline` seconds the transfer raises `AggregationTim
 RESULT counts only if job, phase tag, slot, copy, offset and count all
 match the chunk that slot is waiting for; anything else is ignored and
 counted, so stale or duplicated RESULTs can never land in the wrong place.
+
+The rules run compiled (`sendplane.py`), over arrays these objects own.
 """
 
 from __future__ import annotations
