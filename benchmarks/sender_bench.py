@@ -85,6 +85,9 @@ def by_take(words: int, chunks: int) -> float:
             while i < n:
                 out.append(ring[: m * size].reshape(m, size).copy())
                 i, m = x.take(rx, size, lengths, i, n, now)
+            if not x.room(m):
+                out.append(ring[: m * size].reshape(m, size).copy())
+                m = 0
             m = x.poll_into(now, m)
             out.append(ring[: m * size].reshape(m, size).copy())
         queue = np.concatenate(out) if out else queue[:0]

@@ -165,6 +165,9 @@ class Worker:
             while i < n:  # the ring filled up: send it and take the rest
                 io.send(m)
                 i, m = xfer.take(rx, entry_bytes, lengths, i, n, now)
+            if not xfer.room(m):
+                io.send(m)
+                m = 0
             m = xfer.poll_into(now, m)
             if m:
                 io.send(m)

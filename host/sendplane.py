@@ -170,6 +170,8 @@ def _frame(t, chunks, wire, slot, chunk, version, tx, iov, m, base, stats):
     words = t[T_WORDS]
     size = HEADER_BYTES + 4 * words
     at = m * size  # every frame of a worker's job is K words long
+    if at + size > tx.size or 2 * m + 1 >= iov.size:
+        return m  # never past the ring (callers leave room; were one not to, the chunk counts as lost)
     tx[at] = _UPDATE
     tx[at + 1] = chunks[chunk, 2]
     _put16(tx, at + 2, t[T_JOB])

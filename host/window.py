@@ -361,8 +361,12 @@ class PhaseTransfer:
         self._check(status)
         return i, m
 
+    def room(self, m: int) -> bool:
+        """Whether the ring, holding m messages, has room for what one RESULT or one `poll` may let out."""
+        return m + 2 * self.pool.slots + 1 <= self.ring.capacity
+
     def poll_into(self, now: float, m: int) -> int:
-        """`poll`, appending to ring messages 0..m-1; returns the new message count."""
+        """`poll`, appending to ring messages 0..m-1 (`room(m)` must hold); returns the new message count."""
         m, status = sp.poll(self._t, self._f, self.rtt.state, self.window.state, self._rack, self._chunks,
                             self._wire, self._fl_i, self._fl_f, now, self.ring.tx, self.ring.iov, m,
                             self.ring.base, self._stats)
