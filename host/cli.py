@@ -197,12 +197,13 @@ def _experiment_worker(args: argparse.Namespace) -> int:
                                src_ip=me.get("ip"), switch_mac=spec["switch"]["mac"], kind=args.transport)
     print(json.dumps({"ready": args.rank, "transport": type(transport).__name__}), flush=True)
     worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0))
+    out = np.empty(grad.size, dtype=np.int32)  # reused, as a training step (and `hina demo`) reuses its buffers
     status = 0
     for line in sys.stdin:
         if line.strip() != "go":
             break
         try:
-            print(json.dumps(timed_aggregate(worker, params, grad)), flush=True)
+            print(json.dumps(timed_aggregate(worker, params, grad, out=out)), flush=True)
         except Exception as exc:  # reported to the orchestrator, which fails the run
             print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
             status = 1
