@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from codec.ops import Op  # noqa: E402
-from host.window import PhaseTransfer, RttEstimator, SlotPool  # noqa: E402
+from host.window import PhaseTransfer, Ring, RttEstimator, SlotPool  # noqa: E402
 from switch_emulator.headers import HEADER_BYTES  # noqa: E402
 
 SLOTS = 64
@@ -67,7 +67,7 @@ def by_receive(words: int, chunks: int) -> float:
 
 def by_take(words: int, chunks: int) -> float:
     x = transfer(words, chunks)
-    size = HEADER_BYTES + 4 * words
+    size = Ring.frame_size(words)
     rx = np.zeros(BATCH * size, np.uint8)
     lengths = np.full(2 * BATCH, size, np.uint32)[::2]  # strided, as the mmsghdr lengths are
     ring, iov = x.ring.tx, x.ring.iov
@@ -98,7 +98,7 @@ def by_take(words: int, chunks: int) -> float:
 
 
 def by_copy(words: int, chunks: int) -> float:
-    size = HEADER_BYTES + 4 * words
+    size = Ring.frame_size(words)
     frames = np.zeros((chunks, size), np.uint8)
     payload = np.arange(words * chunks, dtype=">i4").view(np.uint8).reshape(chunks, 4 * words)
     answers = np.zeros_like(payload)

@@ -23,7 +23,7 @@ import numpy as np
 import codec
 from codec import CodecParams, WorkerResult
 from codec.ops import Op
-from switch_emulator.headers import HEADER_BYTES, MAX_WORKERS
+from switch_emulator.headers import MAX_WORKERS
 
 from . import sendplane
 from .job import JobSpec
@@ -31,7 +31,6 @@ from .window import (AggregationTimeout, CongestionWindow, PhaseTransfer, Ring, 
                      StaleSwitchState, stale_message)
 
 HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run has its identity
-RING_LIMIT = 64 << 20  # bytes: a job whose ring would need more sends frame by frame
 
 __all__ = ["AggregationTimeout", "StaleSwitchState", "Worker"]
 
@@ -62,10 +61,8 @@ class Worker:
         self.phase_seconds: dict[str, float] = {}
         # batched I/O where the transport has it: RESULTs in by the batch, the frames they let out
         # written by the compiled sender straight into the sendmmsg ring
-        frame_bytes = HEADER_BYTES + 4 * job.words
-        frames = Ring.frames_for(job.slots)
         batcher = getattr(transport, "batcher", None) if batch else None
-        self.batch_io = batcher(frame_bytes, frames) if batcher and frames * frame_bytes <= RING_LIMIT else None
+        self.batch_io = batcher(Ring.frame_size(job.words), Ring.frames_for(job.slots)) if batcher else None
         self._ring = (Ring(job.words, job.slots, tx=self.batch_io.tx_array, iov=self.batch_io.tx_iov,
                            base=self.batch_io.tx_address) if self.batch_io else Ring(job.words, job.slots))
         sendplane.warm()

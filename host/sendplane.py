@@ -68,6 +68,13 @@ S_FRAMES, S_BYTES, S_RETRANSMISSIONS, S_FAST, S_TIMEOUTS, S_SPURIOUS, S_IGNORED 
 OK, STALE_RUN, DEADLINE = 0, 1, 2
 
 
+@njit(cache=True)
+def burst(slots):
+    """The most frames one RESULT or one `poll` may let out: every chunk in flight resent and a
+    window of new ones (2 W, and one to spare); a ring keeps this much free before each."""
+    return 2 * slots + 1
+
+
 # -- the RTT estimator (RFC 6298, with the backoff cap and reordering allowance window.py describes) --
 @njit(cache=True)
 def backoff_cap(r):
@@ -347,9 +354,9 @@ def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame
 def take(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, rx, entry_bytes, lengths, start, n,
          now, tx, iov, m, base, capacity, stats):
     """`receive` for entries start..n-1 of a `recvmmsg` batch, while the ring keeps room for what one
-    more frame may let out (every chunk in flight resent plus a window of new ones); return the next
+    more frame may let out (`burst`); return the next
     entry to take, the message count and OK, or STALE_RUN at the entry that was refused."""
-    room = 2 * t[T_SLOTS] + 1
+    room = burst(t[T_SLOTS])
     i = start
     while i < n and m + room <= capacity:
         m, status = receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, rx,

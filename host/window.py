@@ -69,10 +69,10 @@ def stale_message(job_id: int, worker_id: int, what: str) -> str:
             f"reset_job({job_id})")
 
 
-def _column(index: int, doc: str | None = None) -> property:
-    """A float attribute kept in column `index` of the object's `state` array."""
-    def get(self) -> float:
-        return float(self.state[index])
+def _column(index: int, doc: str | None = None, kind: type = float) -> property:
+    """An attribute kept in column `index` of the object's `state` array, read as `kind`."""
+    def get(self):
+        return kind(self.state[index])
 
     def set(self, value: float) -> None:
         self.state[index] = value
@@ -182,27 +182,16 @@ class CongestionWindow:
     ssthresh = _column(sp.CW_SSTHRESH)
     cut_at = _column(sp.CW_CUT_AT, "when the window was last cut")
 
-    @property
-    def limit(self) -> int:
-        return int(self.state[sp.CW_LIMIT])
-
-    @property
-    def minimum(self) -> int:
-        return int(self.state[sp.CW_MINIMUM])
-
-    @property
-    def cuts(self) -> int:
-        return int(self.state[sp.CW_CUTS])
+    limit = _column(sp.CW_LIMIT, kind=int)
+    minimum = _column(sp.CW_MINIMUM, kind=int)
+    cuts = _column(sp.CW_CUTS, kind=int)
+    chunks = _column(sp.CW_CWND, "whole chunks the window allows in flight", kind=int)
 
     @property
     def recent_rtt(self) -> float | None:
         """The least of the last SAMPLES round trips."""
         recent = float(self.state[sp.CW_RECENT])
         return None if math.isnan(recent) else recent
-
-    @property
-    def chunks(self) -> int:
-        return int(self.state[sp.CW_CWND])
 
     def queueing(self, rtt: float | None, min_rtt: float) -> bool:
         """Whether a round trip says a queue is building: `QUEUE_DELAY` (or the least RTT) over the least."""
@@ -297,9 +286,9 @@ class PhaseTransfer:
         self._rack = np.tile(np.array([-1.0, 0.0, -1.0, 0.0]), (self.pipes, 1))
         self._stats = np.zeros(len(sp.STATS), np.int64)
         self.ring = ring or Ring(words, slots)
-        if self.ring.frame_bytes != HEADER_BYTES + 4 * words or self.ring.capacity < 2 * slots + 1:
+        if self.ring.frame_bytes != Ring.frame_size(words) or not self.room(0):
             raise ValueError(f"a ring of {self.ring.capacity} frames of {self.ring.frame_bytes} bytes does not fit "
-                             f"{2 * slots + 1} frames of K = {words} words")
+                             f"{sp.burst(slots)} frames of K = {words} words")
 
     @property
     def stats(self) -> collections.Counter[str]:
@@ -363,7 +352,7 @@ class PhaseTransfer:
 
     def room(self, m: int) -> bool:
         """Whether the ring, holding m messages, has room for what one RESULT or one `poll` may let out."""
-        return m + 2 * self.pool.slots + 1 <= self.ring.capacity
+        return m + sp.burst(self.pool.slots) <= self.ring.capacity
 
     def poll_into(self, now: float, m: int) -> int:
         """`poll`, appending to ring messages 0..m-1 (`room(m)` must hold); returns the new message count."""
@@ -401,22 +390,27 @@ class Ring:
     (`switch_emulator.mmsg.BatchSocket`'s transmit side), plain offsets when it is 0.
     """
 
-    HEADROOM = 64  # frames beyond what one RESULT may let out (2 W + 1): room for a batch's usual output
+    HEADROOM = 64  # frames beyond what one RESULT may let out (`sendplane.burst`): a batch's usual output
 
     def __init__(self, words: int, slots: int, *, tx: np.ndarray | None = None, iov: np.ndarray | None = None,
                  base: int = 0):
-        self.frame_bytes = HEADER_BYTES + 4 * words
+        self.frame_bytes = self.frame_size(words)
         self.capacity = (self.frames_for(slots) if tx is None
                          else min(len(tx) // self.frame_bytes, len(iov) // 2))
         self.tx = np.zeros(self.capacity * self.frame_bytes, np.uint8) if tx is None else tx
         self.iov = np.zeros(2 * self.capacity, np.uint64) if iov is None else iov
         self.base = base
 
+    @staticmethod
+    def frame_size(words: int) -> int:
+        """Bytes of every UPDATE of a job with K = `words`: the header and K words."""
+        return HEADER_BYTES + 4 * words
+
     @classmethod
     def frames_for(cls, slots: int) -> int:
         """The frames a ring for W = `slots` holds: whatever one RESULT or one timer may let out
-        (every chunk in flight resent and a window of new ones: 2 W + 1), and `HEADROOM` more."""
-        return 2 * slots + 1 + cls.HEADROOM
+        (`sendplane.burst`), and `HEADROOM` more."""
+        return sp.burst(slots) + cls.HEADROOM
 
     def frames(self, m: int) -> list[bytes]:
         """Messages 0..m-1 as bytes."""
