@@ -196,7 +196,8 @@ def _experiment_worker(args: argparse.Namespace) -> int:
     transport = open_transport(spec["switch"]["ip"], ifname=me.get("ifname"), src_mac=me.get("mac"),
                                src_ip=me.get("ip"), switch_mac=spec["switch"]["mac"], kind=args.transport)
     print(json.dumps({"ready": args.rank, "transport": type(transport).__name__}), flush=True)
-    worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0))
+    # the switch's pipes: with P > 1 loss detection compares a chunk only with chunks of its own pipe
+    worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1))
     out = np.empty(grad.size, dtype=np.int32)  # reused, as a training step (and `hina demo`) reuses its buffers
     status = 0
     for line in sys.stdin:

@@ -144,9 +144,11 @@ def _stop_switch_process(target, proc: subprocess.Popen | None) -> None:
 
 
 class EmulatorSwitch(Switch):
-    """The hina emulator on raw sockets, one process, on the switch's interfaces."""
+    """The hina emulator on raw sockets on the switch's interfaces: `pipes` data-plane processes (each
+    interface's frames fanned out to them by slot, `switch_emulator --pipes`), one control port."""
 
     impair_args: list[str] = []
+    pipes: int = 1
 
     def __init__(self, name: str, **params):
         super().__init__(name, **params)
@@ -156,7 +158,8 @@ class EmulatorSwitch(Switch):
     def start(self, controllers) -> None:
         ports = [f"--raw={self.ports[intf]}={intf.name}" for intf in self.intfList() if intf.name != "lo"]
         self.log = open(tempfile.mkstemp(prefix="hina-switch-", suffix=".log")[1], "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "switch_emulator", *ports, *self.impair_args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "switch_emulator", *ports, "--pipes", str(self.pipes),
+                                      *self.impair_args],
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=ROOT)
         line = self.proc.stdout.readline()
         if not line:
@@ -218,6 +221,7 @@ class ExperimentConfig:
     deadline: float = 60.0
     ping: bool = True
     transport: str = "auto"  # workers' transport: auto (UDP when routed), udp, raw
+    pipes: int = 1  # the emulator's data-plane processes (BMv2 is one process: 1)
     workload: str | None = None  # a preset of benchmarks/workloads.py instead of uniform sparsity
     scale: float = 1.0
 
@@ -249,6 +253,8 @@ class Experiment:
         problem = missing_requirements(cfg.switch)
         if problem:
             raise RuntimeError(problem)
+        if cfg.switch == "bmv2" and cfg.pipes != 1:
+            raise RuntimeError(f"--pipes {cfg.pipes}: pipes are the emulator's processes; BMv2 runs as one")
         if cfg.switch == "bmv2" and cfg.delay and not self.netem:
             raise RuntimeError("--delay needs tc netem, which this kernel lacks (the emulator can delay instead)")
         cleanup()
@@ -264,7 +270,8 @@ class Experiment:
         switch_cls = Bmv2Switch if cfg.switch == "bmv2" else EmulatorSwitch
         if switch_cls is EmulatorSwitch:
             switch_cls = type("ConfiguredEmulatorSwitch", (EmulatorSwitch,), {
-                "impair_args": [] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)]})
+                "impair_args": [] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)],
+                "pipes": cfg.pipes})
         self.net = Mininet(topo=StarTopo(workers=cfg.workers, link=link), switch=switch_cls, controller=None,
                            link=FastTCLink, autoSetMacs=False, autoStaticArp=False, build=True)
         try:
@@ -345,7 +352,7 @@ class Experiment:
         hosts = self._hosts()
         spec = {"params": params.to_config(), "job": job.to_config(), "density": cfg.density, "seed": cfg.seed,
                 "workload": cfg.workload, "scale": cfg.scale,
-                "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC},
+                "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC}, "pipes": cfg.pipes,
                 "hosts": [{"ifname": h.defaultIntf().name, "mac": host_mac(i), "ip": host_ip(i)}
                           for i, h in enumerate(hosts, start=1)]}
         with tempfile.NamedTemporaryFile("w", prefix="hina-spec-", suffix=".json", delete=False) as f:

@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # codec from this checkout
 from codec.params import MODES  # noqa: E402
+from switch_emulator.__main__ import pipes_flag  # noqa: E402
 
 MODE_SETS = {"both": ("auto", "dense"), "all": MODES}
 
@@ -76,10 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
                     help="workers' transport: UDP to the switch address when routed (auto), or raw frames "
                          "(default: auto)")
+    ap.add_argument("--pipes", type=pipes_flag, default=1, metavar="P",
+                    help="the emulator's data plane as P processes, each interface's frames handed to pipe "
+                         "slot mod P by the kernel (PACKET_FANOUT); emulator only (default: 1)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
                     help="where the JSON and PNG go (default: mininet/results of this checkout)")
     args = ap.parse_args(argv)
 
+    if args.switch == "bmv2" and args.pipes != 1:
+        print(f"mininet/run.py: --pipes {args.pipes}: pipes are the emulator's processes; BMv2 runs as one",
+              file=sys.stderr)
+        return 2
     try:
         from hina_net import Experiment, ExperimentConfig, missing_requirements, plot
     except ImportError as exc:
@@ -94,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                            delay=args.delay, loss=args.loss, length=args.length, density=args.density,
                            mtu=args.mtu, slots=args.slots, rounds=args.rounds, seed=args.seed,
                            deadline=args.deadline, transport=args.transport, workload=args.workload,
-                           scale=args.scale)
+                           scale=args.scale, pipes=args.pipes)
     try:
         results = Experiment(cfg, log=lambda m: print(m, file=sys.stderr, flush=True)).run()
     except (RuntimeError, ValueError) as exc:
@@ -114,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     if "ping" in results:
         print(f"ping {results['ping']['from']} -> {results['ping']['to']}: "
               f"{results['ping']['received']}/{results['ping']['sent']} received")
+    pipes = results.get("counters", {}).get("pipes")
+    if pipes:
+        print(f"switch: {args.pipes} pipes, frames per pipe {[p['frames'] for p in pipes]}")
     print(f"wrote {args.out / (stem + '.json')}" + (f" and {png}" if plot(results, png) else ""))
     for line in comparisons(results["runs"]):  # last: the summary
         print(line)

@@ -45,6 +45,25 @@ def test_star_through_the_emulator_ping_works_and_results_are_exact_under_loss(m
     assert not leftovers()
 
 
+def test_the_emulator_with_pipes_spreads_the_slots_and_stays_exact_under_loss():
+    """`--pipes 2`: each interface's frames are fanned out to two data-plane processes by slot; both
+    pipes forwarded UPDATEs and completed slots, and every worker's sum is exact."""
+    results = experiment(modes=("dense",), pipes=2, ping=False, mtu=1500)  # ~170 chunks per worker
+    (run,) = results["runs"]
+    assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
+    pipes = results["counters"]["pipes"]
+    assert len(pipes) == 2, pipes
+    assert all(p["frames"] > 200 and p["jobs"]["1"]["results"] > 50 for p in pipes), pipes
+    assert not leftovers()
+
+
+def test_pipes_are_refused_for_bmv2_in_one_line():
+    out = subprocess.run([sys.executable, str(Path(hina_net.__file__).with_name("run.py")), "--switch", "bmv2",
+                          "--pipes", "2"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "mininet/run.py: --pipes 2: pipes are the emulator's processes; BMv2 runs as one"], out.stderr
+
+
 def test_a_failed_run_still_cleans_up(monkeypatch):
     def boom(self, mode, topology):
         raise RuntimeError("injected failure")
