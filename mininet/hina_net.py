@@ -55,6 +55,8 @@ SWITCH = "hsw"  # names distinctive enough to clean up after a crash without tou
 HOST = "hw"
 SWITCH_MAC, SWITCH_IP = "02:00:00:00:00:fe", "10.0.0.254"
 FRAME_OVERHEAD = 14 + 20 + 8  # Ethernet, IPv4, UDP bytes per frame on the wire
+MIN_MTU = 68  # Linux refuses less on an interface
+MAX_MTU = 65535  # IPv4's largest packet
 
 
 def host_mac(i: int) -> str:
@@ -226,8 +228,32 @@ class ExperimentConfig:
     scale: float = 1.0
 
     def __post_init__(self) -> None:
+        """Refuse bad parameters here, before any host, link or process exists (one-line ValueErrors)."""
+        if self.switch not in ("emulator", "bmv2"):
+            raise ValueError(f"switch must be emulator or bmv2, got {self.switch!r}")
+        if self.transport not in ("auto", "udp", "raw"):
+            raise ValueError(f"transport must be auto, udp or raw, got {self.transport!r}")
+        checks = (("density", self.density, 0 <= self.density <= 1, "within [0, 1]"),
+                  ("loss", self.loss, 0 <= self.loss <= 100, "a percentage within [0, 100]"),
+                  ("delay", self.delay, 0 <= self.delay < float("inf"), "a finite number of ms >= 0"),
+                  ("bw", self.bw, self.bw is None or 0 < self.bw < float("inf"),
+                   "a positive number of Mbit/s (0 on the command line: unshaped)"),
+                  ("deadline", self.deadline, 0 < self.deadline < float("inf"), "a positive number of seconds"),
+                  ("rounds", self.rounds, self.rounds >= 1, "at least 1"),
+                  ("pipes", self.pipes, 1 <= self.pipes <= (64 if self.switch == "emulator" else 1),
+                   "1..64" if self.switch == "emulator" else "1 with BMv2 (one process; pipes are the emulator's)"))
+        for name, value, ok, what in checks:
+            if not ok:
+                raise ValueError(f"{name} must be {what}, got {value}")
         if self.workload is not None:  # the preset fixes the length
             self.length = workload_preset(self.workload, self.scale).size
+        if not MIN_MTU <= self.mtu <= MAX_MTU:
+            raise ValueError(f"mtu must be {MIN_MTU}..{MAX_MTU} (Linux's least, IPv4's most), got {self.mtu}")
+        # length, workers and the link rate as the workers will see them (modes: codec modes for `Experiment`,
+        # other names for subclasses such as train_ddp's, each checking its own)
+        codec.CodecParams(length=self.length, workers=self.workers,
+                          **({"link_gbps": self.bw / 1000} if self.bw else {}))
+        self.job.switch_config(self.workers)  # words per packet, slots
 
     @property
     def words(self) -> int:
@@ -253,8 +279,6 @@ class Experiment:
         problem = missing_requirements(cfg.switch)
         if problem:
             raise RuntimeError(problem)
-        if cfg.switch == "bmv2" and cfg.pipes != 1:
-            raise RuntimeError(f"--pipes {cfg.pipes}: pipes are the emulator's processes; BMv2 runs as one")
         if cfg.switch == "bmv2" and cfg.delay and not self.netem:
             raise RuntimeError("--delay needs tc netem, which this kernel lacks (the emulator can delay instead)")
         cleanup()

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # codec from this checkout
 from codec.params import MODES  # noqa: E402
-from switch_emulator.__main__ import pipes_flag  # noqa: E402
+from switch_emulator.__main__ import OneLineParser, pipes_flag  # noqa: E402
 
 MODE_SETS = {"both": ("auto", "dense"), "all": MODES}
 
@@ -47,7 +47,7 @@ def comparisons(runs: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(prog="mininet/run.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=3, help="worker hosts in the star (default: 3)")
     ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
                     help="the switch: the Python emulator on raw sockets, or BMv2 simple_switch_grpc "
@@ -84,25 +84,24 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the JSON and PNG go (default: mininet/results of this checkout)")
     args = ap.parse_args(argv)
 
-    if args.switch == "bmv2" and args.pipes != 1:
-        print(f"mininet/run.py: --pipes {args.pipes}: pipes are the emulator's processes; BMv2 runs as one",
-              file=sys.stderr)
-        return 2
     try:
         from hina_net import Experiment, ExperimentConfig, missing_requirements, plot
     except ImportError as exc:
+        print(f"mininet/run.py: {exc}", file=sys.stderr)
+        return 2
+    try:
+        cfg = ExperimentConfig(workers=args.workers, switch=args.switch, modes=modes_for(args.mode),
+                               bw=args.bw or None, delay=args.delay, loss=args.loss, length=args.length,
+                               density=args.density, mtu=args.mtu, slots=args.slots, rounds=args.rounds,
+                               seed=args.seed, deadline=args.deadline, transport=args.transport,
+                               workload=args.workload, scale=args.scale, pipes=args.pipes)
+    except ValueError as exc:  # a bad value, named before any host or link exists
         print(f"mininet/run.py: {exc}", file=sys.stderr)
         return 2
     problem = missing_requirements(args.switch)
     if problem:
         print(f"mininet/run.py: {problem}", file=sys.stderr)
         return 2
-    modes = modes_for(args.mode)
-    cfg = ExperimentConfig(workers=args.workers, switch=args.switch, modes=modes, bw=args.bw or None,
-                           delay=args.delay, loss=args.loss, length=args.length, density=args.density,
-                           mtu=args.mtu, slots=args.slots, rounds=args.rounds, seed=args.seed,
-                           deadline=args.deadline, transport=args.transport, workload=args.workload,
-                           scale=args.scale, pipes=args.pipes)
     try:
         results = Experiment(cfg, log=lambda m: print(m, file=sys.stderr, flush=True)).run()
     except (RuntimeError, ValueError) as exc:

@@ -57,11 +57,28 @@ def test_the_emulator_with_pipes_spreads_the_slots_and_stays_exact_under_loss():
     assert not leftovers()
 
 
-def test_pipes_are_refused_for_bmv2_in_one_line():
-    out = subprocess.run([sys.executable, str(Path(hina_net.__file__).with_name("run.py")), "--switch", "bmv2",
-                          "--pipes", "2"], capture_output=True, text=True)
-    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
-        "mininet/run.py: --pipes 2: pipes are the emulator's processes; BMv2 runs as one"], out.stderr
+@pytest.mark.parametrize("flags,message", [
+    (["--switch", "bmv2", "--pipes", "2"], "pipes must be 1 with BMv2 (one process; pipes are the emulator's), got 2"),
+    (["--pipes", "0"], "argument --pipes: must be an integer from 1 to 64 (processes), got '0'"),
+    (["--workers", "0"], "workers must be between 1 and 32, got 0"),
+    (["--loss", "150"], "loss must be a percentage within [0, 100], got 150.0"),
+    (["--loss", "-1"], "loss must be a percentage within [0, 100], got -1.0"),
+    (["--delay", "-1"], "delay must be a finite number of ms >= 0, got -1.0"),
+    (["--bw", "-5"], "bw must be a positive number of Mbit/s (0 on the command line: unshaped), got -5.0"),
+    (["--mtu", "50"], "mtu must be 68..65535 (Linux's least, IPv4's most), got 50"),
+    (["--density", "2"], "density must be within [0, 1], got 2.0"),
+    (["--rounds", "0"], "rounds must be at least 1, got 0"),
+    (["--deadline", "0"], "deadline must be a positive number of seconds, got 0.0"),
+    (["--workload", "nosuch"], "unknown workload 'nosuch': one of ncf, lstm, bert_base, vgg19, deeplight"),
+    (["--length", "0"], "length must be a positive integer, got 0"),
+    (["--slots", "0"], "job 1: slots [0, 0) must lie within [0, 32768)"),
+    (["--workers", "x"], "argument --workers: invalid int value: 'x'"),
+])
+def test_a_bad_flag_is_one_line_naming_the_value_and_status_2_before_any_network(flags, message):
+    out = subprocess.run([sys.executable, str(Path(hina_net.__file__).with_name("run.py")), *flags],
+                         capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stderr.splitlines()) == (2, [f"mininet/run.py: {message}"]), out.stderr
+    assert not leftovers()
 
 
 def test_a_failed_run_still_cleans_up(monkeypatch):
