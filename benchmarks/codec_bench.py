@@ -43,7 +43,6 @@ not exact.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
 import gc
@@ -63,6 +62,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # workloads, when run 
 
 import codec  # noqa: E402
 import workloads  # noqa: E402
+from codec.params import MAX_WORKERS  # noqa: E402
+from switch_emulator.cliargs import OneLineParser, between, fraction, scale_flag  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FULL_LENGTH = 2**25
@@ -348,16 +349,16 @@ def metadata(argv: list[str], scale: float) -> dict:
 # -- main --------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lengths", type=int, nargs="+", default=[FULL_LENGTH], help="uniform cases' d")
-    ap.add_argument("--densities", type=float, nargs="+", default=[0.001, 0.01, 0.05, 0.2],
+    ap = OneLineParser(prog="codec_bench.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lengths", type=between(1), nargs="+", default=[FULL_LENGTH], help="uniform cases' d")
+    ap.add_argument("--densities", type=fraction, nargs="+", default=[0.001, 0.01, 0.05, 0.2],
                     help="uniform cases' per-worker density (fractions)")
-    ap.add_argument("--workers", type=int, nargs="+", default=[2, 8], help="N, for every case")
+    ap.add_argument("--workers", type=between(1, MAX_WORKERS), nargs="+", default=[2, 8], help="N, for every case")
     ap.add_argument("--presets", nargs="*", default=["lstm", "deeplight"], choices=list(workloads.PRESETS),
                     help="benchmarks/workloads.py presets (none: uniform cases only)")
-    ap.add_argument("--preset-scale", type=float, default=None,
+    ap.add_argument("--preset-scale", type=scale_flag, default=None,
                     help=f"presets' scale (default {PRESET_SCALE}; {QUICK_PRESET_SCALE} with --quick)")
-    ap.add_argument("--repeat", type=int, default=3, help="steady-state replays of worker 0 (best is kept)")
+    ap.add_argument("--repeat", type=between(1), default=3, help="steady-state replays of worker 0 (best is kept)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help=f"d = 2^20 only, presets at {QUICK_PRESET_SCALE}")
     ap.add_argument("--out", type=Path, default=RESULTS / "codec_bench.json", help="JSON path (the PNG goes next to it)")

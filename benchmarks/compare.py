@@ -60,6 +60,7 @@ from baselines import BASELINES  # noqa: E402
 from baselines import LABEL as BASELINE_LABEL  # noqa: E402
 from codec.params import MODES  # noqa: E402
 from host.demo import DemoConfig, run_demo  # noqa: E402
+from switch_emulator.cliargs import OneLineParser  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_MODES = ("dense", "blocks", "auto")
@@ -359,13 +360,6 @@ def plots(rows: list[dict], out: Path) -> list[Path]:
     plt.close(fig)
     written.append(out / "compare_bytes.png")
     return written
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Bad input: one line on stderr, exit status 2 (argparse would print its usage first)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -52,9 +52,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # runnable as a script from a checkout
 
+from codec.params import MAX_WORKERS  # noqa: E402
 from host.demo import DemoConfig, run_demo  # noqa: E402
 from host.job import JobSpec  # noqa: E402
 from switch_emulator.control import ControlClient  # noqa: E402
+from switch_emulator.cliargs import OneLineParser, between, fraction, pipes_flag, positive  # noqa: E402
 from switch_emulator.config import JobConfig, Member  # noqa: E402
 from switch_emulator.headers import max_words, pack_header, unpack_header  # noqa: E402
 from switch_emulator.pipes import reuseport_group  # noqa: E402
@@ -252,23 +254,25 @@ def plot(e2e: list[dict], path: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--echo-server", type=int, metavar="P", help=argparse.SUPPRESS)
-    ap.add_argument("--seconds", type=float, default=3.0, help="measurement time per packet-rate run")
-    ap.add_argument("--window", type=int, default=64, help="packets in flight per client socket")
-    ap.add_argument("--pipes", type=int, nargs="+", default=[1, 2, 4, 8],
+    ap = OneLineParser(prog="emulator_bench.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--echo-server", type=pipes_flag, metavar="P", help=argparse.SUPPRESS)
+    ap.add_argument("--seconds", type=positive, default=3.0, help="measurement time per packet-rate run")
+    ap.add_argument("--window", type=between(1), default=64, help="packets in flight per client socket")
+    ap.add_argument("--pipes", type=pipes_flag, nargs="+", default=[1, 2, 4, 8],
                     help="packet rates for these P (switch pipes, echo processes; default 1 2 4 8)")
-    ap.add_argument("--clients", type=int, default=0, help="client processes per run (default: P)")
-    ap.add_argument("--length", type=int, default=1 << 24)
-    ap.add_argument("--densities", type=float, nargs="+", default=[0.001, 0.01, 0.05, 0.1, 0.3, 1.0])
-    ap.add_argument("--rounds", type=int, default=3, help="aggregations per worker process (first reported apart)")
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--clients", type=between(0, 64), default=0, help="client processes per run (default: P)")
+    ap.add_argument("--length", type=between(1), default=1 << 24)
+    ap.add_argument("--densities", type=fraction, nargs="+", default=[0.001, 0.01, 0.05, 0.1, 0.3, 1.0])
+    ap.add_argument("--rounds", type=between(1), default=3,
+                    help="aggregations per worker process (first reported apart)")
+    ap.add_argument("--workers", type=between(1, MAX_WORKERS), default=4)
+    ap.add_argument("--repeat", type=between(1), default=2)
     ap.add_argument("--skip-e2e", action="store_true")
-    ap.add_argument("--pipes-e2e", type=int, nargs="*", default=None, metavar="P",
+    ap.add_argument("--pipes-e2e", type=pipes_flag, nargs="*", default=None, metavar="P",
                     help="end to end with pipes: dense and auto at 100%% density for these P "
                          "(default: 1 and the best P of the packet rates; none: skip)")
-    ap.add_argument("--pipes-workers", type=int, default=8, help="workers in the pipes end to end section")
+    ap.add_argument("--pipes-workers", type=between(1, MAX_WORKERS), default=8,
+                    help="workers in the pipes end to end section")
     ap.add_argument("--out", type=Path, default=RESULTS / "emulator_bench.json")
     args = ap.parse_args(argv)
     if args.echo_server:

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -15,11 +14,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import fuzz_harness  # noqa: E402
+from switch_emulator.cliargs import OneLineParser, between  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--frames", type=int, default=2_000_000)
+    ap = OneLineParser(prog="fuzz_bench.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--frames", type=between(1), default=2_000_000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "fuzz_bench.json")
     args = ap.parse_args(argv)

@@ -16,7 +16,6 @@ frames resent per useful frame, and timeouts per worker and round.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from codec.ops import Op  # noqa: E402
 from host.window import CongestionWindow, RttEstimator  # noqa: E402
 from netsim import VirtualNetwork, expected, run_transfers  # noqa: E402
 from switch_emulator import JobConfig, Member, Pipeline  # noqa: E402
+from switch_emulator.cliargs import OneLineParser, between  # noqa: E402
 
 # name, workers, words (K), chunks per worker, drop per link and direction, latency, jitter (seconds)
 CASES = [
@@ -62,13 +62,10 @@ def run_case(workers: int, words: int, chunks: int, drop: float, latency: float,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per case (default: 3)")
-    ap.add_argument("--rounds", type=int, default=2, help="phases in a row per run (default: 2)")
+    ap = OneLineParser(prog="loss_model.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=between(1), default=3, help="seeds per case (default: 3)")
+    ap.add_argument("--rounds", type=between(1), default=2, help="phases in a row per run (default: 2)")
     args = ap.parse_args(argv)
-    if args.seeds < 1 or args.rounds < 1:
-        print("loss_model: --seeds and --rounds must be at least 1", file=sys.stderr)
-        return 2
     print(f"{'case':40s} {'s/round':>9s} {'(per seed)':>24s} {'resent':>8s} {'timeouts':>9s}")
     for name, *shape in CASES:
         start = time.perf_counter()

@@ -12,7 +12,6 @@ Writes benchmarks/results/reliability_bench.json and reliability.png.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -20,19 +19,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from codec.params import MAX_WORKERS  # noqa: E402
 from host.demo import DemoConfig, run_demo  # noqa: E402
 from host.job import JobSpec  # noqa: E402
+from switch_emulator.cliargs import OneLineParser, between, fraction, probability  # noqa: E402
+from switch_emulator.headers import max_words  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--drops", type=float, nargs="+", default=[0.0, 0.001, 0.01, 0.05, 0.10])
-    ap.add_argument("--length", type=int, default=1 << 20)
-    ap.add_argument("--density", type=float, default=0.01)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--words", type=int, default=256, help="K: smaller packets, more of them to lose")
+    ap = OneLineParser(prog="reliability_bench.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--drops", type=probability, nargs="+", default=[0.0, 0.001, 0.01, 0.05, 0.10])
+    ap.add_argument("--length", type=between(1), default=1 << 20)
+    ap.add_argument("--density", type=fraction, default=0.01)
+    ap.add_argument("--workers", type=between(1, MAX_WORKERS), default=4)
+    ap.add_argument("--words", type=between(1, max_words(65535)), default=256,
+                    help="K: smaller packets, more of them to lose")
     ap.add_argument("--out", type=Path, default=RESULTS / "reliability_bench.json")
     args = ap.parse_args(argv)
     rows = []

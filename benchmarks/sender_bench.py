@@ -21,7 +21,6 @@ Run from an older checkout, whose PhaseTransfer has no `take`, it times
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from codec.ops import Op  # noqa: E402
 from host.window import PhaseTransfer, Ring, RttEstimator, SlotPool  # noqa: E402
-from switch_emulator.headers import HEADER_BYTES  # noqa: E402
+from switch_emulator.cliargs import OneLineParser, between  # noqa: E402
+from switch_emulator.headers import HEADER_BYTES, max_words  # noqa: E402
 
 SLOTS = 64
 BATCH = 64
@@ -110,15 +110,12 @@ def by_copy(words: int, chunks: int) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--chunks", type=int, default=20_000, help="chunks per transfer (default: 20000)")
-    ap.add_argument("--words", type=int, nargs="+", default=[32, 2239], help="K values (default: 32 2239)")
-    ap.add_argument("--repeat", type=int, default=5, help="runs per figure, the best reported (default: 5)")
+    ap = OneLineParser(prog="sender_bench.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--chunks", type=between(1), default=20_000, help="chunks per transfer (default: 20000)")
+    ap.add_argument("--words", type=between(1, max_words(65535)), nargs="+", default=[32, 2239],
+                    help="K values (default: 32 2239)")
+    ap.add_argument("--repeat", type=between(1), default=5, help="runs per figure, the best reported (default: 5)")
     args = ap.parse_args()
-    for name, value in (("--chunks", args.chunks), ("--repeat", args.repeat), *(("--words", k) for k in args.words)):
-        if value < 1:
-            print(f"sender_bench: {name} must be at least 1, got {value}", file=sys.stderr)
-            return 2
     has_take = hasattr(PhaseTransfer, "take")
     by_receive(8, 200), has_take and by_take(8, 200)  # compile or load the kernels first
     print(f"{'K':>6} {'receive us/chunk':>17} {'take us/chunk':>14} {'copy us/chunk':>14} {'take / copy':>12}")

@@ -14,7 +14,6 @@ Writes benchmarks/results/soak.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import sys
@@ -25,11 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import codec  # noqa: E402
+from codec.params import MAX_WORKERS  # noqa: E402
 from host.agent import Worker  # noqa: E402
 from host.demo import DemoConfig, digest, expected_fixed, start_switch  # noqa: E402
 from host.job import JobSpec  # noqa: E402
 from host.synthetic import synthetic_gradient  # noqa: E402
 from host.transport import UdpTransport  # noqa: E402
+from switch_emulator.cliargs import OneLineParser, between, fraction, positive, probability  # noqa: E402
 from switch_emulator.config import Member  # noqa: E402
 from switch_emulator.control import ControlClient  # noqa: E402
 
@@ -57,14 +58,14 @@ def worker_loop(switch, rank, workers, length, density, deadline, conn) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--workers", type=int, default=8)
-    ap.add_argument("--length", type=int, default=1 << 22)
-    ap.add_argument("--density", type=float, default=0.01)
-    ap.add_argument("--drop", type=float, default=0.05)
-    ap.add_argument("--dup", type=float, default=0.01)
-    ap.add_argument("--reorder", type=float, default=0.01)
+    ap = OneLineParser(prog="soak.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=positive, default=60.0)
+    ap.add_argument("--workers", type=between(1, MAX_WORKERS), default=8)
+    ap.add_argument("--length", type=between(1), default=1 << 22)
+    ap.add_argument("--density", type=fraction, default=0.01)
+    ap.add_argument("--drop", type=probability, default=0.05)
+    ap.add_argument("--dup", type=probability, default=0.01)
+    ap.add_argument("--reorder", type=probability, default=0.01)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "soak.json")
     args = ap.parse_args(argv)
 

@@ -514,7 +514,7 @@ def summarize_all(results: list[dict[str, Any]], log) -> tuple[list[dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    from switch_emulator.__main__ import OneLineParser
+    from switch_emulator.cliargs import OneLineParser
 
     ap = OneLineParser(prog="train_ddp.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .job import DEFAULT_SLOTS, DEFAULT_WORDS
 
-    from switch_emulator.__main__ import OneLineParser
+    from switch_emulator.cliargs import OneLineParser
 
     ap = OneLineParser(prog="hina", description="homomorphic in-network aggregation")
     sub = ap.add_subparsers(dest="command", required=True)

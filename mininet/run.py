@@ -11,7 +11,6 @@ non-zero unless every worker's result is exact.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # codec from this checkout
 from codec.params import MODES  # noqa: E402
-from switch_emulator.__main__ import OneLineParser, pipes_flag  # noqa: E402
+from switch_emulator.cliargs import OneLineParser, pipes_flag  # noqa: E402
 
 MODE_SETS = {"both": ("auto", "dense"), "all": MODES}
 

@@ -21,6 +21,7 @@ import socket
 import sys
 from pathlib import Path
 
+from .cliargs import OneLineParser, non_negative, pipes_flag, probability
 from .config import JobConfig, Member
 from .impair import ImpairmentConfig
 from .pipeline import Pipeline
@@ -72,39 +73,6 @@ def member_flag(text: str) -> tuple[int, Member]:
         raise argparse.ArgumentTypeError(f"--member wants JOB_ID:WORKER_ID:HOST:PORT, got {text!r}")
     where = f"--member {text}"
     return int(parts[0]), Member(int(parts[1]), (_host(parts[2], where), _port(parts[3], where)))
-
-
-MAX_PIPES = 64  # processes; a typo should not fork thousands
-
-
-def pipes_flag(text: str) -> int:
-    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_PIPES:
-        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_PIPES} (processes), got {text!r}")
-    return int(text)
-
-
-def non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
-def probability(text: str) -> float:
-    value = non_negative(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"a probability must be within [0, 1], got {text}")
-    return value
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (prog: message) and exit status 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

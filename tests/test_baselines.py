@@ -217,7 +217,7 @@ def test_compare_systems_pick_modes_and_baselines_and_bad_combinations_exit_2(ca
             compare.parse_args(bad)
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("compare.py: error:"), err
+        assert len(err) == 1 and err[0].startswith("compare.py: "), err
 
 
 def test_compare_table_puts_baselines_next_to_hina_with_speedups_and_their_result():

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +15,11 @@ DEMO_KEYS = {"exact", "mode", "encoding", "group", "workers", "length", "density
              "switch_drops"}
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 def run(*args, timeout=300):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def test_demo_json_is_exact_with_loss():
@@ -122,9 +126,26 @@ def write(tmp_path, name, text):
     (["-m", "switch_emulator", "--stats", "-1"], "must be a finite number >= 0, got -1"),
     (["-m", "switch_emulator", "--delay", "-5"], "argument --delay: must be a finite number >= 0, got -5"),
     (["-m", "switch_emulator", "--drop", "1.5"], "a probability must be within [0, 1], got 1.5"),
+    (["-m", "switch_emulator", "--pipes", "65"],
+     "argument --pipes: must be an integer from 1 to 64 (processes), got '65'"),
+    # the benchmarks: refused as the flag is read, before a run or a result file is touched
+    (["benchmarks/soak.py", "--seconds", "-1"], "soak.py: argument --seconds: must be a finite number > 0, got -1"),
+    (["benchmarks/soak.py", "--drop", "2"], "soak.py: argument --drop: a probability must be within [0, 1], got 2"),
+    (["benchmarks/emulator_bench.py", "--pipes", "1", "0"], "argument --pipes: must be an integer from 1 to 64"),
+    (["benchmarks/emulator_bench.py", "--densities", "0.1", "nan"],
+     "argument --densities: must be a finite number, got nan"),
+    (["benchmarks/codec_bench.py", "--workers", "0"], "argument --workers: must be an integer from 1 to 32, got '0'"),
+    (["benchmarks/codec_bench.py", "--preset-scale", "3"], "argument --preset-scale: must be in (0, 1], got 3"),
+    (["benchmarks/fuzz_bench.py", "--frames", "-5"], "fuzz_bench.py: argument --frames: must be at least 1, got '-5'"),
+    (["benchmarks/reliability_bench.py", "--words", "x"], "argument --words: expected an integer, got 'x'"),
+    (["benchmarks/loss_model.py", "--rounds", "0"], "loss_model.py: argument --rounds: must be at least 1, got '0'"),
+    (["benchmarks/sender_bench.py", "--words", "32", "0"], "argument --words: must be an integer from 1 to 16372"),
+    (["benchmarks/compare.py", "--workers", "0"], "compare.py: --workers must be at least 1, got 0"),
 ])
 def test_bad_input_is_one_line_with_status_2(args, message):
+    results = sorted((p, p.stat().st_mtime_ns) for p in (ROOT / "benchmarks" / "results").iterdir())
     out = run(*args)
+    assert results == sorted((p, p.stat().st_mtime_ns) for p in (ROOT / "benchmarks" / "results").iterdir())
     assert out.returncode == 2, out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr

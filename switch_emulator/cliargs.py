@@ -1,0 +1,82 @@
+"""Command-line flags shared by hina's tools: bad input is one line naming the value, exit status 2.
+
+`OneLineParser` is argparse without the usage dump; the type functions
+below check a flag's value as argparse reads it, so a bad value never
+reaches a run (and never half-writes a result file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+MAX_PIPES = 64  # processes; a typo should not fork thousands
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (prog: message) and exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _number(text: str, kind: type = float):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                         f"got {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def between(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
+    """An integer flag within [low, high] (no upper bound when high is None)."""
+    def check(text: str) -> int:
+        value = _number(text, int)
+        if value < low or (high is not None and value > high):
+            span = f"at least {low}" if high is None else f"an integer from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"must be {span}{what}, got {text!r}")
+        return value
+    return check
+
+
+def pipes_flag(text: str) -> int:
+    return between(1, MAX_PIPES, " (processes)")(text)
+
+
+def positive(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    value = _number(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = _number(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be within [0, 1], got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    value = _number(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"a probability must be within [0, 1], got {text}")
+    return value
+
+
+def scale_flag(text: str) -> float:
+    value = _number(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
