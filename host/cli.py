@@ -123,6 +123,12 @@ def _standalone_worker(args: argparse.Namespace) -> int:
     if args.workers is None:
         return fail("--workers N is required with --switch")
     try:
+        if not 0 <= args.rank < args.workers:
+            raise ValueError(f"--rank must be 0..{args.workers - 1}, got {args.rank}")
+        if not 0 < args.deadline < float("inf"):
+            raise ValueError(f"--deadline must be a positive number of seconds, got {args.deadline}")
+        if args.rounds < 1:
+            raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
         if args.input:
             grad = np.load(args.input, allow_pickle=False)
         else:
@@ -130,10 +136,6 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         params = codec.CodecParams(length=grad.size, workers=args.workers, dtype=grad.dtype.name, mode=args.mode,
                                    group=args.group, link_gbps=args.link_gbps)
         job = JobSpec(job_id=args.job_id, words=args.words, slot_base=args.slot_base, slots=args.slots)
-        if not 0 <= args.rank < args.workers:
-            raise ValueError(f"--rank must be 0..{args.workers - 1}, got {args.rank}")
-        if not 0 < args.deadline < float("inf"):
-            raise ValueError(f"--deadline must be a positive number of seconds, got {args.deadline}")
         codec.check_gradient(params, grad, who=str(args.input or "the synthetic gradient"))
     except (OSError, ValueError) as exc:
         return fail(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc))
@@ -187,10 +189,17 @@ def _experiment_worker(args: argparse.Namespace) -> int:
     from .synthetic import gradient_for
     from .transport import open_transport
 
-    spec = json.loads(Path(args.spec).read_text())
-    params = codec.CodecParams.from_config(spec["params"])
-    job = JobSpec.from_config(spec["job"])
-    me = spec["hosts"][args.rank]
+    try:
+        spec = json.loads(Path(args.spec).read_text())
+        params = codec.CodecParams.from_config(spec["params"])
+        job = JobSpec.from_config(spec["job"])
+        if not 0 <= args.rank < len(spec["hosts"]):
+            raise ValueError(f"--rank must be 0..{len(spec['hosts']) - 1} (the spec's hosts), got {args.rank}")
+        me = spec["hosts"][args.rank]
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # json's errors are ValueErrors
+        what = f"lacks {exc}" if isinstance(exc, KeyError) else exc
+        print(f"hina worker: --spec {args.spec}: {what}", file=sys.stderr)
+        return 2
     grad = gradient_for(params.length, spec["density"], seed=spec["seed"], rank=args.rank,
                         workload=spec.get("workload"), scale=spec.get("scale", 1.0))
     transport = open_transport(spec["switch"]["ip"], ifname=me.get("ifname"), src_mac=me.get("mac"),
