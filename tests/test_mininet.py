@@ -1,5 +1,6 @@
 """Mininet experiments (root + Mininet): a 3-host star through the emulator, ping, exact under 2% loss."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,29 @@ def test_a_bad_flag_is_one_line_naming_the_value_and_status_2_before_any_network
     out = subprocess.run([sys.executable, str(Path(hina_net.__file__).with_name("run.py")), *flags],
                          capture_output=True, text=True, timeout=60)
     assert (out.returncode, out.stderr.splitlines()) == (2, [f"mininet/run.py: {message}"]), out.stderr
+    assert not leftovers()
+
+
+def test_switch_bench_runs_each_switch_and_says_why_bmv2_is_missing(tmp_path):
+    """benchmarks/switch_bench.py: one star per switch (the emulator at P = 1 and 2, BMv2 where installed),
+    rows exact, ratios against BMv2 only where BMv2 ran."""
+    bench = Path(hina_net.__file__).resolve().parent.parent / "benchmarks" / "switch_bench.py"
+    out = subprocess.run([sys.executable, str(bench), "--pipes", "1", "2", "--rounds", "2", "--modes", "dense",
+                          "--length", "20000", "--mtu", "1500", "--loss", "0", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "switch_bench.json").read_text())
+    rows = report["rows"]
+    assert [(r["switch"], r["pipes"], r["mode"]) for r in rows if r["switch"] == "emulator"] == [
+        ("emulator", 1, "dense"), ("emulator", 2, "dense")]
+    assert all(r["exact"] and len(r["rounds"]) == 2 and r["best"] <= r["median"] for r in rows), rows
+    bmv2 = [r for r in rows if r["switch"] == "bmv2"]
+    if report["bmv2_missing"]:
+        assert not bmv2 and all(r["bmv2_over_best"] is None for r in rows)
+        assert f"BMv2 not measured: {report['bmv2_missing']}" in (tmp_path / "switch_bench.md").read_text()
+    else:
+        assert len(bmv2) == 1 and all(r["bmv2_over_best"] == bmv2[0]["best"] / r["best"]
+                                      for r in rows if r["switch"] == "emulator")
     assert not leftovers()
 
 

@@ -1,0 +1,181 @@
+"""The switches side by side in Mininet: the emulator with P pipes and BMv2, same star, same frames.
+
+Issue 15 asks whether the emulator is much faster than an optimized BMv2
+on the same hosts.  This runs one experiment of `mininet/hina_net.py` per
+switch: the emulator with each --pipes P, and BMv2 (simple_switch_grpc with
+`p4/build/hina.json`) where it is installed; each aggregates the same
+gradients in each --modes mode for --rounds rounds, every result checked
+exact.  The defaults are the issue's run: 3 workers, 100 Mbit/s links, 1%
+loss, 200,000 elements at 1% density, and 32-word packets for every switch
+(BMv2's program carries 32 words; the emulator gets them from --mtu 172).
+
+Per switch and mode it reports the best and the median round, resent
+frames and timeouts, and the ratio of BMv2's seconds to each emulator
+row's (best to best, median to median).  Without BMv2 the emulator rows
+are still measured and the BMv2 row says why it is missing.
+
+    sudo .venv/bin/python benchmarks/switch_bench.py [--pipes 1 2 4] [--rounds 10] [--modes dense auto]
+        [--bmv2 auto|off] [--workers 3 --bw 100 --loss 1 --length 200000 --density 0.01 --mtu 172]
+
+Writes benchmarks/results/switch_bench.json, .md and .png (--out to move them).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "mininet")]
+
+from codec.params import MAX_WORKERS, MODES  # noqa: E402
+from switch_emulator.cliargs import (OneLineParser, between, fraction, non_negative, pipes_flag,  # noqa: E402
+                                     positive)
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def parse_args(argv: list[str] | None) -> object:
+    ap = OneLineParser(prog="switch_bench.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pipes", type=pipes_flag, nargs="+", default=[1, 2, 4],
+                    help="the emulator's pipe counts, one experiment each (default: 1 2 4)")
+    ap.add_argument("--bmv2", choices=("auto", "off"), default="auto",
+                    help="auto: also run BMv2 where simple_switch_grpc and p4/build are present (default: auto)")
+    ap.add_argument("--modes", nargs="+", choices=MODES, default=["dense", "auto"],
+                    help="codec modes, each a run per switch (default: dense auto)")
+    ap.add_argument("--rounds", type=between(1), default=10, help="aggregations per mode (default: 10)")
+    ap.add_argument("--workers", type=between(1, MAX_WORKERS), default=3, help="worker hosts (default: 3)")
+    ap.add_argument("--bw", type=positive, default=100.0, help="Mbit/s per link (default: 100)")
+    ap.add_argument("--loss", type=non_negative, default=1.0, help="percent per link and direction (default: 1)")
+    ap.add_argument("--length", type=between(1), default=200_000, help="elements per gradient (default: 200000)")
+    ap.add_argument("--density", type=fraction, default=0.01, help="non-zero fraction per worker (default: 0.01)")
+    ap.add_argument("--mtu", type=between(68, 65535), default=172,
+                    help="the links' MTU; the emulator's words per packet follow (172: 32, as BMv2's) "
+                         "(default: 172)")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where the JSON, markdown and PNG go "
+                                                              "(default: benchmarks/results of this checkout)")
+    return ap.parse_args(argv)
+
+
+def rows_of(results: dict, switch: str, pipes: int, words: int) -> list[dict]:
+    rows = []
+    for run in results["runs"]:
+        seconds = [r["seconds"] for r in run["rounds"]]
+        rows.append({"switch": switch, "pipes": pipes, "mode": run["mode"], "encoding": run.get("encoding"),
+                     "exact": run["exact"], "best": min(seconds), "median": statistics.median(seconds),
+                     "rounds": seconds, "resent": sum(r["retransmissions"] for r in run["rounds"]),
+                     "timeouts": sum(r["timeouts"] for r in run["rounds"]),
+                     "frames": sum(r["frames"] for r in run["rounds"]),
+                     "line_rate": run["line_rate_seconds"], "words": words})
+    return rows
+
+
+def name(row: dict) -> str:
+    return "BMv2" if row["switch"] == "bmv2" else f"emulator P={row['pipes']}"
+
+
+def with_ratios(rows: list[dict]) -> list[dict]:
+    """BMv2's best and median over each emulator row's of the same mode (None without a BMv2 row)."""
+    bmv2 = {r["mode"]: r for r in rows if r["switch"] == "bmv2"}
+    for r in rows:
+        b = bmv2.get(r["mode"]) if r["switch"] == "emulator" else None
+        r["bmv2_over_best"] = b["best"] / r["best"] if b else None
+        r["bmv2_over_median"] = b["median"] / r["median"] if b else None
+    return rows
+
+
+def markdown(rows: list[dict], missing: str | None, cfg: dict) -> str:
+    lines = [f"{cfg['workers']} workers, {cfg['bw']:g} Mbit/s, loss {cfg['loss']:g}%, d = {cfg['length']:,} at "
+             f"{cfg['density']:.2%}, {cfg['rounds']} rounds per mode; every worker's sum checked against numpy "
+             "(exact).", "",
+             "| switch | mode | ran | K | best s | median s | line rate s | resent | timeouts | exact "
+             "| BMv2 / this (best) | BMv2 / this (median) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = [f"{x:.2f}x" if x else "-" for x in (r["bmv2_over_best"], r["bmv2_over_median"])]
+        line_rate = f"{r['line_rate']:.3f}" if r["line_rate"] else "-"
+        lines.append(f"| {name(r)} | {r['mode']} | {r['encoding']} | {r['words']} | {r['best']:.3f} | "
+                     f"{r['median']:.3f} | {line_rate} | {r['resent']:,} | {r['timeouts']} | "
+                     f"{'yes' if r['exact'] else 'NO'} | {ratio[0]} | {ratio[1]} |")
+    if missing:
+        lines += ["", f"BMv2 not measured: {missing}."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path) -> bool:
+    """Every round's seconds per switch, one panel per mode (a box and the points)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    fig, axes = plt.subplots(1, len(modes), figsize=(4.5 * len(modes), 3.6), squeeze=False)
+    for ax, mode in zip(axes[0], modes):
+        mine = [r for r in rows if r["mode"] == mode]
+        ax.boxplot([r["rounds"] for r in mine], showfliers=False)
+        for i, r in enumerate(mine, start=1):
+            ax.plot([i] * len(r["rounds"]), r["rounds"], ".", color="tab:blue", alpha=0.6)
+        ax.set_xticks(range(1, len(mine) + 1), [name(r) for r in mine], rotation=20, fontsize=8)
+        if mine[0]["line_rate"]:
+            ax.axhline(mine[0]["line_rate"], ls="--", color="black", lw=1, label="line rate")
+            ax.legend(fontsize=7)
+        ax.set_ylabel("seconds per round")
+        ax.set_title(mode)
+        ax.set_ylim(bottom=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        import hina_net
+    except ImportError as exc:
+        print(f"switch_bench.py: {exc}", file=sys.stderr)
+        return 2
+    problem = hina_net.missing_requirements("emulator")
+    if problem:
+        print(f"switch_bench.py: {problem}", file=sys.stderr)
+        return 2
+    missing = "--bmv2 off" if args.bmv2 == "off" else hina_net.missing_requirements("bmv2")
+    shape = dict(workers=args.workers, modes=tuple(dict.fromkeys(args.modes)), bw=args.bw, loss=args.loss,
+                 length=args.length, density=args.density, rounds=args.rounds, ping=False)
+    runs = [("emulator", p) for p in dict.fromkeys(args.pipes)] + ([] if missing else [("bmv2", 1)])
+    rows = []
+    for switch, pipes in runs:
+        label = "BMv2" if switch == "bmv2" else f"emulator P={pipes}"
+        print(f"{label}: {len(shape['modes'])} modes x {args.rounds} rounds ...", file=sys.stderr, flush=True)
+        try:
+            cfg = hina_net.ExperimentConfig(switch=switch, pipes=pipes, mtu=args.mtu, **shape)
+            results = hina_net.Experiment(cfg, log=lambda m: print(f"  {m}", file=sys.stderr, flush=True)).run()
+        except (RuntimeError, ValueError) as exc:
+            print(f"switch_bench.py: {label}: {exc}", file=sys.stderr)
+            return 2
+        rows += rows_of(results, switch, pipes, cfg.words)
+    rows = with_ratios(rows)
+    config = {**shape, "modes": list(shape["modes"]), "mtu": args.mtu, "pipes": list(dict.fromkeys(args.pipes))}
+    table = markdown(rows, missing, config)
+    print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    report = {"command": " ".join(["benchmarks/switch_bench.py"] + (argv if argv is not None else sys.argv[1:])),
+              "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
+              "cpus": os.cpu_count(), "config": config, "bmv2_missing": missing, "rows": rows}
+    (args.out / "switch_bench.json").write_text(json.dumps(report, indent=1))
+    (args.out / "switch_bench.md").write_text(table)
+    png = args.out / "switch_bench.png"
+    print(f"wrote {args.out / 'switch_bench.json'}, .md" + (f" and {png}" if plot(rows, png) else ""))
+    return 0 if all(r["exact"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
