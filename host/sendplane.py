@@ -41,8 +41,8 @@ _VERSION_BIT = 0x8000
  T_SLOTS, T_PIPES, T_IN_FLIGHT, T_STALE_SLOT) = range(15)
 T_SIZE = 15
 # f: the transfer's times
-F_LAST_PROGRESS, F_EARLIEST, F_RACK_AT, F_DEADLINE = range(4)
-F_SIZE = 4
+F_LAST_PROGRESS, F_EARLIEST, F_RACK_AT, F_DEADLINE, F_PROBE_AT = range(5)
+F_SIZE = 5
 # fl_i[slot]: the chunk in flight in that slot (-1: none) and its integers
 I_CHUNK, I_VERSION, I_SEQ, I_RETRIES, I_SUPPRESSED, I_OVERTAKEN = range(6)
 I_SIZE = 6
@@ -53,16 +53,17 @@ L_SIZE = 3
 K_FRESH_SEQ, K_FRESH_RTT, K_RESENT_SEQ, K_RESENT_RTT = range(4)
 # r: the RTT estimator (RttEstimator)
 (R_RTO, R_SRTT, R_RTTVAR, R_MIN_RTT, R_SCALE, R_RECOVERIES, R_MINIMUM, R_MAXIMUM, R_BACKOFF_LIMIT,
- R_DECAY) = range(10)
-R_SIZE = 10
+ R_DECAY, R_PROBE_FLOOR) = range(11)
+R_SIZE = 11
 # cw: the congestion window (CongestionWindow); the last SAMPLES round trips from CW_SAMPLE on
 (CW_CWND, CW_SSTHRESH, CW_CUT_AT, CW_RECENT, CW_LIMIT, CW_MINIMUM, CW_CUTS, CW_COUNT, CW_NEXT,
  CW_QUEUE_DELAY, CW_SAMPLE) = range(11)
 SAMPLES = 3
 CW_SIZE = CW_SAMPLE + SAMPLES
 # stats, in the order of STATS
-STATS = ("frames", "bytes", "retransmissions", "fast_retransmissions", "timeouts", "spurious_resends", "ignored")
-S_FRAMES, S_BYTES, S_RETRANSMISSIONS, S_FAST, S_TIMEOUTS, S_SPURIOUS, S_IGNORED = range(len(STATS))
+STATS = ("frames", "bytes", "retransmissions", "fast_retransmissions", "timeouts", "spurious_resends", "ignored",
+         "probes")
+S_FRAMES, S_BYTES, S_RETRANSMISSIONS, S_FAST, S_TIMEOUTS, S_SPURIOUS, S_IGNORED, S_PROBES = range(len(STATS))
 
 # what a call reports besides its frames
 OK, STALE_RUN, DEADLINE = 0, 1, 2
@@ -95,6 +96,14 @@ def rtt_sample(r, rtt):
 @njit(cache=True)
 def rtt_backoff(r):
     r[R_RTO] = min(backoff_cap(r), 2 * r[R_RTO])
+
+
+@njit(cache=True)
+def probe_after(r):
+    """How long a silent path (no answer, nothing sent) waits before one chunk goes again as a probe:
+    two smoothed round trips, at least the floor (RACK's tail loss probe, RFC 8985 7.2); never without
+    a round trip measured."""
+    return math.inf if math.isnan(r[R_SRTT]) else max(2 * r[R_SRTT], r[R_PROBE_FLOOR])
 
 
 @njit(cache=True)
@@ -242,6 +251,7 @@ def fill(t, f, r, cw, version, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, 
         m = _frame(t, chunks, wire, slot, chunk, version[slot], tx, iov, m, base, stats)
         t[T_NEXT] += 1
         room -= 1
+        f[F_PROBE_AT] = now + probe_after(r)
     return m
 
 
@@ -285,6 +295,7 @@ def overtaken(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base
         rtt_recovered(r)
         stats[S_FAST] += 1
         m = _resend(t, f, chunks, wire, fl_i, fl_f, slot, now, tx, iov, m, base, stats)
+    f[F_PROBE_AT] = now + probe_after(r)
     return m
 
 
@@ -335,6 +346,7 @@ def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame
     window_result(cw, rtt if fresh else math.nan, r[R_MIN_RTT])
     t[T_RECEIVED] += 1
     f[F_LAST_PROGRESS] = now
+    f[F_PROBE_AT] = now + probe_after(r)
     if not t[T_HEARD]:
         t[T_HEARD] = 1
         for s in range(t[T_SLOTS]):
@@ -376,6 +388,21 @@ def poll(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, sta
         return m, DEADLINE
     if now >= f[F_RACK_AT]:
         m = overtaken(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats)
+    if now >= f[F_PROBE_AT]:
+        # Nothing answered and nothing sent for two round trips: the last answers or a resend may be
+        # lost with nothing sent after them that could say so (a phase's tail; or a chunk whose slot
+        # the next chunk waits for, so the window drained behind it).  One chunk, the oldest, goes
+        # again without waiting for the timeout; if it is answered, RACK and the window resume.  Once
+        # per silence (a timeout's probes own the stall once one fired), without backoff or a window
+        # cut: on a late peer it costs one frame.
+        f[F_PROBE_AT] = math.inf
+        if t[T_IN_FLIGHT] > 0 and not t[T_PROBING]:
+            probe = -1
+            for slot in range(t[T_SLOTS]):
+                if fl_i[slot, I_CHUNK] >= 0 and (probe < 0 or fl_i[slot, I_CHUNK] < fl_i[probe, I_CHUNK]):
+                    probe = slot
+            stats[S_PROBES] += 1
+            m = _resend(t, f, chunks, wire, fl_i, fl_f, probe, now, tx, iov, m, base, stats)
     if now >= f[F_EARLIEST]:
         slots = t[T_SLOTS]
         due = np.empty(slots, np.int64)

@@ -96,13 +96,18 @@ class RttEstimator:
 
     REORDER_DECAY = 8  # loss recoveries without evidence of reordering after which the allowance halves
 
+    PROBE_FLOOR = 2e-3  # the least silence before a tail probe (`probe_after`)
+
     def __init__(self, initial: float = 0.1, minimum: float = 0.02, maximum: float = 2.0,
-                 backoff_limit: float = 0.05):
+                 backoff_limit: float = 0.05, probe_floor: float = PROBE_FLOOR):
+        """probe_floor: a silent path's probe goes after max(2 srtt, probe_floor); inf: never (the
+        timeout alone)."""
         self.state = np.zeros(sp.R_SIZE)
         r = self.state
         r[sp.R_RTO], r[sp.R_SRTT], r[sp.R_MIN_RTT], r[sp.R_SCALE] = initial, math.nan, math.inf, 1.0
         r[sp.R_MINIMUM], r[sp.R_MAXIMUM], r[sp.R_BACKOFF_LIMIT] = minimum, maximum, backoff_limit
         r[sp.R_DECAY] = self.REORDER_DECAY
+        r[sp.R_PROBE_FLOOR] = probe_floor
 
     rto = _column(sp.R_RTO)
     rttvar = _column(sp.R_RTTVAR)
@@ -111,6 +116,13 @@ class RttEstimator:
     maximum = _column(sp.R_MAXIMUM)
     backoff_limit = _column(sp.R_BACKOFF_LIMIT)
     reorder_scale = _column(sp.R_SCALE, "doubles on evidence that RESULTs reorder, halves without it")
+    probe_floor = _column(sp.R_PROBE_FLOOR, "the least silence before a tail probe")
+
+    @property
+    def probe_after(self) -> float:
+        """How long a silent path waits before a tail probe: 2 srtt, at least `probe_floor` (inf before
+        the first round trip)."""
+        return float(sp.probe_after(self.state))
 
     @property
     def srtt(self) -> float | None:
@@ -278,7 +290,8 @@ class PhaseTransfer:
         t = self._t
         t[sp.T_CHUNKS], t[sp.T_WORDS], t[sp.T_JOB], t[sp.T_WORKER] = self.chunks, words, job_id, worker_id
         t[sp.T_TAG], t[sp.T_SLOT_BASE], t[sp.T_SLOTS], t[sp.T_PIPES] = self.tag, pool.slot_base, slots, self.pipes
-        self._f = np.array([now, math.inf, math.inf, deadline])  # last progress, earliest timeout, RACK timer
+        # last progress, earliest timeout, RACK timer, deadline, tail probe
+        self._f = np.array([now, math.inf, math.inf, deadline, math.inf])
         self._fl_i = np.full((slots, sp.I_SIZE), -1, np.int64)  # slot -> the chunk in flight there
         self._fl_f = np.zeros((slots, sp.L_SIZE))
         # RACK, per pipe: the latest transmission answered of a chunk sent once and its round trip,
@@ -292,7 +305,7 @@ class PhaseTransfer:
 
     @property
     def stats(self) -> collections.Counter[str]:
-        """frames, bytes, retransmissions (fast_retransmissions, timeouts), spurious_resends, ignored."""
+        """frames, bytes, retransmissions (fast_retransmissions, timeouts, probes), spurious_resends, ignored."""
         return collections.Counter({k: int(v) for k, v in zip(sp.STATS, self._stats) if v})
 
     @property
@@ -311,7 +324,7 @@ class PhaseTransfer:
     def next_timer(self) -> float:
         """When `poll` has something to do next (a retransmission or the deadline)."""
         f = self._f
-        return min(f[sp.F_EARLIEST], f[sp.F_RACK_AT], f[sp.F_LAST_PROGRESS] + f[sp.F_DEADLINE])
+        return min(f[sp.F_EARLIEST], f[sp.F_RACK_AT], f[sp.F_PROBE_AT], f[sp.F_LAST_PROGRESS] + f[sp.F_DEADLINE])
 
     # -- sans-I/O: frames as bytes ------------------------------------------------------------
     def start(self, now: float) -> list[bytes]:

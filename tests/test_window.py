@@ -1,5 +1,7 @@
 """The worker's slot window (sans-I/O): chunking, slot and copy choice, retransmission, deadline."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -128,7 +130,7 @@ def test_a_chunk_overtaken_by_a_later_answer_goes_again_after_the_reordering_all
 def test_with_pipes_a_chunk_is_overtaken_only_by_chunks_of_its_own_pipe():
     """Pipe s mod P answers slot s, in order within the pipe only: chunk 0 (slot 10, pipe 0 of 2) is not
     lost because pipe 1 answered chunk 1; it is once pipe 0 answers chunk 2, sent after it."""
-    rtt = RttEstimator(initial=1.0, minimum=1.0)
+    rtt = RttEstimator(initial=1.0, minimum=1.0, probe_floor=math.inf)  # RACK alone: no tail probe
     x = PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 4), rtt=rtt, tag=9, op=Op.OR,
                       payload=np.arange(30, dtype=np.int32), name="index", now=0.0, deadline=1.0, pipes=2)
     first = x.start(0.0)
@@ -185,6 +187,42 @@ def test_resent_chunks_overtaken_by_a_later_resend_go_again_without_a_timeout():
     assert x.next_timer() == pytest.approx(0.02 + 0.011 + rtt.reordering)
     assert offsets(x.poll(0.034)) == [0]  # chunk 0's resend was lost too: again, at once
     assert x.stats["fast_retransmissions"] == 3 and x.stats["timeouts"] == 0
+
+
+def test_a_lost_resend_the_window_drained_behind_goes_again_after_two_round_trips_not_the_timeout():
+    """Chunk 0's RESULT is lost; chunks 1-3 are answered, chunk 0 goes again as overtaken, and that resend
+    is lost too.  Chunk 4 waits for chunk 0's slot, so nothing is sent after the resend that could say
+    it was lost: after two smoothed round trips of silence chunk 0 goes once more (a tail probe), long
+    before its 1 s timeout, without backing the timeout off or cutting the window."""
+    rtt = RttEstimator(initial=1.0, minimum=1.0)
+    window = CongestionWindow(4, initial=4)
+    x = PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 4), rtt=rtt, tag=9, op=Op.OR,
+                      payload=np.arange(30, dtype=np.int32), name="index", now=0.0, deadline=5.0, window=window)
+    first = x.start(0.0)
+    out = [f for i, f in enumerate(first[1:], start=1) for f in answer(x, first[i], 0.010 + i * 1e-4)]
+    assert offsets(out) == []  # chunks 5-7 wait in order behind chunk 4, which waits for chunk 0's slot
+    (resend,) = x.poll(0.0103 + rtt.reordering)  # overtaken: chunk 0 goes again, and is lost again
+    assert offsets([resend]) == [0] and x.stats["fast_retransmissions"] == 1
+    sent = 0.0103 + rtt.reordering
+    assert rtt.srtt == pytest.approx(0.010, abs=1e-3) and rtt.probe_after == pytest.approx(2 * rtt.srtt)
+    assert x.next_timer() == pytest.approx(sent + rtt.probe_after)
+    assert x.poll(sent + rtt.probe_after - 1e-4) == []
+    (probe,) = x.poll(sent + rtt.probe_after)
+    assert offsets([probe]) == [0] and x.stats["probes"] == 1 and x.stats["timeouts"] == 0
+    assert rtt.rto == 1.0 and window.cwnd == 4  # neither backed off nor cut
+    assert x.poll(sent + 3 * rtt.probe_after) == []  # once per silence
+    assert offsets(answer(x, probe, sent + 3 * rtt.probe_after)) == [12, 15, 18, 21]  # answered: chunks 4-7 go
+    assert x.stats["retransmissions"] == 2
+
+
+def test_without_a_round_trip_or_with_an_infinite_floor_nothing_probes_before_the_timeout():
+    for rtt, first_answer in ((RttEstimator(initial=0.5, minimum=0.5), False),
+                              (RttEstimator(initial=0.5, minimum=0.5, probe_floor=math.inf), True)):
+        x = transfer(range(30), slots=4, rtt=rtt)
+        first = x.start(0.0)
+        if first_answer:
+            answer(x, first[0], 0.01)
+        assert x.poll(0.4) == [] and x.stats["probes"] == 0
 
 
 def test_answers_late_alike_cost_one_probe_per_timeout_not_the_window():
