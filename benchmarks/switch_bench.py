@@ -10,7 +10,7 @@ loss, 200,000 elements at 1% density, and 32-word packets for every switch
 (BMv2's program carries 32 words; the emulator gets them from --mtu 172).
 
 Per switch and mode it reports the best and the median round, resent
-frames and timeouts, and the ratio of BMv2's seconds to each emulator
+frames (of them tail probes and timeouts), and the ratio of BMv2's seconds to each emulator
 row's (best to best, median to median).  Without BMv2 the emulator rows
 are still measured and the BMv2 row says why it is missing.
 
@@ -70,6 +70,7 @@ def rows_of(results: dict, switch: str, pipes: int, words: int) -> list[dict]:
                      "exact": run["exact"], "best": min(seconds), "median": statistics.median(seconds),
                      "rounds": seconds, "resent": sum(r["retransmissions"] for r in run["rounds"]),
                      "timeouts": sum(r["timeouts"] for r in run["rounds"]),
+                     "probes": sum(r["probes"] for r in run["rounds"]),
                      "frames": sum(r["frames"] for r in run["rounds"]),
                      "line_rate": run["line_rate_seconds"], "words": words})
     return rows
@@ -93,14 +94,14 @@ def markdown(rows: list[dict], missing: str | None, cfg: dict) -> str:
     lines = [f"{cfg['workers']} workers, {cfg['bw']:g} Mbit/s, loss {cfg['loss']:g}%, d = {cfg['length']:,} at "
              f"{cfg['density']:.2%}, {cfg['rounds']} rounds per mode; every worker's sum checked against numpy "
              "(exact).", "",
-             "| switch | mode | ran | K | best s | median s | line rate s | resent | timeouts | exact "
+             "| switch | mode | ran | K | best s | median s | line rate s | resent | probes | timeouts | exact "
              "| BMv2 / this (best) | BMv2 / this (median) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ratio = [f"{x:.2f}x" if x else "-" for x in (r["bmv2_over_best"], r["bmv2_over_median"])]
         line_rate = f"{r['line_rate']:.3f}" if r["line_rate"] else "-"
         lines.append(f"| {name(r)} | {r['mode']} | {r['encoding']} | {r['words']} | {r['best']:.3f} | "
-                     f"{r['median']:.3f} | {line_rate} | {r['resent']:,} | {r['timeouts']} | "
+                     f"{r['median']:.3f} | {line_rate} | {r['resent']:,} | {r['probes']} | {r['timeouts']} | "
                      f"{'yes' if r['exact'] else 'NO'} | {ratio[0]} | {ratio[1]} |")
     if missing:
         lines += ["", f"BMv2 not measured: {missing}."]

@@ -104,6 +104,7 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
         "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": stats["bytes"],
         "frames": stats["frames"], "retransmissions": stats["retransmissions"],
         "timeouts": stats["timeouts"], "fast_retransmissions": stats["fast_retransmissions"],
+        "probes": stats["probes"],
         "ignored": stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
         "phases": worker.phase_seconds, "compute": result.seconds, "payload_by_phase": result.bytes_sent,
         "union": result.union, "residual": result.residual, "encoding": result.encoding, "group": result.group,
@@ -253,6 +254,7 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         "retransmissions": sum(r["retransmissions"] for r in reports),
         "timeouts": sum(r["timeouts"] for r in reports),  # of them: the oldest chunk, resent on a timeout
         "fast_retransmissions": sum(r["fast_retransmissions"] for r in reports),  # of them: overtaken chunks
+        "probes": sum(r["probes"] for r in reports),  # of them: tail probes after a silence
         "switch_drops": sum(counters["drops"].values()),
         "switch_drop_reasons": counters["drops"],
         "payload_bytes_per_worker": round(sum(r["payload_bytes"] for r in reports) / n),
@@ -303,7 +305,8 @@ def format_summary(s: dict[str, Any]) -> str:
         _seconds_line(s),
         "goodput:          " + (f"{s['goodput_gbps']:.2f} Gbit/s dense-equivalent per worker"
                                  if s["goodput_gbps"] is not None else "none"),
-        f"retransmissions:  {s['retransmissions']} (all workers)",
+        f"retransmissions:  {s['retransmissions']} (all workers; {s['fast_retransmissions']} overtaken, "
+        f"{s['probes']} tail probes, {s['timeouts']} timeouts)",
         f"switch drops:     {s['switch_drops']} {s['switch_drop_reasons'] or ''}",
     ]
     lines += [f"error: {e}" for e in s["errors"]]

@@ -407,7 +407,8 @@ class Experiment:
                 self.log(f"[{mode}] round {rnd + 1}: exact={exact} {rounds[-1]['seconds']:.3f} s, "
                          f"ran {rounds[-1]['encoding']} (index group {rounds[-1]['group']}), "
                          f"{rounds[-1]['wire_bytes_per_worker']:,.0f} B/worker, "
-                         f"{rounds[-1]['retransmissions']} retransmissions ({rounds[-1]['timeouts']} on a timeout)"
+                         f"{rounds[-1]['retransmissions']} retransmissions ({rounds[-1]['probes']} tail probes, "
+                         f"{rounds[-1]['timeouts']} on a timeout)"
                          + (f" {errors}" if errors else ""))
         finally:
             for p in procs:
@@ -441,7 +442,7 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
             "switch_rounds": ok[0]["rounds"] if ok else None,
             "wire_bytes_per_worker": wire, "payload_bytes_per_worker": sum(x["payload_bytes"] for x in ok) / n,
             "line_rate_seconds": line_rate, "retransmissions": sum(x["retransmissions"] for x in ok),
-            "timeouts": sum(x.get("timeouts", 0) for x in ok),
+            "timeouts": sum(x.get("timeouts", 0) for x in ok), "probes": sum(x.get("probes", 0) for x in ok),
             "frames": sum(x["frames"] for x in ok), "phase_seconds": phases, "compute_seconds": compute}
 
 
