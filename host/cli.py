@@ -196,14 +196,15 @@ def _experiment_worker(args: argparse.Namespace) -> int:
         if not 0 <= args.rank < len(spec["hosts"]):
             raise ValueError(f"--rank must be 0..{len(spec['hosts']) - 1} (the spec's hosts), got {args.rank}")
         me = spec["hosts"][args.rank]
+        grad = gradient_for(params.length, spec["density"], seed=spec["seed"], rank=args.rank,
+                            workload=spec.get("workload"), scale=spec.get("scale", 1.0))
+        switch_ip, switch_mac = spec["switch"]["ip"], spec["switch"]["mac"]
     except (OSError, ValueError, KeyError, TypeError) as exc:  # json's errors are ValueErrors
         what = f"lacks {exc}" if isinstance(exc, KeyError) else exc
         print(f"hina worker: --spec {args.spec}: {what}", file=sys.stderr)
         return 2
-    grad = gradient_for(params.length, spec["density"], seed=spec["seed"], rank=args.rank,
-                        workload=spec.get("workload"), scale=spec.get("scale", 1.0))
-    transport = open_transport(spec["switch"]["ip"], ifname=me.get("ifname"), src_mac=me.get("mac"),
-                               src_ip=me.get("ip"), switch_mac=spec["switch"]["mac"], kind=args.transport)
+    transport = open_transport(switch_ip, ifname=me.get("ifname"), src_mac=me.get("mac"),
+                               src_ip=me.get("ip"), switch_mac=switch_mac, kind=args.transport)
     print(json.dumps({"ready": args.rank, "transport": type(transport).__name__}), flush=True)
     # the switch's pipes: with P > 1 loss detection compares a chunk only with chunks of its own pipe
     worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1))

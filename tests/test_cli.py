@@ -147,7 +147,8 @@ def write(tmp_path, name, text):
     (["benchmarks/loss_model.py", "--rounds", "0"], "loss_model.py: argument --rounds: must be at least 1, got '0'"),
     (["benchmarks/sender_bench.py", "--words", "32", "0"], "argument --words: must be an integer from 1 to 16372"),
     (["benchmarks/compare.py", "--workers", "0"], "compare.py: --workers must be at least 1, got 0"),
-    (["benchmarks/switch_bench.py", "--mtu", "50"], "switch_bench.py: argument --mtu: must be an integer from 68 to 65535"),
+    (["benchmarks/switch_bench.py", "--mtu", "50"],
+     "switch_bench.py: argument --mtu: must be an integer from 68 to 65535"),
 ])
 def test_bad_input_is_one_line_with_status_2(args, message):
     results = sorted((p, p.stat().st_mtime_ns) for p in (ROOT / "benchmarks" / "results").iterdir())
