@@ -22,6 +22,7 @@ Writes benchmarks/results/switch_bench.json, .md and .png (--out to move them).
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -40,7 +41,7 @@ from switch_emulator.cliargs import (OneLineParser, between, fraction, non_negat
 RESULTS = ROOT / "benchmarks" / "results"
 
 
-def parse_args(argv: list[str] | None) -> object:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = OneLineParser(prog="switch_bench.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--pipes", type=pipes_flag, nargs="+", default=[1, 2, 4],
                     help="the emulator's pipe counts, one experiment each (default: 1 2 4)")

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 import codec
+from switch_emulator.cliargs import MAX_PIPES
 from switch_emulator.config import Member
 from switch_emulator.control import ControlClient
 from switch_emulator.headers import UDP_PORT
@@ -63,8 +64,8 @@ class DemoConfig:
             raise ValueError(f"deadline must be a positive number of seconds, got {self.deadline}")
         if self.rounds < 1:
             raise ValueError(f"rounds must be at least 1, got {self.rounds}")
-        if not 1 <= self.pipes <= 64:
-            raise ValueError(f"pipes must be 1..64, got {self.pipes}")
+        if not 1 <= self.pipes <= MAX_PIPES:
+            raise ValueError(f"pipes must be 1..{MAX_PIPES}, got {self.pipes}")
 
     @property
     def params(self) -> codec.CodecParams:

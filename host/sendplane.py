@@ -242,6 +242,7 @@ def fill(t, f, r, cw, version, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, 
     c waits for chunk c - W, as every worker's does)."""
     room = np.int64(cw[CW_CWND]) - t[T_IN_FLIGHT]
     slots = t[T_SLOTS]
+    first = t[T_NEXT]
     while room > 0 and t[T_NEXT] < t[T_CHUNKS]:
         chunk = t[T_NEXT]
         slot = chunk % slots
@@ -251,6 +252,7 @@ def fill(t, f, r, cw, version, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, 
         m = _frame(t, chunks, wire, slot, chunk, version[slot], tx, iov, m, base, stats)
         t[T_NEXT] += 1
         room -= 1
+    if t[T_NEXT] > first:
         f[F_PROBE_AT] = now + probe_after(r)
     return m
 
@@ -260,6 +262,16 @@ def _by_seq(fl_i, picked, n):
     """The first n slots of `picked`, oldest transmission first."""
     order = np.argsort(fl_i[picked[:n], I_SEQ], kind="mergesort")
     return picked[:n][order]
+
+
+@njit(cache=True)
+def _oldest(fl_i, picked, n):
+    """Of the first n slots of `picked`, the one holding the oldest chunk: what a probe resends."""
+    probe = picked[0]
+    for i in range(1, n):
+        if fl_i[picked[i], I_CHUNK] < fl_i[probe, I_CHUNK]:
+            probe = picked[i]
+    return probe
 
 
 @njit(cache=True)
@@ -397,12 +409,10 @@ def poll(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, sta
         # cut: on a late peer it costs one frame.
         f[F_PROBE_AT] = math.inf
         if t[T_IN_FLIGHT] > 0 and not t[T_PROBING]:
-            probe = -1
-            for slot in range(t[T_SLOTS]):
-                if fl_i[slot, I_CHUNK] >= 0 and (probe < 0 or fl_i[slot, I_CHUNK] < fl_i[probe, I_CHUNK]):
-                    probe = slot
+            in_flight = np.flatnonzero(fl_i[:, I_CHUNK] >= 0)
             stats[S_PROBES] += 1
-            m = _resend(t, f, chunks, wire, fl_i, fl_f, probe, now, tx, iov, m, base, stats)
+            m = _resend(t, f, chunks, wire, fl_i, fl_f, _oldest(fl_i, in_flight, in_flight.size), now, tx, iov, m,
+                        base, stats)
     if now >= f[F_EARLIEST]:
         slots = t[T_SLOTS]
         due = np.empty(slots, np.int64)
@@ -424,10 +434,7 @@ def poll(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, sta
         elif n:
             # Nothing overtook these: a tail, a late peer or a stalled path.  Resend the oldest
             # chunk only and back off; the rest wait, backing off alike, until a RESULT shows progress.
-            probe = due[0]
-            for i in range(1, n):
-                if fl_i[due[i], I_CHUNK] < fl_i[probe, I_CHUNK]:
-                    probe = due[i]
+            probe = _oldest(fl_i, due, n)
             for i in range(n):
                 slot = due[i]
                 if slot != probe:
@@ -437,7 +444,7 @@ def poll(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, sta
             window_loss(cw, fl_f[probe, L_SENT], now, r[R_MIN_RTT])
             rtt_backoff(r)
             stats[S_TIMEOUTS] += 1
-            fl_f[probe, L_RTO] = min(2 * fl_f[probe, L_RTO], backoff_cap(r))
+            fl_f[probe, L_RTO] = min(2 * fl_f[probe, L_RTO], cap)
             m = _resend(t, f, chunks, wire, fl_i, fl_f, probe, now, tx, iov, m, base, stats)
             t[T_HEARD] = 0
             t[T_PROBING] = 1

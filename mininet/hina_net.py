@@ -46,6 +46,7 @@ import codec  # noqa: E402
 from host.demo import digest, expected_fixed  # noqa: E402
 from host.job import JobSpec  # noqa: E402
 from host.synthetic import workload_preset  # noqa: E402
+from switch_emulator.cliargs import MAX_PIPES  # noqa: E402
 from switch_emulator.config import Member  # noqa: E402
 from switch_emulator.controller import P4_BUILD, Bmv2Target, EmulatorTarget  # noqa: E402
 from switch_emulator.headers import max_words  # noqa: E402
@@ -240,8 +241,9 @@ class ExperimentConfig:
                    "a positive number of Mbit/s (0 on the command line: unshaped)"),
                   ("deadline", self.deadline, 0 < self.deadline < float("inf"), "a positive number of seconds"),
                   ("rounds", self.rounds, self.rounds >= 1, "at least 1"),
-                  ("pipes", self.pipes, 1 <= self.pipes <= (64 if self.switch == "emulator" else 1),
-                   "1..64" if self.switch == "emulator" else "1 with BMv2 (one process; pipes are the emulator's)"))
+                  ("pipes", self.pipes, 1 <= self.pipes <= (MAX_PIPES if self.switch == "emulator" else 1),
+                   f"1..{MAX_PIPES}" if self.switch == "emulator"
+                   else "1 with BMv2 (one process; pipes are the emulator's)"))
         for name, value, ok, what in checks:
             if not ok:
                 raise ValueError(f"{name} must be {what}, got {value}")
