@@ -32,7 +32,7 @@ import math
 import numpy as np
 from numba import njit
 
-HEADER_BYTES = 16
+from switch_emulator.headers import HEADER_BYTES
 _UPDATE, _RESULT, _STALE_RUN = 0, 1, 2
 _VERSION_BIT = 0x8000
 
