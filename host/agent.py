@@ -25,10 +25,9 @@ from codec import CodecParams, WorkerResult
 from codec.ops import Op
 from switch_emulator.headers import MAX_WORKERS
 
-from . import sendplane
 from .job import JobSpec
 from .window import (AggregationTimeout, CongestionWindow, PhaseTransfer, Ring, RttEstimator, SlotPool,
-                     StaleSwitchState, stale_message)
+                     StaleSwitchState, stale_message, warm)
 
 HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run has its identity
 
@@ -65,7 +64,7 @@ class Worker:
         self.batch_io = batcher(Ring.frame_size(job.words), Ring.frames_for(job.slots)) if batcher else None
         self._ring = (Ring(job.words, job.slots, tx=self.batch_io.tx_array, iov=self.batch_io.tx_iov,
                            base=self.batch_io.tx_address) if self.batch_io else Ring(job.words, job.slots))
-        sendplane.warm()
+        warm()
 
     def aggregate(self, params: CodecParams, grad: np.ndarray, *, out: np.ndarray | None = None) -> WorkerResult:
         """Sum `grad` with the other workers' through the switch; every round, retransmitting on loss.

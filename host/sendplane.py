@@ -1,8 +1,11 @@
 """The sender's rules, compiled: what `PhaseTransfer` does per RESULT, per chunk sent and per timer.
 
-`window.py` explains the rules (slots and copies, the congestion window,
-RACK loss detection per pipe, the retransmission timeout); this module is
-where they run, as the switch's rules run in `switch_emulator/dataplane.py`.
+Layering: this module is the bottom layer, rules over arrays that take
+`now` and frames and nothing else; `window.py` above it owns the arrays,
+drives these functions and explains the rules (slots and copies, the
+congestion window, RACK loss detection per pipe, the retransmission
+timeout).  This module imports nothing from `window.py` or `agent.py`;
+the rules run here, as the switch's rules run in `switch_emulator/dataplane.py`.
 Per chunk the Python sender spent about 10 us parsing, bookkeeping and
 building the frame, as much as the kernel's UDP path; on a host that runs
 several workers (Mininet, a training job's ranks) that was the bound.  Here
@@ -455,24 +458,3 @@ def poll(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, sta
         f[F_EARLIEST] = earliest
     return m, OK
 
-
-_warm = False
-
-
-def warm() -> None:
-    """Compile (or load from the disk cache) the kernels before the first chunk goes: once per process."""
-    global _warm
-    if _warm:
-        return
-    _warm = True
-    from .window import CongestionWindow, PhaseTransfer, RttEstimator, SlotPool
-
-    x = PhaseTransfer(job_id=1, worker_id=0, words=2, pool=SlotPool(0, 2), rtt=RttEstimator(),
-                      window=CongestionWindow(2), tag=0, op=0, payload=np.zeros(3, np.int32), name="warm",
-                      now=0.0, deadline=1.0)
-    sent = x.start(0.0)
-    x.poll(0.5)
-    x.receive(sent[0][:HEADER_BYTES], 0.5)
-    rx = np.zeros(4 * HEADER_BYTES, np.uint8)
-    lengths = np.zeros(4, np.uint32)[::2]  # strided, as the mmsghdr lengths are
-    x.take(rx, HEADER_BYTES, lengths, 0, 1, 0.5)

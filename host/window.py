@@ -37,7 +37,10 @@ RESULT counts only if job, phase tag, slot, copy, offset and count all
 match the chunk that slot is waiting for; anything else is ignored and
 counted, so stale or duplicated RESULTs can never land in the wrong place.
 
-The rules run compiled (`sendplane.py`), over arrays these objects own.
+Layering: the rules run compiled in `sendplane.py` (below: functions of
+`now`, frames and arrays, importing nothing from here), over arrays these
+objects own; `agent.py` (above) drives these objects with sockets.
+`warm()` compiles the rules once per process by driving a tiny transfer.
 """
 
 from __future__ import annotations
@@ -429,3 +432,23 @@ class Ring:
         """Messages 0..m-1 as bytes."""
         size = self.frame_bytes
         return [self.tx[i * size : (i + 1) * size].tobytes() for i in range(m)]
+
+
+_warm = False
+
+
+def warm() -> None:
+    """Compile (or load from the disk cache) the kernels before the first chunk goes: once per process."""
+    global _warm
+    if _warm:
+        return
+    _warm = True
+    x = PhaseTransfer(job_id=1, worker_id=0, words=2, pool=SlotPool(0, 2), rtt=RttEstimator(),
+                      window=CongestionWindow(2), tag=0, op=0, payload=np.zeros(3, np.int32), name="warm",
+                      now=0.0, deadline=1.0)
+    sent = x.start(0.0)
+    x.poll(0.5)
+    x.receive(sent[0][:HEADER_BYTES], 0.5)
+    rx = np.zeros(4 * HEADER_BYTES, np.uint8)
+    lengths = np.zeros(4, np.uint32)[::2]  # strided, as the mmsghdr lengths are
+    x.take(rx, HEADER_BYTES, lengths, 0, 1, 0.5)

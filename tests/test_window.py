@@ -376,3 +376,21 @@ def test_a_batch_taken_at_once_sends_what_the_same_frames_received_one_by_one_se
     assert batch.done and batch.result.tolist() == one.result.tolist() == (3 * np.arange(100)).tolist()
     assert batch.stats == one.stats and one.stats["retransmissions"] > 0 and one.stats["ignored"] > 0
     assert batch.pool.version.tolist() == one.pool.version.tolist()
+
+
+def test_sendplane_sits_below_window():
+    """The layering the docstrings state: sendplane (rules of `now` and frames) imports nothing from the
+    objects above it (window, agent), at module level or inside a function, so the two never form a cycle."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse((Path(__file__).resolve().parent.parent / "host" / "sendplane.py").read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            imported.add(("." * node.level) + (node.module or ""))
+            imported.update(f"{'.' * node.level}{node.module or ''}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            imported.update(a.name for a in node.names)
+    above = {name for name in imported if any(part in name for part in ("window", "agent", "demo", "ddp"))}
+    assert not above, f"host/sendplane.py imports from the layers above it: {sorted(above)}"
