@@ -170,7 +170,15 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         except ValueError as exc:  # the other workers disagree on the job's parameters
             return fail(str(exc), 1)
     if args.out:
-        np.save(args.out, result.sum.reshape(grad.shape))
+        total = result.sum.reshape(grad.shape)
+        if args.out_dtype == "input" or grad.dtype == np.int32:
+            with np.errstate(over="ignore"):
+                rounded = total.astype(grad.dtype)
+            if not np.isfinite(rounded).all():  # only a float16 sum can leave its dtype's range
+                return fail(f"the sum leaves {grad.dtype.name}'s range (largest |sum| {np.abs(total).max():.6g}): "
+                            f"use --out-dtype float64", 1)
+            total = rounded
+        np.save(args.out, total)
     summary = {"rank": args.rank, "workers": args.workers, "length": int(grad.size), "dtype": grad.dtype.name,
                "out": str(args.out) if args.out else None, "rounds": reports}
     print(json.dumps(summary) if args.json else
@@ -300,7 +308,11 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--length", type=int, default=1 << 20, help="synthetic gradient: elements")
     w.add_argument("--density", type=float, default=0.01, help="synthetic gradient: non-zero fraction")
     w.add_argument("--seed", type=int, default=0, help="synthetic gradient: seed (with the rank)")
-    w.add_argument("--out", type=Path, help="write the sum here (.npy: float64 for floats, int64 for int32)")
+    w.add_argument("--out", type=Path, help="write the sum here (.npy, in --out-dtype)")
+    w.add_argument("--out-dtype", choices=("input", "float64"), default="input",
+                   help="the sum's dtype in --out: input (the gradient's own dtype: the exact fixed-point sum "
+                        "rounded once, as the DDP hook writes a bucket) or float64 (the fixed-point sum exactly, "
+                        "for checking bits; int32 input is always written as int32, exactly) (default: input)")
     w.add_argument("--mode", choices=MODES, default="auto", help="the encoding")
     _codec_flags(w)
     w.add_argument("--rounds", type=int, default=1, help="aggregations of the same gradient")

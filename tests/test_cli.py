@@ -247,7 +247,8 @@ def test_standalone_workers_against_a_running_emulator(tmp_path):
         data, control = (f"{h}:{p}" for h, p in (ready["data"], ready["control"]))
         workers = [subprocess.Popen([sys.executable, "-m", "host.cli", "worker", "--switch", data, "--control",
                                      control, "--rank", str(w), "--workers", "3", "--input", paths[w], "--out",
-                                     str(tmp_path / f"sum{w}.npy"), "--words", "256", "--json"],
+                                     str(tmp_path / f"sum{w}.npy"), "--words", "256", "--json"]
+                                    + (["--out-dtype", "float64"] if w == 2 else []),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                    for w in range(3)]
         outs = [p.communicate(timeout=120) for p in workers]
@@ -255,8 +256,10 @@ def test_standalone_workers_against_a_running_emulator(tmp_path):
             assert p.returncode == 0, stderr
         shift = json.loads(outs[0][0])["rounds"][-1]["shift"]
         want = codec.dequantize(dense_fixed_sum(grads, shift), shift)
-        for w in range(3):
-            assert np.array_equal(np.load(tmp_path / f"sum{w}.npy"), want)
+        for w in range(3):  # the inputs' dtype by default (the exact sum rounded once), float64 on request
+            got = np.load(tmp_path / f"sum{w}.npy")
+            assert got.dtype == (np.float64 if w == 2 else grads[0].dtype), (w, got.dtype)
+            assert np.array_equal(got, want if w == 2 else want.astype(grads[0].dtype))
         with ControlClient(tuple(ready["control"])) as ctl:
             assert ctl.counters()["jobs"][1]["results"] > 0
             ctl.shutdown()

@@ -133,7 +133,7 @@ def test_standalone_workers_on_the_hosts_then_a_rerun_refused_until_reset(monkey
 
     n, length, density = 3, 60_000, 0.05
     grads = [synthetic_gradient(length, density, seed=1, rank=r) for r in range(n)]
-    want = codec.simulate_allreduce(grads).sum
+    want = codec.simulate_allreduce(grads).sum.astype(grads[0].dtype)  # `hina worker --out` writes the input's dtype
 
     def standalone(self, mode, topology):
         runs = []
