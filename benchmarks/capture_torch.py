@@ -19,7 +19,6 @@ Writes benchmarks/results/capture_torch.json.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import workloads  # noqa: E402
+from provenance import command_line, write_result  # noqa: E402
 
 try:
     import torch
@@ -163,9 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
         del c["grads"]
         out.append(c)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"command": " ".join(["benchmarks/capture_torch.py"] + (argv or sys.argv[1:])),
-                                    "torch": torch.__version__, "cases": out}, indent=1))
+    write_result(args.out, {"cases": out}, command_line("benchmarks/capture_torch.py", argv), torch=torch.__version__)
     print(f"wrote {args.out}")
     return 0
 

@@ -36,11 +36,9 @@ Writes benchmarks/results/emulator_bench.json and emulator_e2e.png.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import multiprocessing as mp
 import os
-import platform
 import selectors
 import signal
 import socket
@@ -53,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # runnable as a script from a checkout
 
 from codec.params import MAX_WORKERS  # noqa: E402
+from provenance import command_line, write_result  # noqa: E402
 from host.demo import DemoConfig, run_demo  # noqa: E402
 from host.job import JobSpec  # noqa: E402
 from switch_emulator.control import ControlClient  # noqa: E402
@@ -347,13 +346,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['seconds']:.3f} s, {r['dense_equivalent_gbps']:.2f} Gbit/s dense-equivalent, "
                   f"exact={r['exact']}, {r['retransmissions']} retransmissions", flush=True)
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
-            "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.platform(),
-            "cpus": os.cpu_count(), "python": platform.python_version()}
-    args.out.write_text(json.dumps({"meta": meta, "packet_rate": rates, "ratios": ratios, "scaling": scaling,
-                                    "best_pipes": best_pipes, "end_to_end": e2e, "pipes_end_to_end": pipes_e2e,
-                                    "targets": targets}, indent=1))
+    write_result(args.out, {"packet_rate": rates, "ratios": ratios, "scaling": scaling, "best_pipes": best_pipes,
+                            "end_to_end": e2e, "pipes_end_to_end": pipes_e2e, "targets": targets},
+                 command_line("benchmarks/emulator_bench.py", argv))
     print(f"wrote {args.out}")
     if e2e and plot(e2e, args.out.with_name("emulator_e2e.png")):
         print(f"wrote {args.out.with_name('emulator_e2e.png')}")

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import fuzz_harness  # noqa: E402
+from provenance import command_line, write_result  # noqa: E402
 from switch_emulator.cliargs import OneLineParser, between  # noqa: E402
 
 
@@ -29,15 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     summary = {"frames": report.frames, "failures": len(report.failures), "victim_changed": report.victim_changed,
                "seconds": seconds, "frames_per_second": report.frames / seconds, "outputs": report.outputs,
-               "drops": report.drops, "seed": args.seed,
-               "command": " ".join(["benchmarks/fuzz_bench.py"] + (argv if argv is not None else sys.argv[1:]))}
+               "drops": report.drops, "seed": args.seed}
     for failure in report.failures[:3]:
         print(failure, file=sys.stderr)
     print(f"{report.frames:,} frames in {seconds:.0f} s ({summary['frames_per_second']:,.0f}/s): "
           f"{len(report.failures)} failures, victim job {'CHANGED' if report.victim_changed else 'untouched'}")
     print(f"drops by reason: {report.drops}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=1))
+    write_result(args.out, summary, command_line("benchmarks/fuzz_bench.py", argv))
     return 0 if report.ok else 1
 
 

@@ -12,7 +12,6 @@ Writes benchmarks/results/reliability_bench.json and reliability.png.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from codec.params import MAX_WORKERS  # noqa: E402
+from provenance import command_line, write_result  # noqa: E402
 from host.demo import DemoConfig, run_demo  # noqa: E402
 from host.job import JobSpec  # noqa: E402
 from switch_emulator.cliargs import OneLineParser, between, fraction, probability  # noqa: E402
@@ -55,9 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"drop {drop:6.1%} {mode:<5s} ({s['encoding']}) exact={row['exact']} {row['seconds']:7.3f} s  "
                   f"{row['packets_per_useful_packet']:.3f} packets sent per useful packet "
                   f"({s['retransmissions']} retransmissions of {frames:,.0f} frames)", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"command": " ".join(["benchmarks/reliability_bench.py"] + (argv or sys.argv[1:])),
-                                    "rows": rows}, indent=1))
+    write_result(args.out, {"rows": rows}, command_line("benchmarks/reliability_bench.py", argv))
     try:
         import matplotlib
 

@@ -14,7 +14,6 @@ Writes benchmarks/results/soak.json.
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import sys
 import time
@@ -24,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import codec  # noqa: E402
+from provenance import command_line, write_result  # noqa: E402
 from codec.params import MAX_WORKERS  # noqa: E402
 from host.agent import Worker  # noqa: E402
 from host.demo import DemoConfig, digest, expected_fixed, start_switch  # noqa: E402
@@ -124,13 +124,11 @@ def main(argv: list[str] | None = None) -> int:
             switch.terminate()
         switch.wait(5)
 
-    summary = {"command": " ".join(["benchmarks/soak.py"] + (argv if argv is not None else sys.argv[1:])),
-               "rounds": rounds, "seconds": seconds, "all_exact": not failures, "failures": failures[:20],
+    summary = {"rounds": rounds, "seconds": seconds, "all_exact": not failures, "failures": failures[:20],
                "workers": args.workers, "length": args.length, "drop": args.drop, "dup": args.dup,
                "reorder": args.reorder, "rss_kib": rss, "retransmissions": retransmissions,
                "switch_counters": counters}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=1))
+    write_result(args.out, summary, command_line("benchmarks/soak.py", argv))
     w0, w1 = rss["start"]["workers"], rss["end"]["workers"]
     print(f"{rounds} rounds in {seconds:.0f} s, every result exact: {not failures}")
     print(f"emulator RSS {rss['start']['switch'] / 1024:.1f} -> {rss['end']['switch'] / 1024:.1f} MiB; "

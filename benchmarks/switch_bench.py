@@ -23,10 +23,6 @@ Writes benchmarks/results/switch_bench.json, .md and .png (--out to move them).
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
 import statistics
 import sys
 from pathlib import Path
@@ -35,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "mininet")]
 
 from codec.params import MAX_WORKERS, MODES  # noqa: E402
+from provenance import command_line, write_result  # noqa: E402
 from switch_emulator.cliargs import (OneLineParser, between, fraction, non_negative, pipes_flag,  # noqa: E402
                                      positive)
 
@@ -169,10 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown(rows, missing, config)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
-    report = {"command": " ".join(["benchmarks/switch_bench.py"] + (argv if argv is not None else sys.argv[1:])),
-              "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
-              "cpus": os.cpu_count(), "config": config, "bmv2_missing": missing, "rows": rows}
-    (args.out / "switch_bench.json").write_text(json.dumps(report, indent=1))
+    write_result(args.out / "switch_bench.json", {"config": config, "bmv2_missing": missing, "rows": rows},
+                 command_line("benchmarks/switch_bench.py", argv))
     (args.out / "switch_bench.md").write_text(table)
     png = args.out / "switch_bench.png"
     print(f"wrote {args.out / 'switch_bench.json'}, .md" + (f" and {png}" if plot(rows, png) else ""))
