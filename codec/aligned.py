@@ -6,9 +6,7 @@ worker holds U exactly this is the cheapest exact encoding of the values.
 
 from __future__ import annotations
 
-import numpy as np
-
-from . import index, values
+from . import index
 from .ops import Op
 
 
@@ -18,9 +16,9 @@ def run(step):
     if size == 0:
         return step.zeros()
     with step.timed("encode"):
-        mine = values.gather(union, step.own, step.mine(), step.workspace.buffer("values", size, np.int32))
+        mine = step.kernels.union_values(step, union, size)
     (agg,) = yield step.round(step.segment("values", Op.ADD, mine))
     with step.timed("decode"):
         fixed = step.output()
-        values.scatter(union, agg, fixed)
+        step.kernels.scatter(union, agg, fixed)
     return fixed

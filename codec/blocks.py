@@ -4,9 +4,6 @@ every union block, zeros included)."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from . import values
 from .index import group_union
 from .ops import Op
 
@@ -19,10 +16,9 @@ def run(step):
     if nblocks == 0:
         return step.zeros()
     with step.timed("encode"):
-        words = values.gather_groups(step.grad, union, BLOCK_ELEMENTS, step.shift,
-                                     step.workspace.buffer("values", nblocks * BLOCK_ELEMENTS, np.int32))
+        words = step.kernels.group_values(step, union, BLOCK_ELEMENTS, nblocks)
     (agg,) = yield step.round(step.segment("blocks", Op.ADD, words))
     with step.timed("decode"):
         fixed = step.output()
-        values.scatter_groups(union, BLOCK_ELEMENTS, agg, fixed)
+        step.kernels.scatter_groups(union, BLOCK_ELEMENTS, agg, fixed)
     return fixed

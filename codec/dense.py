@@ -3,15 +3,12 @@ for unions too full for an index to pay)."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from . import values
 from .ops import Op
 
 
 def run(step):
     with step.timed("encode"):
-        q = values.quantize_all(step.grad, step.shift, step.workspace.buffer("dense", step.grad.size, np.int32))
+        q = step.kernels.quantize_dense(step)
     (agg,) = yield step.round(step.segment("dense", Op.ADD, q))
     with step.timed("decode"):
         return step.adopt(agg)

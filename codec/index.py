@@ -12,30 +12,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
 from . import bitmap
 from .ops import Op
 from .rounds import RESTART_HINT
 
 
-def _check(own: np.ndarray, union: np.ndarray, bits: int, phase: str, what: str) -> None:
-    if not bitmap.trailing_bits_clear(union, bits):
+def _check(kernels, own, union, bits: int, phase: str, what: str) -> None:
+    if not kernels.trailing_bits_clear(union, bits):
         raise ValueError(f"{phase}: union bitmap has bits set beyond length {bits}")
-    if not bitmap.covers(union, own):
+    if not kernels.covers(union, own):
         raise ValueError(f"{phase}: the union bitmap lacks some of this worker's {what}{RESTART_HINT}")
 
 
 def group_union(step, group: int, name: str, phase: str, what: str):
     """One OR round of the bitmap of non-empty `group`-element groups; return (union bitmap, its groups)."""
-    p = step.params
+    p, k = step.params, step.kernels
     with step.timed("encode"):
-        own_groups = bitmap.coarse(step.own, p.length, group)
+        own_groups = k.coarse(step.own, p.length, group)
     (agg,) = yield step.round(step.segment(name, Op.OR, own_groups))
-    union = agg.view(np.uint32)
     with step.timed("decode"):
-        _check(own_groups, union, bitmap.groups(p.length, group), phase, what)
-        count = bitmap.count(union)
+        union = k.from_wire(agg, step.own)
+        _check(k, own_groups, union, bitmap.groups(p.length, group), phase, what)
+        count = k.count(union)
     return union, count
 
 
@@ -46,24 +44,24 @@ def exchange(step, ride: Callable[[float], list] | None = None):
     `bound` is an upper bound on |U| known by then.  If the union is empty
     every worker knows it from the first level, and no further round is sent.
     """
-    p, group = step.params, step.group
+    p, group, k = step.params, step.group, step.kernels
     if group == 1:
         riders = ride(float(p.length)) if ride else []
         parts = yield step.round(step.segment("index", Op.OR, step.own), *riders)
-        union = parts[0].view(np.uint32)
         with step.timed("decode"):
-            _check(step.own, union, p.length, "index phase", "non-zeros")
-            size = bitmap.count(union)
+            union = k.from_wire(parts[0], step.own)
+            _check(k, step.own, union, p.length, "index phase", "non-zeros")
+            size = k.count(union)
         return union, size, parts[1:]
 
     union_groups, ngroups = yield from group_union(step, group, "index_coarse", "index phase (groups)", "groups")
     if ngroups == 0:
-        return np.zeros_like(step.own), 0, None
+        return k.empty_bitmap(step.own), 0, None
     with step.timed("encode"):
-        own_fine = bitmap.fine(step.own, union_groups, p.length, group, ngroups)
+        own_fine = k.fine(step.own, union_groups, p.length, group, ngroups)
     riders = ride(float(min(p.length, ngroups * group))) if ride else []
     parts = yield step.round(step.segment("index_fine", Op.OR, own_fine), *riders)
     with step.timed("decode"):
-        union, size = bitmap.expand(union_groups, parts[0].view(np.uint32), p.length, group)
-        _check(step.own, union, p.length, "index phase", "non-zeros")
+        union, size = k.expand(union_groups, k.from_wire(parts[0], step.own), p.length, group)
+        _check(k, step.own, union, p.length, "index phase", "non-zeros")
     return union, size, parts[1:]

@@ -115,6 +115,7 @@ class Step:
     out: np.ndarray | None
     seconds: dict[str, float]
     sent: dict[str, int]
+    kernels: object = None
     report: dict = dataclasses.field(default_factory=dict)
     _mine: np.ndarray | None = None
 
@@ -123,14 +124,12 @@ class Step:
         aligned and the sketch need them, dense and blocks read the whole tensor instead.  Callers
         time it as part of their encode."""
         if self._mine is None:
-            from .values import quantize_all
-
-            self._mine = quantize_all(self.compact, self.shift,
-                                      self.workspace.buffer("mine", self.compact.size, np.int32))
+            self._mine = self.kernels.quantize_compact(self)
         return self._mine
 
-    def segment(self, name: str, op: Op, words: np.ndarray) -> Segment:
-        words = words.view(np.int32) if words.dtype == np.uint32 else np.ascontiguousarray(words, dtype=np.int32)
+    def segment(self, name: str, op: Op, words) -> Segment:
+        """Words for the wire: a numpy int32 array in host memory, whatever the backend computed them on."""
+        words = self.kernels.to_wire(words)
         self.sent[name] = self.sent.get(name, 0) + WORD_BYTES * words.size
         return Segment(name, op, words)
 
@@ -144,20 +143,16 @@ class Step:
         try:
             yield
         finally:
+            self.kernels.sync()  # an asynchronous device's work counts where it was queued
             self.seconds[what] += time.perf_counter() - start
 
-    def output(self) -> np.ndarray:
-        """Where the sum goes: the caller's `out` buffer, or a fresh int32 array."""
-        if self.out is not None:
-            return self.out
-        return np.empty(self.grad.size, dtype=np.int32)
+    def output(self):
+        """Where the sum goes: the caller's `out` buffer, or a fresh int32 array of the backend."""
+        return self.kernels.output(self)
 
-    def adopt(self, aggregate: np.ndarray) -> np.ndarray:
-        """A whole-tensor aggregate as the sum (copied only into a caller's buffer)."""
-        if self.out is None:
-            return aggregate
-        np.copyto(self.out, aggregate)
-        return self.out
+    def adopt(self, aggregate: np.ndarray):
+        """A whole-tensor aggregate as the sum (copied only into a caller's buffer, or to the device)."""
+        return self.kernels.adopt(self, aggregate)
 
     def zeros(self) -> np.ndarray:
         fixed = self.output()

@@ -24,7 +24,8 @@ from collections.abc import Generator
 
 import numpy as np
 
-from . import aligned, auto, bitmap, blocks, dense, scale, sketch
+from . import aligned, auto, blocks, dense, scale, sketch
+from .kernels import kernels_for
 from .ops import Op
 from .params import CodecParams, check_dtype
 from .rounds import RESTART_HINT, Phase, Segment, Step, Workspace
@@ -68,9 +69,10 @@ class WorkerResult:
         float64 input within a factor ~2N of the largest float64 can sum past
         float64 itself: those elements come out as +-inf (S stays exact).
         """
+        kernels = kernels_for(self.fixed)  # a torch tensor's sum stays a tensor, on its device
         if self.shift is None:
-            return self.fixed.astype(np.int64)
-        return scale.dequantize(self.fixed, self.shift)
+            return kernels.as_int64(self.fixed)
+        return kernels.dequantize(self.fixed, self.shift)
 
 
 def check_gradient(params: CodecParams, grad: np.ndarray, *, who: str = "gradient", finite: bool = True) -> np.ndarray:
@@ -86,23 +88,15 @@ def check_gradient(params: CodecParams, grad: np.ndarray, *, who: str = "gradien
     return grad.reshape(-1)
 
 
-def _check_out(params: CodecParams, out: np.ndarray | None) -> np.ndarray | None:
-    if out is None:
-        return None
-    if not isinstance(out, np.ndarray) or out.dtype != np.int32 or out.size != params.length:
-        raise ValueError(f"out must be an int32 array of {params.length} elements, got "
-                         f"{getattr(out, 'dtype', type(out).__name__)} of {getattr(out, 'size', '?')}")
-    if not out.flags.c_contiguous:
-        raise ValueError("out must be C-contiguous")
-    return out.reshape(-1)
-
-
 class WorkerSession:
     """Drive one worker through the rounds: `next_phase`, then `receive`, until `done`.
 
-    out: an int32 array of d elements to receive the sum (a reused buffer
-    spares the page faults of fresh memory); workspace: buffers to reuse
-    across aggregations (one per worker).
+    grad: a numpy array (the compiled numba kernels) or a torch tensor on
+    any device (torch ops, `codec.torch_kernels`: the words of every round
+    are the same bits; only they cross to host memory); out: an int32 array
+    of d elements to receive the sum, of the gradient's kind and device (a
+    reused buffer spares the page faults of fresh memory); workspace:
+    buffers to reuse across aggregations (one per worker).
     """
 
     def __init__(self, params: CodecParams, grad: np.ndarray, *, who: str = "gradient",
@@ -110,11 +104,13 @@ class WorkerSession:
         self.params = params
         self._who = who
         self._seconds = {"encode": 0.0, "decode": 0.0}
-        self._shape = np.shape(grad)
-        self._out = _check_out(params, out)
+        self._kernels = kernels_for(grad)
+        self._shape = tuple(grad.shape) if hasattr(grad, "shape") else np.shape(grad)
         self._workspace = workspace or Workspace()
         start = time.perf_counter()
-        self._grad = check_gradient(params, grad, who=who, finite=False)  # the scan finds NaN and Inf
+        # the scan finds NaN and Inf
+        self._grad = self._kernels.check_gradient(params, grad, who=who, finite=False)
+        self._out = self._kernels.check_out(params, out, self._grad)
         self._seconds["encode"] += time.perf_counter() - start
         self._sent: dict[str, int] = {}
         self._rounds = 0
@@ -152,23 +148,20 @@ class WorkerSession:
 
     # -- the rounds ---------------------------------------------------------
     def _run(self) -> Generator[Phase, tuple[np.ndarray, ...], None]:
-        p = self.params
-        step = Step(p, _kernel_input(self._grad), None, None, None, None, 1, self._workspace, self._out,
-                    self._seconds, self._sent)
+        p, k = self.params, self._kernels
+        step = Step(p, k.prepare(self._grad), None, None, None, None, 1, self._workspace, self._out,
+                    self._seconds, self._sent, kernels=k)
         with step.timed("encode"):
-            g = step.grad
-            own = self._workspace.buffer("own", bitmap.words_for(p.length), np.uint32)
-            compact = self._workspace.buffer("compact", p.length, g.dtype)
-            compact = compact[: bitmap.scan(g, own, compact)]
+            own, compact = k.scan(step.grad, self._workspace)
             if p.is_float:
-                peak = bitmap.float_peak(compact)
+                peak = k.float_peak(compact)
                 if not np.isfinite(peak):
-                    scale.check_finite(self._grad, who=self._who)  # raises, naming the first bad position
+                    k.check_finite(self._grad, who=self._who)  # raises, naming the first bad position
                 word = scale.EXPONENT_FLOOR if peak == 0.0 else int(np.frexp(peak)[1])
             else:
-                word = scale.int32_peak(compact)
-            nnz = min(compact.size, scale.INT32_MAX)
-            terms = auto.union_terms(bitmap.group_counts(own), p.length)
+                word = k.int32_peak(compact)
+            nnz = min(k.size(compact), scale.INT32_MAX)
+            terms = auto.union_terms(k.group_counts(own), p.length)
         fp = np.array([p.fingerprint(), ~p.fingerprint() & 0xFFFFFFFF], dtype=np.uint32).view(np.int32)
         check, scaled, stats = yield step.round(step.segment("check", Op.OR, fp),
                                                 step.segment("scale", Op.MAX, np.array([word, nnz])),
@@ -198,15 +191,6 @@ class WorkerSession:
             union=r.get("union"), rows=r.get("rows", 0), residual=r.get("residual", 0),
             rounds=self._rounds, bytes_sent=dict(self._sent), seconds=dict(self._seconds),
             estimate=step.estimate)
-
-
-def _kernel_input(grad: np.ndarray) -> np.ndarray:
-    """The flat gradient as the kernels take it: contiguous, native byte order, float16 widened
-    (exactly) to float32."""
-    grad = np.ascontiguousarray(grad)
-    if grad.dtype.kind == "f" and grad.dtype.itemsize == 2:
-        return grad.astype(np.float32)
-    return grad if grad.dtype.isnative else grad.astype(grad.dtype.newbyteorder("="))
 
 
 __all__ = ["Phase", "Segment", "WorkerResult", "WorkerSession", "check_gradient"]

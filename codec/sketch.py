@@ -23,7 +23,6 @@ import math
 import numpy as np
 from numba import njit
 
-from . import values
 from .bitmap import _ctz
 from .murmur import block_hashes
 from .ops import Op
@@ -217,7 +216,7 @@ def run(step):
         rows = rows_for(p, min(step.estimate.union, union_bound))
         sized["rows"] = rows
         with step.timed("encode"):
-            words = encode(p, rows, step.own, step.mine(), step.workspace.buffer("sketch", TABLES * rows * p.lanes, np.int32))
+            words = step.kernels.sketch_encode(step, rows)
         return [step.segment("sketch", Op.ADD, words)]
 
     union, union_size, riders = yield from index.exchange(step, ride=ride)
@@ -228,12 +227,12 @@ def run(step):
     (agg,) = riders
     with step.timed("decode"):
         fixed = step.output()
-        residual = peel(p, rows, union, union_size, agg, fixed)
-    if residual.size:
+        residual = step.kernels.peel(p, rows, union, union_size, agg, fixed)
+    if len(residual):
         with step.timed("encode"):
-            mine = values.own_at(step.own, step.mine(), residual)
+            mine = step.kernels.values_at(step, residual)
         (agg,) = yield step.round(step.segment("residual", Op.ADD, mine))
         with step.timed("decode"):
-            values.place(residual, agg, fixed)
-    step.report["residual"] = int(residual.size)
+            step.kernels.place(residual, agg, fixed)
+    step.report["residual"] = len(residual)
     return fixed

@@ -1,0 +1,416 @@
+"""The codec's kernels in plain torch ops, for gradients that are torch tensors (CPU or CUDA).
+
+The same rules as the numba kernels, the same words in every round: the
+bit layout of `bitmap` (element i is bit i % 32 of word i // 32), the
+quantizer of `values` (q = rint(g * f1 * f2) in float64, round half to
+even, `values.factors` for the two-factor trick), the sketch layout of
+`sketch.layout` (murmur3 rows and signs, computed once on the host and
+moved to the device), and `auto`'s cost model, which the session runs on
+the few numbers of the scale round.  Only the kernels differ: whole-tensor
+ops (comparisons, byte packing, `nonzero`, gathers, `index_add_`,
+`bincount`), no per-element Python, nothing that leaves the tensor's
+device except the words sent (`to_wire`) and the handful of scalars the
+rounds need (counts, the peak, the union checks).
+
+Bitmaps are int32 tensors of 32-bit words (torch has no general uint32):
+the same bits as the numba backend's uint32, packed and unpacked through
+their little-endian bytes (x86 and CUDA devices are little-endian).
+
+Peeling the sketch is done in parallel rounds: every union element whose
+cell holds it alone is peeled at once, its value taken away from its
+three cells, until a round peels nothing.  The set peeled is the
+complement of the hypergraph's 2-core, which does not depend on the
+order, so the sum and the residual are the numba peeler's exactly.
+
+dtypes: float16, float32, float64 and int32, as the codec (`params.DTYPES`);
+bfloat16 is refused as numpy's codec refuses it (numpy has no bfloat16);
+widen it to float32 first (exact), as the DDP hook does.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from . import bitmap, scale, sketch
+from .params import DTYPES, CodecParams
+from .values import factors
+
+_DTYPE_NAMES = {torch.float16: "float16", torch.float32: "float32", torch.float64: "float64",
+                torch.int32: "int32", torch.bfloat16: "bfloat16"}
+_MASK32 = 0xFFFFFFFF
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The codec's name of a torch dtype, or the refusal `params.check_dtype` gives for numpy's."""
+    name = _DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
+    if name not in DTYPES:
+        raise ValueError(f"unsupported dtype {name}: hina accepts {', '.join(DTYPES)}")
+    return name
+
+
+@functools.lru_cache(maxsize=None)
+def _bit_weights(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(1, 2, 4, ..., 128) as uint8 to pack bytes; (0, ..., 7) to unpack them."""
+    shifts = torch.arange(8, dtype=torch.uint8, device=device)
+    return torch.ones(8, dtype=torch.uint8, device=device) << shifts, shifts
+
+
+def words_of(mask: torch.Tensor) -> torch.Tensor:
+    """Pack a bool tensor into int32 words: bit i is bit i % 32 of word i // 32."""
+    n = mask.numel()
+    padded = torch.zeros(bitmap.words_for(n) * 32, dtype=torch.uint8, device=mask.device)
+    padded[:n] = mask
+    weights, _ = _bit_weights(mask.device)
+    packed = (padded.view(-1, 8) * weights).sum(dim=1, dtype=torch.uint8)  # disjoint bits: no carries
+    return packed.view(torch.int32)
+
+
+def bits_of(words: torch.Tensor, bits: int) -> torch.Tensor:
+    """The first `bits` bits of int32 words as a bool tensor (zeros where the words run out)."""
+    _, shifts = _bit_weights(words.device)
+    unpacked = (words.contiguous().view(torch.uint8).unsqueeze(1) >> shifts) & 1
+    flat = unpacked.view(-1).bool()
+    return _fit(flat, bits)
+
+
+def _fit(mask: torch.Tensor, n: int) -> torch.Tensor:
+    """`mask` cut or zero-padded to `n` elements."""
+    if mask.numel() >= n:
+        return mask[:n]
+    out = torch.zeros(n, dtype=mask.dtype, device=mask.device)
+    out[: mask.numel()] = mask
+    return out
+
+
+def positions(words: torch.Tensor, bits: int | None = None) -> torch.Tensor:
+    """Set-bit positions in ascending order (int64)."""
+    return torch.nonzero(bits_of(words, words.numel() * 32 if bits is None else bits)).view(-1)
+
+
+def wrap32(x: torch.Tensor) -> torch.Tensor:
+    """int64 values modulo 2**32 as int32 (two's complement): the switch's wrapping ADD."""
+    low = x & _MASK32
+    return torch.where(low >= 2**31, low - 2**32, low).to(torch.int32)
+
+
+def quantize(x: torch.Tensor, shift: int | None) -> torch.Tensor:
+    """q = rint(x * f1 * f2) as int32, in float64 (values.quantize_all's arithmetic); int32 unchanged."""
+    if shift is None:
+        return x.to(torch.int32)
+    f1, f2 = factors(shift)
+    return torch.round(x.to(torch.float64) * f1 * f2).to(torch.int32)  # torch.round: half to even
+
+
+def dequantize(fixed: torch.Tensor, shift: int) -> torch.Tensor:
+    """S / 2**shift as float64, rounded once as numpy's ldexp rounds it (scale.dequantize)."""
+    x = fixed.to(torch.float64)
+    if shift <= 1022:  # 2**-shift is a normal float64 (shift >= -999: the exponent is at most 1024)
+        return x * 2.0**-shift
+    return x * 2.0**-1022 * 2.0 ** -(shift - 1022)  # |S| < 2**31: the first product is exact
+
+
+def to_float16(x: torch.Tensor) -> torch.Tensor:
+    """float64 -> float16 rounded once to nearest even, as numpy casts (torch goes through float32:
+    two roundings).  Rounding to float32 *to odd* first keeps the second rounding exact."""
+    f = x.to(torch.float32)
+    inexact = f.to(torch.float64) != x
+    toward_zero = torch.where(f.to(torch.float64).abs() > x.abs(), torch.nextafter(f, torch.zeros_like(f)), f)
+    odd = (toward_zero.view(torch.int32) | 1).view(torch.float32)
+    return torch.where(inexact & torch.isfinite(f), odd, f).to(torch.float16)
+
+
+class TorchKernels:
+    """The kernel set of `codec.kernels` in torch ops; every tensor stays on the gradient's device."""
+
+    name = "torch"
+
+    # -- the gradient ----------------------------------------------------------------------------
+    @staticmethod
+    def check_gradient(params: CodecParams, grad: torch.Tensor, *, who: str, finite: bool) -> torch.Tensor:
+        name = dtype_name(grad.dtype)
+        if name != params.dtype:
+            raise ValueError(f"{who} is {name} but the job's dtype is {params.dtype}")
+        if grad.numel() != params.length:
+            raise ValueError(f"{who} has {grad.numel()} elements but the job's length is {params.length}")
+        if finite:
+            TorchKernels.check_finite(grad, who=who)
+        return grad.reshape(-1)
+
+    @staticmethod
+    def check_finite(grad: torch.Tensor, *, who: str) -> None:
+        if not grad.is_floating_point() or grad.numel() == 0:
+            return
+        flat = grad.reshape(-1)
+        bad = torch.nonzero(~torch.isfinite(flat))
+        if bad.numel():
+            i = int(bad[0, 0])
+            raise ValueError(f"{who} holds a non-finite value ({float(flat[i])}) at flat index {i}; "
+                             "hina refuses NaN and Inf")
+
+    @staticmethod
+    def check_out(params: CodecParams, out, grad: torch.Tensor):
+        if out is None:
+            return None
+        if (not isinstance(out, torch.Tensor) or out.dtype != torch.int32 or out.numel() != params.length
+                or out.device != grad.device):
+            raise ValueError(f"out must be an int32 tensor of {params.length} elements on {grad.device}, got "
+                             f"{getattr(out, 'dtype', type(out).__name__)} of {getattr(out, 'size', '?')} "
+                             f"on {getattr(out, 'device', 'the host')}")
+        if not out.is_contiguous():
+            raise ValueError("out must be contiguous")
+        return out.view(-1)
+
+    @staticmethod
+    def prepare(grad: torch.Tensor) -> torch.Tensor:
+        return grad.detach().contiguous().view(-1)
+
+    # -- the scale round -------------------------------------------------------------------------
+    @staticmethod
+    def scan(grad: torch.Tensor, workspace) -> tuple[torch.Tensor, torch.Tensor]:
+        mask = grad != 0  # -0.0 is zero, NaN is not: as the numba scan
+        return words_of(mask), grad[mask]
+
+    @staticmethod
+    def float_peak(values: torch.Tensor) -> float:
+        """max|x|; NaN if any is NaN, Inf if any is infinite (torch's max propagates NaN)."""
+        if values.numel() == 0:
+            return 0.0
+        return float(values.abs().max())
+
+    @staticmethod
+    def int32_peak(values: torch.Tensor) -> int:
+        if values.numel() == 0:
+            return 0
+        return min(max(int(values.max()), -int(values.min())), scale.INT32_MAX)
+
+    @staticmethod
+    def group_counts(words: torch.Tensor) -> np.ndarray:
+        """Non-empty groups at every size in GROUP_SIZES (bitmap.group_counts), one copy to the host."""
+        top = bitmap.GROUP_SIZES[-1]
+        level = bits_of(words, -(-words.numel() * 32 // top) * top)
+        counts = []
+        for _ in bitmap.GROUP_SIZES:
+            counts.append(level.sum())
+            level = level.view(-1, 2).any(dim=1) if level.numel() > 1 else level
+        return torch.stack(counts).cpu().numpy().astype(np.int64)
+
+    @staticmethod
+    def size(array: torch.Tensor) -> int:
+        return int(array.numel())
+
+    # -- words on and off the wire ---------------------------------------------------------------
+    @staticmethod
+    def to_wire(words) -> np.ndarray:
+        """The words in host memory as numpy int32 (the only bulk copy off the device)."""
+        if isinstance(words, np.ndarray):
+            return words.view(np.int32) if words.dtype == np.uint32 else np.ascontiguousarray(words, dtype=np.int32)
+        return words.to(torch.int32).cpu().numpy()
+
+    @staticmethod
+    def from_wire(words: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+        """An aggregate's words on `like`'s device."""
+        words = np.ascontiguousarray(words, dtype=np.int32)
+        host = torch.from_numpy(words if words.flags.writeable else words.copy())
+        return host.to(like.device, non_blocking=False)
+
+    @staticmethod
+    def sync() -> None:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    # -- bitmaps ---------------------------------------------------------------------------------
+    @staticmethod
+    def count(words: torch.Tensor) -> int:
+        return int(bits_of(words, words.numel() * 32).sum())
+
+    @staticmethod
+    def covers(union: torch.Tensor, own: torch.Tensor) -> bool:
+        return not bool((own & ~union).any())
+
+    @staticmethod
+    def trailing_bits_clear(words: torch.Tensor, bits: int) -> bool:
+        if bits % 32 == 0 or words.numel() == 0:
+            return True
+        return (int(words[-1]) & _MASK32) >> (bits % 32) == 0
+
+    @staticmethod
+    def coarse(words: torch.Tensor, length: int, group: int) -> torch.Tensor:
+        ngroups = bitmap.groups(length, group)
+        if group >= 32:  # whole words a group
+            span = group // 32
+            return words_of(_fit(words, ngroups * span).view(ngroups, span).ne(0).any(dim=1))
+        return words_of(bits_of(words, ngroups * group).view(ngroups, group).any(dim=1))
+
+    @staticmethod
+    def fine(words: torch.Tensor, union_coarse: torch.Tensor, length: int, group: int,
+             union_groups: int) -> torch.Tensor:
+        ngroups = bitmap.groups(length, group)
+        chosen = bits_of(union_coarse, union_coarse.numel() * 32)
+        if chosen[ngroups:].any():
+            raise ValueError(f"index phase: the group union has groups beyond length {length}")
+        ids = torch.nonzero(chosen[:ngroups]).view(-1)
+        stream = bits_of(words, ngroups * group).view(ngroups, group)[ids].view(-1)
+        return words_of(_fit(stream, union_groups * group))
+
+    @staticmethod
+    def expand(union_coarse: torch.Tensor, union_fine: torch.Tensor, length: int,
+               group: int) -> tuple[torch.Tensor, int]:
+        ngroups = bitmap.groups(length, group)
+        chosen = bits_of(union_coarse, union_coarse.numel() * 32)
+        ids = torch.nonzero(chosen[:ngroups]).view(-1)
+        fine = bits_of(union_fine, ids.numel() * group).view(-1, group)
+        full = torch.zeros(ngroups, group, dtype=torch.bool, device=union_fine.device)
+        full[ids] = fine
+        full = full.view(-1)
+        if chosen[ngroups:].any() or full[length:].any():
+            raise ValueError(f"index phase: union bitmap has bits set beyond length {length}")
+        return words_of(full[:length]), int(fine.sum())
+
+    @staticmethod
+    def empty_bitmap(like: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(like)
+
+    # -- values ----------------------------------------------------------------------------------
+    @staticmethod
+    def quantize_compact(step) -> torch.Tensor:
+        return quantize(step.compact, step.shift)
+
+    @staticmethod
+    def quantize_dense(step) -> torch.Tensor:
+        return quantize(step.grad, step.shift)
+
+    @staticmethod
+    def union_values(step, union: torch.Tensor, size: int) -> torch.Tensor:
+        # own lies inside the union and g is 0 (or -0.0) off own: quantizing g at U is the gather
+        return quantize(step.grad[positions(union, step.grad.numel())], step.shift)
+
+    @staticmethod
+    def _group_positions(union: torch.Tensor, group: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every element position of every set group (past the end included), and which lie inside."""
+        ids = positions(union)
+        pos = (ids.unsqueeze(1) * group + torch.arange(group, device=union.device)).view(-1)
+        return pos, pos < n
+
+    @staticmethod
+    def group_values(step, union: torch.Tensor, group: int, ngroups: int) -> torch.Tensor:
+        n = step.grad.numel()
+        pos, inside = TorchKernels._group_positions(union, group, n)
+        q = quantize(step.grad[pos.clamp(max=n - 1)], step.shift)
+        return torch.where(inside, q, torch.zeros_like(q))
+
+    @staticmethod
+    def values_at(step, positions: torch.Tensor) -> torch.Tensor:
+        return quantize(step.grad[positions], step.shift)
+
+    @staticmethod
+    def scatter(union: torch.Tensor, values: np.ndarray, out: torch.Tensor) -> None:
+        pos = positions(union, out.numel())
+        if pos.numel() != values.size:
+            raise ValueError(f"{values.size} values for a bitmap of {pos.numel()} positions")
+        out.zero_()
+        out[pos] = TorchKernels.from_wire(values, out)
+
+    @staticmethod
+    def scatter_groups(union: torch.Tensor, group: int, values: np.ndarray, out: torch.Tensor) -> None:
+        pos, inside = TorchKernels._group_positions(union, group, out.numel())
+        if pos.numel() != values.size:
+            raise ValueError(f"{values.size} values for {pos.numel() // group} groups of {group}")
+        out.zero_()
+        out[pos[inside]] = TorchKernels.from_wire(values, out)[inside]
+
+    @staticmethod
+    def place(positions: torch.Tensor, values: np.ndarray, out: torch.Tensor) -> None:
+        out[positions] = TorchKernels.from_wire(values, out)
+
+    # -- the sketch ------------------------------------------------------------------------------
+    @staticmethod
+    def _cells(params: CodecParams, rows: int, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cell, sign) of each position in each sub-table: two (n, 3) int64 tensors, lane-major cells."""
+        row_of, sign_of = _layout(params, rows, pos.device)
+        block, lane = pos // params.lanes, pos % params.lanes
+        base = lane * (sketch.TABLES * rows)
+        cells = torch.stack([base + j * rows + row_of[j][block] for j in range(sketch.TABLES)], dim=1)
+        signs = torch.stack([sign_of[j][block] for j in range(sketch.TABLES)], dim=1)
+        return cells, signs
+
+    @staticmethod
+    def sketch_encode(step, rows: int) -> torch.Tensor:
+        p = step.params
+        pos = positions(step.own, p.length)
+        cells, signs = TorchKernels._cells(p, rows, pos)
+        q = step.mine().to(torch.int64).unsqueeze(1)
+        acc = torch.zeros(sketch.TABLES * rows * p.lanes, dtype=torch.int64, device=pos.device)
+        acc.index_add_(0, cells.view(-1), (signs * q).view(-1))  # exact in int64, then wrapped as the switch
+        return wrap32(acc)
+
+    @staticmethod
+    def peel(params: CodecParams, rows: int, union: torch.Tensor, union_size: int, agg: np.ndarray,
+             out: torch.Tensor) -> torch.Tensor:
+        """sketch.peel in parallel rounds; returns the unpeeled positions (ascending, int64)."""
+        cells_total = sketch.TABLES * rows * params.lanes
+        if agg.shape != (cells_total,):
+            raise ValueError(f"sketch phase: expected {cells_total} words, got {agg.size}")
+        pos = positions(union, out.numel())
+        cells, signs = TorchKernels._cells(params, rows, pos)
+        cell = TorchKernels.from_wire(agg, out).to(torch.int64)
+        count = torch.bincount(cells.view(-1), minlength=cells_total)
+        value = torch.zeros(pos.numel(), dtype=torch.int64, device=pos.device)
+        alive = torch.ones(pos.numel(), dtype=torch.bool, device=pos.device)
+        while True:
+            pure = (count[cells] == 1) & alive.unsqueeze(1)  # a cell holding one live element: that element
+            ready = torch.nonzero(pure.any(dim=1)).view(-1)
+            if ready.numel() == 0:
+                break
+            j = pure[ready].to(torch.uint8).argmax(dim=1, keepdim=True)  # the first pure cell of each
+            c = cells[ready].gather(1, j).view(-1)
+            v = wrap32(signs[ready].gather(1, j).view(-1) * wrap32(cell[c]).to(torch.int64)).to(torch.int64)
+            value[ready] = v
+            alive[ready] = False
+            touched = cells[ready].view(-1)
+            cell.index_add_(0, touched, -(signs[ready] * v.unsqueeze(1)).view(-1))
+            count.index_add_(0, touched, torch.full_like(touched, -1))
+        out.zero_()
+        out[pos] = torch.where(alive, 0, value).to(torch.int32)
+        return pos[alive]
+
+    # -- the sum ---------------------------------------------------------------------------------
+    @staticmethod
+    def output(step) -> torch.Tensor:
+        if step.out is not None:
+            return step.out
+        return torch.empty(step.grad.numel(), dtype=torch.int32, device=step.grad.device)
+
+    @staticmethod
+    def adopt(step, aggregate: np.ndarray) -> torch.Tensor:
+        fixed = TorchKernels.from_wire(aggregate, step.grad)
+        if step.out is None:
+            return fixed
+        step.out.copy_(fixed)
+        return step.out
+
+    dequantize = staticmethod(dequantize)
+
+    @staticmethod
+    def as_int64(fixed: torch.Tensor) -> torch.Tensor:
+        return fixed.to(torch.int64)
+
+
+@functools.lru_cache(maxsize=16)
+def _layout_cached(params: CodecParams, rows: int, device: torch.device) -> tuple[tuple, tuple]:
+    row_of, sign_of = sketch.layout(params, rows)
+    to = functools.partial(torch.as_tensor, dtype=torch.int64, device=device)
+    return tuple(to(r) for r in row_of), tuple(to(s) for s in sign_of)
+
+
+def _layout(params: CodecParams, rows: int, device: torch.device):
+    """sketch.layout's rows and signs on `device` (hashed once per job, size and device)."""
+    return _layout_cached(params, rows, device)
+
+
+TORCH = TorchKernels()
+
+__all__ = ["TORCH", "TorchKernels", "bits_of", "dequantize", "dtype_name", "positions", "quantize", "to_float16",
+           "words_of", "wrap32"]
