@@ -1,0 +1,748 @@
+"""A scale model of in-network aggregation: the real sender and slot rules on modelled links, 8 to 1,024 workers.
+
+No sockets, no CPU time in the figures: a virtual clock (as tests/netsim.py)
+on which frames cross links of a given rate and propagation delay and
+switches of a given latency (and, for a software switch, a service time
+per frame).  What runs on the clock is hina's own code: the worker's
+`PhaseTransfer` (host/window.py, the compiled rules of host/sendplane.py:
+slots and copies, the congestion window with its slow start, RACK and the
+tail probe, the RTT estimator) and the switch's `Pipeline`
+(switch_emulator/pipeline.py, the compiled slot rules of dataplane.py,
+including the tree rule of DESIGN.md section 4: a complete copy goes up as
+one partial, the parent's RESULT comes down and is multicast).  Frames are
+the real ones: K words per UPDATE (every frame carries K words), the
+16-byte hina header, Ethernet/IPv4/UDP (42 bytes, as Mininet's shaper counts
+them) and, on physical links, preamble, FCS and inter-frame gap (24 bytes).
+
+The abstraction that makes 1,024 workers cheap: workers are identical (the
+same words, sent at the same instants on links of the same rate), so every
+switch's children deliver a chunk's UPDATEs at the same instant and a copy
+completes when any one of them arrives.  The model therefore runs ONE
+representative path: one worker, one switch per tier (leaf, spine, root),
+each a real `Pipeline` whose job has one member, the tier below.  What the
+other children change is represented explicitly: a software switch's
+service time is charged for all its children's frames (a serial server, in
+order of arrival), and bytes per link are counted per tier (`link_bytes`).
+Per-packet-per-worker simulation would be N times slower and give the same
+times.  A round of C chunks is run on the clock for its first `cap` chunks;
+beyond that the sender is in its steady state (window at its limit, links
+or window saturated, each chunk answered a fixed interval after the one
+before), and the remaining chunks are added at the interval measured over
+the second half of the simulated ones (`tests/test_scale_model.py` checks
+this against a full run).
+
+What a round carries comes from the codec: for a Mininet validation run,
+the codec is run on the very gradients the Mininet workers made
+(`codec_rounds`, every round's segments, words exactly as sent); for the
+projection to N workers (the codec's jobs stop at 32 workers), the union of
+N workers' supports is drawn from each preset's own generators at a reduced
+scale (`union_stats`), and the exact words per round of every encoding
+follow from the codec's own sizing functions (`preset_rounds`: bitmap words,
+union groups, |U|, the sketch's R), with `codec.auto.choose` picking the
+encoding from the same union statistics the workers would ADD.  Counts
+measured at the reduced scale are scaled up to the preset's full length
+(fractions of groups occupied, so structure within an embedding row is
+kept); the sketch's residual round is charged as the codec's cost model
+charges it (its probability times one one-chunk round).
+
+Beside hina: dense in-network aggregation (SwitchML-style; the codec's dense
+mode on the same model) and a bandwidth-optimal ring allreduce on the
+alpha-beta model (Thakur et al. 2005): 2 (N - 1) steps of alpha plus
+(D / N) bytes each at the slowest link's rate.
+
+Left out (docs/scale_model.md): loss and stragglers (identical workers),
+codec compute (encode, decode: measured separately; the validation adds
+the Mininet run's own), cross-traffic, switch memory limits beyond the
+slot count, and the 32-children limit of a real switch's bitmap (a star of
+more than 32 workers is a hypothetical switch; trees are the real design).
+
+    python benchmarks/scale_model.py [--validate MININET.json ...] [--workers 8,16,...,1024]
+        [--gbps 10,100,400] [--topologies star,tree2,tree3] [--presets ...] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.provenance import command_line, write_result  # noqa: E402
+from codec import auto, bitmap, sketch  # noqa: E402
+from codec.blocks import BLOCK_ELEMENTS  # noqa: E402
+from codec.params import MAX_WORKERS, CodecParams  # noqa: E402
+from codec.simulate import aggregate_round, check_gradients  # noqa: E402
+from codec.session import WorkerSession  # noqa: E402
+from host.window import CongestionWindow, PhaseTransfer, Ring, RttEstimator, SlotPool  # noqa: E402
+from host.workloads import Dense, preset  # noqa: E402
+from switch_emulator import JobConfig, Member, Pipeline  # noqa: E402
+from switch_emulator.cliargs import OneLineParser, between, non_negative, positive  # noqa: E402
+from switch_emulator.headers import (ETH_HEADER_BYTES, IPV4_HEADER_BYTES, UDP_HEADER_BYTES,  # noqa: E402
+                                     max_words)
+
+RESULTS = ROOT / "benchmarks" / "results"
+FRAME_OVERHEAD = ETH_HEADER_BYTES + IPV4_HEADER_BYTES + UDP_HEADER_BYTES  # what tc's shaper counts per frame
+PHY_OVERHEAD = 8 + 4 + 12  # preamble, FCS, inter-frame gap: on a physical link, not in Mininet's counts
+TCP_HEADERS = 20 + 20  # the ring's transport: IPv4 and TCP per frame
+JOB = 1
+PAPER_SPEEDUP = {"seed paper (lossless homomorphic compression)": 6.33, "OmniReduce": 8.2}
+DEFAULT_WORKERS = (8, 16, 32, 64, 128, 256, 512, 1024)
+STATS_WORDS = len(bitmap.GROUP_SIZES)  # the union statistics the first round ADDs (codec.auto)
+
+
+# -- what a round carries ------------------------------------------------------------------------
+Round = tuple[int, ...]  # the words of each segment of one trip through the switch
+
+
+def round_chunks(segments: Round, words: int) -> int:
+    """Chunks (frames per worker) of one round: each segment cut into K-word chunks on its own, an empty
+    one still one chunk (as `PhaseTransfer` cuts them)."""
+    return sum(max(1, -(-w // words)) for w in segments)
+
+
+def first_round() -> Round:
+    """check (OR of the fingerprint and its complement), scale (MAX of exponent and count), stats (ADD)."""
+    return (2, 2, STATS_WORDS)
+
+
+def codec_rounds(grads: Sequence[np.ndarray], mode: str, link_gbps: float | None = None) -> dict:
+    """Run the codec on these gradients (numpy for the switch, as `codec.simulate_allreduce`) and record
+    every round's segment words; returns {"rounds": [...], "encoding", "group", "union", "residual",
+    "compute": the slowest worker's encode + decode seconds}."""
+    grads = check_gradients(grads)
+    extra = {"link_gbps": link_gbps} if link_gbps else {}
+    params = CodecParams(length=grads[0].size, workers=len(grads), dtype=grads[0].dtype.name, mode=mode, **extra)
+    sessions = [WorkerSession(params, g) for g in grads]
+    rounds: list[Round] = []
+    while not sessions[0].done:
+        phases = [s.next_phase() for s in sessions]
+        rounds.append(tuple(seg.words.size for seg in phases[0].segments))
+        aggregate = aggregate_round(phases)
+        for s in sessions:
+            s.receive(aggregate.copy())
+    results = [s.result() for s in sessions]
+    r = results[0]
+    return {"rounds": rounds, "encoding": r.encoding, "group": r.group, "union": r.union, "residual": r.residual,
+            "compute": max(sum(x.seconds.values()) for x in results)}
+
+
+@dataclasses.dataclass(frozen=True)
+class UnionStats:
+    """What N workers' supports look like, at a gradient length `length`.
+
+    terms: the sum of the workers' `auto.union_terms` (what the stats ADD returns); max_nnz: the
+    largest worker's non-zeros; occupied[k]: the fraction of groups of GROUP_SIZES[k] elements that
+    hold a union element (the true union, as the index round finds it).
+    """
+
+    length: int
+    workers: int
+    terms: tuple[int, ...]
+    max_nnz: int
+    occupied: tuple[float, ...]
+
+    def estimate(self, length: int | None = None) -> auto.Estimate:
+        """The estimate every worker derives from the scale round, at `length` (counts scaled with it)."""
+        est = auto.Estimate.from_aggregates(self.length, self.max_nnz, np.array(self.terms))
+        if length is None or length == self.length:
+            return est
+        factor = length / self.length
+        return auto.Estimate(length, round(self.max_nnz * factor), est.occupied)
+
+    def union_groups(self, group: int, length: int | None = None) -> int:
+        """Union groups of `group` elements (the index's second level sends their bits), at `length`."""
+        length = length or self.length
+        k = bitmap.GROUP_SIZES.index(group)
+        return min(bitmap.groups(length, group), round(self.occupied[k] * bitmap.groups(length, group)))
+
+    @classmethod
+    def from_supports(cls, supports: Sequence[np.ndarray], length: int) -> "UnionStats":
+        """From each worker's support (a bool array of `length`)."""
+        return _accumulate(iter(supports), length, [len(supports)])[0]
+
+
+def _packed(support: np.ndarray) -> np.ndarray:
+    """A bool support as the codec's bitmap: bit i of word i // 32 is element i."""
+    packed = np.packbits(support, bitorder="little")
+    pad = -packed.size % 4
+    if pad:
+        packed = np.concatenate([packed, np.zeros(pad, np.uint8)])
+    return packed.view("<u4").astype(np.uint32)
+
+
+def _accumulate(supports, length: int, checkpoints: Sequence[int]) -> list[UnionStats]:
+    """UnionStats after the first n supports, for each n in `checkpoints` (ascending)."""
+    union = np.zeros(length, np.bool_)
+    terms = np.zeros(STATS_WORDS, np.int64)
+    max_nnz = 0
+    out = []
+    want = iter(checkpoints)
+    target = next(want)
+    for n, support in enumerate(supports, start=1):
+        union |= support
+        own = _packed(support)
+        terms += auto.union_terms(bitmap.group_counts(own), length)
+        max_nnz = max(max_nnz, int(support.sum()))
+        if n == target:
+            counts = bitmap.group_counts(_packed(union))
+            occupied = tuple(int(c) / bitmap.groups(length, g) for c, g in zip(counts, bitmap.GROUP_SIZES))
+            out.append(UnionStats(length, n, tuple(int(t) for t in terms), max_nnz, occupied))
+            target = next(want, None)
+            if target is None:
+                break
+    return out
+
+
+def preset_supports(name: str, scale: float, seed: int = 0):
+    """Each worker's support (bool array), from the preset's own generators at `scale`: dense layers whole,
+    each embedding's touched rows (`Embedding.touched_rows`, seeded per (seed, rank))."""
+    w = preset(name, scale)
+    layout, at = [], 0
+    for layer in w.layers:
+        layout.append((layer, at))
+        at += layer.size
+    for rank in itertools.count():
+        rng = np.random.default_rng([seed, rank, 0x5EED])
+        support = np.zeros(w.size, np.bool_)
+        for layer, start in layout:
+            if isinstance(layer, Dense):
+                support[start : start + layer.size] = True
+            else:
+                rows = layer.touched_rows(rng)
+                block = support[start : start + layer.size].reshape(layer.rows, layer.dim)
+                block[rows] = True
+        yield support
+
+
+def union_stats(name: str, workers: Sequence[int], scale: float, seed: int = 0) -> list[UnionStats]:
+    """UnionStats of the preset for each worker count in `workers` (one pass over max(workers) workers)."""
+    checkpoints = sorted(set(workers))
+    return _accumulate(preset_supports(name, scale, seed), preset(name, scale).size, checkpoints)
+
+
+def preset_rounds(stats: UnionStats, length: int, mode: str, link_gbps: float, lanes: int | None = None) -> dict:
+    """The rounds one worker sends for a gradient of `length` whose N-worker union looks like `stats`.
+
+    The encoding and index group are `codec.auto.choose`'s, from the estimate the workers' stats ADD gives;
+    the words per round are the codec's own sizes (bitmap words, the true union's groups and |U|, the
+    sketch's R from `sketch.rows_for`).  The sketch's residual round is not a fixed size: its chance is
+    returned as `residual_chance` (charged as that fraction of a one-chunk round).
+    """
+    extra = {"lanes": lanes} if lanes else {}
+    params = CodecParams(length=length, workers=min(stats.workers, MAX_WORKERS), mode=mode, link_gbps=link_gbps,
+                         **extra)
+    est = stats.estimate(length)
+    plan = auto.choose(params, est)
+    union = min(length, round(stats.occupied[0] * length))
+    rounds: list[Round] = [first_round()]
+    out = {"encoding": plan.encoding, "group": 0, "union": union, "rows": 0, "residual_chance": 0.0}
+    if plan.encoding == "dense":
+        rounds.append((length,))
+    elif plan.encoding == "blocks":
+        nblocks = stats.union_groups(BLOCK_ELEMENTS, length)
+        rounds.append((bitmap.words_for(bitmap.groups(length, BLOCK_ELEMENTS)),))
+        if nblocks:
+            rounds.append((nblocks * BLOCK_ELEMENTS,))
+        out["union"] = nblocks * BLOCK_ELEMENTS
+    else:
+        group = plan.group
+        out["group"] = group
+        if group == 1:
+            index, bound = [(bitmap.words_for(length),)], float(length)
+        else:
+            ngroups = stats.union_groups(group, length)
+            index = [(bitmap.words_for(bitmap.groups(length, group)),)]
+            if ngroups:
+                index.append((bitmap.words_for(ngroups * group),))
+            bound = float(min(length, ngroups * group))
+        if plan.encoding == "aligned":
+            rounds += index + ([(union,)] if union else [])
+        else:
+            rows = sketch.rows_for(params, min(est.union, bound))
+            if len(index) == 2 or group == 1:
+                index[-1] = index[-1] + (sketch.TABLES * rows * params.lanes,)
+            rounds += index
+            out["rows"] = rows
+            out["residual_chance"] = auto.residual_chance(params, union, rows) if union else 0.0
+    out["rounds"] = rounds
+    return out
+
+
+# -- the network --------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Network:
+    """A star (depth 1) or a tree of `depth` tiers of switches over `workers` identical workers.
+
+    gbps: every worker's link (each direction); uplink_gbps: every switch-to-switch link (default:
+    gbps); delay: propagation per link (seconds); switch_latency: a switch's pipeline latency;
+    switch_service: seconds per frame a software switch spends (0: a hardware pipeline at line rate);
+    words: K per frame; slots: the job's W; overhead: bytes per frame besides the hina frame.
+    """
+
+    workers: int
+    gbps: float
+    depth: int = 1
+    uplink_gbps: float | None = None
+    delay: float = 1e-6
+    switch_latency: float = 1e-6
+    switch_service: float = 0.0
+    words: int = max_words(9000)
+    slots: int = 64
+    overhead: int = FRAME_OVERHEAD + PHY_OVERHEAD
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.depth < 1:
+            raise ValueError(f"workers and depth must be >= 1, got {self.workers} and {self.depth}")
+
+    @property
+    def fanins(self) -> tuple[int, ...]:
+        """Children per switch, leaf tier first: ceil(N^(1/depth)) below every tier but the root, whose
+        fan-in makes up the rest."""
+        if self.depth == 1:
+            return (self.workers,)
+        k = math.ceil(round(self.workers ** (1 / self.depth), 9))
+        below = [k] * (self.depth - 1)
+        return (*below, max(1, -(-self.workers // math.prod(below))))
+
+    @property
+    def frame_bytes(self) -> int:
+        """Bytes on a link per UPDATE or RESULT: the hina frame (K words, always) and the overhead."""
+        return Ring.frame_size(self.words) + self.overhead
+
+    def rate(self, tier: int) -> float:
+        """bits/s of the links between tier `tier` - 1 and `tier` (tier 0: worker to leaf)."""
+        gbps = self.gbps if tier == 0 else (self.uplink_gbps or self.gbps)
+        return gbps * 1e9
+
+    @property
+    def oversubscription(self) -> tuple[float, ...]:
+        """Each non-root switch's downlink capacity over its uplink's."""
+        return tuple(k * self.rate(t) / self.rate(t + 1) for t, k in enumerate(self.fanins[:-1]))
+
+    def line_rate_seconds(self, chunks: int) -> float:
+        """`chunks` frames at the worker's link rate: the least a round can take."""
+        return chunks * self.frame_bytes * 8 / self.rate(0)
+
+
+def link_bytes(net: Network, chunks: int, *, aggregate: bool = True) -> list[dict]:
+    """Bytes that one round of `chunks` chunks puts on each tier's links, up and down, per link.
+
+    With `aggregate` (hina, SwitchML) a switch sends one partial up per chunk; without, it forwards
+    every worker's UPDATE below it (and the root's RESULT comes back once per worker below).
+    """
+    out, below = [], 1
+    for tier in range(net.depth):
+        streams = 1 if aggregate else below
+        out.append({"tier": tier, "up": streams * chunks * net.frame_bytes, "down": streams * chunks * net.frame_bytes})
+        below *= net.fanins[tier]
+    return out
+
+
+class _Link:
+    """A FIFO link: frames leave back to back at `rate` and arrive `delay` later."""
+
+    __slots__ = ("seconds_per_byte", "delay", "free")
+
+    def __init__(self, rate: float, delay: float):
+        self.seconds_per_byte, self.delay, self.free = 8.0 / rate, delay, 0.0
+
+    def send(self, now: float, size: int) -> float:
+        self.free = max(now, self.free) + size * self.seconds_per_byte
+        return self.free + self.delay
+
+
+def _parent_field(parent: Member) -> dict:
+    """The JobConfig keyword that names a switch's parent (`parents`, one per spine; `parent` before)."""
+    fields = JobConfig.__dataclass_fields__
+    if "parents" in fields:
+        return {"parents": (parent,)}
+    if "parent" in fields:
+        return {"parent": parent}
+    raise ValueError("this checkout's switch has no tree rule (JobConfig has no parent): star only")
+
+
+def has_trees() -> bool:
+    return bool({"parent", "parents"} & set(JobConfig.__dataclass_fields__))
+
+
+class _Switch:
+    """One tier's switch on the representative path: the real `Pipeline` (one member: the tier below;
+    a parent unless it is the root) and, for a software switch, a serial server of `service` per frame."""
+
+    def __init__(self, net: Network, tier: int):
+        self.fanin = net.fanins[tier]
+        self.root = tier == net.depth - 1
+        self.pipeline = Pipeline()
+        tree = {} if self.root else _parent_field(Member(0, "parent"))  # the tree rule (DESIGN.md section 4)
+        self.pipeline.add_job(JobConfig(JOB, 1, net.words, 0, net.slots, (Member(0, "child"),), **tree))
+        self.service, self.latency, self.busy = net.switch_service, net.switch_latency, 0.0
+
+    def process(self, now: float, frame, source: str, frames_in: int):
+        """(when its output leaves, the Emit or None) for a frame that stands for `frames_in` arrivals."""
+        emit = self.pipeline.update(frame, source)
+        frames_out = 0 if emit is None else (1 if emit.dests == ("parent",) else self.fanin)
+        self.busy = max(now, self.busy) + (frames_in + frames_out) * self.service
+        return self.busy + self.latency, emit
+
+
+@dataclasses.dataclass
+class RoundTime:
+    chunks: int
+    simulated: int
+    seconds: float
+    retransmissions: int
+
+
+class PathModel:
+    """The representative worker's path: its sender state (slots, RTT, window) lives as long as the
+    model, as a `Worker`'s does across its rounds; `run` aggregates rounds one after another."""
+
+    def __init__(self, net: Network, *, cap: int = 2048, initial_rtt: float = 0.1):
+        self.net, self.cap = net, max(cap, 4 * net.slots)
+        self.pool = SlotPool(0, net.slots)
+        self.rtt = RttEstimator(initial=initial_rtt)
+        self.window = CongestionWindow(net.slots)
+        self.switches = [_Switch(net, t) for t in range(net.depth)]
+        self.up = [_Link(net.rate(t), net.delay) for t in range(net.depth)]  # into switch t from below
+        self.down = [_Link(net.rate(t), net.delay) for t in range(net.depth)]  # from switch t to below
+        self.now = 0.0
+        self.shift = 0.0  # seconds added by extrapolated chunks (the clock itself never ran them)
+        self._events: list = []
+        self._seq = itertools.count()
+        self._tag = 0
+
+    @property
+    def seconds(self) -> float:
+        return self.now + self.shift
+
+    def _push(self, at: float, kind: int, tier: int, frame) -> None:
+        heapq.heappush(self._events, (at, next(self._seq), kind, tier, frame))
+
+    def _send(self, frames: list[bytes]) -> None:
+        size = self.net.frame_bytes
+        for f in frames:
+            self._push(self.up[0].send(self.now, size), 0, 0, f)
+
+    def _deliver(self, kind: int, tier: int, frame, on_worker) -> None:
+        """A frame arrives at switch `tier` (kind 0: from below, 1: from above) or at the worker (2)."""
+        size = self.net.frame_bytes
+        if kind == 2:
+            on_worker(frame)
+            return
+        sw = self.switches[tier]
+        fanin_below = sw.fanin if kind == 0 else 1
+        leave, emit = sw.process(self.now, frame, "child" if kind == 0 else "parent", fanin_below)
+        if emit is None:
+            return
+        out = bytes(emit.frame)
+        if emit.dests == ("parent",):
+            self._push(self.up[tier + 1].send(leave, size), 0, tier + 1, out)
+        elif tier == 0:
+            self._push(self.down[0].send(leave, size), 2, 0, out)
+        else:
+            self._push(self.down[tier].send(leave, size), 1, tier - 1, out)
+
+    def run_round(self, chunks: int) -> RoundTime:
+        """Aggregate one round of `chunks` chunks; returns its time (extrapolated past `cap` chunks)."""
+        k = self.net.words
+        simulated = min(chunks, self.cap)
+        start = self.now
+        xfer = PhaseTransfer(job_id=JOB, worker_id=0, words=k, pool=self.pool, rtt=self.rtt, tag=self._tag, op=0,
+                             payload=np.zeros(simulated * k, np.int32), name=f"round{self._tag}", now=self.now,
+                             deadline=1e9, window=self.window)
+        self._tag = (self._tag + 1) & 0xFFFF
+        answered: list[float] = []
+
+        def on_worker(frame: bytes) -> None:
+            if not frame[5] & 1:  # the multicast RESULT of a chunk (not a unicast re-send)
+                answered.append(self.now)
+            self._send(xfer.receive(frame, self.now))
+
+        self._send(xfer.start(self.now))
+        while not xfer.done:
+            timer = xfer.next_timer()
+            if self._events and self._events[0][0] <= timer:
+                self.now, _, kind, tier, frame = heapq.heappop(self._events)
+                self._deliver(kind, tier, frame, on_worker)
+            else:
+                self.now = max(self.now, timer)
+                self._send(xfer.poll(self.now))
+        while self._events:  # stray copies of resent frames: let them land before the next round
+            self.now, _, kind, tier, frame = heapq.heappop(self._events)
+            self._deliver(kind, tier, frame, lambda f: None)
+        seconds = self.now - start
+        if chunks > simulated:
+            half = simulated // 2
+            interval = (answered[-1] - answered[half]) / (len(answered) - 1 - half)
+            extra = (chunks - simulated) * interval
+            self.shift += extra
+            seconds += extra
+        return RoundTime(chunks, simulated, seconds, int(xfer.stats.get("retransmissions", 0)))
+
+    def run(self, rounds: Sequence[Round], residual_chance: float = 0.0) -> dict:
+        """Every round in turn; the sketch's residual charged as `residual_chance` of a one-chunk round."""
+        times = [self.run_round(round_chunks(r, self.net.words)) for r in rounds]
+        seconds = sum(t.seconds for t in times)
+        if residual_chance:
+            extra = self.run_round(1).seconds * residual_chance
+            seconds += extra
+        return {"seconds": seconds, "rounds": [dataclasses.asdict(t) for t in times],
+                "chunks": sum(t.chunks for t in times),
+                "retransmissions": sum(t.retransmissions for t in times)}
+
+
+def aggregation_seconds(net: Network, rounds: Sequence[Round], residual_chance: float = 0.0, *, cap: int = 2048) -> dict:
+    """The modelled seconds of one aggregation (a fresh worker, as a Mininet run's first)."""
+    return PathModel(net, cap=cap).run(rounds, residual_chance)
+
+
+# -- the ring --------------------------------------------------------------------------------------
+def ring_seconds(workers: int, gradient_bytes: float, rate: float, alpha: float) -> float:
+    """Bandwidth-optimal ring allreduce (reduce-scatter then allgather), alpha-beta:
+    2 (N - 1) alpha + 2 (N - 1) / N * bytes * 8 / rate."""
+    if workers == 1:
+        return 0.0
+    return 2 * (workers - 1) * alpha + 2 * (workers - 1) / workers * gradient_bytes * 8 / rate
+
+
+def ring_wire_bytes(net: Network, payload_bytes: float, mtu: int = 9000) -> float:
+    """The ring's payload framed in MTU-sized TCP segments with the network's per-frame overhead."""
+    per_frame = mtu - TCP_HEADERS
+    return payload_bytes * (per_frame + TCP_HEADERS + net.overhead - IPV4_HEADER_BYTES - UDP_HEADER_BYTES) / per_frame
+
+
+def ring_for(net: Network, length: int, host_alpha: float = 0.0) -> float:
+    """The ring over `net`, float32 gradients: workers in rack order, so each uplink carries one flow per
+    direction and the slowest hop crosses the root (2 depth links, 2 depth - 1 switches); every step
+    waits for the slowest hop, so alpha is that hop's latency plus `host_alpha`, the rate the slowest link's."""
+    rate = min(net.rate(t) for t in range(net.depth))
+    hops = 2 * net.depth if net.workers > net.fanins[0] else 2
+    alpha = host_alpha + hops * net.delay + (hops - 1) * net.switch_latency
+    return ring_seconds(net.workers, ring_wire_bytes(net, 4.0 * length), rate, alpha)
+
+
+# -- validation against Mininet -----------------------------------------------------------------
+def mininet_case(path: Path) -> list[dict]:
+    """Model each run of a mininet/run.py result file (star, its links, K from its MTU, its gradients)."""
+    from host.synthetic import gradient_for
+
+    data = json.loads(Path(path).read_text())
+    cfg = data["config"]
+    if cfg.get("switch") != "emulator" or not cfg.get("bw") or cfg.get("loss"):
+        raise ValueError(f"{path}: validation takes emulator runs on shaped, lossless links")
+    grads = [gradient_for(cfg["length"], cfg["density"], seed=cfg["seed"], rank=r, workload=cfg.get("workload"),
+                          scale=cfg.get("scale", 1.0)) for r in range(cfg["workers"])]
+    net = Network(workers=cfg["workers"], gbps=cfg["bw"] / 1000, delay=cfg.get("delay", 0.0) / 1000 + 25e-6,
+                  switch_latency=0.0, switch_service=EMULATOR_SERVICE, words=max_words(cfg["mtu"]),
+                  slots=cfg["slots"], overhead=FRAME_OVERHEAD)
+    out = []
+    for run in data["runs"]:
+        codec_run = codec_rounds(grads, run["mode"], link_gbps=cfg["bw"] / 1000)
+        model = aggregation_seconds(net, codec_run["rounds"])
+        measured_net = sum(run["phase_seconds"].values())
+        compute = sum(run.get("compute_seconds", {}).values())
+        payload = 4 * sum(sum(r) for r in codec_run["rounds"])
+        out.append({
+            "file": str(Path(path).relative_to(ROOT)) if Path(path).resolve().is_relative_to(ROOT) else str(path),
+            "command": data.get("command"), "workers": cfg["workers"], "mbps": cfg["bw"], "mode": run["mode"],
+            "workload": cfg.get("workload") or f"uniform {cfg['density']:g}", "length": cfg["length"],
+            "encoding": codec_run["encoding"], "measured_encoding": run.get("encoding"),
+            "payload_bytes_model": payload, "payload_bytes_measured": run.get("payload_bytes_per_worker"),
+            "measured_seconds": run["seconds"], "measured_network_seconds": measured_net,
+            "measured_compute_seconds": compute, "model_network_seconds": model["seconds"],
+            "model_seconds": model["seconds"] + compute,
+            "ratio": run["seconds"] / (model["seconds"] + compute),
+            "network_ratio": measured_net / model["seconds"],
+            "line_rate_seconds": run.get("line_rate_seconds"),
+            "verdict": run.get("verdict") or data.get("verdict"),
+            "load": data.get("load")})
+    return out
+
+
+# the emulator's seconds per frame handled (in or out) on one core of this machine: 150,000 frames a second
+# (benchmarks/results/emulator_bench.json, packet_rate, 1 pipe); it matters only where links are faster
+EMULATOR_SERVICE = 1 / 150_000
+
+
+# -- the projection -----------------------------------------------------------------------------
+def project(presets: Sequence[str], workers: Sequence[int], gbps: Sequence[float], depths: Sequence[int], *,
+            scale: float, seed: int, cap: int, host_alpha: float, log=print) -> list[dict]:
+    rows = []
+    for name in presets:
+        length = preset(name).size
+        start = time.perf_counter()
+        stats = union_stats(name, workers, scale, seed)
+        log(f"{name}: union of {max(workers)} workers at scale {scale} in {time.perf_counter() - start:.1f} s")
+        for st in stats:
+            for rate in gbps:
+                plans = {mode: preset_rounds(st, length, mode, rate) for mode in ("dense", "auto")}
+                for depth in depths:
+                    if depth > 1 and st.workers < 2 ** depth:
+                        continue
+                    net = Network(workers=st.workers, gbps=rate, depth=depth)
+                    row = {"preset": name, "length": length, "workers": st.workers, "gbps": rate,
+                           "topology": "star" if depth == 1 else f"tree{depth}", "fanins": list(net.fanins),
+                           "union_density": st.occupied[0]}
+                    for mode, plan in plans.items():
+                        m = aggregation_seconds(net, plan["rounds"], plan["residual_chance"], cap=cap)
+                        key = "dense_ina" if mode == "dense" else "hina_auto"
+                        row[key] = {"seconds": m["seconds"], "encoding": plan["encoding"], "group": plan["group"],
+                                    "words_per_worker": sum(sum(r) for r in plan["rounds"]),
+                                    "rounds": [list(r) for r in plan["rounds"]], "chunks": m["chunks"],
+                                    "residual_chance": plan["residual_chance"]}
+                    row["ring"] = {"seconds": ring_for(net, length, host_alpha), "alpha_host": host_alpha}
+                    row["speedup_vs_dense"] = row["dense_ina"]["seconds"] / row["hina_auto"]["seconds"]
+                    row["speedup_vs_ring"] = row["ring"]["seconds"] / row["hina_auto"]["seconds"]
+                    rows.append(row)
+        log(f"{name}: projected in {time.perf_counter() - start:.1f} s")
+    return rows
+
+
+def plot(rows: list[dict], path: Path, gbps: float, topology: str) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    pick = [r for r in rows if r["gbps"] == gbps and r["topology"] == topology]
+    names = sorted({r["preset"] for r in pick})
+    if not names:
+        return False
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    colours = dict(zip(names, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    for name in names:
+        rs = sorted((r for r in pick if r["preset"] == name), key=lambda r: r["workers"])
+        n = [r["workers"] for r in rs]
+        c = colours[name]
+        ax1.plot(n, [r["hina_auto"]["seconds"] for r in rs], "-o", color=c, label=f"{name} hina auto")
+        ax1.plot(n, [r["dense_ina"]["seconds"] for r in rs], "--s", color=c, label=f"{name} dense INA", alpha=0.7)
+        ax1.plot(n, [r["ring"]["seconds"] for r in rs], ":^", color=c, label=f"{name} ring", alpha=0.5)
+        ax2.plot(n, [r["speedup_vs_dense"] for r in rs], "-o", color=c, label=name)
+    for label, value in PAPER_SPEEDUP.items():
+        ax2.axhline(value, color="grey", linestyle=":", linewidth=1)
+        ax2.text(n[0], value * 1.05, f"{label}: {value}x", fontsize=7, color="grey")
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("workers")
+        ax.grid(True, which="both", alpha=0.3)
+    ax1.set_yscale("log")
+    ax1.set_ylabel("seconds per aggregation (model)")
+    ax1.set_title(f"{topology}, {gbps:g} Gbit/s links")
+    ax1.legend(fontsize=6, ncol=2)
+    ax2.set_yscale("log")
+    ax2.set_ylabel("hina auto speedup over dense INA")
+    ax2.set_title("speedup (dense INA seconds / hina auto seconds)")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def _int_list(text: str) -> list[int]:
+    return [between(1, 4096, " workers")(t) for t in text.split(",")]
+
+
+def _gbps_list(text: str) -> list[float]:
+    return [positive(t) for t in text.split(",")]
+
+
+def _topologies(text: str) -> list[int]:
+    depths = {"star": 1, "tree2": 2, "tree3": 3}
+    out = []
+    for t in text.split(","):
+        if t not in depths:
+            raise ValueError(f"unknown topology {t!r}: star, tree2 or tree3")
+        out.append(depths[t])
+    return out
+
+
+def _existing(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise ValueError(f"no such file: {text}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    def checked(fn):
+        def check(text):
+            try:
+                return fn(text)
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        check.__name__ = fn.__name__.strip("_")
+        return check
+
+    from host.workloads import PRESETS
+
+    ap = OneLineParser(prog="scale_model.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--validate", type=checked(_existing), nargs="*", default=[], metavar="MININET_JSON",
+                    help="mininet/run.py result files (emulator, shaped, lossless) to model and compare")
+    ap.add_argument("--workers", type=checked(_int_list), default=list(DEFAULT_WORKERS),
+                    help="worker counts, comma-separated (default: 8,16,...,1024)")
+    ap.add_argument("--gbps", type=checked(_gbps_list), default=[10.0, 100.0, 400.0],
+                    help="link rates in Gbit/s, comma-separated (default: 10,100,400)")
+    ap.add_argument("--topologies", type=checked(_topologies), default=[1, 2, 3],
+                    help="star, tree2, tree3, comma-separated (default: all three)")
+    ap.add_argument("--presets", nargs="*", choices=list(PRESETS), default=list(PRESETS),
+                    help="workload presets to project (default: all)")
+    ap.add_argument("--scale", type=checked(positive), default=0.01,
+                    help="the scale at which the workers' supports are drawn (default: 0.01)")
+    ap.add_argument("--cap", type=between(256), default=2048,
+                    help="chunks per round run on the clock before the steady state is extrapolated (default: 2048)")
+    ap.add_argument("--ring-alpha-us", type=checked(non_negative), default=0.0,
+                    help="the ring's per-step host overhead in microseconds (default: 0, the ring's best case)")
+    ap.add_argument("--seed", type=between(0), default=0, help="seed of the supports (default: 0)")
+    ap.add_argument("--no-project", action="store_true", help="validate only")
+    ap.add_argument("--out", type=Path, default=RESULTS / "scale_model.json",
+                    help="result JSON (default: benchmarks/results/scale_model.json; plots beside it)")
+    args = ap.parse_args(argv)
+    if args.scale > 1:
+        ap.error(f"argument --scale: must be in (0, 1], got {args.scale}")
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    result: dict = {"parameters": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                                   if k not in ("validate", "out")}}
+    validation = []
+    for path in args.validate:
+        for row in mininet_case(path):
+            validation.append(row)
+            log(f"{row['workers']} workers {row['mbps']:g} Mbit/s {row['workload']} {row['mode']}: measured "
+                f"{row['measured_seconds']:.3f} s, model {row['model_seconds']:.3f} s (ratio {row['ratio']:.2f}); "
+                f"network {row['measured_network_seconds']:.3f} vs {row['model_network_seconds']:.3f} s")
+    if validation:
+        result["validation"] = validation
+        result["validation_within_20pct"] = all(abs(r["ratio"] - 1) <= 0.2 for r in validation)
+    if not args.no_project:
+        rows = project(args.presets, args.workers, args.gbps, args.topologies, scale=args.scale, seed=args.seed,
+                       cap=args.cap, host_alpha=args.ring_alpha_us * 1e-6, log=log)
+        result["projection"] = rows
+        result["paper_speedups"] = PAPER_SPEEDUP
+        plots = []
+        for rate in args.gbps:
+            for depth in args.topologies:
+                topo = "star" if depth == 1 else f"tree{depth}"
+                png = args.out.with_name(f"{args.out.stem}_{topo}_{rate:g}g.png")
+                if plot(rows, png, rate, topo):
+                    plots.append(str(png.relative_to(ROOT)) if png.resolve().is_relative_to(ROOT) else str(png))
+        result["plots"] = plots
+    write_result(args.out, result, command_line("benchmarks/scale_model.py", argv))
+    log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
