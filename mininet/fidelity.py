@@ -273,13 +273,16 @@ class Monitor:
         self.cpus = os.cpu_count() or 1
 
     def _name(self, pid: int) -> str:
-        name = self.names.get(pid)
-        if name is None:
-            ns = netns(pid)
-            where = self._ns.get(ns, "root" if ns == self._root_ns else "?")
-            name = "runner" if pid == self.root else f"{command_name(pid)} on {where} (pid {pid})"
-            self.names[pid] = name
-        return name
+        ns = netns(pid)
+        where = self._ns.get(ns, "root" if ns == self._root_ns else "?")
+        return "runner" if pid == self.root else f"{command_name(pid)} on {where} (pid {pid})"
+
+    def _rename(self) -> None:
+        """Name the processes still alive again: a fresh child carries its parent's command line until it
+        execs (a host's popen forks the runner, then execs mnexec and python)."""
+        for pid in list(self.names):
+            if os.path.exists(f"/proc/{pid}"):
+                self.names[pid] = self._name(pid)
 
     def sample(self) -> Sample:
         links = {link.ifname: c for link in self.links if (c := read_link(link.ifname)) is not None}
@@ -288,7 +291,8 @@ class Monitor:
             used = read_cpu(pid)
             if used is not None:
                 cpu[pid] = used
-                self._name(pid)
+                if pid not in self.names:
+                    self.names[pid] = self._name(pid)
         return Sample(time.monotonic(), links, cpu, read_machine())
 
     def mark(self) -> Sample:
@@ -329,6 +333,7 @@ class Monitor:
         return samples[first:last + 1]
 
     def judge_window(self, start: float, end: float) -> dict:
+        self._rename()
         return judge(self.window(start, end), self.links, self.names, self.cpus)
 
 

@@ -43,6 +43,7 @@ except ImportError as exc:  # without Mininet, `mininet` is this folder and the 
     raise ImportError(f"Mininet is not installed (Debian: apt install mininet; then `make install`): {exc}") from exc
 
 import codec  # noqa: E402
+import fidelity  # noqa: E402  (mininet/fidelity.py: this folder is on sys.path wherever hina_net is imported)
 from host.demo import digest, expected_fixed  # noqa: E402
 from host.job import JobSpec  # noqa: E402
 from host.synthetic import workload_preset  # noqa: E402
@@ -274,6 +275,7 @@ class Experiment:
         self.cfg, self.log = cfg, log
         self.netem = netem_available()
         self.net = None
+        self.monitor: fidelity.Monitor | None = None
         self._expected_digest: str | None = None
 
     def run(self) -> dict:
@@ -307,11 +309,19 @@ class Experiment:
                        "delay_by": self._delay_by(), "runs": []}
             if cfg.ping:
                 results["ping"] = self._ping()
+            self.monitor = fidelity.monitor_for(self.net).start()
             for mode in cfg.modes:
-                results["runs"].append(self._aggregate(mode, topology))
+                start = self.monitor.mark().t
+                run = self._aggregate(mode, topology)
+                if "fidelity" not in run:  # a subclass's run (train_ddp's): its whole run is the window
+                    run["fidelity"] = self.monitor.judge_window(start, self.monitor.mark().t)
+                self.log(fidelity.verdict_line(f"[{mode}]", run["fidelity"]))
+                results["runs"].append(run)
             results["counters"] = self.switch.target.counters()
             return results
         finally:
+            if self.monitor is not None:
+                self.monitor.stop()
             self.stop()
 
     def stop(self) -> None:
@@ -399,6 +409,7 @@ class Experiment:
                     raise RuntimeError(f"worker {r} did not start: {p.stderr.read()}")
                 transports.add(json.loads(ready)["transport"])
             for rnd in range(cfg.rounds):
+                start = self.monitor.mark().t if self.monitor else None
                 for p in procs:
                     p.stdin.write("go\n")
                     p.stdin.flush()
@@ -406,11 +417,14 @@ class Experiment:
                 errors = [f"worker {r}: {x['error']}" for r, x in enumerate(reports) if "error" in x]
                 exact = not errors and all(x["digest"] == expected for x in reports)
                 rounds.append(_summarize(reports, errors, exact, cfg))
+                if self.monitor:  # the round's window: from the first "go" to the last report
+                    rounds[-1]["fidelity"] = self.monitor.judge_window(start, self.monitor.mark().t)
                 self.log(f"[{mode}] round {rnd + 1}: exact={exact} {rounds[-1]['seconds']:.3f} s, "
                          f"ran {rounds[-1]['encoding']} (index group {rounds[-1]['group']}), "
                          f"{rounds[-1]['wire_bytes_per_worker']:,.0f} B/worker, "
                          f"{rounds[-1]['retransmissions']} retransmissions ({rounds[-1]['probes']} tail probes, "
                          f"{rounds[-1]['timeouts']} on a timeout)"
+                         + (f", {rounds[-1]['fidelity']['verdict']}" if "fidelity" in rounds[-1] else "")
                          + (f" {errors}" if errors else ""))
         finally:
             for p in procs:
@@ -422,8 +436,9 @@ class Experiment:
                     p.kill()
             os.unlink(f.name)
         best = min(rounds, key=lambda x: x["seconds"])
+        verdicts = [x["fidelity"] for x in rounds if "fidelity" in x]
         return {"mode": mode, "exact": all(x["exact"] for x in rounds), "transports": sorted(transports),
-                "rounds": rounds, **best}
+                "rounds": rounds, **best, **({"fidelity_rounds": fidelity.summary(verdicts)} if verdicts else {})}
 
 
 def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: ExperimentConfig) -> dict:

@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         index = "" if not r.get("group") else (" (one-level index)" if r["group"] == 1
                                                else f" (index of {r['group']}-element groups)")
         print(f"{r['mode']:<7s} exact={r['exact']} ran {r.get('encoding')}{index}, {r['seconds']:.3f} s{line}, "
-              f"{r['wire_bytes_per_worker']:,.0f} B/worker on the wire, {r['retransmissions']} retransmissions")
+              f"{r['wire_bytes_per_worker']:,.0f} B/worker on the wire, {r['retransmissions']} retransmissions; "
+              f"{r['fidelity']['verdict']}")
     if "ping" in results:
         print(f"ping {results['ping']['from']} -> {results['ping']['to']}: "
               f"{results['ping']['received']}/{results['ping']['sent']} received")
