@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # sees that one module (a symlink in .venv/debian) and nothing else from outside.
 DEBIAN_MININET := /usr/lib/python3/dist-packages/mininet
 
-.PHONY: install test bench demo mininet-demo fuzz soak p4 clean
+.PHONY: install test bench tables demo mininet-demo fuzz soak p4 clean
 
 install: $(STAMP)
 
@@ -26,6 +26,11 @@ test: install
 bench: install
 	$(PY) benchmarks/codec_bench.py
 	$(PY) benchmarks/emulator_bench.py
+	$(PY) benchmarks/tables.py
+
+# every table in README.md and docs/ from benchmarks/results/*.json (make test checks they match)
+tables: install
+	$(PY) benchmarks/tables.py
 
 # the main job: emulator on loopback + 4 workers, 2^22-element gradients at 1%, verified exact
 demo: install

@@ -11,7 +11,8 @@ jittery hosts), the same on a quiet host, and heavy loss (4 and 8 workers,
 
     python benchmarks/loss_model.py [--seeds 3]
 Prints one row per case: virtual seconds per round (mean over seeds),
-frames resent per useful frame, and timeouts per worker and round.
+frames resent per useful frame, and timeouts per worker and round; writes
+them to benchmarks/results/loss_model.json (`--out`).
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 from codec.ops import Op  # noqa: E402
 from host.window import CongestionWindow, RttEstimator  # noqa: E402
 from netsim import VirtualNetwork, expected, run_transfers  # noqa: E402
 from switch_emulator import JobConfig, Member, Pipeline  # noqa: E402
+from provenance import command_line, write_result  # noqa: E402
 from switch_emulator.cliargs import OneLineParser, between  # noqa: E402
 
 # name, workers, words (K), chunks per worker, drop per link and direction, latency, jitter (seconds)
@@ -65,15 +67,25 @@ def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="loss_model.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=between(1), default=3, help="seeds per case (default: 3)")
     ap.add_argument("--rounds", type=between(1), default=2, help="phases in a row per run (default: 2)")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "loss_model.json",
+                    help="JSON result (default: benchmarks/results/loss_model.json)")
     args = ap.parse_args(argv)
+    rows = []
     print(f"{'case':40s} {'s/round':>9s} {'(per seed)':>24s} {'resent':>8s} {'timeouts':>9s}")
     for name, *shape in CASES:
         start = time.perf_counter()
         runs = [run_case(*shape, seed=seed, rounds=args.rounds) for seed in range(args.seeds)]
         seconds = [r["seconds"] for r in runs]
+        rows.append({"case": name, "workers": shape[0], "words": shape[1], "chunks": shape[2], "drop": shape[3],
+                     "seconds_per_round": float(np.mean(seconds)), "seconds_per_seed": seconds,
+                     "resent_share": float(np.mean([r["resent"] for r in runs])),
+                     "timeouts_per_worker_round": float(np.mean([r["timeouts"] for r in runs]))})
         print(f"{name:40s} {np.mean(seconds):9.3f} {', '.join(f'{s:.3f}' for s in seconds):>24s} "
               f"{np.mean([r['resent'] for r in runs]):8.1%} {np.mean([r['timeouts'] for r in runs]):9.1f}"
               f"   [{time.perf_counter() - start:.0f} s]", flush=True)
+    write_result(args.out, {"seeds": args.seeds, "rounds": args.rounds, "rows": rows},
+                 command_line("benchmarks/loss_model.py", argv))
+    print(f"wrote {args.out}")
     return 0
 
 

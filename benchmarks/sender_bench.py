@@ -15,6 +15,8 @@ ways of feeding it:
 
     python benchmarks/sender_bench.py [--chunks 20000] [--words 32 2239]
 
+Writes benchmarks/results/sender_bench.json (`--out`).
+
 Run from an older checkout, whose PhaseTransfer has no `take`, it times
 `receive` alone (the before figure of a change).
 """
@@ -34,6 +36,9 @@ from codec.ops import Op  # noqa: E402
 from host.window import PhaseTransfer, Ring, RttEstimator, SlotPool  # noqa: E402
 from switch_emulator.cliargs import OneLineParser, between  # noqa: E402
 from switch_emulator.headers import HEADER_BYTES, max_words  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from provenance import command_line, write_result  # noqa: E402
 
 SLOTS = 64
 BATCH = 64
@@ -109,13 +114,16 @@ def by_copy(words: int, chunks: int) -> float:
     return time.perf_counter() - start
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="sender_bench.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--chunks", type=between(1), default=20_000, help="chunks per transfer (default: 20000)")
     ap.add_argument("--words", type=between(1, max_words(65535)), nargs="+", default=[32, 2239],
                     help="K values (default: 32 2239)")
     ap.add_argument("--repeat", type=between(1), default=5, help="runs per figure, the best reported (default: 5)")
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sender_bench.json",
+                    help="JSON result (default: benchmarks/results/sender_bench.json)")
+    args = ap.parse_args(argv)
+    rows = []
     has_take = hasattr(PhaseTransfer, "take")
     by_receive(8, 200), has_take and by_take(8, 200)  # compile or load the kernels first
     print(f"{'K':>6} {'receive us/chunk':>17} {'take us/chunk':>14} {'copy us/chunk':>14} {'take / copy':>12}")
@@ -124,8 +132,11 @@ def main() -> int:
                 for name, f in (("receive", by_receive), ("take", by_take), ("copy", by_copy))
                 if name != "take" or has_take}
         take = best.get("take")
+        rows.append({"words": words, "chunks": args.chunks, **{f"{k}_us_per_chunk": v for k, v in best.items()}})
         print(f"{words:>6} {best['receive']:>17.2f} " + (f"{take:>14.2f}" if take else f"{'-':>14}")
               + f" {best['copy']:>14.3f} " + (f"{take / best['copy']:>11.1f}x" if take else f"{'-':>12}"))
+    write_result(args.out, {"rows": rows}, command_line("benchmarks/sender_bench.py", argv))
+    print(f"wrote {args.out}")
     return 0
 
 

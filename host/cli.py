@@ -25,16 +25,23 @@ import numpy as np
 from switch_emulator.headers import UDP_PORT
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from .demo import DemoConfig, format_summary, run_demo
+def demo_config(args: argparse.Namespace):
+    """The `DemoConfig` of parsed `hina demo` flags (ValueError names a bad value)."""
+    from .demo import DemoConfig
     from .job import JobSpec
 
+    return DemoConfig(workers=args.workers, length=args.length, density=args.density, mode=args.mode,
+                      drop=args.drop, dup=args.dup, reorder=args.reorder, seed=args.seed,
+                      job=JobSpec(job_id=args.job_id, words=args.words, slots=args.slots),
+                      deadline=args.deadline, workload=args.workload, scale=args.scale,
+                      group=args.group, link_gbps=args.link_gbps, rounds=args.rounds, pipes=args.pipes)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import format_summary, run_demo
+
     try:
-        cfg = DemoConfig(workers=args.workers, length=args.length, density=args.density, mode=args.mode,
-                         drop=args.drop, dup=args.dup, reorder=args.reorder, seed=args.seed,
-                         job=JobSpec(job_id=args.job_id, words=args.words, slots=args.slots),
-                         deadline=args.deadline, workload=args.workload, scale=args.scale,
-                         group=args.group, link_gbps=args.link_gbps, rounds=args.rounds, pipes=args.pipes)
+        cfg = demo_config(args)
     except ValueError as exc:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 2

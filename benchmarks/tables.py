@@ -1,0 +1,385 @@
+"""Every benchmark table in README.md and docs/ is generated here, from `benchmarks/results/*.json`.
+
+    python benchmarks/tables.py            # rewrite every generated table in README.md and docs/*.md
+    python benchmarks/tables.py --check    # exit 1 naming each table that differs from its JSON (tests run this)
+    python benchmarks/tables.py --list     # the table names, and the page that shows each
+
+A page asks for a table with two markers; what lies between them is this script's:
+
+    <!-- table: codec-case -->
+    ...
+    <!-- end table -->
+
+So re-running a benchmark and then this script updates every page that shows its figures, and a
+figure typed by hand into a generated table fails the test suite.  Under each table a line names
+the result file, its command, machine, date and commit (`provenance.meta_of`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from provenance import source_line  # noqa: E402
+from switch_emulator.cliargs import OneLineParser  # noqa: E402
+
+MARKER = re.compile(r"(<!-- table: ([a-z0-9-]+) -->\n)(.*?)(<!-- end table -->)", re.S)
+TABLES: dict[str, Callable[[], str]] = {}
+
+
+def table(name: str):
+    def register(fn: Callable[[], str]) -> Callable[[], str]:
+        TABLES[name] = fn
+        return fn
+    return register
+
+
+def load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def rows_md(header: list[str], rows: list[list]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(str(c) for c in r) + " |" for r in rows)]
+
+
+def block(lines: list[str], *sources: tuple[str, dict]) -> str:
+    return "\n".join([*lines, "", *(source_line(name, data) for name, data in sources)]) + "\n"
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
+
+
+# -- the comparison (benchmarks/compare.py) ---------------------------------------------------------
+
+SYSTEMS = (("auto", "hina auto"), ("dense", "hina dense (SwitchML-style)"), ("blocks", "blocks (OmniReduce-style)"),
+           ("ring", "ring allreduce (gloo)"), ("sparcml", "SparCML"), ("oktopk", "Ok-Topk"),
+           ("oktopk_topk", "Ok-Topk top-k (lossy)"), ("zen", "Zen"))
+PRESETS = ("deeplight", "lstm", "ncf", "bert_base", "vgg19")
+HEADLINE = ("compare.json", "mininet 1 Gbit/s")  # the result file and environment README's headline shows
+
+
+def verdict_text(r: dict) -> str:
+    """The fidelity monitor's verdict of a row, or why there is none."""
+    v = r.get("verdict")
+    if v is None and isinstance(r.get("fidelity"), dict):
+        v = r["fidelity"].get("verdict")
+    if isinstance(v, dict):
+        v = v.get("verdict") or v.get("text")
+    return str(v) if v else "not monitored (run before the fidelity monitor)"
+
+
+def compare_cells(name: str, env: str, with_verdict: bool) -> tuple[list[str], list[list], dict]:
+    data = load(name)
+    rows = {(r["preset"], r["mode"]): r for r in data["rows"] if r["env"] == env}
+    presets = [p for p in PRESETS if any(k[0] == p for k in rows)]
+    out = []
+    for mode, label in SYSTEMS:
+        cells = []
+        for p in presets:
+            r = rows.get((p, mode))
+            if r is None:
+                cells.append("-")
+                continue
+            text = f"{r['seconds']:.3f} s, {mb(r['bytes_per_worker'])}"
+            if not r.get("exact", True) and r.get("system") != "baseline":
+                text += " **NOT EXACT**"
+            if with_verdict:
+                text += f" ({verdict_text(r)})"
+            cells.append(text)
+        if any(c != "-" for c in cells):
+            out.append([label, *cells])
+    header = ["system", *(f"{p} ({data['meta']['scales'][p]} scale)" for p in presets)]
+    return header, out, data
+
+
+@table("headline")
+def headline() -> str:
+    name, env = HEADLINE
+    header, cells, data = compare_cells(name, env, with_verdict=False)
+    verdicts = sorted({verdict_text(r) for r in data["rows"] if r["env"] == env})
+    lines = [f"{data['meta']['workers']} workers, {env}; best of {data['meta']['rounds']} rounds, bytes sent per "
+             f"worker. Fidelity verdict of this environment's runs: {'; '.join(verdicts)}.", "",
+             *rows_md(header, cells)]
+    return block(lines, (name, data))
+
+
+@table("compare-summary")
+def compare_summary() -> str:
+    data = load("compare.json")
+    envs = list(dict.fromkeys(r["env"] for r in data["rows"]))
+    lines = []
+    for env in envs:
+        header, cells, _ = compare_cells("compare.json", env, with_verdict=False)
+        lines += [f"**{env}**", "", *rows_md(header, cells), ""]
+    return block(lines[:-1], ("compare.json", data))
+
+
+@table("compare")
+def compare_full() -> str:
+    import compare
+
+    data = load("compare.json")
+    text = compare.markdown(data["rows"], data["auto_rule"], data["meta"])
+    lines = [line for line in text.splitlines() if not line.startswith("Measured ")]
+    while lines and not lines[0]:
+        lines.pop(0)
+    return block(lines, ("compare.json", data))
+
+
+# -- the codec (benchmarks/codec_bench.py) -------------------------------------------------------
+
+@table("codec-case")
+def codec_case() -> str:
+    import codec_bench
+
+    data = load("codec_bench.json")
+    rows = [r for r in data["rows"] if r["kind"] == "uniform" and r["length"] == 1 << 25 and r["density"] == 0.01
+            and r["workers"] == 8]
+    body = [[f"{r['mode']} ({codec_bench.encoding_label(r)})", f"{r['encode_x_copy']:.2f}",
+             f"{r['decode_x_copy']:.2f}", f"{r['first_encode_x_copy']:.2f} / {r['first_decode_x_copy']:.2f}",
+             f"{r['bytes_per_bound']:.3f}", f"{r['bytes_per_dense']:.1%}", "yes" if r["exact"] else "**NO**"]
+            for r in rows]
+    copy_ms = 1e3 * rows[0]["copy_s"] if rows else float("nan")
+    lines = [f"d = 2^25, 1% per worker, 8 workers ({rows[0]['union_density']:.1%} union); a numpy copy of the d "
+             f"float32 values took {copy_ms:.1f} ms in the same run.", "",
+             *rows_md(["mode (ran)", "encode / copy", "decode / copy", "first aggregation enc / dec",
+                       "bytes / bound", "bytes / dense", "exact"], body), "",
+             "Targets:", "", *(f"- {codec_bench.target_line(t)}" for t in data["targets"])]
+    return block(lines, ("codec_bench.json", data))
+
+
+@table("codec-all")
+def codec_all() -> str:
+    import codec_bench
+
+    data = load("codec_bench.json")
+    return block([codec_bench.markdown_table(data["rows"])], ("codec_bench.json", data))
+
+
+@table("capture-torch")
+def capture_torch() -> str:
+    data = load("capture_torch.json")
+    body = []
+    for c in data["cases"]:
+        real, gen, cod = c["real"], c["generated"], c.get("codec", {})
+        codec_text = (f"{'exact' if cod.get('exact') else 'NOT EXACT'}, "
+                      f"{cod['bytes_per_worker']['total'] / cod['dense_bytes']:.0%} of dense bytes") if cod else "-"
+        body.append([c["model"], f"{real['per_worker']:.2%} / {real['union']:.2%}",
+                     f"{gen['per_worker']:.2%} / {gen['union']:.2%}", codec_text])
+    return block(rows_md(["model", "real: per worker / union", "generator: per worker / union", "codec"], body),
+                 ("capture_torch.json", data))
+
+
+# -- the switch emulator (benchmarks/emulator_bench.py, switch_bench.py) --------------------------
+
+@table("emulator-rate")
+def emulator_rate() -> str:
+    data = load("emulator_bench.json")
+    rate = {(r["server"], r["words"], r["pipes"]): r["achieved_pps"] for r in data["packet_rate"]}
+    words = sorted({r["words"] for r in data["packet_rate"]})
+    pipes = sorted({r["pipes"] for r in data["packet_rate"]})
+    header = ["K", "P = 1", "P = 1, `--no-batch`", *(f"P = {p}" for p in pipes if p > 1)]
+    body = []
+    for k in words:
+        def cell(kind: str, p: int) -> str:
+            r, echo = rate.get((kind, k, p)), rate.get(("echo", k, p))
+            return f"{r / 1e3:.0f}k pkt/s, {r / echo:.2f} of echo" if r and echo else "-"
+        body.append([f"{k:,}", cell("emulator", 1), cell("emulator-per-packet", 1),
+                     *(cell("emulator", p) for p in pipes if p > 1)])
+    return block(rows_md(header, body), ("emulator_bench.json", data))
+
+
+@table("emulator-e2e")
+def emulator_e2e() -> str:
+    data = load("emulator_bench.json")
+    e2e = data["end_to_end"]
+    by = {(r["density"], r["mode"]): r for r in e2e}
+    body = []
+    for d in sorted({r["density"] for r in e2e}):
+        dense, blocks, auto = (by.get((d, m)) for m in ("dense", "blocks", "auto"))
+        if not (dense and auto):
+            continue
+        best = min(x["seconds"] for x in (dense, blocks) if x)
+        body.append([f"{d:.1%}", f"{dense['seconds']:.3f} s", f"{blocks['seconds']:.3f} s" if blocks else "-",
+                     f"{auto['seconds']:.3f} s ({auto.get('encoding', '?')})",
+                     f"{dense['seconds'] / auto['seconds']:.1f}x", f"{auto['seconds'] / best:.2f}",
+                     "yes" if all(x["exact"] for x in (dense, blocks, auto) if x) else "**NO**"])
+    w, n = e2e[0]["workers"], e2e[0]["length"]
+    lines = [f"{w} workers, d = 2^{n.bit_length() - 1}, loopback; steady state (best round after the first).", "",
+             *rows_md(["density per worker", "dense", "blocks", "auto (ran)", "auto vs dense",
+                       "auto / best of dense, blocks", "exact"], body)]
+    for r in data.get("pipes_end_to_end", []):
+        lines += ["", f"Pipes, {r['workers']} workers, d = 2^{r['length'].bit_length() - 1} at {r['density']:.0%}: "
+                      f"P = {r['pipes']} {r['mode']} {r['seconds']:.3f} s "
+                      f"({r['dense_equivalent_gbps']:.2f} Gbit/s dense-equivalent), exact: {r['exact']}."]
+    lines += ["", "Targets:", "", *(f"- {t}" for t in data.get("targets", []))]
+    return block(lines, ("emulator_bench.json", data))
+
+
+@table("switch-bench")
+def switch_bench_table() -> str:
+    import switch_bench
+
+    data = load("switch_bench.json")
+    return block(switch_bench.markdown(data["rows"], data.get("bmv2_missing"), data["config"]).splitlines(),
+                 ("switch_bench.json", data))
+
+
+# -- the sender (sender_bench.py, loss_model.py) ----------------------------------------------------
+
+@table("sender")
+def sender() -> str:
+    data = load("sender_bench.json")
+    body = [[f"{r['words']:,}", f"{r['receive_us_per_chunk']:.2f}",
+             f"{r['take_us_per_chunk']:.2f}" if "take_us_per_chunk" in r else "-", f"{r['copy_us_per_chunk']:.3f}",
+             f"{r['take_us_per_chunk'] / r['copy_us_per_chunk']:.1f}x" if "take_us_per_chunk" in r else "-"]
+            for r in data["rows"]]
+    return block(rows_md(["K", "`receive`, us per chunk", "`take`, us per chunk", "memory copy, us per chunk",
+                          "`take` / copy"], body), ("sender_bench.json", data))
+
+
+@table("loss-model")
+def loss_model() -> str:
+    data = load("loss_model.json")
+    body = [[r["case"], f"{r['seconds_per_round']:.3f}", ", ".join(f"{x:.3f}" for x in r["seconds_per_seed"]),
+             f"{r['resent_share']:.1%}", f"{r['timeouts_per_worker_round']:.1f}"] for r in data["rows"]]
+    lines = [f"Virtual seconds per round, {data['seeds']} seeds x {data['rounds']} rounds each; every sum exact.", "",
+             *rows_md(["case", "seconds per round (mean)", "per seed", "resent per useful frame",
+                       "timeouts per worker and round"], body)]
+    return block(lines, ("loss_model.json", data))
+
+
+@table("demo")
+def demo() -> str:
+    from host.demo import format_summary
+
+    data = load("demo.json")
+    text = ["```text", f"$ {data['demo']}", format_summary(data["summary"]), "```"]
+    return block(text, ("demo.json", data))
+
+
+# -- reliability (reliability_bench.py, soak.py, fuzz_bench.py) -----------------------------------
+
+@table("reliability")
+def reliability() -> str:
+    data = load("reliability_bench.json")
+    body = [[f"{r['drop']:.1%}", f"{r['dup']:.0%} / {r['reorder']:.0%}", r["mode"], f"{r['seconds']:.3f}",
+             f"{r['packets_per_useful_packet']:.3f}", f"{r['retransmissions']:,}", "yes" if r["exact"] else "**NO**"]
+            for r in data["rows"]]
+    return block(rows_md(["drop (each direction)", "dup / reorder", "mode", "seconds",
+                          "packets sent per useful packet", "retransmissions", "exact"], body),
+                 ("reliability_bench.json", data))
+
+
+@table("soak-fuzz")
+def soak_fuzz() -> str:
+    soak, fuzz = load("soak.json"), load("fuzz_bench.json")
+    rss = soak["rss_kib"]
+    w0, w1 = rss["start"]["workers"], rss["end"]["workers"]
+    body = [["fuzzing", f"{fuzz['frames']:,} random and mutated frames: {fuzz['failures']} failures, idle job "
+                        f"{'CHANGED' if fuzz['victim_changed'] else 'untouched'}, "
+                        f"{fuzz['frames_per_second']:,.0f} frames/s"],
+            ["soak", f"{soak['workers']} workers, d = {soak['length']:,}, {soak['drop']:.0%} drop + {soak['dup']:.0%} "
+                     f"dup + {soak['reorder']:.0%} reorder: {soak['rounds']} rounds in {soak['seconds']:.0f} s, "
+                     f"every result exact: {'yes' if soak['all_exact'] else '**NO**'}; emulator RSS "
+                     f"{rss['start']['switch'] / 1024:.1f} -> {rss['end']['switch'] / 1024:.1f} MiB, workers "
+                     f"{min(w0) / 1024:.0f}-{max(w0) / 1024:.0f} -> {min(w1) / 1024:.0f}-{max(w1) / 1024:.0f} MiB"]]
+    return block(rows_md(["test", "result"], body), ("fuzz_bench.json", fuzz), ("soak.json", soak))
+
+
+# -- training (train_ddp.py) ----------------------------------------------------------------------
+
+@table("train-ddp")
+def train_ddp() -> str:
+    body, sources = [], []
+    for name in ("train_ddp.json", "train_ddp_mininet.json"):
+        data = load(name)
+        sources.append((name, data))
+        env = "loopback" if data["env"] == "loopback" else data["env"].split(":")[0]
+        by = {(r["model"], r["workers"], r["backend"]): r for r in data["table"]}
+        for (model, workers, backend), r in by.items():
+            if backend != "hina":
+                continue
+            gloo, dense = by.get((model, workers, "gloo")), by.get((model, workers, "hina-dense"))
+
+            def cell(x: dict | None) -> str:
+                return f"{x['seconds_per_iteration']:.3f} ({x['comm_seconds']:.3f})" if x and "error" not in x else "-"
+
+            def ratio(key: str) -> str:
+                it, comm = r.get(f"speedup_vs_{key}"), r.get(f"comm_speedup_vs_{key}")
+                return f"{it:.2f}x / {comm:.2f}x" if it and comm else "-"
+
+            same = all(x.get("identical_every_step") for x in (r, gloo, dense) if x)
+            body.append([env, model, workers, cell(gloo), cell(r), cell(dense), ratio("gloo"), ratio("hina-dense"),
+                         "yes" if same else "**NO**"])
+    return block(rows_md(["env", "model", "N", "gloo s/iter (comm)", "hina auto (comm)", "hina dense (comm)",
+                          "hina vs gloo, iter / comm", "hina vs dense, iter / comm",
+                          "parameters identical on every rank"], body), *sources)
+
+
+# -- the pages ------------------------------------------------------------------------------------
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def render(text: str, where: Path) -> tuple[str, list[str]]:
+    """The page with every generated block rewritten; the names of the blocks that changed."""
+    changed = []
+
+    def fill(m: re.Match) -> str:
+        name = m.group(2)
+        if name not in TABLES:
+            raise ValueError(f"{where.relative_to(ROOT)}: unknown table {name!r} (known: {', '.join(sorted(TABLES))})")
+        new = TABLES[name]()
+        if new != m.group(3):
+            changed.append(name)
+        return m.group(1) + new + m.group(4)
+
+    return MARKER.sub(fill, text), changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="tables.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs from its JSON")
+    ap.add_argument("--list", action="store_true", help="print each table's name and the pages that show it")
+    args = ap.parse_args(argv)
+    stale, shown = [], {name: [] for name in TABLES}
+    for page in pages():
+        text = page.read_text()
+        try:
+            new, changed = render(text, page)
+        except (ValueError, OSError, KeyError) as exc:
+            print(f"tables.py: {exc}", file=sys.stderr)
+            return 2
+        for m in MARKER.finditer(text):
+            shown[m.group(2)].append(str(page.relative_to(ROOT)))
+        stale += [f"{page.relative_to(ROOT)}: {name}" for name in changed]
+        if changed and not args.check:
+            page.write_text(new)
+    if args.list:
+        for name, where in shown.items():
+            print(f"{name}: {', '.join(where) or '(shown nowhere)'}")
+        return 0
+    if args.check:
+        if stale:
+            print("tables differ from benchmarks/results (run python benchmarks/tables.py): " + "; ".join(stale),
+                  file=sys.stderr)
+            return 1
+        print("every generated table matches benchmarks/results")
+        return 0
+    print(f"rewrote {len(stale)} table(s)" + (": " + "; ".join(stale) if stale else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""README.md and docs/ stay true: links resolve, commands name real flags, examples run, tables match results."""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} +(.+?) *#*$", re.M)
+
+
+def prose(text: str) -> str:
+    """The page without its fenced code blocks (links and headings inside them are not links or headings)."""
+    return FENCE.sub("", text)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+@functools.cache
+def anchors(page: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in HEADING.findall(prose(page.read_text())):
+        base = slug(heading)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.add(base if n == 0 else f"{base}-{n}")
+    return out
+
+
+def links(page: Path) -> list[str]:
+    return [t for t in LINK.findall(prose(page.read_text())) if not re.match(r"[a-z]+:", t)]
+
+
+def test_every_relative_link_and_anchor_resolves():
+    broken = []
+    for page in PAGES:
+        for target in links(page):
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and (dest.suffix != ".md" or anchor not in anchors(dest)):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no heading with that anchor)")
+    assert not broken, "\n".join(broken)
+
+
+def test_every_docs_page_is_reachable_from_readme():
+    linked = {(README.parent / t.partition("#")[0]).resolve() for t in links(README)}
+    orphans = [p.name for p in PAGES[1:] if p.resolve() not in linked]
+    assert not orphans, f"docs pages the README's map does not link: {orphans}"
+
+
+def test_readme_is_a_first_screen_not_a_manual():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; move detail into docs/"
+    first_screen = "\n".join(lines[:40])
+    assert "exact" in first_screen and "make demo" in first_screen
+
+
+def test_generated_tables_match_the_result_files():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tables.py"), "--check"], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+
+
+def test_a_table_edited_by_hand_is_caught(monkeypatch):
+    """The check can fail: a figure typed into a generated block differs from what the JSON renders."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import tables
+
+    page = "x\n<!-- table: reliability -->\n| 0.0% | 0% / 0% | auto | 0.001 |\n<!-- end table -->\n"
+    text, changed = tables.render(page, README)
+    assert changed == ["reliability"] and "packets sent per useful packet" in text and "0.001 |" not in text
+    again, changed = tables.render(text, README)
+    assert again == text and changed == []
+
+
+def test_python_examples_run(monkeypatch):
+    """Every ```python block in README and docs/ runs as written, from the repository's root."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))
+    blocks = [(page, code) for page in PAGES for lang, code in FENCE.findall(page.read_text()) if lang == "python"]
+    assert blocks, "no python example in README or docs/"
+    for page, code in blocks:
+        exec(compile(code, str(page), "exec"), {})
+
+
+# -- commands: every flag a page shows exists in that command's --help -------------------------------
+
+def commands() -> list[tuple[Path, str]]:
+    out = []
+    for page in PAGES:
+        for lang, code in FENCE.findall(page.read_text()):
+            if lang not in ("sh", "bash"):
+                continue
+            for line in code.replace("\\\n", " ").splitlines():
+                line = line.split(" #", 1)[0].strip()
+                if line and not line.startswith("#"):
+                    out.append((page, line))
+    return out
+
+
+def program(words: list[str]) -> tuple[tuple[str, ...], list[str]] | None:
+    """(the command that prints the help, the words after it) for the commands this project ships."""
+    while words and words[0] in ("sudo", "exec"):
+        words = words[1:]
+    if not words:
+        return None
+    head = words[0]
+    if head.endswith("/hina") or head == "hina":
+        return (sys.executable, "-m", "host.cli", words[1]), words[2:]
+    if head.endswith("python") or head.endswith("python3"):
+        if words[1] == "-m" and words[2] in ("switch_emulator", "host.cli"):
+            return (sys.executable, "-m", words[2]), words[3:]
+        if words[1] == "-m":
+            return None  # pytest and friends
+        if words[1].endswith(".py") and (ROOT / words[1]).exists():
+            return (sys.executable, str(ROOT / words[1])), words[2:]
+    return None
+
+
+@functools.cache
+def help_text(cmd: tuple[str, ...]) -> str:
+    out = subprocess.run([*cmd, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, f"{' '.join(cmd)} --help failed: {out.stderr[-500:]}"
+    return out.stdout
+
+
+def make_targets() -> set[str]:
+    return set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+
+
+def test_commands_in_readme_and_docs_name_real_targets_and_flags():
+    checked, wrong = 0, []
+    for page, line in commands():
+        words = shlex.split(line)
+        if words[0] == "make":
+            missing = [w for w in words[1:] if "=" not in w and w not in make_targets()]
+            wrong += [f"{page.relative_to(ROOT)}: make {w}: no such target" for w in missing]
+            checked += 1
+            continue
+        found = program(words)
+        if found is None:
+            continue
+        cmd, rest = found
+        text = help_text(cmd)
+        for flag in (w.split("=", 1)[0] for w in rest if w.startswith("--")):
+            if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text):
+                wrong.append(f"{page.relative_to(ROOT)}: `{line}`: {flag} is not in `{' '.join(cmd[1:])} --help`")
+        checked += 1
+    assert checked >= 10, f"only {checked} commands found in README and docs/"
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("heading, want", [
+    ("The main job: `make demo`", "the-main-job-make-demo"),
+    ("Where this departs from DESIGN.md section 2", "where-this-departs-from-designmd-section-2"),
+    ("`hina worker` against a running switch", "hina-worker-against-a-running-switch"),
+])
+def test_anchors_are_githubs(heading, want):
+    assert slug(heading) == want
