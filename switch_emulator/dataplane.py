@@ -17,12 +17,16 @@ order the jobs were installed):
 - `meta[j]`: the job's shape (`WORKERS`, `WORDS`, ...), where its copies
   and words start, and its counters (`UPDATES`, `RESULTS`, `RESENDS`, drops
   by reason from `DROPS`).
-- `auth[j, w]`: the source id worker w must send from (-2: no member).
+- `auth[j, w]`: the source id worker w must send from (-2: no member);
+  `auth[j, MAX_WORKERS + k]`: parent k's (trees: slot s goes up to parent
+  s mod `PARENTS`).
   A source id is an integer the backend can compute from what the kernel
   sees: `udp_source_id` for a UDP address, `port_source_id` for a port.
-- `names[j, w]`: the member's sockaddr_in, where the batch sends RESULTs.
-- `copies[c]`: per slot copy its arrival bitmap, arrival counter, offset
-  and phase tag; `values[...]`: K int32 words per copy, flat.
+- `names[j, w]`: the member's sockaddr_in, where the batch sends RESULTs;
+  `names[j, MAX_WORKERS + k]`: parent k's, where complete copies go up.
+- `copies[c]`: per slot copy its arrival bitmap, arrival counter, offset,
+  phase tag and whether it holds the total; `values[...]`: K int32 words
+  per copy, flat.
 - `counts`: frames seen ([0]) and drops by reason ([reason]).
 
 Slot protocol (DESIGN.md section 2, after SwitchML): each slot has two
@@ -40,6 +44,23 @@ copy meets another run's state (a restarted job on a switch nobody reset):
 it is refused back to its sender as a RESULT flagged STALE_RUN, which the
 worker turns into an error, never into a sum.  Nothing here raises on a
 frame: anything malformed is dropped and counted by reason.
+
+Aggregation trees (DESIGN.md section 4, docs/trees.md): a switch holds a
+job's share, its children's mask (`FULL`, `NEEDED` arrivals) and maybe
+parents (`PARENTS` of them, slot s going up to parent s mod PARENTS, so
+that several spines share a job's slots; `MEMBER`: this switch's member id
+up there).  A copy that completes on a switch with parents goes up as ONE
+UPDATE (member id as worker_id, the combined words) to its slot's parent
+(`TO_PARENT` + k for parent k), not down.  A
+RESULT from the parent (any other source: NOT_PARENT) for a complete copy
+with the same offset and phase is stored (the copy's `TOTAL` is set) and
+multicast to the children; flagged STALE_RUN it is multicast down as it
+came, so every worker under the copy gets the refusal, and nothing is
+stored.  A duplicate from a child: the copy holds the total -> unicast
+back; complete but no total yet -> the partial goes up again (the UPDATE
+up or the RESULT down was lost); incomplete -> dropped.  The workers'
+retransmissions stay the only timers at every tier.  A root (no parent)
+is the single switch above: every complete copy holds the total.
 """
 
 from __future__ import annotations
@@ -55,18 +76,23 @@ SOCKADDR = 16
 
 # meta columns
 WORKERS, WORDS, FRAME_BYTES, SLOT_BASE, SLOTS, FULL, COPY_BASE, VALUE_BASE, UPDATES, RESULTS, RESENDS = range(11)
-DROPS = 11  # drops by reason: meta[j, DROPS + reason]
+# trees: how many parents (0: this switch is the job's root), this switch's member id in the parents'
+# job, the arrivals that complete a copy, partials sent up (first time, and again)
+PARENTS, MEMBER, NEEDED, SENT_UP, RESENT_UP = range(11, 16)
+MAX_PARENTS = 8  # auth and names hold the parents' source ids and addresses after the members
+DROPS = 16  # drops by reason: meta[j, DROPS + reason]
 REASONS = 16
 META = DROPS + REASONS
-# copies columns
-BITMAP, COUNTER, OFFSET, PHASE = range(4)
+# copies columns; TOTAL: the copy holds the job's total (a RESULT from the parent was stored in it)
+BITMAP, COUNTER, OFFSET, PHASE, TOTAL = range(5)
+COPY_COLUMNS = 5
 
-# what `ingress` asks the caller to do with the frame it wrote
-NOTHING, TO_GROUP, TO_SENDER = 0, 1, 2
+# what `ingress` asks the caller to do with the frame it wrote: TO_PARENT + k sends it to parent k
+NOTHING, TO_GROUP, TO_SENDER, TO_PARENT = 0, 1, 2, 3
 
 # drop reasons (pipeline.Drop has the same values and the names)
 TRUNCATED, BAD_LENGTH, BAD_MSG_TYPE, BAD_OP, UNKNOWN_JOB, BAD_WORKER, UNAUTHORIZED = 1, 2, 3, 4, 5, 6, 7
-BAD_COUNT, BAD_SLOT, STALE, DUPLICATE, BAD_CHECKSUM, NO_ROUTE, STALE_RUN = 8, 9, 10, 11, 12, 13, 14
+BAD_COUNT, BAD_SLOT, STALE, DUPLICATE, BAD_CHECKSUM, NO_ROUTE, STALE_RUN, NOT_PARENT = 8, 9, 10, 11, 12, 13, 14, 15
 
 _UPDATE, _RESULT = 0, 1
 _RESEND_FLAG, _STALE_RUN_FLAG = 1, 2
@@ -137,11 +163,19 @@ def _drop(meta, counts, j, reason):
 
 
 @njit(cache=True, inline="always")
-def _header(out, o, data, at, flags):
-    """The RESULT's header: the UPDATE's, as a RESULT with `flags`."""
+def _header(out, o, data, at, flags, msg_type=_RESULT):
+    """The RESULT's header: the UPDATE's, as a RESULT with `flags` (or as another `msg_type`)."""
     out[o : o + HEADER_BYTES] = data[at : at + HEADER_BYTES]
-    out[o] = _RESULT
+    out[o] = msg_type
     out[o + 5] = flags
+
+
+@njit(cache=True, inline="always")
+def _send_up(out, o, data, at, values, row, words, member):
+    """The copy's combined words as one UPDATE to the parent, this switch's member id as worker_id."""
+    _result(out, o, data, at, 0, values, row, words)
+    out[o] = _UPDATE
+    out[o + 4] = member
 
 
 @njit(cache=True)
@@ -157,7 +191,8 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
     counts[0] += 1
     if present < HEADER_BYTES or claimed < HEADER_BYTES:
         return _drop(meta, counts, -1, TRUNCATED)
-    if data[at] != _UPDATE:
+    msg_type = data[at]
+    if msg_type != _UPDATE and msg_type != _RESULT:
         return _drop(meta, counts, -1, BAD_MSG_TYPE)
     op = np.int64(data[at + 1])
     if op > _MAX_OP:
@@ -165,12 +200,16 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
     # job_config
     j = np.int64(job_index[_be16(data, at + 2)])
     if j < 0:
-        return _drop(meta, counts, -1, UNKNOWN_JOB)
+        return _drop(meta, counts, -1, BAD_MSG_TYPE if msg_type == _RESULT else UNKNOWN_JOB)
+    if msg_type == _RESULT and meta[j, PARENTS] == 0:  # only a switch with a parent takes RESULTs
+        return _drop(meta, counts, j, BAD_MSG_TYPE)
     frame_bytes = meta[j, FRAME_BYTES]
     if claimed != frame_bytes or present < frame_bytes:
         if claimed > frame_bytes and present >= frame_bytes:
             return _drop(meta, counts, j, BAD_LENGTH)
         return _drop(meta, counts, j, TRUNCATED)
+    if msg_type == _RESULT:
+        return _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_bytes, out, o)
     worker = np.int64(data[at + 4])
     workers = meta[j, WORKERS]
     if worker >= workers:
@@ -203,13 +242,19 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
         out[o + HEADER_BYTES : o + frame_bytes] = data[at + HEADER_BYTES : at + frame_bytes]
         return TO_SENDER, j, frame_bytes
     row = meta[j, VALUE_BASE] + local * words
+    needed = meta[j, NEEDED]
     if seen & bit:
-        if copies[copy, COUNTER] == workers:  # complete: the sender lost its RESULT
-            meta[j, RESENDS] += 1
-            _result(out, o, data, at, _RESEND_FLAG, values, row, words)
-            return TO_SENDER, j, frame_bytes
+        if copies[copy, COUNTER] == needed:
+            if meta[j, PARENTS] == 0 or copies[copy, TOTAL]:  # complete: the sender lost its RESULT
+                meta[j, RESENDS] += 1
+                _result(out, o, data, at, _RESEND_FLAG, values, row, words)
+                return TO_SENDER, j, frame_bytes
+            # sent up, no total yet: the partial up or the RESULT down was lost, so up again
+            meta[j, RESENT_UP] += 1
+            _send_up(out, o, data, at, values, row, words, meta[j, MEMBER])
+            return TO_PARENT + (pool_index & 0x7FFF) % meta[j, PARENTS], j, frame_bytes
         return _drop(meta, counts, j, DUPLICATE)
-    if seen != 0 and copies[copy, COUNTER] == workers:  # the sender already left this complete copy
+    if seen != 0 and copies[copy, COUNTER] == needed:  # the sender already left this complete copy
         return _drop(meta, counts, j, STALE)
     copies[other, BITMAP] &= ~bit
     seen |= bit
@@ -225,6 +270,7 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
         copies[copy, OFFSET] = offset
         copies[copy, PHASE] = phase
         copies[copy, COUNTER] = 1
+        copies[copy, TOTAL] = 0
     else:
         if op == _ADD:  # modulo 2**32
             raw = stored.view(np.uint32)
@@ -243,8 +289,54 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
     meta[j, UPDATES] += 1
     if seen != meta[j, FULL]:
         return NOTHING, j, 0
+    if meta[j, PARENTS] != 0:  # complete here: one UPDATE up to the slot's parent, the total comes back down
+        meta[j, SENT_UP] += 1
+        _send_up(out, o, data, at, values, row, words, meta[j, MEMBER])
+        return TO_PARENT + (pool_index & 0x7FFF) % meta[j, PARENTS], j, frame_bytes
     meta[j, RESULTS] += 1
     _result(out, o, data, at, 0, values, row, words)
+    return TO_GROUP, j, frame_bytes
+
+
+@njit(cache=True)
+def _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_bytes, out, o):
+    """A RESULT (right length) for job row j, which has parents: `from_parent`, the tree's one new rule.
+
+    Only the slot's parent may send it (else NOT_PARENT).  It answers a copy this switch sent up: complete,
+    same offset and phase (else STALE: it is late, the copy moved on).  A total is stored and
+    multicast to the children, once (a second is a DUPLICATE: it answers a partial sent up again, and
+    a child still missing it asks again and gets the stored copy); a STALE_RUN refusal is multicast down
+    as it came, the copy untouched, so that every worker under it fails the same way.
+    """
+    words = meta[j, WORDS]
+    if _be16(data, at + 12) > words:
+        return _drop(meta, counts, j, BAD_COUNT)
+    pool_index = _be16(data, at + 6)
+    slot = (pool_index & 0x7FFF) - meta[j, SLOT_BASE]
+    if slot < 0 or slot >= meta[j, SLOTS]:
+        return _drop(meta, counts, j, BAD_SLOT)
+    if source != auth[j, MAX_WORKERS + (pool_index & 0x7FFF) % meta[j, PARENTS]]:
+        return _drop(meta, counts, j, NOT_PARENT)
+    local = 2 * slot + (pool_index >> 15)
+    copy = meta[j, COPY_BASE] + local
+    if (copies[copy, COUNTER] != meta[j, NEEDED] or copies[copy, OFFSET] != _be32(data, at + 8)
+            or copies[copy, PHASE] != _be16(data, at + 14)):
+        return _drop(meta, counts, j, STALE)
+    flags = data[at + 5]
+    out[o : o + frame_bytes] = data[at : at + frame_bytes]
+    if flags & _STALE_RUN_FLAG:
+        _drop(meta, counts, j, STALE_RUN)  # counted on every tier it passes
+        return TO_GROUP, j, frame_bytes
+    if copies[copy, TOTAL]:
+        return _drop(meta, counts, j, DUPLICATE)
+    row = meta[j, VALUE_BASE] + local * words
+    incoming = _words(data, at + HEADER_BYTES, words)
+    raw = values[row : row + words].view(np.uint32)
+    for i in range(words):
+        raw[i] = _bswap(incoming[i])
+    copies[copy, TOTAL] = 1
+    meta[j, RESULTS] += 1
+    out[o + 5] = 0  # a fresh multicast down, whatever the parent's flags
     return TO_GROUP, j, frame_bytes
 
 
@@ -279,9 +371,10 @@ def udp_batch(job_index, meta, auth, copies, values, counts, names, rx, stride, 
                                   source, tx, used)
         if action == NOTHING:
             continue
-        if action == TO_SENDER:
+        if action != TO_GROUP:
             for b in range(SOCKADDR):
-                tx_names[SOCKADDR * m + b] = rx_names[name + b]
+                tx_names[SOCKADDR * m + b] = rx_names[name + b] if action == TO_SENDER \
+                    else names[j, MAX_WORKERS + action - TO_PARENT, b]
             tx_iov[2 * m] = tx_at + used
             tx_iov[2 * m + 1] = size
             m += 1
@@ -392,6 +485,11 @@ def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths
                 if member < PORT_IDS or member >= OTHER_IDS:
                     continue
                 port = member - PORT_IDS
+            elif action >= TO_PARENT:
+                port = auth[j, MAX_WORKERS + action - TO_PARENT] - PORT_IDS
+                if port < 0 or port >= PORT_IDS:  # a parent that is not a port: unreachable from here
+                    unsent += 1
+                    continue
             else:
                 port = ingress_port
             if port >= port_names.shape[0] or port_names[port, 0] == 0:
@@ -422,8 +520,8 @@ def warm(batch: bool = False, raw: bool = False) -> None:
         return
     job_index = np.full(1 << 16, -1, np.int32)
     meta = np.zeros((0, META), np.int64)
-    auth = np.zeros((0, MAX_WORKERS), np.int64)
-    copies = np.zeros((0, 4), np.int64)
+    auth = np.zeros((0, MAX_WORKERS + MAX_PARENTS), np.int64)
+    copies = np.zeros((0, COPY_COLUMNS), np.int64)
     values = np.zeros(0, np.int32)
     counts = np.zeros(REASONS, np.int64)
     out = np.zeros(64, np.uint8)
@@ -432,7 +530,7 @@ def warm(batch: bool = False, raw: bool = False) -> None:
         ingress(job_index, meta, auth, copies, values, counts, data, 0, data.size, data.size, NO_SOURCE, out, 0)
     lengths = np.zeros(4, np.uint32)[::2]  # strided as the mmsghdr lengths (one element would be contiguous)
     if batch:
-        names = np.zeros((0, MAX_WORKERS, SOCKADDR), np.uint8)
+        names = np.zeros((0, MAX_WORKERS + MAX_PARENTS, SOCKADDR), np.uint8)
         udp_batch(job_index, meta, auth, copies, values, counts, names, frame, HEADER_BYTES, lengths,
                   np.zeros(SOCKADDR, np.uint8), 0, 1, out, np.zeros(SOCKADDR * MAX_WORKERS, np.uint8),
                   np.zeros(2 * MAX_WORKERS, np.uint64), 0, MAX_WORKERS)

@@ -55,6 +55,7 @@ class Drop(enum.IntEnum):
     BAD_CHECKSUM = dp.BAD_CHECKSUM  # raw frames: IPv4 header checksum wrong
     NO_ROUTE = dp.NO_ROUTE  # raw frames: non-hina frame to an unknown destination MAC
     STALE_RUN = dp.STALE_RUN  # the copy holds another run's chunk: refused back to the sender (flag STALE_RUN)
+    NOT_PARENT = dp.NOT_PARENT  # a RESULT from a source that is not the job's parent switch
 
 
 _REASONS = frozenset(Drop)
@@ -73,10 +74,10 @@ class _JobState:
         self.pipeline, self.row = pipeline, None  # the row: once the pipeline has placed the job
         self.words, self.copies_count = cfg.words, 2 * cfg.slots
         # until the pipeline places the job in its registers: rows of its own
-        self.bind(np.zeros(dp.META, np.int64), np.zeros((self.copies_count, 4), np.int64),
+        self.bind(np.zeros(dp.META, np.int64), np.zeros((self.copies_count, dp.COPY_COLUMNS), np.int64),
                   np.zeros(self.copies_count * cfg.words, np.int32))
-        self.meta[[dp.WORKERS, dp.WORDS, dp.FRAME_BYTES, dp.SLOT_BASE, dp.SLOTS, dp.FULL]] = (
-            cfg.workers, cfg.words, cfg.frame_bytes, cfg.slot_base, cfg.slots, cfg.full_mask)
+        self.meta[[dp.WORKERS, dp.WORDS, dp.FRAME_BYTES, dp.SLOT_BASE, dp.SLOTS, dp.FULL, dp.NEEDED]] = (
+            cfg.workers, cfg.words, cfg.frame_bytes, cfg.slot_base, cfg.slots, cfg.full_mask, cfg.children)
         self.set_members(cfg)
 
     def bind(self, meta: np.ndarray, copies: np.ndarray, values: np.ndarray) -> None:
@@ -84,12 +85,13 @@ class _JobState:
         self.meta, self.copies = meta, copies
         self.values = values.reshape(self.copies_count, self.words)
         self.bitmap, self.counter = copies[:, dp.BITMAP], copies[:, dp.COUNTER]
-        self.offset, self.phase = copies[:, dp.OFFSET], copies[:, dp.PHASE]
+        self.offset, self.phase, self.total = copies[:, dp.OFFSET], copies[:, dp.PHASE], copies[:, dp.TOTAL]
 
     def set_members(self, cfg: JobConfig) -> None:
-        """Who may send for which worker_id, and the multicast group (the slots are kept)."""
+        """Who may send for which worker_id, the multicast group, the parent (the slots are kept)."""
         self.cfg = cfg
         self.group = tuple(m.source for m in sorted(cfg.members, key=lambda m: m.worker_id))
+        self.up = tuple((m.source,) for m in cfg.parents)  # Emit dests per parent
         if self.row is not None:
             self.pipeline._install_members(self)
 
@@ -104,6 +106,14 @@ class _JobState:
     @property
     def resends(self) -> int:
         return int(self.meta[dp.RESENDS])
+
+    @property
+    def sent_up(self) -> int:
+        return int(self.meta[dp.SENT_UP])
+
+    @property
+    def resent_up(self) -> int:
+        return int(self.meta[dp.RESENT_UP])
 
     @property
     def dropped(self) -> collections.Counter:
@@ -124,9 +134,10 @@ class _JobState:
         """
         seen = self.bitmap
         stale = (seen != 0) & (((seen & (1 << worker_id)) != 0) | ((seen & ~self.cfg.full_mask) != 0)
-                               | (self.counter >= self.cfg.workers))
+                               | (self.counter >= self.cfg.children))
         self.bitmap[stale] = 0
         self.counter[stale] = 0
+        self.total[stale] = 0
         return int(stale.sum())
 
 
@@ -165,9 +176,9 @@ class Pipeline:
         """(Re)build the registers for the installed jobs, keeping each job's state and counters."""
         jobs = list(self.jobs.values())
         meta = np.zeros((len(jobs), dp.META), np.int64)
-        auth = np.full((len(jobs), MAX_WORKERS), dp.NO_MEMBER, np.int64)
-        names = np.zeros((len(jobs), MAX_WORKERS, dp.SOCKADDR), np.uint8)
-        copies = np.zeros((sum(j.copies_count for j in jobs), 4), np.int64)
+        auth = np.full((len(jobs), MAX_WORKERS + dp.MAX_PARENTS), dp.NO_MEMBER, np.int64)  # members, parents
+        names = np.zeros((len(jobs), MAX_WORKERS + dp.MAX_PARENTS, dp.SOCKADDR), np.uint8)
+        copies = np.zeros((sum(j.copies_count for j in jobs), dp.COPY_COLUMNS), np.int64)
         values = np.zeros(sum(j.copies_count * j.words for j in jobs), np.int32)
         job_index = np.full(1 << 16, -1, np.int32)
         c = v = 0
@@ -194,6 +205,12 @@ class Pipeline:
             sid = self.auth[job.row, m.worker_id] = self.source_id(m.source)
             if sid < dp.PORT_IDS:  # a UDP address: where the batch path sends its RESULTs
                 self.names[job.row, m.worker_id] = np.frombuffer(dp.sockaddr(*m.source), np.uint8)
+        job.meta[dp.PARENTS] = len(job.cfg.parents)
+        job.meta[dp.MEMBER] = job.cfg.parents[0].worker_id if job.cfg.parents else 0
+        for k, parent in enumerate(job.cfg.parents):
+            sid = self.auth[job.row, MAX_WORKERS + k] = self.source_id(parent.source)
+            if sid < dp.PORT_IDS:  # a UDP address: where the batch path sends partials up
+                self.names[job.row, MAX_WORKERS + k] = np.frombuffer(dp.sockaddr(*parent.source), np.uint8)
 
     def source_id(self, source: Hashable) -> int:
         """The integer the registers name `source` by (given out once per source)."""
@@ -242,7 +259,7 @@ class Pipeline:
         if diffs:
             raise ValueError(f"job {cfg.job_id} differs from the one on the switch: {'; '.join(diffs)}")
         others = tuple(m for m in have.members if m.worker_id != member.worker_id)
-        job.set_members(dataclasses.replace(have, members=others + (member,)))
+        job.set_members(dataclasses.replace(have, members=others + (member,)))  # mask and parent kept
         job.clear_leftovers(member.worker_id)
 
     def remove_job(self, job_id: int) -> None:
@@ -268,12 +285,16 @@ class Pipeline:
         return {
             "frames": self.frames,
             "drops": {d.name.lower(): n for d, n in sorted(self.drops.items())},
-            "jobs": {
-                job_id: {"updates": st.updates, "results": st.results, "resends": st.resends,
-                         "drops": {d.name.lower(): n for d, n in sorted(st.dropped.items())}}
-                for job_id, st in sorted(self.jobs.items())
-            },
+            "jobs": {job_id: self._job_counters(st) for job_id, st in sorted(self.jobs.items())},
         }
+
+    @staticmethod
+    def _job_counters(st: _JobState) -> dict:
+        out = {"updates": st.updates, "results": st.results, "resends": st.resends}
+        if st.cfg.parents:  # in a tree: partials sent up, and sent up again
+            out.update(sent_up=st.sent_up, resent_up=st.resent_up)
+        out["drops"] = {d.name.lower(): n for d, n in sorted(st.dropped.items())}
+        return out
 
     def refuse(self, reason: Drop) -> None:
         """A hina frame the parser or checksum unit rejected before `update`: a frame seen, and dropped."""
@@ -301,4 +322,7 @@ class Pipeline:
         if action == dp.NOTHING:
             return None
         out = self._out_view[:size] if self.reuse_buffers else bytes(self._out_view[:size])
-        return _emit((self._rows[row].group if action == dp.TO_GROUP else (source,), out))
+        job = self._rows[row]
+        dests = job.group if action == dp.TO_GROUP else (source,) if action == dp.TO_SENDER \
+            else job.up[action - dp.TO_PARENT]
+        return _emit((dests, out))
