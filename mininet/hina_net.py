@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # codec, host, switch_emulator from this checkout
@@ -43,7 +45,8 @@ except ImportError as exc:  # without Mininet, `mininet` is this folder and the 
     raise ImportError(f"Mininet is not installed (Debian: apt install mininet; then `make install`): {exc}") from exc
 
 import codec  # noqa: E402
-import fidelity  # noqa: E402  (mininet/fidelity.py: this folder is on sys.path wherever hina_net is imported)
+import fidelity  # noqa: E402
+import heterogeneity  # noqa: E402  (mininet/heterogeneity.py)  (mininet/fidelity.py: this folder is on sys.path wherever hina_net is imported)
 from host.demo import digest, expected_fixed  # noqa: E402
 from host.job import JobSpec  # noqa: E402
 from host.synthetic import workload_preset  # noqa: E402
@@ -126,11 +129,12 @@ class FastTCLink(Link):
 class StarTopo(Topo):
     """N worker hosts, each on its own shaped link to one switch."""
 
-    def build(self, workers: int = 3, link: dict | None = None) -> None:
+    def build(self, workers: int = 3, link: dict | None = None, per_rank: dict[int, dict] | None = None) -> None:
+        """`per_rank`: link options that replace `link`'s for rank r's host (hw{r+1})."""
         sw = self.addSwitch(SWITCH, dpid="1")
         for i in range(1, workers + 1):
             h = self.addHost(f"{HOST}{i}", ip=f"{host_ip(i)}/24", mac=host_mac(i))
-            self.addLink(h, sw, **(link or {}))
+            self.addLink(h, sw, **{**(link or {}), **(per_rank or {}).get(i - 1, {})})
 
 
 def _stop_switch_process(target, proc: subprocess.Popen | None) -> None:
@@ -228,6 +232,13 @@ class ExperimentConfig:
     pipes: int = 1  # the emulator's data-plane processes (BMv2 is one process: 1)
     workload: str | None = None  # a preset of benchmarks/workloads.py instead of uniform sparsity
     scale: float = 1.0
+    # heterogeneity (mininet/heterogeneity.py): per-rank link rate (Mbit/s) and delay (ms) as "R=V,...",
+    # a straggler spec with the step's compute time (ms) it is relative to, iperf3 flows "SRC>DST[@MBPS]"
+    host_bw: str | None = None
+    host_delay: str | None = None
+    straggler: str | None = None
+    compute: float = 0.0
+    cross: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Refuse bad parameters here, before any host, link or process exists (one-line ValueErrors)."""
@@ -248,6 +259,10 @@ class ExperimentConfig:
         for name, value, ok, what in checks:
             if not ok:
                 raise ValueError(f"{name} must be {what}, got {value}")
+        self.per_rank_links()
+        if self.straggler:
+            heterogeneity.Straggler.parse(self.straggler).check(self.workers, self.compute)
+        heterogeneity.flows(self.cross, self.workers)
         if self.workload is not None:  # the preset fixes the length
             self.length = workload_preset(self.workload, self.scale).size
         if not MIN_MTU <= self.mtu <= MAX_MTU:
@@ -257,6 +272,16 @@ class ExperimentConfig:
         codec.CodecParams(length=self.length, workers=self.workers,
                           **({"link_gbps": self.bw / 1000} if self.bw else {}))
         self.job.switch_config(self.workers)  # words per packet, slots
+
+    def per_rank_links(self) -> dict[int, dict]:
+        """Link options of the ranks whose link differs (--host-bw, --host-delay)."""
+        out: dict[int, dict] = {}
+        for flag, key, form in (("host_bw", "bw", float), ("host_delay", "delay", lambda ms: f"{ms}ms")):
+            for rank, value in heterogeneity.overrides(getattr(self, flag), flag).items():
+                if rank >= self.workers or not value > 0 and key == "bw":
+                    raise ValueError(f"{flag} {rank}={value}: a rank below {self.workers} and a rate > 0")
+                out.setdefault(rank, {})[key] = form(value)
+        return out
 
     @property
     def words(self) -> int:
@@ -300,8 +325,11 @@ class Experiment:
             switch_cls = type("ConfiguredEmulatorSwitch", (EmulatorSwitch,), {
                 "impair_args": [] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)],
                 "pipes": cfg.pipes})
-        self.net = Mininet(topo=StarTopo(workers=cfg.workers, link=link), switch=switch_cls, controller=None,
-                           link=FastTCLink, autoSetMacs=False, autoStaticArp=False, build=True)
+        per_rank = cfg.per_rank_links()
+        if any("delay" in o for o in per_rank.values()) and not self.netem:
+            raise RuntimeError("--host-delay needs tc netem, which this kernel lacks")
+        self.net = Mininet(topo=StarTopo(workers=cfg.workers, link=link, per_rank=per_rank), switch=switch_cls,
+                           controller=None, link=FastTCLink, autoSetMacs=False, autoStaticArp=False, build=True)
         try:
             self.net.start()
             topology = self._prepare()
@@ -310,13 +338,17 @@ class Experiment:
             if cfg.ping:
                 results["ping"] = self._ping()
             self.monitor = fidelity.monitor_for(self.net).start()
-            for mode in cfg.modes:
-                start = self.monitor.mark().t
-                run = self._aggregate(mode, topology)
-                if "fidelity" not in run:  # a subclass's run (train_ddp's): its whole run is the window
-                    run["fidelity"] = self.monitor.judge_window(start, self.monitor.mark().t)
-                self.log(fidelity.verdict_line(f"[{mode}]", run["fidelity"]))
-                results["runs"].append(run)
+            flows = heterogeneity.flows(cfg.cross, cfg.workers)
+            with heterogeneity.CrossTraffic(self._hosts(), flows, lambda r: host_ip(r + 1)) as cross:
+                for mode in cfg.modes:
+                    start = self.monitor.mark().t
+                    run = self._aggregate(mode, topology)
+                    if "fidelity" not in run:  # a subclass's run (train_ddp's): its whole run is the window
+                        run["fidelity"] = self.monitor.judge_window(start, self.monitor.mark().t)
+                    self.log(fidelity.verdict_line(f"[{mode}]", run["fidelity"]))
+                    results["runs"].append(run)
+                if flows:
+                    results["cross"] = cross.stop()
             results["counters"] = self.switch.target.counters()
             return results
         finally:
@@ -401,6 +433,8 @@ class Experiment:
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
                  for r, h in enumerate(hosts)]
         rounds = []
+        straggler = heterogeneity.stragglers(cfg.straggler)
+        rng = np.random.default_rng(cfg.seed)  # the stragglers' draws, the same every run of this config
         try:
             transports = set()
             for r, p in enumerate(procs):
@@ -410,13 +444,13 @@ class Experiment:
                 transports.add(json.loads(ready)["transport"])
             for rnd in range(cfg.rounds):
                 start = self.monitor.mark().t if self.monitor else None
-                for p in procs:
-                    p.stdin.write("go\n")
-                    p.stdin.flush()
+                delays = (straggler.delays(cfg.workers, cfg.compute, rng) if straggler
+                          else np.zeros(cfg.workers))
+                _go(procs, delays)
                 reports = [json.loads(p.stdout.readline() or '{"error": "worker exited"}') for p in procs]
                 errors = [f"worker {r}: {x['error']}" for r, x in enumerate(reports) if "error" in x]
                 exact = not errors and all(x["digest"] == expected for x in reports)
-                rounds.append(_summarize(reports, errors, exact, cfg))
+                rounds.append(_summarize(reports, errors, exact, cfg, delays))
                 if self.monitor:  # the round's window: from the first "go" to the last report
                     rounds[-1]["fidelity"] = self.monitor.judge_window(start, self.monitor.mark().t)
                 self.log(f"[{mode}] round {rnd + 1}: exact={exact} {rounds[-1]['seconds']:.3f} s, "
@@ -441,7 +475,29 @@ class Experiment:
                 "rounds": rounds, **best, **({"fidelity_rounds": fidelity.summary(verdicts)} if verdicts else {})}
 
 
-def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: ExperimentConfig) -> dict:
+def _go(procs, delays) -> None:
+    """Tell every worker to start, each `delays[r]` seconds after the first (a straggler's late step)."""
+    t0 = time.monotonic()
+    for r in sorted(range(len(procs)), key=lambda r: delays[r]):
+        wait = t0 + delays[r] - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        procs[r].stdin.write("go\n")
+        procs[r].stdin.flush()
+
+
+def _per_worker(reports: list[dict], delays) -> list[dict]:
+    """Each worker's start delay, its seconds from its own start, and how long of them it waited for the
+    others (beyond the worker that needed least: the last to start, when one straggles)."""
+    own = [x.get("seconds") for x in reports]
+    least = min((s for s in own if s is not None), default=0.0)
+    return [{"rank": r, "delay": float(d), "seconds": s, "waited": None if s is None else s - least}
+            for r, (d, s) in enumerate(zip(delays, own))]
+
+
+def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: ExperimentConfig,
+               delays=None) -> dict:
+    delays = np.zeros(len(reports)) if delays is None else delays
     ok = [x for x in reports if "error" not in x]
     n = max(len(ok), 1)
     wire = sum(x["wire_bytes"] + FRAME_OVERHEAD * x["frames"] for x in ok) / n
@@ -451,7 +507,10 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
         for k, v in x["phases"].items():
             phases[k] = max(phases.get(k, 0.0), v)
     compute = {k: max(x["compute"].get(k, 0.0) for x in ok) for k in (ok[0]["compute"] if ok else {})}
-    return {"exact": exact, "errors": errors, "seconds": max((x["seconds"] for x in ok), default=float("nan")),
+    # the round's seconds: from the first worker's start to the last one's result
+    finish = [d + x["seconds"] for d, x in zip(delays, reports) if "error" not in x]
+    return {"exact": exact, "errors": errors, "seconds": max(finish, default=float("nan")),
+            "workers": _per_worker(reports, delays),
             "payload_by_phase": ok[0]["payload_by_phase"] if ok else {},
             # what ran (the same on every worker): the encoding, the index's group size (1: one level,
             # 0: no index) and the trips through the switch ("rounds" is the list of repetitions)
