@@ -6,12 +6,21 @@
 --mode is one of the codec's modes (auto, dense, blocks, aligned, sketch),
 "both" (auto and dense) or "all" (every mode).  Writes a JSON result and a
 PNG plot (time per phase, bytes on the wire per mode) into --out, exits
-non-zero unless every worker's result is exact.
+non-zero unless every worker's result is exact.  Every run carries the
+fidelity monitor's verdict (mininet/fidelity.py): network-bound, or which
+CPU set the time.  --calibrate instead bisects the link rate for the
+highest at which dense aggregation stays network-bound on this machine.
+Heterogeneity: --host-bw, --host-delay, --straggler, --compute, --cross
+(mininet/heterogeneity.py).  See docs/fidelity.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,6 +52,63 @@ def comparisons(runs: list[dict]) -> list[str]:
         what = f"{ratio:.2f}x faster than dense" if ratio >= 1 else f"{ratio:.2f}x of dense (slower)"
         lines.append(f"{mode} is {what}")
     return lines
+
+
+CALIBRATE_LOW = 10.0  # Mbit/s: the bottom of --calibrate's search
+CALIBRATE_SECONDS = 1.0  # each trial's gradient is sized to take about this long at its rate ...
+CALIBRATE_LENGTH = (1 << 18, 1 << 23)  # ... within these many elements
+
+
+def provenance() -> dict:
+    """Where and when a result was measured: machine, CPUs, load, date, commit."""
+    import os
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parent).stdout.strip()
+    return {"machine": platform.platform(), "cpus": os.cpu_count(), "loadavg": os.getloadavg(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": commit or None}
+
+
+def calibrate(cfg, steps: int, experiment, log) -> dict:
+    """The highest rate in [CALIBRATE_LOW, cfg.bw] at which dense aggregation's best round is network-bound,
+    by bisection on a log scale; every trial with its verdict."""
+    trials = []
+
+    def network_bound(bw: float) -> bool:
+        length = int(min(max(bw * 1e6 / 8 / 4 * CALIBRATE_SECONDS, CALIBRATE_LENGTH[0]), CALIBRATE_LENGTH[1]))
+        trial = dataclasses.replace(cfg, bw=bw, modes=("dense",), length=length, density=1.0, workload=None,
+                                    ping=False)
+        run = experiment(trial, log=lambda m: None).run()["runs"][0]
+        fid = run["fidelity"]
+        trials.append({"mbps": bw, "length": length, "exact": run["exact"], "seconds": run["seconds"],
+                       "line_rate_seconds": run["line_rate_seconds"], "verdict": fid["verdict"],
+                       "detail": fid.get("detail"), "rounds": [r["fidelity"]["verdict"] for r in run["rounds"]],
+                       "busiest": fid.get("busiest"), "cpu": fid.get("cpu"),
+                       "machine_cores_busy": fid.get("machine_cores_busy")})
+        log(f"calibrate: {bw:.1f} Mbit/s, {length:,} elements: {run['seconds']:.3f} s "
+            f"(line rate {run['line_rate_seconds']:.3f} s), {fid['verdict']}")
+        return fid["bound"] == "network" and run["exact"]
+
+    lo, hi = CALIBRATE_LOW, cfg.bw
+    if not network_bound(lo):
+        best = None
+    elif network_bound(hi):
+        best = hi
+    else:
+        for _ in range(steps):
+            mid = math.sqrt(lo * hi)
+            if network_bound(mid):
+                lo = mid
+            else:
+                hi = mid
+        best = lo
+    where = f"{cfg.workers} workers, {cfg.switch}, {getattr(cfg, 'topology', 'star')}"
+    summary = (f"calibrate ({where}): dense aggregation stays network-bound up to {best:.0f} Mbit/s per link "
+               f"(not at {hi:.0f})" if best is not None and best < cfg.bw else
+               f"calibrate ({where}): network-bound at every rate up to {cfg.bw:g} Mbit/s" if best is not None
+               else f"calibrate ({where}): not network-bound even at {CALIBRATE_LOW:g} Mbit/s")
+    return {"config": dataclasses.asdict(cfg), "highest_network_bound_mbps": best, "trials": trials,
+            "summary": summary}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +145,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pipes", type=pipes_flag, default=1, metavar="P",
                     help="the emulator's data plane as P processes, each interface's frames handed to pipe "
                          "slot mod P by the kernel (PACKET_FANOUT); emulator only (default: 1)")
+    ap.add_argument("--host-bw", metavar="R=MBPS,...", help="rank R's link at MBPS instead of --bw")
+    ap.add_argument("--host-delay", metavar="R=MS,...", help="rank R's link delayed MS instead of --delay (netem)")
+    ap.add_argument("--straggler", metavar="SPEC",
+                    help="a start delay per worker and round: rankR:+P%% (of --compute), rankR:+Nms, "
+                         "lognormal:SIGMA or uniform:P%% (seeded by --seed)")
+    ap.add_argument("--compute", type=float, default=0.0, metavar="MS",
+                    help="the training step's compute time that --straggler percentages refer to (default: 0)")
+    ap.add_argument("--cross", action="append", default=[], metavar="SRC>DST[@MBPS]",
+                    help="an iperf3 TCP flow from rank SRC's host to rank DST's during the run; repeatable")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="find the highest link rate in [10 Mbit/s, --bw] at which dense aggregation is judged "
+                         "network-bound here (a bisection on a log scale, --rounds rounds per rate)")
+    ap.add_argument("--calibrate-steps", type=int, default=6, help="bisection steps of --calibrate (default: 6)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
                     help="where the JSON and PNG go (default: mininet/results of this checkout)")
     args = ap.parse_args(argv)
@@ -93,7 +172,12 @@ def main(argv: list[str] | None = None) -> int:
                                bw=args.bw or None, delay=args.delay, loss=args.loss, length=args.length,
                                density=args.density, mtu=args.mtu, slots=args.slots, rounds=args.rounds,
                                seed=args.seed, deadline=args.deadline, transport=args.transport,
-                               workload=args.workload, scale=args.scale, pipes=args.pipes)
+                               workload=args.workload, scale=args.scale, pipes=args.pipes,
+                               host_bw=args.host_bw, host_delay=args.host_delay, straggler=args.straggler,
+                               compute=args.compute, cross=tuple(args.cross))
+        if args.calibrate and (not args.bw or args.bw <= CALIBRATE_LOW or args.calibrate_steps < 1):
+            raise ValueError(f"--calibrate needs --bw above {CALIBRATE_LOW:g} Mbit/s (the top of the search) and "
+                             f"--calibrate-steps >= 1, got --bw {args.bw:g}, --calibrate-steps {args.calibrate_steps}")
     except ValueError as exc:  # a bad value, named before any host or link exists
         print(f"mininet/run.py: {exc}", file=sys.stderr)
         return 2
@@ -101,12 +185,28 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"mininet/run.py: {problem}", file=sys.stderr)
         return 2
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    command = " ".join(["mininet/run.py"] + (argv if argv is not None else sys.argv[1:]))
+    if args.calibrate:
+        try:
+            found = calibrate(cfg, args.calibrate_steps, Experiment, log)
+        except (RuntimeError, ValueError) as exc:
+            print(f"mininet/run.py: {exc}", file=sys.stderr)
+            return 2
+        found.update(command=command, **provenance())
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / f"calibrate-{args.switch}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path.write_text(json.dumps(found, indent=1))
+        print(found["summary"])
+        print(f"wrote {path}")
+        return 0
     try:
-        results = Experiment(cfg, log=lambda m: print(m, file=sys.stderr, flush=True)).run()
+        results = Experiment(cfg, log=log).run()
     except (RuntimeError, ValueError) as exc:
         print(f"mininet/run.py: {exc}", file=sys.stderr)
         return 2
-    results["command"] = " ".join(["mininet/run.py"] + (argv if argv is not None else sys.argv[1:]))
+    results["command"] = command
+    results.update(provenance())
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"{args.switch}-{args.mode}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
     (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
