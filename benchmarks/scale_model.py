@@ -168,66 +168,96 @@ class UnionStats:
     @classmethod
     def from_supports(cls, supports: Sequence[np.ndarray], length: int) -> "UnionStats":
         """From each worker's support (a bool array of `length`)."""
-        return _accumulate(iter(supports), length, [len(supports)])[0]
+        union = np.zeros(length, np.bool_)
+        for s in supports:
+            union |= s
+        return cls.from_ranges([_ranges(s) for s in supports], _ranges(union), length)
+
+    @classmethod
+    def from_ranges(cls, workers: Sequence[tuple[np.ndarray, np.ndarray]], union: tuple[np.ndarray, np.ndarray],
+                    length: int) -> "UnionStats":
+        """From each worker's support and the union's, as sorted disjoint [start, stop) ranges of elements."""
+        terms = np.zeros(STATS_WORDS, np.int64)
+        for starts, stops in workers:
+            terms += auto.union_terms(group_counts(starts, stops), length)
+        max_nnz = max(int((stops - starts).sum()) for starts, stops in workers)
+        occupied = tuple(int(c) / bitmap.groups(length, g) for c, g in zip(group_counts(*union), bitmap.GROUP_SIZES))
+        return cls(length, len(workers), tuple(int(t) for t in terms), max_nnz, occupied)
 
 
-def _packed(support: np.ndarray) -> np.ndarray:
-    """A bool support as the codec's bitmap: bit i of word i // 32 is element i."""
-    packed = np.packbits(support, bitorder="little")
-    pad = -packed.size % 4
-    if pad:
-        packed = np.concatenate([packed, np.zeros(pad, np.uint8)])
-    return packed.view("<u4").astype(np.uint32)
+def _ranges(support: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A bool support as sorted disjoint [start, stop) ranges of its True runs."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], support.view(np.int8), [0]))))
+    return edges[0::2].astype(np.int64), edges[1::2].astype(np.int64)
 
 
-def _accumulate(supports, length: int, checkpoints: Sequence[int]) -> list[UnionStats]:
-    """UnionStats after the first n supports, for each n in `checkpoints` (ascending)."""
-    union = np.zeros(length, np.bool_)
-    terms = np.zeros(STATS_WORDS, np.int64)
-    max_nnz = 0
-    out = []
-    want = iter(checkpoints)
-    target = next(want)
-    for n, support in enumerate(supports, start=1):
-        union |= support
-        own = _packed(support)
-        terms += auto.union_terms(bitmap.group_counts(own), length)
-        max_nnz = max(max_nnz, int(support.sum()))
-        if n == target:
-            counts = bitmap.group_counts(_packed(union))
-            occupied = tuple(int(c) / bitmap.groups(length, g) for c, g in zip(counts, bitmap.GROUP_SIZES))
-            out.append(UnionStats(length, n, tuple(int(t) for t in terms), max_nnz, occupied))
-            target = next(want, None)
-            if target is None:
-                break
+def group_counts(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """Non-empty groups at every size in GROUP_SIZES for a support of sorted disjoint [start, stop) ranges
+    (what `codec.bitmap.group_counts` finds in the support's bitmap): each range covers groups
+    start // G .. (stop - 1) // G, and consecutive ranges can share only their boundary group."""
+    out = np.zeros(len(bitmap.GROUP_SIZES), np.int64)
+    if starts.size == 0:
+        return out
+    for k, group in enumerate(bitmap.GROUP_SIZES):
+        first, last = starts // group, (stops - 1) // group
+        out[k] = int((last - first + 1).sum()) - int(np.count_nonzero(first[1:] == last[:-1]))
     return out
 
 
-def preset_supports(name: str, scale: float, seed: int = 0):
-    """Each worker's support (bool array), from the preset's own generators at `scale`: dense layers whole,
-    each embedding's touched rows (`Embedding.touched_rows`, seeded per (seed, rank))."""
+def _embedding_ranges(rows: np.ndarray, dim: int, at: int) -> tuple[np.ndarray, np.ndarray]:
+    starts = at + rows.astype(np.int64) * dim
+    return starts, starts + dim
+
+
+def _merge(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Layers' ranges, in layer order (each sorted), as one sorted list (touching ranges left as two)."""
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def union_stats(name: str, workers: Sequence[int], scale: float = 1.0, seed: int = 0) -> list[UnionStats]:
+    """UnionStats of the preset at `scale` for each worker count in `workers`, in one pass over
+    max(workers) workers: each worker's support is drawn from the preset's own generators (dense layers
+    whole, each embedding's `touched_rows`, seeded per (seed, rank) as `Workload.gradient` seeds), as
+    element ranges (no array of the gradient's length), the union kept as a bit per table row."""
     w = preset(name, scale)
     layout, at = [], 0
     for layer in w.layers:
         layout.append((layer, at))
         at += layer.size
-    for rank in itertools.count():
-        rng = np.random.default_rng([seed, rank, 0x5EED])
-        support = np.zeros(w.size, np.bool_)
-        for layer, start in layout:
-            if isinstance(layer, Dense):
-                support[start : start + layer.size] = True
-            else:
-                rows = layer.touched_rows(rng)
-                block = support[start : start + layer.size].reshape(layer.rows, layer.dim)
-                block[rows] = True
-        yield support
-
-
-def union_stats(name: str, workers: Sequence[int], scale: float, seed: int = 0) -> list[UnionStats]:
-    """UnionStats of the preset for each worker count in `workers` (one pass over max(workers) workers)."""
+    seen = {i: np.zeros(layer.rows, np.bool_) for i, (layer, _) in enumerate(layout) if not isinstance(layer, Dense)}
     checkpoints = sorted(set(workers))
-    return _accumulate(preset_supports(name, scale, seed), preset(name, scale).size, checkpoints)
+    per_worker_terms = np.zeros(STATS_WORDS, np.int64)
+    max_nnz, out = 0, []
+    for rank in range(checkpoints[-1]):
+        rng = np.random.default_rng([seed, rank, 0x5EED])
+        parts = []
+        for i, (layer, start) in enumerate(layout):
+            if isinstance(layer, Dense):
+                parts.append((np.array([start]), np.array([start + layer.size])))
+            else:
+                rows = layer.touched_rows(rng)  # sorted, unique
+                seen[i][rows] = True
+                parts.append(_embedding_ranges(rows, layer.dim, start))
+        starts, stops = _merge(parts)
+        per_worker_terms += auto.union_terms(group_counts(starts, stops), w.size)
+        max_nnz = max(max_nnz, int((stops - starts).sum()))
+        if rank + 1 in checkpoints:
+            union = _merge([(np.array([start]), np.array([start + layer.size])) if isinstance(layer, Dense)
+                            else _embedding_ranges(np.flatnonzero(seen[i]), layer.dim, start)
+                            for i, (layer, start) in enumerate(layout)])
+            occupied = tuple(int(c) / bitmap.groups(w.size, g)
+                             for c, g in zip(group_counts(*union), bitmap.GROUP_SIZES))
+            out.append(UnionStats(w.size, rank + 1, tuple(int(t) for t in per_worker_terms), max_nnz, occupied))
+    return out
+
+
+def support_scale(name: str, workers: int, budget: float = 5e7) -> float:
+    """The largest scale (at most 1) at which `workers` workers draw at most `budget` embedding lookups:
+    1 for every preset but NCF, whose batch of a million pairs per table saturates the union anyway."""
+    lookups = sum(layer.lookups for layer in preset(name).layers if not isinstance(layer, Dense))
+    return min(1.0, budget / max(1, lookups * workers))
 
 
 def preset_rounds(stats: UnionStats, length: int, mode: str, link_gbps: float, lanes: int | None = None) -> dict:
@@ -576,13 +606,16 @@ EMULATOR_SERVICE = 1 / 150_000
 
 # -- the projection -----------------------------------------------------------------------------
 def project(presets: Sequence[str], workers: Sequence[int], gbps: Sequence[float], depths: Sequence[int], *,
-            scale: float, seed: int, cap: int, host_alpha: float, log=print) -> list[dict]:
+            scale: float | None, seed: int, cap: int, host_alpha: float, log=print) -> list[dict]:
+    """Dense INA, hina auto and the ring for every preset, worker count, rate and topology; `scale`:
+    where the supports are drawn (None: `support_scale`, full size but for NCF)."""
     rows = []
     for name in presets:
         length = preset(name).size
         start = time.perf_counter()
-        stats = union_stats(name, workers, scale, seed)
-        log(f"{name}: union of {max(workers)} workers at scale {scale} in {time.perf_counter() - start:.1f} s")
+        drawn = scale or support_scale(name, max(workers))
+        stats = union_stats(name, workers, drawn, seed)
+        log(f"{name}: union of {max(workers)} workers at scale {drawn:.4g} in {time.perf_counter() - start:.1f} s")
         for st in stats:
             for rate in gbps:
                 plans = {mode: preset_rounds(st, length, mode, rate) for mode in ("dense", "auto")}
@@ -592,7 +625,7 @@ def project(presets: Sequence[str], workers: Sequence[int], gbps: Sequence[float
                     net = Network(workers=st.workers, gbps=rate, depth=depth)
                     row = {"preset": name, "length": length, "workers": st.workers, "gbps": rate,
                            "topology": "star" if depth == 1 else f"tree{depth}", "fanins": list(net.fanins),
-                           "union_density": st.occupied[0]}
+                           "union_density": st.occupied[0], "support_scale": drawn}
                     for mode, plan in plans.items():
                         m = aggregation_seconds(net, plan["rounds"], plan["residual_chance"], cap=cap)
                         key = "dense_ina" if mode == "dense" else "hina_auto"
@@ -700,8 +733,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="star, tree2, tree3, comma-separated (default: all three)")
     ap.add_argument("--presets", nargs="*", choices=list(PRESETS), default=list(PRESETS),
                     help="workload presets to project (default: all)")
-    ap.add_argument("--scale", type=checked(positive), default=0.01,
-                    help="the scale at which the workers' supports are drawn (default: 0.01)")
+    ap.add_argument("--scale", type=checked(positive), default=None,
+                    help="the scale at which the workers' supports are drawn (default: 1, full size, but for "
+                         "NCF, whose million lookups per worker are drawn at the scale that keeps 5e7 in all)")
     ap.add_argument("--cap", type=between(256), default=2048,
                     help="chunks per round run on the clock before the steady state is extrapolated (default: 2048)")
     ap.add_argument("--ring-alpha-us", type=checked(non_negative), default=0.0,
@@ -711,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "scale_model.json",
                     help="result JSON (default: benchmarks/results/scale_model.json; plots beside it)")
     args = ap.parse_args(argv)
-    if args.scale > 1:
+    if args.scale is not None and args.scale > 1:
         ap.error(f"argument --scale: must be in (0, 1], got {args.scale}")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     result: dict = {"parameters": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()

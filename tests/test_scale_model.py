@@ -174,3 +174,16 @@ def test_cli_projects_and_writes_provenance(tmp_path):
         assert r["dense_ina"]["encoding"] == "dense" and r["hina_auto"]["encoding"] != "dense"
         assert r["speedup_vs_dense"] > 1
         assert math.isclose(r["dense_ina"]["words_per_worker"], r["length"] + sum(sm.first_round()))
+
+
+def test_group_counts_from_ranges_are_the_codecs():
+    # embedding-like supports (whole rows of 10, some touching) and a dense run, against the bitmap kernel
+    from codec import bitmap
+    rng = np.random.default_rng(1)
+    support = np.zeros(100_003, bool)
+    for row in rng.choice(9000, 700, replace=False):
+        support[row * 10 : row * 10 + 10] = True
+    support[95_001:97_777] = True
+    words = np.packbits(support, bitorder="little")
+    words = np.concatenate([words, np.zeros(-words.size % 4, np.uint8)]).view("<u4").astype(np.uint32)
+    assert list(sm.group_counts(*sm._ranges(support))) == list(bitmap.group_counts(words))
