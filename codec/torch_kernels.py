@@ -191,10 +191,10 @@ class TorchKernels:
         """Non-empty groups at every size in GROUP_SIZES (bitmap.group_counts), one copy to the host."""
         top = bitmap.GROUP_SIZES[-1]
         level = bits_of(words, -(-words.numel() * 32 // top) * top)
-        counts = []
-        for _ in bitmap.GROUP_SIZES:
+        counts = [level.sum()]
+        for _ in bitmap.GROUP_SIZES[1:]:  # each size is pairs of the one before
+            level = level.view(-1, 2).any(dim=1)
             counts.append(level.sum())
-            level = level.view(-1, 2).any(dim=1) if level.numel() > 1 else level
         return torch.stack(counts).cpu().numpy().astype(np.int64)
 
     @staticmethod
