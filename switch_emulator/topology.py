@@ -47,7 +47,8 @@ def ip_bytes(ip: str) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class Host:
-    """The host behind a switch port: where RESULTs for that port are addressed."""
+    """The host behind a switch port: where RESULTs for that port are addressed.  In a tree a
+    neighbouring switch is a host too (its address is where partials up, or RESULTs down, go)."""
 
     port: int
     mac: str
@@ -86,6 +87,10 @@ class Topology:
                 if m.source not in ports:
                     raise ValueError(f"job {a.job_id}: worker {m.worker_id} is on port {m.source!r}, "
                                      f"which no host is attached to")
+            for m in a.parents:
+                if m.source not in ports:
+                    raise ValueError(f"job {a.job_id}: a parent is on port {m.source!r}, which no neighbour "
+                                     f"(host or switch: where frames up are addressed) is attached to")
             for b in self.jobs[i + 1:]:
                 if a.overlaps(b):
                     raise ValueError(f"jobs {a.job_id} and {b.job_id} have overlapping slot ranges")

@@ -51,6 +51,28 @@ TOPOLOGY = {
 }
 JOB_PORTS = {1: [1, 2, 3], 2: [4, 1]}
 
+# Trees (DESIGN.md section 4): the switch under test is a leaf holding workers 0 and 1 (ports 1, 2) of a
+# job of 4; its spines are on ports 5 (even slots) and 6 (odd slots), where it is member 0.  Port 3 is
+# a host of no job.  A spine's vector (SPINE_TOPOLOGY) has two leaves on ports 1 and 2.
+TREE_TOPOLOGY = {
+    "switch": {"mac": SWITCH_MAC, "ip": SWITCH_IP},
+    "hosts": [{"port": p, "mac": host_mac(p), "ip": host_ip(p)} for p in (1, 2, 3, 5, 6)],
+    "jobs": [
+        {"job_id": 1, "workers": 4, "words": K, "slot_base": 0, "slots": 4, "mask": 0b0011,
+         "members": [{"worker_id": 0, "port": 1}, {"worker_id": 1, "port": 2}],
+         "parents": [{"worker_id": 0, "port": 5}, {"worker_id": 0, "port": 6}]},
+    ],
+}
+TREE_CHILDREN = [1, 2]
+SPINE_TOPOLOGY = {
+    "switch": {"mac": SWITCH_MAC, "ip": SWITCH_IP},
+    "hosts": [{"port": p, "mac": host_mac(p), "ip": host_ip(p)} for p in (1, 2)],
+    "jobs": [
+        {"job_id": 1, "workers": 2, "words": K, "slot_base": 0, "slots": 4,
+         "members": [{"worker_id": 0, "port": 1}, {"worker_id": 1, "port": 2}]},
+    ],
+}
+
 
 def words_bytes(words, k=K):
     words = list(words) + [0] * (k - len(words))
@@ -75,13 +97,15 @@ def update(port, words, **kw):
     return frame(port, hina(words, **kw), ip_id=kw.get("offset", 0) + port)
 
 
-def result(to_port, sent_frame, words, *, flags=0):
-    """What leaves `to_port` when `sent_frame` (an UPDATE) completes its copy (or asks again)."""
+def result(to_port, sent_frame, words, *, flags=0, msg_type=1, worker=None):
+    """What leaves `to_port` when `sent_frame` (an UPDATE) completes its copy (or asks again); with
+    msg_type 0 and `worker` the member id, what a leaf sends up when it completes its copy."""
     pkt = Ether(sent_frame)
     udp_len = pkt[UDP].len
     payload = sent_frame[42 : 42 + udp_len - 8]  # the hina frame
     trailer = sent_frame[42 + udp_len - 8 :]  # past the UDP length: rides along
-    out_hina = bytes([1]) + payload[1:5] + bytes([flags]) + payload[6:16] + words_bytes(words)
+    worker_byte = payload[4:5] if worker is None else bytes([worker])
+    out_hina = bytes([msg_type]) + payload[1:4] + worker_byte + bytes([flags]) + payload[6:16] + words_bytes(words)
     out = (Ether(src=SWITCH_MAC, dst=host_mac(to_port)) /
            IP(src=SWITCH_IP, dst=host_ip(to_port), id=pkt[IP].id, ttl=pkt[IP].ttl, len=pkt[IP].len, chksum=None) /
            UDP(sport=UDP_PORT, dport=UDP_PORT, len=pkt[UDP].len, chksum=0) / Raw(out_hina))
@@ -99,8 +123,8 @@ def multicast(sent_frame, words, job=1):
     return [(p, result(p, sent_frame, words)) for p in JOB_PORTS[job]]
 
 
-def case(name, description, packets, expected, drops=None):
-    return {"name": name, "description": description, "topology": TOPOLOGY,
+def case(name, description, packets, expected, drops=None, topology=TOPOLOGY):
+    return {"name": name, "description": description, "topology": topology,
             "packets": [{"port": p, "frame": f.hex()} for p, f in packets],
             "expected": [{"port": p, "frame": f.hex()} for p, f in expected],
             "expected_drops": drops or {}}
@@ -222,6 +246,82 @@ def build_cases() -> list[dict]:
                       [(1, arp)], [(2, arp), (3, arp), (4, arp)]))
     stranger = raw(Ether(src=host_mac(1), dst="02:00:00:00:00:99") / IP() / ICMP())
     cases.append(case("no_route", "an unknown destination MAC is dropped", [(1, stranger)], [], {"no_route": 1}))
+    return cases + tree_cases()
+
+
+def tree_cases() -> list[dict]:
+    """The switch as a leaf (TREE_TOPOLOGY) or a spine (SPINE_TOPOLOGY) of an aggregation tree."""
+    cases = []
+
+    def leaf_case(name, description, packets, expected, drops=None):
+        cases.append(case(name, description, packets, expected, drops, topology=TREE_TOPOLOGY))
+
+    def down(sent, words, flags=0):  # the parent's RESULT multicast to the leaf's children
+        return [(p, result(p, sent, words, flags=flags)) for p in TREE_CHILDREN]
+
+    a = update(1, [2**31 - 1, 5, -3], worker=0)
+    b = update(2, [1, 6, -4], worker=1)
+    partial = [-(2**31), 11, -7]  # wraps like int32
+    up = result(5, b, partial, msg_type=0, worker=0)
+    leaf_case("tree_complete_forward_up", "on a leaf, the copy its two children complete goes up as ONE UPDATE "
+              "to the slot's parent (port 5 for slot 0): the leaf's member id as worker_id, the combined words; "
+              "nothing goes down", [(1, a), (2, b)], [(5, up)])
+
+    total = [7, 7, 7, 2**31 - 1]
+    from_spine = frame(5, hina(total, msg_type=1, worker=1, flags=RESEND))  # the spine's RESULT, as the leaf gets it
+    leaf_case("tree_result_from_parent_multicast_down", "the parent's RESULT for a copy sent up is stored and "
+              "multicast to the children, as a fresh RESULT (flags 0)", [(1, a), (2, b), (5, from_spine)],
+              [(5, up)] + down(from_spine, total))
+
+    leaf_case("tree_duplicate_after_forwarding_resent_up", "a child repeats its UPDATE after the copy went up "
+              "but before the total came down (the UPDATE up or the RESULT down was lost): the partial goes up "
+              "again", [(1, a), (2, b), (1, a)], [(5, up), (5, result(5, a, partial, msg_type=0, worker=0))])
+
+    leaf_case("tree_duplicate_after_result_unicast", "a child repeats its UPDATE after the total came down: "
+              "the stored total goes back to it alone (RESEND), nothing goes up",
+              [(1, a), (2, b), (5, from_spine), (2, b)],
+              [(5, up)] + down(from_spine, total) + [(2, result(2, b, total, flags=RESEND))])
+
+    from_other_spine = frame(6, hina(total, msg_type=1, worker=1))  # port 6 is slot 1's parent, not slot 0's
+    from_host = frame(3, hina(total, msg_type=1, worker=1))
+    leaf_case("tree_result_from_non_parent_dropped", "a RESULT from a port that is not the slot's parent (the "
+              "other spine, a host) is dropped and counted; the parent's still lands",
+              [(1, a), (2, b), (6, from_other_spine), (3, from_host), (5, from_spine)],
+              [(5, up)] + down(from_spine, total), {"not_parent": 2})
+
+    a1 = update(1, [1], worker=0, slot=1)
+    b1 = update(2, [2], worker=1, slot=1)
+    leaf_case("tree_slots_spread_over_spines", "slot 1 goes up to the odd slots' spine (port 6)",
+              [(1, a1), (2, b1)], [(6, result(6, b1, [3], msg_type=0, worker=0))])
+
+    late = frame(5, hina(total, msg_type=1, worker=1, offset=8 * K))
+    leaf_case("tree_late_result_stale", "a RESULT for another chunk than the copy sent up (late, the copy moved "
+              "on) is stale: never written into the copy", [(1, a), (2, b), (5, late)], [(5, up)], {"stale": 1})
+
+    leaf_case("tree_second_result_duplicate", "a second RESULT for a copy holding the total (it answers a "
+              "partial sent up again) is dropped as a duplicate", [(1, a), (2, b), (5, from_spine), (5, from_spine)],
+              [(5, up)] + down(from_spine, total), {"duplicate": 1})
+
+    # STALE_RUN and the run salt through two tiers: a restarted job (new run salt 0 in the offsets) whose
+    # leaves were emptied by the workers' joins, under a spine that still holds the earlier run's partial
+    # (salt 0x5A17 added to its offset).  The spine refuses the leaf's partial; the leaf passes the
+    # refusal to every child.
+    old_run = update(2, [9], worker=1, offset=0x5A17)
+    leaf_up = hina(partial, worker=0)  # the leaf's partial, as the spine gets it from leaf 0 on port 1
+    new_run = frame(1, leaf_up, ip_id=1)
+    cases.append(case("tree_spine_refuses_another_runs_partial", "on a spine, a leaf's partial whose offset "
+                      "(another run salt) disagrees with a copy holding the earlier run's partial is refused "
+                      "back to that leaf, flagged STALE_RUN", [(2, old_run), (1, new_run)],
+                      [refused(1, new_run)], {"stale_run": 1}, topology=SPINE_TOPOLOGY))
+    refusal = frame(5, bytes([1]) + leaf_up[1:5] + bytes([STALE_RUN]) + leaf_up[6:])  # the spine's, relayed
+    leaf_case("tree_stale_run_passes_down", "the spine's refusal reaches the leaf from the slot's parent: "
+              "multicast to every child as it came (flag STALE_RUN, the partial's words), counted, nothing "
+              "stored", [(1, a), (2, b), (5, refusal)], [(5, up)] + down(refusal, partial, flags=STALE_RUN),
+              {"stale_run": 1})
+    fresh = update(2, [1], worker=1, offset=0x5A17)
+    leaf_case("tree_stale_run_on_the_leaf", "a restarted child meets the earlier run's partial on the leaf "
+              "itself (another salt in the offset): refused there, nothing goes up", [(1, a), (2, fresh)],
+              [refused(2, fresh)], {"stale_run": 1})
     return cases
 
 
