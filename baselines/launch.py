@@ -95,7 +95,15 @@ def summarize(outputs: list[list[dict]], spec: dict) -> list[dict]:
             check = lines[0].get("check", {})
             length = lines[0]["length"]
             k = max(1, round(spec.get("topk_density", 0.01) * length)) if name == "oktopk_topk" else None
+            least = min(x["seconds"] - x.get("delay", 0.0) for x in lines)
             rounds.append({"seed": lines[0]["seed"], "seconds": max(x["seconds"] for x in lines),
+                           # from the first rank's start to the last one's end (the fidelity monitor's window),
+                           # and each rank's delay, seconds from its own start and time waited for others
+                           "window": [min(x["start"] for x in lines), max(x["start"] + x["seconds"] for x in lines)]
+                           if all("start" in x for x in lines) else None,
+                           "workers": [{"rank": x["rank"], "delay": x.get("delay", 0.0),
+                                        "seconds": x["seconds"] - x.get("delay", 0.0),
+                                        "waited": x["seconds"] - x.get("delay", 0.0) - least} for x in lines],
                            "payload_by_phase": sent, "payload_bytes_per_worker": sum(sent.values()),
                            "wire_bytes_per_worker": None if None in tx else sum(tx) / world,
                            "identical": len({x["crc"] for x in lines}) == 1, "check": check,

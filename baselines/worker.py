@@ -99,13 +99,18 @@ def main(argv: list[str] | None = None) -> int:
                 comm.barrier()
                 tx0 = tx_bytes(spec.get("ifname"))
                 t0 = time.perf_counter()
+                delay = spec.get("delays", {}).get(name, [[0.0] * world] * (rnd + 1))[rnd][rank]
+                if delay:  # a straggler: this rank's step computed longer, the others wait in the op
+                    time.sleep(delay)
                 out = run_one(name, comm, grad, spec)
                 seconds = time.perf_counter() - t0
                 # this rank's last bytes may still sit in its socket or qdisc when the op returns:
                 # once every rank is past the op they have all been received, so they have left
                 comm.barrier()
                 tx1 = tx_bytes(spec.get("ifname"))
+                # start: CLOCK_MONOTONIC, the same clock in every network namespace (the fidelity monitor's)
                 line = {"baseline": name, "round": rnd, "seed": seed, "rank": rank, "seconds": seconds,
+                        "start": t0, "delay": delay,
                         "sent": comm.sent, "tx_bytes": None if tx0 is None or tx1 is None else tx1 - tx0,
                         "notes": comm.notes, "crc": zlib.crc32(out.tobytes()), "length": length}
                 if reference is not None:

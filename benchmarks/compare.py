@@ -38,7 +38,9 @@ slower than the best of dense and blocks".
 
     python benchmarks/compare.py [--workers 8] [--presets ncf lstm ...] [--modes dense blocks auto]
         [--baselines ring sparcml oktopk oktopk_topk zen | none] [--systems auto ring zen ...] [--mininet auto|off]
-Writes benchmarks/results/compare.json, compare.md and compare_speedup.png, compare_bytes.png.
+Writes benchmarks/results/compare.json, compare.md and compare_speedup.png, compare_bytes.png (--name: another
+stem).  Every Mininet row carries the fidelity monitor's verdict (mininet/fidelity.py); --host-bw, --host-delay,
+--straggler, --compute and --cross make the Mininet runs heterogeneous (mininet/heterogeneity.py).
 """
 
 from __future__ import annotations
@@ -80,6 +82,13 @@ RULE_COLUMN = "auto vs best of dense/blocks"
 DEFAULT_SCALE = {"ncf": 0.02, "lstm": 0.01, "bert_base": 0.04, "vgg19": 0.03, "deeplight": 0.007}
 PAPER = ("The lossless homomorphic compression paper reports up to 6.33x aggregation throughput over dense "
          "in-network aggregation on NCF, LSTM, VGG19 and BERT-base.")
+
+
+def _commit() -> str | None:
+    import subprocess
+
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    return out.stdout.strip() or None
 
 
 def mininet_available() -> str | None:
@@ -137,6 +146,12 @@ def row(env: str, preset: str, mode: str, length: int, dens: dict, r: dict) -> d
             "retransmissions": r["retransmissions"], "resent_share": resent_share(r),
             "encoding": r.get("encoding"), "group": r.get("group"),
             "byte_shares": byte_shares(payload), "system": "baseline" if mode in BASELINES else "hina",
+            # the fidelity monitor's verdict (Mininet only): the best round's, and over all rounds
+            "fidelity": r["fidelity"]["verdict"] if "fidelity" in r else None,
+            "fidelity_detail": r["fidelity"].get("detail") if "fidelity" in r else None,
+            "fidelity_rounds": r.get("fidelity_rounds"),
+            "workers_waited": [max(w["waited"] for w in x["workers"] if w["waited"] is not None)
+                               for x in r.get("rounds", []) if isinstance(x, dict) and x.get("workers")],
             **{k: r[k] for k in ("lossy", "max_abs_diff", "max_diff_over_bound", "rel_l2_error", "identical",
                                  "bytes_measured", "payload_bytes_per_worker") if k in r}}
 
@@ -224,25 +239,25 @@ def run_baselines_loopback(preset: str, scale: float, workers: int, rounds: int,
 
 
 def run_baselines_mininet(preset: str, scale: float, workers: int, bw: float, rounds: int,
-                          baselines: tuple[str, ...], topk_density: float, log) -> list[dict]:
+                          baselines: tuple[str, ...], topk_density: float, log, hetero: dict | None = None) -> list[dict]:
     """The host-based baselines on a plain-bridge star with the same links, one rank per host, seed 0."""
     import plain_star
 
     cfg = plain_star.StarConfig(workers=workers, bw=bw, baselines=baselines, rounds=rounds, workload=preset,
-                                scale=scale, topk_density=topk_density)
-    runs = plain_star.run(cfg)
+                                scale=scale, topk_density=topk_density, **(hetero or {}))
+    runs = plain_star.run(cfg, log=lambda m: log(f"  {m}") if m.startswith("fidelity") else None)
     check_baselines(runs, f"{preset} on Mininet at {bw} Mbit/s")
     log_baselines(runs, f"mininet {bw / 1000:g}G", log)
     return runs
 
 
 def run_mininet(preset: str, scale: float, workers: int, bw: float, rounds: int, modes: tuple[str, ...],
-                log) -> list[dict]:
+                log, hetero: dict | None = None) -> list[dict]:
     import hina_net
 
     cfg = hina_net.ExperimentConfig(workers=workers, modes=modes, bw=bw, workload=preset, scale=scale,
-                                    rounds=rounds, ping=False, deadline=120.0)
-    results = hina_net.Experiment(cfg, log=lambda m: None).run()
+                                    rounds=rounds, ping=False, deadline=120.0, **(hetero or {}))
+    results = hina_net.Experiment(cfg, log=lambda m: log(f"  {m}") if m.startswith("fidelity") else None).run()
     rows = []
     for r in results["runs"]:
         if not r["exact"]:
@@ -260,8 +275,8 @@ def markdown(rows: list[dict], checks: list[dict], meta: dict) -> str:
              f"command: `{meta['command']}`.", "",
              "| model (scale, elements) | env | density per worker / union | system | what ran | "
              "bytes per worker | seconds, best (all rounds) | resent frames (share) | Gbit/s (dense-eq.) | speedup vs dense | "
-             f"speedup vs ring | bytes: index / values / dense | result vs numpy | {RULE_COLUMN} |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"speedup vs ring | bytes: index / values / dense | result vs numpy | {RULE_COLUMN} | fidelity |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     find = {(x["env"], x["preset"], x["mode"]): x for x in rows}
     for r in rows:
         dense, ring = (find.get((r["env"], r["preset"], m)) for m in ("dense", "ring"))
@@ -276,7 +291,7 @@ def markdown(rows: list[dict], checks: list[dict], meta: dict) -> str:
             f"{chose_text(r)} | {r['bytes_per_worker']:,.0f} | {r['seconds']:.3f} "
             f"({', '.join(f'{t:.2f}' for t in r.get('round_seconds', [r['seconds']]))}) | "
             f"{retrans} | {r['throughput_gbps']:.2f} | {speedup_text(r, dense)} | {speedup_text(r, ring)} | "
-            f"{share_text} | {result_text(r)} | {verdict} |")
+            f"{share_text} | {result_text(r)} | {verdict} | {r.get('fidelity') or 'n/a (loopback)'} |")
     judged = [c for c in checks if c["met"] is not None]
     if judged:
         lines += ["", f"Rule \"auto never more than 5% slower than the best of dense and blocks\" (best-of-rounds "
@@ -294,7 +309,7 @@ def _offsets(n: int, total: float = 0.8) -> tuple[float, list[float]]:
     return width, [(i - (n - 1) / 2) * width for i in range(n)]
 
 
-def plots(rows: list[dict], out: Path) -> list[Path]:
+def plots(rows: list[dict], out: Path, name: str = "compare") -> list[Path]:
     try:
         import matplotlib
 
@@ -329,9 +344,9 @@ def plots(rows: list[dict], out: Path) -> list[Path]:
         axes[0][0].set_ylabel("speedup over dense (seconds)")
         axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside: 8 systems fit
         fig.tight_layout()
-        fig.savefig(out / "compare_speedup.png", dpi=120, bbox_inches="tight")
+        fig.savefig(out / f"{name}_speedup.png", dpi=120, bbox_inches="tight")
         plt.close(fig)
-        written.append(out / "compare_speedup.png")
+        written.append(out / f"{name}_speedup.png")
 
     env = envs[0]
     fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(presets) * len(modes) / 2), 3.8))
@@ -356,9 +371,9 @@ def plots(rows: list[dict], out: Path) -> list[Path]:
     uniq = dict(zip(labels, handles))  # one legend entry per segment
     ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(out / "compare_bytes.png", dpi=120, bbox_inches="tight")
+    fig.savefig(out / f"{name}_bytes.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
-    written.append(out / "compare_bytes.png")
+    written.append(out / f"{name}_bytes.png")
     return written
 
 
@@ -387,6 +402,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="Mininet link rates, Mbit/s (default: 1000 10000)")
     ap.add_argument("--out", type=Path, default=RESULTS,
                     help="where the JSON, markdown and PNGs go (default: benchmarks/results of this checkout)")
+    ap.add_argument("--name", default="compare",
+                    help="the files' stem: NAME.json, NAME.md, NAME_speedup.png, NAME_bytes.png (default: compare)")
+    ap.add_argument("--host-bw", metavar="R=MBPS,...", help="Mininet: rank R's link at MBPS instead of --bws'")
+    ap.add_argument("--host-delay", metavar="R=MS,...", help="Mininet: rank R's link delayed MS (netem)")
+    ap.add_argument("--straggler", metavar="SPEC",
+                    help="Mininet: a start delay per worker and round, every system the same draws: rankR:+P%%, "
+                         "rankR:+Nms, lognormal:SIGMA, uniform:P%% (mininet/heterogeneity.py)")
+    ap.add_argument("--compute", type=float, default=0.0, metavar="MS",
+                    help="Mininet: the step's compute time --straggler percentages refer to (default: 0)")
+    ap.add_argument("--cross", action="append", default=[], metavar="SRC>DST[@MBPS]",
+                    help="Mininet: an iperf3 TCP flow from rank SRC's host to rank DST's during every run")
     args = ap.parse_args(argv)
     if "none" in args.baselines and len(args.baselines) > 1:
         ap.error(f"--baselines none cannot be combined with {' '.join(b for b in args.baselines if b != 'none')}")
@@ -399,6 +425,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"--scale must be in (0, 1], got {args.scale}")
     if any(bw <= 0 for bw in args.bws):
         ap.error(f"--bws must be positive Mbit/s, got {' '.join(f'{b:g}' for b in args.bws)}")
+    try:  # the heterogeneity flags, checked before anything runs
+        sys.path.insert(0, str(ROOT / "mininet"))
+        import heterogeneity
+
+        heterogeneity.per_rank_links(args.host_bw, args.host_delay, args.workers)
+        if args.straggler:
+            heterogeneity.Straggler.parse(args.straggler).check(args.workers, args.compute)
+        heterogeneity.flows(args.cross, args.workers)
+    except ValueError as exc:
+        ap.error(str(exc))
     return args
 
 
@@ -424,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"baselines skipped: {baseline_reason}")
         baselines = ()
     scales = {p: args.scale or DEFAULT_SCALE.get(p, 0.01) for p in args.presets}
+    hetero = {"host_bw": args.host_bw, "host_delay": args.host_delay, "straggler": args.straggler,
+              "compute": args.compute, "cross": tuple(args.cross)}
     rows = []
     for preset in args.presets:
         w = workloads.preset(preset, scales[preset])
@@ -437,10 +475,11 @@ def main(argv: list[str] | None = None) -> int:
         rows += [row("loopback", preset, r["mode"], w.size, dens, r) for r in found]
         if not mininet_reason:
             for bw in args.bws:
-                found = run_mininet(preset, scales[preset], args.workers, bw, args.rounds, modes, log) if modes else []
+                found = (run_mininet(preset, scales[preset], args.workers, bw, args.rounds, modes, log, hetero)
+                         if modes else [])
                 if baselines:
                     found += run_baselines_mininet(preset, scales[preset], args.workers, bw, args.rounds, baselines,
-                                                   args.topk_density, log)
+                                                   args.topk_density, log, hetero)
                 rows += [row(f"mininet {bw / 1000:g} Gbit/s", preset, r["mode"], w.size, dens, r) for r in found]
 
     checks = rule_checks(rows)
@@ -448,18 +487,20 @@ def main(argv: list[str] | None = None) -> int:
             "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.platform(),
             "cpus": os.cpu_count(), "workers": args.workers, "modes": list(modes), "baselines": list(baselines),
             "baselines_skipped": None if baselines else baseline_reason, "topk_density": args.topk_density,
-            "rounds": args.rounds, "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER}
+            "rounds": args.rounds, "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER,
+            "heterogeneity": hetero, "loadavg": os.getloadavg(), "commit": _commit()}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "compare.json").write_text(json.dumps({"meta": meta, "rows": rows, "auto_rule": checks}, indent=1))
+    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "auto_rule": checks},
+                                                           indent=1))
     table = markdown(rows, checks, meta)
-    (args.out / "compare.md").write_text(table)
+    (args.out / f"{args.name}.md").write_text(table)
     print(table)
     for c in checks:
         print(f"{RULE_COLUMN}, {c['preset']} on {c['env']}: " + (
             rule_text(c) if c["met"] is None else
             f"auto {c['auto_seconds']:.3f} s ({c['auto_encoding']}), {c['best_mode']} {c['best_seconds']:.3f} s, "
             f"{rule_text(c)}"))
-    for path in plots(rows, args.out):
+    for path in plots(rows, args.out, args.name):
         print(f"wrote {path}")
     return 0
 

@@ -408,6 +408,7 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list
 
 def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namespace, log) -> dict[int, dict]:
     """gloo's runs on plain_star's bridge star: hina_net's links (rate, MTU 9000), host 1 the rendezvous."""
+    import fidelity
     import hina_net
     import plain_star
     from mininet.log import setLogLevel
@@ -423,8 +424,10 @@ def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namesp
     net = Mininet(topo=plain_star.PlainStarTopo(workers=runs[0][1].workers, link=link), switch=LinuxBridge,
                   controller=None, link=hina_net.FastTCLink, build=True)
     results = {}
+    monitor = None
     try:
         net.start()
+        monitor = fidelity.monitor_for(net).start()
         hosts = [net[f"{plain_star.HOST}{i}"] for i in range(1, runs[0][1].workers + 1)]
         for h in hosts:
             intf = h.defaultIntf()
@@ -436,8 +439,13 @@ def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namesp
                           hosts=tuple({"ifname": h.defaultIntf().name} for h in hosts))
             log(f"{cfg.model}, {cfg.workers} workers, gloo, Mininet bridge at {args.bw or 'unshaped'} Mbit/s: "
                 f"{cfg.steps} steps ...")
+            start = monitor.mark().t
             results[index] = launch_on_hosts(hosts, cfg, args.timeout)
+            results[index]["fidelity"] = monitor.judge_window(start, monitor.mark().t)  # the whole training run
+            log(fidelity.verdict_line(f"[{cfg.model} gloo]", results[index]["fidelity"]))
     finally:
+        if monitor is not None:
+            monitor.stop()
         with contextlib.suppress(Exception):
             net.stop()
         plain_star.cleanup()
@@ -509,7 +517,8 @@ def summarize_all(results: list[dict[str, Any]], log) -> tuple[list[dict[str, An
                 + (f", largest loss difference to gloo {summary['loss_diff_max']:.2e}"
                    if "loss_diff_max" in summary else ""))
         runs.append({"model": cfg["model"], "workers": cfg["workers"], "backend": cfg["backend"], "config": cfg,
-                     "summary": summary, "ranks": res["ranks"]})
+                     "summary": summary, "ranks": res["ranks"],
+                     **({"fidelity": res["fidelity"]} if "fidelity" in res else {})})
     return runs, failed
 
 
@@ -609,7 +618,8 @@ def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row = {"model": r["model"], "workers": r["workers"], "backend": r["backend"],
                "seconds_per_iteration": s["seconds_per_iteration"], "comm_seconds": s["comm_seconds"],
                "identical_every_step": s["identical_every_step"], "encodings": s.get("encodings"),
-               "wire_bytes_per_step": s.get("wire_bytes_per_step"), "loss_diff_max": s.get("loss_diff_max")}
+               "wire_bytes_per_step": s.get("wire_bytes_per_step"), "loss_diff_max": s.get("loss_diff_max"),
+               "fidelity": r["fidelity"]["verdict"] if "fidelity" in r else None}
         for other in ("gloo", "hina-dense"):
             o = by.get((r["model"], r["workers"], other))
             if o and not o["errors"] and r["backend"] != other:
@@ -621,7 +631,7 @@ def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     lines = ["| model | workers | backend | s/iteration | comm s | vs gloo (iter / comm) | vs hina-dense (iter / comm) "
-             "| identical | max loss diff vs gloo | encodings |", "|---" * 10 + "|"]
+             "| identical | max loss diff vs gloo | encodings | fidelity (Mininet: the whole run) |", "|---" * 11 + "|"]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['workers']} | {r['backend']} | failed: {'; '.join(r['error'])} |")
@@ -635,7 +645,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         diff = f"{r['loss_diff_max']:.2e}" if r["loss_diff_max"] is not None else ""
         lines.append(f"| {r['model']} | {r['workers']} | {r['backend']} | {r['seconds_per_iteration']:.3f} | "
                      f"{r['comm_seconds']:.3f} | {speed('gloo')} | {speed('hina-dense')} | "
-                     f"{'yes' if r['identical_every_step'] else 'NO'} | {diff} | {enc} |")
+                     f"{'yes' if r['identical_every_step'] else 'NO'} | {diff} | {enc} | "
+                     f"{r.get('fidelity') or 'n/a (loopback)'} |")
     return "\n".join(lines)
 
 

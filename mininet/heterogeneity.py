@@ -46,6 +46,26 @@ def overrides(text: str | None, what: str) -> dict[int, float]:
     return out
 
 
+def per_rank_links(host_bw: str | None, host_delay: str | None, workers: int) -> dict[int, dict]:
+    """Mininet link options of the ranks whose link differs: {rank: {"bw": Mbit/s, "delay": "Nms"}}."""
+    out: dict[int, dict] = {}
+    for flag, text, key in (("host_bw", host_bw, "bw"), ("host_delay", host_delay, "delay")):
+        for rank, value in overrides(text, flag).items():
+            if rank >= workers or (key == "bw" and not value > 0):
+                raise ValueError(f"{flag} {rank}={value:g}: needs a rank below {workers}"
+                                 + (" and a rate > 0" if key == "bw" else ""))
+            out.setdefault(rank, {})[key] = value if key == "bw" else f"{value}ms"
+    return out
+
+
+def straggler_delays(text: str | None, workers: int, compute_ms: float, seed: int, rounds: int) -> list[list[float]]:
+    """Every round's start delay per rank (seconds), drawn as hina's Mininet runs draw them."""
+    if not text:
+        return [[0.0] * workers for _ in range(rounds)]
+    spec, rng = Straggler.parse(text), np.random.default_rng(seed)
+    return [spec.delays(workers, compute_ms, rng).tolist() for _ in range(rounds)]
+
+
 @dataclasses.dataclass(frozen=True)
 class Straggler:
     """One --straggler spec: kind 'rank' (rank, amount), 'lognormal' (sigma) or 'uniform' (amount); amount

@@ -275,13 +275,7 @@ class ExperimentConfig:
 
     def per_rank_links(self) -> dict[int, dict]:
         """Link options of the ranks whose link differs (--host-bw, --host-delay)."""
-        out: dict[int, dict] = {}
-        for flag, key, form in (("host_bw", "bw", float), ("host_delay", "delay", lambda ms: f"{ms}ms")):
-            for rank, value in heterogeneity.overrides(getattr(self, flag), flag).items():
-                if rank >= self.workers or not value > 0 and key == "bw":
-                    raise ValueError(f"{flag} {rank}={value}: a rank below {self.workers} and a rate > 0")
-                out.setdefault(rank, {})[key] = form(value)
-        return out
+        return heterogeneity.per_rank_links(self.host_bw, self.host_delay, self.workers)
 
     @property
     def words(self) -> int:

@@ -30,6 +30,8 @@ for p in (str(ROOT), str(Path(__file__).resolve().parent)):
         sys.path.insert(0, p)
 
 from hina_net import FastTCLink, missing_requirements  # noqa: E402  (raises ImportError without Mininet)
+import fidelity  # noqa: E402
+import heterogeneity  # noqa: E402
 from mininet.log import setLogLevel  # noqa: E402
 from mininet.net import Mininet  # noqa: E402
 from mininet.nodelib import LinuxBridge  # noqa: E402
@@ -48,11 +50,11 @@ def host_ip(i: int) -> str:
 class PlainStarTopo(Topo):
     """N hosts, each on its own shaped link to one plain bridge."""
 
-    def build(self, workers: int = 3, link: dict | None = None) -> None:
+    def build(self, workers: int = 3, link: dict | None = None, per_rank: dict[int, dict] | None = None) -> None:
         sw = self.addSwitch(BRIDGE, dpid="2")
         for i in range(1, workers + 1):
             h = self.addHost(f"{HOST}{i}", ip=f"{host_ip(i)}/24")
-            self.addLink(h, sw, **(link or {}))
+            self.addLink(h, sw, **{**(link or {}), **(per_rank or {}).get(i - 1, {})})
 
 
 @dataclasses.dataclass
@@ -69,6 +71,12 @@ class StarConfig:
     density: float = 0.01
     topk_density: float = 0.01
     deadline: float = 300.0
+    # heterogeneity, as hina_net.ExperimentConfig's (mininet/heterogeneity.py)
+    host_bw: str | None = None
+    host_delay: str | None = None
+    straggler: str | None = None
+    compute: float = 0.0
+    cross: tuple[str, ...] = ()
 
 
 def cleanup() -> None:
@@ -88,11 +96,15 @@ def run(cfg: StarConfig, log=lambda m: None) -> list[dict]:
     cleanup()
     setLogLevel("critical")
     link = {"cls": FastTCLink, **({"bw": cfg.bw} if cfg.bw else {})}
-    net = Mininet(topo=PlainStarTopo(workers=cfg.workers, link=link), switch=LinuxBridge, controller=None,
-                  link=FastTCLink, build=True)
+    per_rank = heterogeneity.per_rank_links(cfg.host_bw, cfg.host_delay, cfg.workers)
+    flows = heterogeneity.flows(cfg.cross, cfg.workers)
+    net = Mininet(topo=PlainStarTopo(workers=cfg.workers, link=link, per_rank=per_rank), switch=LinuxBridge,
+                  controller=None, link=FastTCLink, build=True)
     spec_files: list[str] = []
+    monitor = None
     try:
         net.start()
+        monitor = fidelity.monitor_for(net).start()
         hosts = [net[f"{HOST}{i}"] for i in range(1, cfg.workers + 1)]
         for h in hosts:
             intf = h.defaultIntf()
@@ -102,18 +114,36 @@ def run(cfg: StarConfig, log=lambda m: None) -> list[dict]:
         spec = {"world": cfg.workers, "master": f"{host_ip(1)}:{PORT}", "baselines": list(cfg.baselines),
                 "seeds": [cfg.seed] * cfg.rounds, "workload": cfg.workload, "scale": cfg.scale,
                 "length": cfg.length, "density": cfg.density, "topk_density": cfg.topk_density,
-                "link_gbps": (cfg.bw or 10_000) / 1000, "deadline": cfg.deadline}
+                "link_gbps": (cfg.bw or 10_000) / 1000, "deadline": cfg.deadline,
+                "delays": {b: heterogeneity.straggler_delays(cfg.straggler, cfg.workers, cfg.compute, cfg.seed,
+                                                             cfg.rounds) for b in cfg.baselines}}
         launch.validate(spec)
-        procs = []
-        for r, h in enumerate(hosts):
-            ifname = h.defaultIntf().name
-            spec_files.append(launch.write_spec({**spec, "ifname": ifname}))
-            procs.append(h.popen(launch.worker_command(spec_files[-1], r), stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                                 env={**os.environ, "GLOO_SOCKET_IFNAME": ifname}))
-        log(f"baselines {', '.join(cfg.baselines)} on {cfg.workers} hosts at {cfg.bw} Mbit/s")
-        return launch.summarize(launch.collect(procs, cfg.deadline + 60), {**spec, "ifname": "per host"})
+        with heterogeneity.CrossTraffic(hosts, flows, lambda r: host_ip(r + 1)) as cross:  # before the ranks
+            procs = []
+            for r, h in enumerate(hosts):
+                ifname = h.defaultIntf().name
+                spec_files.append(launch.write_spec({**spec, "ifname": ifname}))
+                procs.append(h.popen(launch.worker_command(spec_files[-1], r), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                     env={**os.environ, "GLOO_SOCKET_IFNAME": ifname}))
+            log(f"baselines {', '.join(cfg.baselines)} on {cfg.workers} hosts at {cfg.bw} Mbit/s")
+            outputs = launch.collect(procs, cfg.deadline + 60)
+        runs = launch.summarize(outputs, {**spec, "ifname": "per host"})
+        for run in runs:  # each round's verdict over its window, the best round's on the run
+            for rnd in run["rounds"]:
+                if rnd.get("window"):
+                    rnd["fidelity"] = monitor.judge_window(*rnd["window"])
+            best = min(run["rounds"], key=lambda r: r["seconds"])
+            if "fidelity" in best:
+                run["fidelity"] = best["fidelity"]
+                run["fidelity_rounds"] = fidelity.summary([r["fidelity"] for r in run["rounds"] if "fidelity" in r])
+                log(fidelity.verdict_line(f"[{run['mode']}]", run["fidelity"]))
+            if flows:
+                run["cross"] = cross.report
+        return runs
     finally:
+        if monitor is not None:
+            monitor.stop()
         with contextlib.suppress(Exception):
             net.stop()
         cleanup()
