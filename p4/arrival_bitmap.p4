@@ -1,16 +1,22 @@
-/* hina: the slot protocol's state per slot copy: arrival bitmap, counter, offset, phase tag.
- * Same rules as switch_emulator/pipeline.py (arrival_bitmap):
+/* hina: the slot protocol's state per slot copy: arrival bitmap, counter, offset, phase tag, total.
+ * Same rules as switch_emulator/dataplane.py (arrival_bitmap, from_parent):
  * - copy non-empty and (offset or phase tag differs): STALE_RUN.  Within one
  *   run a copy in use holds one chunk, and a worker whose bit is still set
  *   sends there only that chunk again, so the copy holds another run's state:
  *   the packet goes back to its sender flagged STALE_RUN.
- * - sender's bit already set: RESEND if the copy is complete (counter == N),
- *   else DUPLICATE.  The counter, not the bitmap, says "complete" here: the
- *   bitmap of a complete copy loses bits as workers move to the other copy.
+ * - sender's bit already set: RESEND if the copy is complete (counter == the
+ *   children's count) and holds the total (always, on the root), RESEND_UP if
+ *   it is complete but was sent up and no total came back yet (trees), else
+ *   DUPLICATE.  The counter, not the bitmap, says "complete" here: the bitmap
+ *   of a complete copy loses bits as workers move to the other copy.
  * - copy non-empty and complete: STALE (the sender already left it).
  * - otherwise clear the sender's bit in the other copy, set it here; an
- *   empty copy is written (first), a non-empty one combined; COMPLETE when
- *   the bitmap reaches the job's full mask. */
+ *   empty copy is written (first), a non-empty one combined; when the bitmap
+ *   reaches the children's mask: COMPLETE on the root, SEND_UP below it.
+ * Trees, a RESULT from the slot's parent (ingress checked the port): it must
+ * answer this copy (complete, same offset and phase tag), else STALE; a
+ * STALE_RUN refusal goes down as it came (STALE_DOWN); a total is stored
+ * once (TOTAL; a second is a DUPLICATE). */
 #ifndef _HINA_ARRIVAL_BITMAP_P4_
 #define _HINA_ARRIVAL_BITMAP_P4_
 
@@ -21,27 +27,47 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
     register<bit<8>>(HINA_COPIES) arrivals;
     register<bit<32>>(HINA_COPIES) offsets;
     register<bit<16>>(HINA_COPIES) phases;
+    register<bit<8>>(HINA_COPIES) totals;   /* trees: the copy holds the job's total (from the parent) */
 
     apply {
         bit<32> seen;
         bit<8> count;
         bit<32> offset;
         bit<16> phase;
+        bit<8> total;
         bitmap.read(seen, meta.copy);
         arrivals.read(count, meta.copy);
         offsets.read(offset, meta.copy);
         phases.read(phase, meta.copy);
+        totals.read(total, meta.copy);
         meta.first = 0;
-        if (seen != 0 && (offset != hdr.hina.offset || phase != hdr.hina.phase)) {
+        if (hdr.hina.msg_type == MSG_RESULT) {   /* from_parent */
+            if (count != meta.children || offset != hdr.hina.offset || phase != hdr.hina.phase) {
+                meta.verdict = VERDICT_DROP;
+                meta.drop_reason = DROP_STALE;
+            } else if ((hdr.hina.flags & FLAG_STALE_RUN) != 0) {
+                meta.verdict = VERDICT_STALE_DOWN;
+            } else if (total != 0) {
+                meta.verdict = VERDICT_DROP;
+                meta.drop_reason = DROP_DUPLICATE;
+            } else {
+                totals.write(meta.copy, 1);
+                meta.verdict = VERDICT_TOTAL;
+            }
+        } else if (seen != 0 && (offset != hdr.hina.offset || phase != hdr.hina.phase)) {
             meta.verdict = VERDICT_STALE_RUN;
         } else if ((seen & meta.worker_bit) != 0) {
-            if (count == meta.workers) {
-                meta.verdict = VERDICT_RESEND;
+            if (count == meta.children) {
+                if (meta.has_parent == 0 || total != 0) {
+                    meta.verdict = VERDICT_RESEND;
+                } else {
+                    meta.verdict = VERDICT_RESEND_UP;
+                }
             } else {
                 meta.verdict = VERDICT_DROP;
                 meta.drop_reason = DROP_DUPLICATE;
             }
-        } else if (seen != 0 && count == meta.workers) {
+        } else if (seen != 0 && count == meta.children) {
             meta.verdict = VERDICT_DROP;
             meta.drop_reason = DROP_STALE;
         } else {
@@ -53,15 +79,18 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
                 offsets.write(meta.copy, hdr.hina.offset);
                 phases.write(meta.copy, hdr.hina.phase);
                 arrivals.write(meta.copy, 1);
+                totals.write(meta.copy, 0);
             } else {
                 arrivals.write(meta.copy, count + 1);
             }
             seen = seen | meta.worker_bit;
             bitmap.write(meta.copy, seen);
-            if (seen == meta.full_mask) {
-                meta.verdict = VERDICT_COMPLETE;
-            } else {
+            if (seen != meta.full_mask) {
                 meta.verdict = VERDICT_CONSUMED;
+            } else if (meta.has_parent == 1) {
+                meta.verdict = VERDICT_SEND_UP;
+            } else {
+                meta.verdict = VERDICT_COMPLETE;
             }
         }
     }

@@ -47,14 +47,19 @@ const drop_reason_t DROP_DUPLICATE = 11;
 const drop_reason_t DROP_BAD_CHECKSUM = 12;
 const drop_reason_t DROP_NO_ROUTE = 13;
 const drop_reason_t DROP_STALE_RUN = 14;   /* counted, and refused back to the sender */
+const drop_reason_t DROP_NOT_PARENT = 15;  /* a RESULT from a port that is not the slot's parent */
 #define DROP_REASONS 16
 
-/* What the arrival bitmap decided for an UPDATE. */
-typedef bit<3> verdict_t;
+/* What the arrival bitmap decided for an UPDATE, or (trees) for a RESULT from the parent. */
+typedef bit<4> verdict_t;
 const verdict_t VERDICT_DROP = 0;       /* drop_reason says why */
 const verdict_t VERDICT_CONSUMED = 1;   /* combined, copy not complete yet */
 const verdict_t VERDICT_COMPLETE = 2;   /* combined, copy complete: multicast RESULT */
 const verdict_t VERDICT_RESEND = 3;     /* duplicate for a complete copy: unicast RESULT */
 const verdict_t VERDICT_STALE_RUN = 4;  /* the copy holds another run's chunk: refuse to the sender */
+const verdict_t VERDICT_SEND_UP = 5;    /* combined, copy complete, switch has a parent: ONE UPDATE up */
+const verdict_t VERDICT_RESEND_UP = 6;  /* duplicate for a copy sent up, no total yet: the partial up again */
+const verdict_t VERDICT_TOTAL = 7;      /* the parent's RESULT for a copy sent up: store, multicast down */
+const verdict_t VERDICT_STALE_DOWN = 8; /* the parent refused the partial (STALE_RUN): multicast it down */
 
 #endif

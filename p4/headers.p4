@@ -64,10 +64,16 @@ header hina_payload_t {
 struct metadata_t {
     /* from job_config */
     bit<8>  workers;
-    bit<32> full_mask;
+    bit<32> full_mask;      /* the children's bits */
+    bit<8>  children;       /* arrivals that complete a copy */
     bit<16> group;
     bit<16> slot_base;
     bit<16> slot_count;
+    bit<8>  parents;        /* 0: this switch is the job's root */
+    /* from tree_parent (trees) */
+    bit<1>  has_parent;
+    bit<9>  parent_port;
+    bit<8>  member;         /* this switch's member id in the parent's job */
     /* from worker_auth */
     bit<32> worker_bit;
     /* from the arrival bitmap */
@@ -76,7 +82,7 @@ struct metadata_t {
     bit<32> copy;           /* register index of the slot copy: slot * 2 + version */
     /* ingress decisions carried to egress */
     drop_reason_t drop_reason;
-    bit<1>  is_result;      /* a RESULT leaves: rewrite addresses per egress port */
+    bit<1>  is_result;      /* the switch emits a frame (a RESULT, or an UPDATE up): rewrite addresses per egress port */
     bit<1>  is_flood;       /* a broadcast: never back out of its ingress port */
 }
 

@@ -2,8 +2,9 @@
  *
  * The switch sums (ADD), ORs (OR) or takes signed maxima (MAX) of 32-bit
  * words in numbered slots and never knows about compression; the slot
- * protocol is DESIGN.md section 2.  This file only includes and wires the
- * controls; switch_emulator/pipeline.py is the same ingress in Python, and
+ * protocol is DESIGN.md section 2 (aggregation trees: section 4 and
+ * docs/trees.md).  This file only includes and wires the
+ * controls; switch_emulator/dataplane.py is the same ingress in Python, and
  * tests/vectors/ holds the packet test vectors both must pass.
  */
 #include <core.p4>
@@ -22,17 +23,29 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
     counter(DROP_REASONS, CounterType.packets) drops;
     JobConfig() job_config;
     WorkerAuth() worker_auth;
+    TreeParent() tree_parent;
     ArrivalBitmap() arrival_bitmap;
     ValueProcessor() value_processor;
     Forwarding() forwarding;
+
+    /* trees: the copy's words go up to the slot's parent as one UPDATE from this switch's member id */
+    action send_up() {
+        hdr.hina.msg_type = MSG_UPDATE;
+        hdr.hina.worker_id = meta.member;
+        hdr.hina.flags = 0;
+        standard_metadata.egress_spec = meta.parent_port;
+        meta.is_result = 1;
+    }
 
     apply {
         bool hina_port = hdr.udp.isValid() && hdr.udp.dst_port == HINA_PORT;
         bool known_job = false;
         bool allowed = false;
+        bool from_parent = false;
         meta.drop_reason = DROP_NONE;
         meta.is_result = 0;
         meta.is_flood = 0;
+        meta.has_parent = 0;
 
         if (!hdr.ethernet.isValid()) {
             meta.drop_reason = DROP_TRUNCATED;
@@ -42,22 +55,31 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
             meta.drop_reason = DROP_TRUNCATED;
         } else if (standard_metadata.checksum_error == 1) {
             meta.drop_reason = DROP_BAD_CHECKSUM;
-        } else if (hdr.hina.msg_type != MSG_UPDATE) {
+        } else if (hdr.hina.msg_type != MSG_UPDATE && hdr.hina.msg_type != MSG_RESULT) {
             meta.drop_reason = DROP_BAD_MSG_TYPE;
         } else if (hdr.hina.op > OP_MAX) {
             meta.drop_reason = DROP_BAD_OP;
         } else {
+            from_parent = hdr.hina.msg_type == MSG_RESULT;
             job_config.apply(hdr, meta, known_job);
-            if (!known_job) {
+            if (!known_job && from_parent) {
+                meta.drop_reason = DROP_BAD_MSG_TYPE;
+            } else if (!known_job) {
                 meta.drop_reason = DROP_UNKNOWN_JOB;
+            } else if (from_parent && meta.parents == 0) {
+                meta.drop_reason = DROP_BAD_MSG_TYPE;   /* only a switch with a parent takes RESULTs */
             } else if (!hdr.payload.isValid() || hdr.udp.len < HINA_UDP_LENGTH) {
                 meta.drop_reason = DROP_TRUNCATED;
             } else if (hdr.udp.len > HINA_UDP_LENGTH) {
                 meta.drop_reason = DROP_BAD_LENGTH;
-            } else if (hdr.hina.worker_id >= meta.workers) {
+            } else if (!from_parent && hdr.hina.worker_id >= meta.workers) {
                 meta.drop_reason = DROP_BAD_WORKER;
             } else {
-                worker_auth.apply(hdr, meta, standard_metadata, allowed);
+                if (from_parent) {
+                    allowed = true;   /* the parent's port is checked once the slot is known */
+                } else {
+                    worker_auth.apply(hdr, meta, standard_metadata, allowed);
+                }
                 if (!allowed) {
                     meta.drop_reason = DROP_UNAUTHORIZED;
                 } else if (hdr.hina.count > HINA_WORDS) {
@@ -66,29 +88,49 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
                            (bit<16>) hdr.hina.slot >= meta.slot_base + meta.slot_count) {
                     meta.drop_reason = DROP_BAD_SLOT;
                 } else {
-                    meta.copy = ((bit<32>) hdr.hina.slot << 1) | (bit<32>) hdr.hina.version;
-                    arrival_bitmap.apply(hdr, meta);
-                    if (meta.verdict == VERDICT_STALE_RUN) {
-                        drops.count((bit<32>) DROP_STALE_RUN);   /* counted, but the packet goes back */
-                        hdr.hina.msg_type = MSG_RESULT;
-                        hdr.hina.flags = FLAG_STALE_RUN;
-                        standard_metadata.egress_spec = standard_metadata.ingress_port;
-                        meta.is_result = 1;
-                    } else if (meta.verdict == VERDICT_RESEND) {
-                        value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, 0, 1);
-                        hdr.hina.msg_type = MSG_RESULT;
-                        hdr.hina.flags = FLAG_RESEND;
-                        standard_metadata.egress_spec = standard_metadata.ingress_port;
-                        meta.is_result = 1;
-                    } else if (meta.verdict != VERDICT_DROP) {
-                        value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, meta.first, 0);
-                        if (meta.verdict == VERDICT_COMPLETE) {
+                    tree_parent.apply(hdr, meta);
+                    if (from_parent && (meta.has_parent == 0 ||
+                                        standard_metadata.ingress_port != meta.parent_port)) {
+                        meta.drop_reason = DROP_NOT_PARENT;
+                    } else {
+                        meta.copy = ((bit<32>) hdr.hina.slot << 1) | (bit<32>) hdr.hina.version;
+                        arrival_bitmap.apply(hdr, meta);
+                        if (meta.verdict == VERDICT_STALE_RUN) {
+                            drops.count((bit<32>) DROP_STALE_RUN);   /* counted, but the packet goes back */
                             hdr.hina.msg_type = MSG_RESULT;
-                            hdr.hina.flags = 0;
+                            hdr.hina.flags = FLAG_STALE_RUN;
+                            standard_metadata.egress_spec = standard_metadata.ingress_port;
+                            meta.is_result = 1;
+                        } else if (meta.verdict == VERDICT_RESEND) {
+                            value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, 0, 1);
+                            hdr.hina.msg_type = MSG_RESULT;
+                            hdr.hina.flags = FLAG_RESEND;
+                            standard_metadata.egress_spec = standard_metadata.ingress_port;
+                            meta.is_result = 1;
+                        } else if (meta.verdict == VERDICT_RESEND_UP) {
+                            value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, 0, 1);
+                            send_up();
+                        } else if (meta.verdict == VERDICT_TOTAL) {
+                            value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, 1, 0);   /* stored */
+                            hdr.hina.flags = 0;   /* a fresh multicast down, whatever the parent's flags */
                             standard_metadata.mcast_grp = meta.group;
                             meta.is_result = 1;
-                        } else {
-                            mark_to_drop(standard_metadata);   /* consumed: nothing leaves */
+                        } else if (meta.verdict == VERDICT_STALE_DOWN) {
+                            drops.count((bit<32>) DROP_STALE_RUN);   /* counted on every tier it passes */
+                            standard_metadata.mcast_grp = meta.group;
+                            meta.is_result = 1;
+                        } else if (meta.verdict != VERDICT_DROP) {
+                            value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, meta.first, 0);
+                            if (meta.verdict == VERDICT_COMPLETE) {
+                                hdr.hina.msg_type = MSG_RESULT;
+                                hdr.hina.flags = 0;
+                                standard_metadata.mcast_grp = meta.group;
+                                meta.is_result = 1;
+                            } else if (meta.verdict == VERDICT_SEND_UP) {
+                                send_up();
+                            } else {
+                                mark_to_drop(standard_metadata);   /* consumed: nothing leaves */
+                            }
                         }
                     }
                 }

@@ -4,14 +4,18 @@
 
 #include "headers.p4"
 
-/* job_id -> N, full mask (the low N bits), multicast group, slot range. */
+/* job_id -> N, full mask (the children's bits: the low N on a single switch), arrivals that complete a
+ * copy (its popcount), multicast group (the children), slot range, how many parents (0: the root). */
 control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
-    action set_job(bit<8> workers, bit<32> full_mask, bit<16> group, bit<16> slot_base, bit<16> slot_count) {
+    action set_job(bit<8> workers, bit<32> full_mask, bit<8> children, bit<16> group, bit<16> slot_base,
+                   bit<16> slot_count, bit<8> parents) {
         meta.workers = workers;
         meta.full_mask = full_mask;
+        meta.children = children;
         meta.group = group;
         meta.slot_base = slot_base;
         meta.slot_count = slot_count;
+        meta.parents = parents;
     }
     table jobs {
         key = { hdr.hina.job_id: exact; }
@@ -21,6 +25,29 @@ control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
     }
     apply {
         hit = jobs.apply().hit;
+    }
+}
+
+/* Trees: (job, slot) -> the port of the slot's parent and this switch's member id in the parent's job
+ * (the controller spreads slots over spines: slot s's parent is spine s mod S).  No entry: the root. */
+control TreeParent(inout headers_t hdr, inout metadata_t meta) {
+    action set_parent(bit<9> port, bit<8> member) {
+        meta.parent_port = port;
+        meta.member = member;
+        meta.has_parent = 1;
+    }
+    table parents {
+        key = {
+            hdr.hina.job_id: exact;
+            hdr.hina.slot: exact;
+        }
+        actions = { set_parent; NoAction; }
+        default_action = NoAction();
+        size = 8192;
+    }
+    apply {
+        meta.has_parent = 0;
+        parents.apply();
     }
 }
 

@@ -53,8 +53,13 @@ def p4_entries(topo: Topology) -> tuple[list[Entry], dict[int, tuple[int, ...]]]
         if job.slot_base + job.slots > P4_SLOTS:
             raise ValueError(f"job {job.job_id}: slots end at {job.slot_base + job.slots}, the P4 program has {P4_SLOTS}")
         entries.append(Entry("jobs", {"hdr.hina.job_id": str(job.job_id)}, "set_job", {
-            "workers": str(job.workers), "full_mask": str(job.full_mask), "group": str(job_group(job.job_id)),
-            "slot_base": str(job.slot_base), "slot_count": str(job.slots)}))
+            "workers": str(job.workers), "full_mask": str(job.full_mask), "children": str(job.children),
+            "group": str(job_group(job.job_id)), "slot_base": str(job.slot_base), "slot_count": str(job.slots),
+            "parents": str(len(job.parents))}))
+        for slot in range(job.slot_base, job.slot_base + job.slots) if job.parents else ():  # trees
+            parent = job.parent_of(slot)
+            entries.append(Entry("parents", {"hdr.hina.job_id": str(job.job_id), "hdr.hina.slot": str(slot)},
+                                 "set_parent", {"port": str(parent.source), "member": str(parent.worker_id)}))
         for m in job.members:
             entries.append(Entry("workers", {"hdr.hina.job_id": str(job.job_id), "hdr.hina.worker_id": str(m.worker_id),
                                              "standard_metadata.ingress_port": str(m.source)},
@@ -163,14 +168,15 @@ class Bmv2Target:
         raise ControlError(f"could not read register {name}[{index}]: {out.strip()}")
 
     def reset_job(self, job_id: int) -> None:
-        """Empty every copy of a job's slots: bitmap and arrival counter to zero."""
+        """Empty every copy of a job's slots: bitmap, arrival counter and total flag to zero."""
         if self._topology is None:
             raise ControlError("configure the switch first")
         job = next((j for j in self._topology.jobs if j.job_id == job_id), None)
         if job is None:
             raise ControlError(f"no job {job_id} in the configured topology")
         copies = range(2 * job.slot_base, 2 * (job.slot_base + job.slots))
-        self.cli([f"register_write {self._register(r)} {i} 0" for r in ("bitmap", "arrivals") for i in copies])
+        self.cli([f"register_write {self._register(r)} {i} 0" for r in ("bitmap", "arrivals", "totals")
+                  for i in copies])
 
     def _register(self, short: str) -> str:
         return self._name("registers", short)

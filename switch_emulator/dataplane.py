@@ -315,6 +315,7 @@ def _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_
     slot = (pool_index & 0x7FFF) - meta[j, SLOT_BASE]
     if slot < 0 or slot >= meta[j, SLOTS]:
         return _drop(meta, counts, j, BAD_SLOT)
+    # tree_parent: the slot's parent, the only source a RESULT is taken from
     if source != auth[j, MAX_WORKERS + (pool_index & 0x7FFF) % meta[j, PARENTS]]:
         return _drop(meta, counts, j, NOT_PARENT)
     local = 2 * slot + (pool_index >> 15)

@@ -27,8 +27,11 @@ def test_p4_entries_cover_jobs_workers_macs_and_rewrites():
     for e in entries:
         by_table.setdefault(e.table, []).append(e)
     assert [e.params for e in by_table["jobs"]] == [
-        {"workers": "3", "full_mask": "7", "group": str(job_group(1)), "slot_base": "0", "slot_count": "4"},
-        {"workers": "2", "full_mask": "3", "group": str(job_group(2)), "slot_base": "4", "slot_count": "4"}]
+        {"workers": "3", "full_mask": "7", "children": "3", "group": str(job_group(1)), "slot_base": "0",
+         "slot_count": "4", "parents": "0"},
+        {"workers": "2", "full_mask": "3", "children": "2", "group": str(job_group(2)), "slot_base": "4",
+         "slot_count": "4", "parents": "0"}]
+    assert "parents" not in by_table  # no tree: every switch is its jobs' root
     auth = {(e.match["hdr.hina.job_id"], e.match["hdr.hina.worker_id"], e.match["standard_metadata.ingress_port"]):
             e.params["worker_bit"] for e in by_table["workers"]}
     assert auth == {("1", "0", "1"): "1", ("1", "1", "2"): "2", ("1", "2", "3"): "4",
@@ -39,6 +42,19 @@ def test_p4_entries_cover_jobs_workers_macs_and_rewrites():
     assert by_table["hosts"][1].params == {"switch_mac": "02:00:00:00:00:fe", "switch_ip": "10.0.0.254",
                                            "host_mac": "02:00:00:00:00:02", "host_ip": "10.0.0.2"}
     assert groups == {FLOOD_GROUP: (1, 2, 3, 4), job_group(1): (1, 2, 3), job_group(2): (4, 1)}
+
+
+def test_p4_entries_of_a_leaf_spread_its_slots_over_the_spines():
+    """The tree vectors' leaf: children 0 and 1 of 4, spines on ports 5 (even slots) and 6 (odd)."""
+    leaf = Topology.from_config(json.loads((VECTOR.parent / "tree_complete_forward_up.json").read_text())["topology"])
+    entries, groups = p4_entries(leaf)
+    job = next(e for e in entries if e.table == "jobs")
+    assert (job.params["workers"], job.params["full_mask"], job.params["children"], job.params["parents"]) == \
+        ("4", "3", "2", "2")
+    parents = {e.match["hdr.hina.slot"]: e.params for e in entries if e.table == "parents"}
+    assert parents == {"0": {"port": "5", "member": "0"}, "1": {"port": "6", "member": "0"},
+                       "2": {"port": "5", "member": "0"}, "3": {"port": "6", "member": "0"}}
+    assert groups[job_group(1)] == (1, 2)  # RESULTs go down to the children only
 
 
 def test_p4_target_refuses_jobs_it_cannot_hold():
