@@ -155,3 +155,69 @@ def test_a_dense_run_at_100_mbits_is_judged_network_bound_and_its_counters_moved
     assert all(moved[f"hw{i}->hsw"] > 5e6 and moved[f"hsw->hw{i}"] > 5e6 for i in (1, 2)), moved
     assert any(name.startswith("switch_emulator") for name in fid["cpu"]), fid["cpu"]
     assert any(name.startswith("host.cli worker on hw2") for name in fid["cpu"]), fid["cpu"]
+
+
+# --- heterogeneity flags (mininet/heterogeneity.py) --------------------------------------------------------
+
+import numpy as np  # noqa: E402
+
+import heterogeneity  # noqa: E402
+
+
+def test_straggler_specs_give_seeded_delays():
+    one = heterogeneity.Straggler.parse("rank3:+50%")
+    assert one.delays(4, 1000.0, np.random.default_rng(0)).tolist() == [0.0, 0.0, 0.0, 0.5]
+    assert heterogeneity.Straggler.parse("rank1:+200ms").delays(3, 0.0, None).tolist() == [0.0, 0.2, 0.0]
+    a = heterogeneity.straggler_delays("lognormal:0.5", 8, 100.0, seed=7, rounds=3)
+    assert a == heterogeneity.straggler_delays("lognormal:0.5", 8, 100.0, seed=7, rounds=3)  # fixed seed
+    assert a[0] != a[1] and all(min(r) == 0.0 and max(r) > 0 for r in a)  # the quickest starts at once
+    u = heterogeneity.straggler_delays("uniform:50%", 4, 1000.0, seed=1, rounds=2)
+    assert all(0 <= d <= 0.5 for r in u for d in r)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("rank3+50%", "straggler must be one of rankR:+P%, rankR:+Nms, lognormal:SIGMA or uniform:P%, got 'rank3+50%'"),
+    ("lognormal:x", "straggler must be one of"),
+])
+def test_a_bad_straggler_is_named(text, message):
+    with pytest.raises(ValueError, match=message.replace("+", r"\+").replace("(", r"\(")):
+        heterogeneity.Straggler.parse(text)
+
+
+def test_straggler_checks_rank_and_compute():
+    with pytest.raises(ValueError, match="rank 4 is not one of the 4 workers"):
+        heterogeneity.Straggler.parse("rank4:+10ms").check(4, 0.0)
+    with pytest.raises(ValueError, match="give --compute MS > 0"):
+        heterogeneity.Straggler.parse("rank1:+50%").check(4, 0.0)
+
+
+def test_link_overrides_and_flows():
+    assert heterogeneity.per_rank_links("1=50,3=20", "3=5", 4) == {1: {"bw": 50.0}, 3: {"bw": 20.0, "delay": "5.0ms"}}
+    with pytest.raises(ValueError, match="host_bw 4=50: needs a rank below 4"):
+        heterogeneity.per_rank_links("4=50", None, 4)
+    with pytest.raises(ValueError, match="host_bw must be RANK=VALUE"):
+        heterogeneity.per_rank_links("1:50", None, 4)
+    assert heterogeneity.Flow.parse("1>0@50") == heterogeneity.Flow(1, 0, 50.0)
+    with pytest.raises(ValueError, match="cross must be SRC>DST"):
+        heterogeneity.Flow.parse("1>1")
+    with pytest.raises(ValueError, match="ranks must be below the 2 workers"):
+        heterogeneity.flows(["2>0"], 2)
+
+
+@pytest.mark.skipif(SKIP is not None, reason=f"Mininet experiment: {SKIP}")
+def test_a_straggler_makes_the_others_wait_and_cross_traffic_flows():
+    """Rank 1 starts 1 s late: the round lasts at least that long, rank 0 waited most of it (less what a
+    loaded machine took to wake it); an
+    iperf3 flow 1>0 carried bytes through the emulator while the aggregation ran, and is judged."""
+    cfg = hina_net.ExperimentConfig(workers=2, bw=100.0, length=200_000, density=1.0, modes=("dense",),
+                                    ping=False, deadline=60.0, straggler="rank1:+1000ms", cross=("1>0@20",))
+    results = hina_net.Experiment(cfg, log=lambda m: None).run()
+    (run,) = results["runs"]
+    assert run["exact"], run
+    w0, w1 = run["workers"]
+    assert (w0["delay"], w1["delay"]) == (0.0, 1.0)
+    assert run["seconds"] >= 1.0 + w1["seconds"] - 1e-6 and w1["waited"] == 0.0
+    assert w0["waited"] >= 0.5, run["workers"]  # rank 0 sat on its slots until rank 1 began
+    (flow,) = results["cross"]
+    assert flow["bytes"] > 1e6, flow  # iperf3's own count: > 0.4 s at 20 Mbit/s
+    assert any(name.startswith("iperf3 on hw2") for name in run["fidelity"]["cpu"]), run["fidelity"]["cpu"]
