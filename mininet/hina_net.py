@@ -485,8 +485,9 @@ def _per_worker(reports: list[dict], delays) -> list[dict]:
     others (beyond the worker that needed least: the last to start, when one straggles)."""
     own = [x.get("seconds") for x in reports]
     least = min((s for s in own if s is not None), default=0.0)
-    return [{"rank": r, "delay": float(d), "seconds": s, "waited": None if s is None else s - least}
-            for r, (d, s) in enumerate(zip(delays, own))]
+    return [{"rank": r, "delay": float(d), "seconds": s, "waited": None if s is None else s - least,
+             **({"window": x["window"]} if "window" in x else {})}  # a traced worker's (benchmarks/cross_traffic.py)
+            for r, (d, s, x) in enumerate(zip(delays, own, reports))]
 
 
 def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: ExperimentConfig,
