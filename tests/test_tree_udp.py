@@ -1,0 +1,109 @@
+"""Aggregation trees on real emulators: UDP switches on loopback cabled as a `Fabric` (leaves, spines),
+real workers joining their leaf, every codec mode, exact and bit-identical to the star, under loss on
+every hop; and the fabric's shares themselves."""
+
+import json
+
+import numpy as np
+import pytest
+
+import codec
+from helpers import dense_fixed_sum, run_threads, sparse_gradients
+from host import JobSpec, UdpTransport, Worker
+from switch_emulator import JobConfig, Member
+from switch_emulator.controller import p4_entries
+from switch_emulator.fabric import Fabric, TreeJob
+
+
+def test_leafspine_shares():
+    fab = Fabric.leafspine(4, 2, 2)
+    job = TreeJob(7, 32, 0, 8, tuple(f"h{i + 1}" for i in range(8)))
+    shares = fab.shares(job)
+    assert set(shares) == {"l1", "l2", "l3", "l4", "s1", "s2"}
+    l2 = shares["l2"]  # hosts h3, h4 (ranks 2, 3) on ports 1, 2; spines on ports 3 and 4; member id 1
+    assert (l2.workers, l2.mask, l2.members) == (8, 0b1100, (Member(2, 1), Member(3, 2)))
+    assert l2.parents == (Member(1, 3), Member(1, 4)) and l2.parent_of(5) == Member(1, 4)
+    s2 = shares["s2"]  # leaves l1..l4 (member ids 0..3) on its ports 1..4, the root of odd slots
+    assert (s2.mask, s2.parents, s2.members) == (0b1111, (), tuple(Member(i, i + 1) for i in range(4)))
+    topos = fab.topologies([job])
+    assert [h.port for h in topos["l2"].hosts] == [1, 2, 3, 4]
+    assert topos["l2"].host_on(3).mac == fab.switch("s1").mac  # partials up are addressed to the spine
+    entries, groups = p4_entries(topos["l2"])  # BMv2 takes the same share
+    assert sum(e.table == "parents" for e in entries) == 8
+    assert Fabric.from_config(json.loads(json.dumps(fab.to_config()))) == fab
+
+
+def test_a_star_fabric_is_one_root_and_a_job_on_one_leaf_is_rooted_there():
+    star = Fabric.star(3).shares(TreeJob(1, 32, 0, 4, ("h1", "h2", "h3")))
+    assert list(star) == ["l1"] and star["l1"].parents == () and star["l1"].mask == 0b111
+    local = Fabric.leafspine(2, 1, 2).shares(TreeJob(1, 32, 0, 4, ("h3", "h4")))
+    assert list(local) == ["l2"] and local["l2"].parents == ()  # never crosses an uplink
+
+
+def test_bad_fabrics_and_jobs_are_refused():
+    fab = Fabric.leafspine(2, 1, 2)
+    with pytest.raises(ValueError, match="no host 'h9'"):
+        fab.shares(TreeJob(1, 32, 0, 4, ("h1", "h9")))
+    with pytest.raises(ValueError, match="ports used twice"):
+        Fabric(fab.switches, fab.hosts, fab.links + fab.links[:1])
+    with pytest.raises(ValueError, match="at least|leaves >= 1"):
+        Fabric.leafspine(2, 0, 2)
+    with pytest.raises(ValueError, match="unknown fabric fields"):
+        Fabric.from_config({**fab.to_config(), "extra": 1})
+
+
+def udp_tree(make_switch, fab, job, **impair):
+    """One UDP emulator per switch of `fab`, each given its share of `job` with ports turned into the
+    neighbours' data addresses; returns (switches by name, the leaf each worker rank joins)."""
+    switches = {s.name: make_switch(**impair) for s in fab.switches}
+    shares = fab.shares(job)
+    link_to = {}  # (switch, port) -> the switch on the other end
+    for ln in fab.links:
+        link_to[ln.a, ln.a_port], link_to[ln.b, ln.b_port] = ln.b, ln.a
+    for name, cfg in shares.items():
+        members = tuple(Member(m.worker_id, switches[link_to[name, m.source]].data_address)
+                        for m in cfg.members if (name, m.source) in link_to)  # hosts join by themselves
+        parents = tuple(Member(m.worker_id, switches[link_to[name, m.source]].data_address) for m in cfg.parents)
+        switches[name].pipeline.add_job(JobConfig(cfg.job_id, cfg.workers, cfg.words, cfg.slot_base, cfg.slots,
+                                                  members, mask=cfg.mask, parents=parents))
+    return switches, [fab.host(w).switch for w in job.workers]
+
+
+def run_on(switches, leaf_of, spec, params, grads, deadline=20.0):
+    transports = [UdpTransport(switches[leaf_of[r]].data_address) for r in range(len(grads))]
+    for r, t in enumerate(transports):
+        switches[leaf_of[r]].pipeline.join(spec.switch_config(len(grads)), Member(r, t.address))
+    workers = [Worker(t, spec, r, deadline=deadline) for r, t in enumerate(transports)]
+    try:
+        return run_threads(workers, params, grads), workers
+    finally:
+        for t in transports:
+            t.close()
+
+
+@pytest.mark.parametrize("mode", codec.MODES)
+@pytest.mark.parametrize("shape,loss", [((2, 1, 2), 0.0), ((2, 1, 2), 0.01), ((4, 2, 2), 0.01)],
+                         ids=["2leaf-1spine", "2leaf-1spine-loss", "4leaf-2spine-loss"])
+def test_every_mode_through_a_tree_is_the_stars_words(make_switch, mode, shape, loss):
+    leaves, spines, per_leaf = shape
+    n = leaves * per_leaf
+    spec = JobSpec(job_id=3, words=64, slots=8)
+    grads = sparse_gradients(np.random.default_rng(n + leaves), n, 20_011, 0.05)
+    params = codec.CodecParams(length=20_011, workers=n, mode=mode)
+    fab = Fabric.leafspine(leaves, spines, per_leaf)
+    job = TreeJob(3, 64, 0, 8, tuple(h.name for h in fab.hosts))
+    impair = dict(drop=loss, seed=n) if loss else {}
+    switches, leaf_of = udp_tree(make_switch, fab, job, **impair)
+    tree, workers = run_on(switches, leaf_of, spec, params, grads)
+    star_sw = make_switch()
+    star, _ = run_on({"l1": star_sw}, ["l1"] * n, spec, params, grads)
+    for w in range(n):
+        assert isinstance(tree[w], codec.WorkerResult), tree[w]
+        assert tree[w].fixed.tobytes() == star[w].fixed.tobytes(), f"worker {w}"
+        assert np.array_equal(tree[w].fixed, dense_fixed_sum(grads, tree[w].shift))
+    jobs = {name: sw.pipeline.jobs[3] for name, sw in switches.items()}
+    leaf_names = [f"l{i + 1}" for i in range(leaves)]
+    assert all(jobs[lf].sent_up > 0 and jobs[lf].results == jobs[lf].sent_up for lf in leaf_names)
+    assert all(jobs[f"s{k + 1}"].results > 0 for k in range(spines))  # every spine rooted its slots
+    if loss:
+        assert sum(jobs[lf].resent_up for lf in leaf_names) + sum(w.stats["retransmissions"] for w in workers) > 0
