@@ -103,11 +103,12 @@ def missing_requirements(switch: str = "emulator") -> str | None:
 
 def cleanup() -> None:
     """Remove what a crashed run of ours may have left: only our switch, host shells and links."""
-    subprocess.run(["pkill", "-f", f"switch_emulator.*--raw=[0-9]+={SWITCH}-eth"], capture_output=True)
-    subprocess.run(["pkill", "-f", f"simple_switch_grpc.*@{SWITCH}-eth"], capture_output=True)
+    # {SWITCH}-eth: the star's switch; {SWITCH}<leaf or spine>-eth: a tree's (mininet/topo.py)
+    subprocess.run(["pkill", "-f", f"switch_emulator.*--raw=[0-9]+={SWITCH}[a-z0-9]*-eth"], capture_output=True)
+    subprocess.run(["pkill", "-f", f"simple_switch_grpc.*@{SWITCH}[a-z0-9]*-eth"], capture_output=True)
     subprocess.run(["pkill", "-f", f"mininet:{HOST}[0-9]+$"], capture_output=True)
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    for name in set(re.findall(rf"\d+: ({SWITCH}-eth\d+)[@:]", links)):
+    for name in set(re.findall(rf"\d+: ({SWITCH}[a-z0-9]*-eth\d+)[@:]", links)):
         subprocess.run(["ip", "link", "del", name], capture_output=True)
 
 
@@ -322,7 +323,7 @@ class Experiment:
         per_rank = cfg.per_rank_links()
         if any("delay" in o for o in per_rank.values()) and not self.netem:
             raise RuntimeError("--host-delay needs tc netem, which this kernel lacks")
-        self.net = Mininet(topo=StarTopo(workers=cfg.workers, link=link, per_rank=per_rank), switch=switch_cls,
+        self.net = Mininet(topo=self._topo(link, per_rank), switch=switch_cls,
                            controller=None, link=FastTCLink, autoSetMacs=False, autoStaticArp=False, build=True)
         try:
             self.net.start()
@@ -349,6 +350,10 @@ class Experiment:
             if self.monitor is not None:
                 self.monitor.stop()
             self.stop()
+
+    def _topo(self, link: dict, per_rank: dict[int, dict]) -> Topo:
+        """The network to build (a subclass builds another shape: mininet/topo.py's trees)."""
+        return StarTopo(workers=self.cfg.workers, link=link, per_rank=per_rank)
 
     def stop(self) -> None:
         if self.net is not None:
