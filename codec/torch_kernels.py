@@ -218,8 +218,9 @@ class TorchKernels:
 
     @staticmethod
     def sync() -> None:
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
+        """Wait for this thread's current CUDA stream (not the whole device: backward may be running)."""
+        if torch.cuda.is_initialized():
+            torch.cuda.current_stream().synchronize()
 
     # -- bitmaps ---------------------------------------------------------------------------------
     @staticmethod

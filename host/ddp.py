@@ -16,8 +16,16 @@ launches them (the same order on every rank) while backward goes on
 computing the next ones; buckets do not overlap each other, because one
 Worker's slots carry one transfer at a time.  Every rank decodes the same
 fixed-point sum and divides it by the world size identically, so every rank
-holds the same bits.  CUDA buckets are copied to pinned host memory and
-back.  A bucket the codec refuses (NaN or Inf) or that does not complete
+holds the same bits.
+
+Where a bucket lives decides where it is encoded, with nothing to set: a
+CUDA bucket is encoded and decoded on its GPU by the codec's torch kernels
+(`codec.torch_kernels`, the same words as the numba codec's in every
+round), so only the encoded words cross to host memory for the sender
+and only the aggregates' words come back; the average is written into
+the bucket in place on the GPU.  A CPU bucket takes the numba codec on
+its memory, as numpy.  Both paths round the average to the bucket's
+dtype identically (float16 once from float64, as numpy does).  A bucket the codec refuses (NaN or Inf) or that does not complete
 by the deadline fails its Future with `BucketError` naming the bucket, so
 `loss.backward()` raises in the training script; the hook then refuses
 every later bucket at once (the job's slots are mid-transfer on the other
@@ -28,6 +36,7 @@ This module imports torch; `import host` does not (`host.SwitchAllreduce` loads 
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -37,6 +46,7 @@ import numpy as np
 import torch
 
 import codec
+from codec.torch_kernels import to_float16
 
 from .agent import Worker
 from .job import JobSpec
@@ -46,6 +56,12 @@ __all__ = ["BucketError", "SwitchAllreduce", "switch_allreduce_hook"]
 
 # bucket dtypes the codec takes as they are; bfloat16 goes through a float32 copy (exact: a widening)
 _NUMPY_DTYPES = {torch.float16: "float16", torch.float32: "float32", torch.float64: "float64"}
+
+
+def _on_device(tensor: torch.Tensor) -> bool:
+    """Is this bucket encoded where it lives, by the torch kernels?  CUDA buckets are; CPU buckets take
+    the numba codec (tests route CPU buckets through the device path by replacing this function)."""
+    return tensor.is_cuda
 
 
 class BucketError(RuntimeError):
@@ -68,7 +84,7 @@ class SwitchAllreduce:
         self.mode, self.group, self.link_gbps = mode, group, link_gbps
         self._transport_owned = transport_owned
         self._params: dict[tuple[int, str], codec.CodecParams] = {}
-        self._buffers: dict[int, dict[str, Any]] = {}  # per bucket index: the int32 sum, host copies
+        self._buffers: dict[int, dict[str, Any]] = {}  # per bucket index: the int32 sum, a float32 copy, a stream
         self._queue: queue.Queue = queue.Queue()
         self._step = 0
         self._current: list[dict[str, Any]] = []
@@ -117,9 +133,7 @@ class SwitchAllreduce:
         tensor, index, last = bucket.buffer(), bucket.index(), bucket.is_last()
         item = {"step": self._step, "index": index, "last": last, "tensor": tensor, "future": fut,
                 "submitted": time.perf_counter(), "event": None}
-        if tensor.is_cuda:  # start the copy to pinned host memory now, on the stream that produced the bucket
-            bufs = self._bucket_buffers(index, tensor.numel(), tensor.dtype, True)
-            bufs["host"].copy_(tensor, non_blocking=True)
+        if tensor.is_cuda:  # the point on the stream that produced the bucket after which it holds the gradient
             item["event"] = torch.cuda.Event()
             item["event"].record()
         if last:
@@ -152,33 +166,18 @@ class SwitchAllreduce:
     def _aggregate(self, item: dict[str, Any]) -> dict[str, Any]:
         tensor = item["tensor"]
         n = tensor.numel()
-        bufs = self._bucket_buffers(item["index"], n, tensor.dtype, tensor.is_cuda)
-        staged = tensor  # where the bucket's values are on the host: the bucket itself, or its pinned copy
-        if item["event"] is not None:
-            item["event"].synchronize()
-            staged = bufs["host"]
-        work = staged if staged.dtype in _NUMPY_DTYPES else bufs["wide"]  # bfloat16: a float32 copy
-        if work is not staged:
-            work.copy_(staged)
-        grad = work.detach().numpy().reshape(-1)
-        params = self._codec_params(n, _NUMPY_DTYPES[work.dtype])
+        on_device = _on_device(tensor)
+        bufs = self._bucket_buffers(item["index"], tensor, on_device)
         start = time.perf_counter()
         before = self.worker.stats.copy()
-        result = self.worker.aggregate(params, grad, out=bufs["fixed"])
+        if on_device:
+            result, average = self._aggregate_on_device(item, bufs)
+        else:
+            result, average = self._aggregate_on_host(item, bufs)
         stats = self.worker.stats - before
         network = sum(self.worker.phase_seconds.values())
-        t0 = time.perf_counter()
-        # the average, the same bits on every rank: S * (2**-s / N) in float64 (IEEE: the same product
-        # everywhere; exact for N a power of two), rounded once to the bucket's dtype, in one pass
-        np.multiply(result.fixed, np.float64(2.0 ** -result.shift / self.world_size), out=grad, casting="unsafe")
-        if work is not staged:
-            staged.copy_(work)
-        if staged is not tensor:  # back to the GPU, finished before the Future says so
-            with torch.cuda.device(tensor.device), torch.cuda.stream(bufs["stream"]):
-                tensor.copy_(staged, non_blocking=True)
-                bufs["stream"].synchronize()
-        average = time.perf_counter() - t0
         return {"index": item["index"], "elements": n, "dtype": str(tensor.dtype).replace("torch.", ""),
+                "path": "device" if on_device else "host",
                 "encoding": result.encoding, "group": result.group, "rounds": result.rounds,
                 "bytes": int(sum(result.bytes_sent.values())), "wire_bytes": int(stats["bytes"]),
                 "retransmissions": int(stats["retransmissions"]),
@@ -187,16 +186,68 @@ class SwitchAllreduce:
                 "seconds": time.perf_counter() - start, "queued": start - item["submitted"],
                 "submitted": item["submitted"], "done": time.perf_counter()}
 
-    def _bucket_buffers(self, index: int, n: int, dtype: torch.dtype, cuda: bool) -> dict[str, Any]:
+    def _aggregate_on_host(self, item: dict[str, Any], bufs: dict[str, Any]):
+        """The numba codec on the bucket's memory (a CPU tensor) as numpy; the average written in place."""
+        tensor = item["tensor"]
+        work = tensor if tensor.dtype in _NUMPY_DTYPES else bufs["wide"]  # bfloat16: a float32 copy
+        if work is not tensor:
+            work.copy_(tensor)
+        grad = work.detach().numpy().reshape(-1)
+        params = self._codec_params(tensor.numel(), _NUMPY_DTYPES[work.dtype])
+        result = self.worker.aggregate(params, grad, out=bufs["fixed"])
+        t0 = time.perf_counter()
+        # the average, the same bits on every rank: S * (2**-s / N) in float64 (IEEE: the same product
+        # everywhere; exact for N a power of two), rounded once to the bucket's dtype, in one pass
+        np.multiply(result.fixed, np.float64(2.0 ** -result.shift / self.world_size), out=grad, casting="unsafe")
+        if work is not tensor:
+            tensor.copy_(work)
+        return result, time.perf_counter() - t0
+
+    def _aggregate_on_device(self, item: dict[str, Any], bufs: dict[str, Any]):
+        """The torch codec where the bucket lives: only words cross to the host; the average written in place.
+
+        On CUDA the work runs on the bucket's own side stream, after the point where backward finished
+        the bucket, and is complete before the Future says so.
+        """
+        tensor = item["tensor"]
+        stream = bufs.get("stream")
+        context = (torch.cuda.device(tensor.device), torch.cuda.stream(stream)) if stream is not None else ()
+        with contextlib.ExitStack() as stack:
+            for ctx in context:
+                stack.enter_context(ctx)
+            if item["event"] is not None:
+                stream.wait_event(item["event"])
+            flat = tensor.detach().view(-1)
+            grad = flat if flat.dtype in _NUMPY_DTYPES else flat.to(torch.float32)  # bfloat16: exact widening
+            params = self._codec_params(flat.numel(), _NUMPY_DTYPES[grad.dtype])
+            result = self.worker.aggregate(params, grad, out=bufs["fixed"])
+            t0 = time.perf_counter()
+            # the host path's arithmetic: S * (2**-s / N) in float64, rounded once to the bucket's dtype
+            # (float16 through to_float16: torch's own cast would round twice); bfloat16 via float32, as there
+            average = result.fixed.to(torch.float64) * (2.0 ** -result.shift / self.world_size)
+            if flat.dtype == torch.float16:
+                average = to_float16(average)
+            elif flat.dtype == torch.bfloat16:
+                average = average.to(torch.float32)
+            flat.copy_(average)
+            if stream is not None:
+                stream.synchronize()
+        return result, time.perf_counter() - t0
+
+    def _bucket_buffers(self, index: int, tensor: torch.Tensor, on_device: bool) -> dict[str, Any]:
         """Buffers reused step after step (DDP rebuilds its buckets once, after the first step)."""
+        n, dtype, device = tensor.numel(), tensor.dtype, tensor.device
         bufs = self._buffers.get(index)
-        if bufs is None or (bufs["n"], bufs["dtype"], bufs["cuda"]) != (n, dtype, cuda):
-            bufs = {"n": n, "dtype": dtype, "cuda": cuda, "fixed": np.empty(n, dtype=np.int32)}
-            if cuda:
-                bufs["host"] = torch.empty(n, dtype=dtype, pin_memory=True)
-                bufs["stream"] = torch.cuda.Stream()
-            if dtype not in _NUMPY_DTYPES:
-                bufs["wide"] = torch.empty(n, dtype=torch.float32)
+        if bufs is None or (bufs["n"], bufs["dtype"], bufs["device"], bufs["on_device"]) != (n, dtype, device, on_device):
+            bufs = {"n": n, "dtype": dtype, "device": device, "on_device": on_device}
+            if on_device:  # the sum stays where the bucket is
+                bufs["fixed"] = torch.empty(n, dtype=torch.int32, device=device)
+                if tensor.is_cuda:
+                    bufs["stream"] = torch.cuda.Stream(device=device)
+            else:
+                bufs["fixed"] = np.empty(n, dtype=np.int32)
+                if dtype not in _NUMPY_DTYPES:
+                    bufs["wide"] = torch.empty(n, dtype=torch.float32)
             self._buffers[index] = bufs
         return bufs
 
@@ -236,7 +287,8 @@ class SwitchAllreduce:
     def pop_step(self) -> dict[str, Any] | None:
         """The oldest finished step's report (after `backward()` returned), or None.
 
-        Keys: step, buckets (one dict each: index, elements, dtype, encoding, group, rounds, bytes
+        Keys: step, buckets (one dict each: index, elements, dtype, path ("device": the torch codec where
+        the bucket lives, a CUDA bucket; "host": the numba codec on a CPU bucket), encoding, group, rounds, bytes
         (codec payload), wire_bytes (hina headers and retransmissions included), retransmissions,
         encode, network, decode, seconds, queued, and perf_counter times submitted and done), their
         totals bytes, wire_bytes, retransmissions, encode, network, decode, span (first bucket

@@ -95,23 +95,26 @@ def test_nan_bucket_refused_and_every_rank_raises_naming_it(train_ddp, switch):
     assert switch.pipeline.counters()["jobs"][4]["updates"] > 0  # step 0 went through
 
 
+class Bucket:
+    """What DDP hands a communication hook (torch.distributed.GradBucket), for hooks driven by hand."""
+
+    def __init__(self, tensor, index, last):
+        self._t, self._i, self._last = tensor, index, last
+
+    def buffer(self):
+        return self._t
+
+    def index(self):
+        return self._i
+
+    def is_last(self):
+        return self._last
+
+
 def test_hook_averages_buckets_of_each_dtype(torch, switch):
     """One rank, fake buckets: float32/float64 in place, bfloat16 through float32; reports per step."""
     from host import JobSpec
     from host.ddp import SwitchAllreduce, switch_allreduce_hook
-
-    class Bucket:
-        def __init__(self, tensor, index, last):
-            self._t, self._i, self._last = tensor, index, last
-
-        def buffer(self):
-            return self._t
-
-        def index(self):
-            return self._i
-
-        def is_last(self):
-            return self._last
 
     rng = np.random.default_rng(0)
     with SwitchAllreduce.connect(switch.data_address, 0, 1, control=switch.control_address,
@@ -142,3 +145,75 @@ def test_import_host_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "host.SwitchAllreduce needs PyTorch" in out.stdout
+
+
+def _three_ranks(torch, switch, job_id, slot_base, buckets_per_rank):
+    """Three hooks in one process, one job: every rank's buckets through the switch; each rank's reports."""
+    from host import JobSpec
+    from host.ddp import SwitchAllreduce, switch_allreduce_hook
+
+    states = [SwitchAllreduce.connect(switch.data_address, rank, 3, control=switch.control_address,
+                                      job=JobSpec(job_id=job_id, words=64, slot_base=slot_base, slots=8), deadline=10.0, link_gbps=0.1)
+              for rank in range(3)]
+    try:
+        futures = [[switch_allreduce_hook(state, Bucket(b, i, i == len(buckets) - 1)) for i, b in enumerate(buckets)]
+                   for state, buckets in zip(states, buckets_per_rank)]
+        for rank in futures:
+            for fut in rank:
+                fut.wait()
+        return [state.pop_step() for state in states]
+    finally:
+        for state in states:
+            state.close()
+
+
+@pytest.mark.parametrize("device_ranks", [(0, 1, 2), (1,)], ids=["all-device", "mixed"])
+def test_device_path_averages_to_the_host_path_s_bits(torch, switch, monkeypatch, device_ranks):
+    """The hook's device path (the torch codec where the bucket lives: CUDA buckets; here CPU buckets routed
+    through it) leaves every bucket with the bits the host path (numba) leaves: float16 rounded once, bfloat16
+    through float32, 3 ranks so 1/N is inexact.  Mixed: rank 1 on the device path, the others on the host's."""
+    import host.ddp
+
+    rng = np.random.default_rng(3)
+    sizes = ((200_000, torch.float16), (3000, torch.float32), (1000, torch.float64), (2000, torch.bfloat16),
+             (50_000, torch.float32))
+    values = []
+    for r in range(3):
+        rank = []
+        for n, dtype in sizes:
+            if dtype == torch.float16:  # dense: one large value and two small ones at every element
+                v = rng.uniform(-1000, 1000, n) * (1.0 if r == 0 else 10.0 ** rng.uniform(-8, -3, n))
+            else:
+                v = np.where(rng.random(n) < 0.05, rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3, n), 0.0)
+            rank.append(torch.from_numpy(v).to(dtype))
+        values.append(rank)
+    # the float16 averages include some where rounding through float32 (torch's cast) differs from rounding
+    # once (numpy's): the device path must round them as the host path does
+    import codec
+
+    halves = codec.simulate_allreduce([rank[0].numpy() for rank in values], mode="dense")
+    average = halves.fixed.astype(np.float64) * (2.0 ** -halves.shift / 3)
+    assert (torch.from_numpy(average).to(torch.float16).numpy() != average.astype(np.float16)).any()
+    host_buckets = [[v.clone() for v in rank] for rank in values]
+    host_reports = _three_ranks(torch, switch, 11, 0, host_buckets)
+    assert all(b["path"] == "host" for r in host_reports for b in r["buckets"])
+
+    device_buckets = [[v.clone() for v in rank] for rank in values]
+    on_device = {b.data_ptr() for rank in device_ranks for b in device_buckets[rank]}
+    monkeypatch.setattr(host.ddp, "_on_device", lambda t: t.data_ptr() in on_device)
+    reports = _three_ranks(torch, switch, 12, 8, device_buckets)
+    for rank, report in enumerate(reports):
+        assert not report["errors"]
+        assert [b["path"] for b in report["buckets"]] == ["device" if rank in device_ranks else "host"] * len(sizes)
+        assert report["encodings"] == host_reports[rank]["encodings"]
+        assert [b["bytes"] for b in report["buckets"]] == [b["bytes"] for b in host_reports[rank]["buckets"]]
+    assert "aligned" in reports[0]["encodings"]  # an index round ran on the device path, not only dense
+    def bits(t):
+        return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+    for rank in range(3):
+        for i, (h, d) in enumerate(zip(host_buckets[rank], device_buckets[rank])):
+            assert torch.equal(bits(h), bits(d)), f"rank {rank}, bucket {i} ({h.dtype})"
+    for i in range(len(sizes)):  # every rank holds the same average
+        assert all(torch.equal(device_buckets[r][i], device_buckets[0][i]) for r in range(3))
+        assert not torch.equal(device_buckets[0][i], values[0][i])  # averaged, not left as it was
