@@ -17,9 +17,11 @@ Heterogeneity: --host-bw, --host-delay, --straggler, --compute, --cross
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -154,6 +156,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="the training step's compute time that --straggler percentages refer to (default: 0)")
     ap.add_argument("--cross", action="append", default=[], metavar="SRC>DST[@MBPS]",
                     help="an iperf3 TCP flow from rank SRC's host to rank DST's during the run; repeatable")
+    ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json",
+                    help="the network: a star of --workers around one switch, L leaves of H hosts under S spines "
+                         "(the job rooted at the spines, slot s at spine s mod S; --workers is L x H), or a "
+                         "fabric file (switch_emulator/fabric.py; mininet/topo.py, docs/trees.md) (default: star)")
+    ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
+                    help="trees: each leaf's uplinks run at hosts x --bw / (R x uplinks) (default: 1)")
+    ap.add_argument("--spine-switch", choices=("emulator", "bmv2"),
+                    help="trees: the switches without hosts run this target, --switch the leaves (a mixed tree; "
+                         "default: --switch)")
     ap.add_argument("--calibrate", action="store_true",
                     help="find the highest link rate in [10 Mbit/s, --bw] at which dense aggregation is judged "
                          "network-bound here (a bisection on a log scale, --rounds rounds per rate)")
@@ -164,11 +175,20 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         from hina_net import Experiment, ExperimentConfig, missing_requirements, plot
+        from topo import TreeConfig, TreeExperiment, parse_topology
     except ImportError as exc:
         print(f"mininet/run.py: {exc}", file=sys.stderr)
         return 2
     try:
-        cfg = ExperimentConfig(workers=args.workers, switch=args.switch, modes=modes_for(args.mode),
+        fabric = parse_topology(args.topology)
+        if fabric is not None:  # a tree: the workers are the fabric's hosts
+            args.workers = len(fabric.hosts)
+            Config = functools.partial(TreeConfig, spine_switch=args.spine_switch,  # noqa: N806
+                                       oversubscription=args.oversubscription)
+            Experiment = functools.partial(TreeExperiment, fabric=fabric)  # noqa: N806
+        else:
+            Config = ExperimentConfig  # noqa: N806
+        cfg = Config(workers=args.workers, switch=args.switch, modes=modes_for(args.mode),
                                bw=args.bw or None, delay=args.delay, loss=args.loss, length=args.length,
                                density=args.density, mtu=args.mtu, slots=args.slots, rounds=args.rounds,
                                seed=args.seed, deadline=args.deadline, transport=args.transport,
@@ -208,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     results["command"] = command
     results.update(provenance())
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"{args.switch}-{args.mode}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
+    shape = "" if fabric is None else "-" + re.sub(r"[^a-z0-9]+", "", Path(args.topology).stem.lower())
+    stem = f"{args.switch}{shape}-{args.mode}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
     (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     png = args.out / f"{stem}.png"
     for r in results["runs"]:
@@ -218,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['mode']:<7s} exact={r['exact']} ran {r.get('encoding')}{index}, {r['seconds']:.3f} s{line}, "
               f"{r['wire_bytes_per_worker']:,.0f} B/worker on the wire, {r['retransmissions']} retransmissions; "
               f"{r['fidelity']['verdict']}")
+        if "uplinks" in r:  # a tree: every uplink's bytes per aggregation
+            print("        uplinks per aggregation: " + ", ".join(
+                f"{k} {v['up']:,.0f} B up, {v['down']:,.0f} B down" for k, v in r["uplinks"].items()))
     if "ping" in results:
         print(f"ping {results['ping']['from']} -> {results['ping']['to']}: "
               f"{results['ping']['received']}/{results['ping']['sent']} received")

@@ -1,0 +1,221 @@
+"""hina on Mininet in leaf/spine trees: the `Fabric` (switch_emulator/fabric.py) built as a network.
+
+    --topology star | leafspine:LEAVES,SPINES,HOSTS_PER_LEAF | FILE.json   (mininet/run.py)
+
+`parse_topology` reads the flag (None: the star of hina_net, unchanged);
+`FabricTopo.build` declares the fabric's switches (hsw<name>), hosts
+(hw<rank + 1>, in the fabric's host order) and links with the fabric's
+port numbers, host links at --bw and uplinks at the rate
+`--oversubscription` leaves them (`uplink_rate`); `TreeExperiment` is
+hina_net's `Experiment` on that network: every switch is configured with
+its share of the job (its children, its parents, slot s rooted at spine s
+mod S), every mode starts from fresh slot copies on every switch, and each
+mode's run reports the bytes that crossed each uplink, both ways, per
+aggregation.  Switches holding workers answer them as hina_net's one
+switch does (its MAC and IP), so workers run unchanged; BMv2 switches get
+a gRPC and thrift port each.  This module must stay importable as a plain
+module (mininet/ has no __init__.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import hina_net
+from hina_net import HOST, SWITCH, SWITCH_IP, SWITCH_MAC, Bmv2Switch, Experiment, ExperimentConfig, host_ip, host_mac
+from mininet.topo import Topo
+from switch_emulator.fabric import Fabric, TreeJob
+from switch_emulator.headers import max_words
+from switch_emulator.topology import Topology
+
+_LEAFSPINE = re.compile(r"leafspine:(\d+),(\d+),(\d+)$")
+
+
+def parse_topology(text: str) -> Fabric | None:
+    """The --topology flag: None for the star, else the fabric (one-line ValueErrors)."""
+    if text == "star":
+        return None
+    m = _LEAFSPINE.match(text)
+    if m:
+        leaves, spines, per_leaf = map(int, m.groups())
+        if leaves < 2 or spines < 1 or per_leaf < 1 or leaves * per_leaf > 32 or leaves + spines > 32:
+            raise ValueError(f"--topology {text}: leafspine needs LEAVES >= 2, SPINES >= 1, HOSTS_PER_LEAF >= 1, "
+                             f"at most 32 hosts and 32 switches")
+        fabric = Fabric.leafspine(leaves, spines, per_leaf)
+    elif text.endswith(".json"):
+        try:
+            fabric = Fabric.from_config(json.loads(Path(text).read_text()))
+        except OSError as exc:
+            raise ValueError(f"--topology {text}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--topology {text}: not JSON ({exc})") from None
+    else:
+        raise ValueError(f"--topology must be star, leafspine:LEAVES,SPINES,HOSTS_PER_LEAF or a FILE.json, "
+                         f"got {text!r}")
+    # hosts get hina_net's addresses by rank, which the workers' spec names them by
+    hosts = tuple(dataclasses.replace(h, mac=host_mac(i), ip=host_ip(i)) for i, h in enumerate(fabric.hosts, 1))
+    if not 1 <= len(hosts) <= 32:
+        raise ValueError(f"--topology {text}: 1..32 hosts, got {len(hosts)}")
+    return Fabric(fabric.switches, hosts, fabric.links)
+
+
+def uplink_rate(fabric: Fabric, *, bw: float | None, oversubscription: float) -> dict[tuple[str, str], float | None]:
+    """Mbit/s of each uplink: a leaf's hosts' rate over its uplinks, divided by the oversubscription R
+    (R = hosts x host rate / (uplinks x uplink rate), the usual ratio: 4 hosts at 100 Mbit/s on one
+    100 Mbit/s uplink is 4:1)."""
+    rates = {}
+    for ln in fabric.links:
+        rate = None
+        if bw:
+            below = [sw for sw in (ln.a, ln.b) if any(h.switch == sw for h in fabric.hosts)] or [ln.a]
+            sw = below[0]
+            hosts = sum(h.switch == sw for h in fabric.hosts)
+            ups = len(fabric.neighbours(sw))
+            rate = max(hosts, 1) * bw / (oversubscription * ups)
+        rates[ln.a, ln.b] = rate
+    return rates
+
+
+class FabricTopo(Topo):
+    """The fabric's switches, hosts and links, declared with their port numbers and link options."""
+
+    def build(self, fabric: Fabric | None = None, link: dict | None = None, uplinks: dict | None = None,
+              per_rank: dict[int, dict] | None = None, switch_cls: dict | None = None) -> None:
+        for i, s in enumerate(fabric.switches):
+            opts = {"cls": switch_cls[s.name]} if switch_cls and s.name in switch_cls else {}
+            self.addSwitch(f"{SWITCH}{s.name}", dpid=f"{i + 1:x}", **opts)
+        for r, h in enumerate(fabric.hosts):
+            name = self.addHost(f"{HOST}{r + 1}", ip=f"{h.ip}/24", mac=h.mac)
+            self.addLink(name, f"{SWITCH}{h.switch}", port2=h.port, **{**(link or {}), **(per_rank or {}).get(r, {})})
+        for ln in fabric.links:
+            self.addLink(f"{SWITCH}{ln.a}", f"{SWITCH}{ln.b}", port1=ln.a_port, port2=ln.b_port,
+                         **(uplinks or {}).get((ln.a, ln.b), link or {}))
+
+
+@dataclasses.dataclass
+class TreeConfig(ExperimentConfig):
+    """An experiment's settings over a fabric: the spines' target (None: `switch`'s) and the
+    oversubscription of the uplinks; with BMv2 anywhere every switch runs K = 32 words."""
+
+    spine_switch: str | None = None
+    oversubscription: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.spine_switch not in (None, "emulator", "bmv2"):
+            raise ValueError(f"spine switch must be emulator or bmv2, got {self.spine_switch!r}")
+        if not 0 < self.oversubscription < float("inf"):
+            raise ValueError(f"oversubscription must be a positive ratio, got {self.oversubscription}")
+        super().__post_init__()
+
+    @property
+    def words(self) -> int:
+        return 32 if "bmv2" in (self.switch, self.spine_switch) else max_words(self.mtu)
+
+
+def _bmv2_class(index: int) -> type:
+    """A Bmv2Switch with its own gRPC and thrift ports (several BMv2 processes in one tree)."""
+    return type(f"Bmv2Switch{index}", (Bmv2Switch,), {"grpc_port": Bmv2Switch.grpc_port + index,
+                                                     "thrift_port": Bmv2Switch.thrift_port + index})
+
+
+class TreeExperiment(Experiment):
+    """hina_net's experiment over a fabric: one job over every host, rooted at the spines.
+
+    `spine_switch`: the target of switches without hosts ("emulator" or "bmv2"; default: cfg.switch),
+    so that a tree mixes BMv2 and emulator switches."""
+
+    def __init__(self, cfg: TreeConfig, fabric: Fabric, log=print):
+        super().__init__(cfg, log)
+        self.fabric, self.oversubscription = fabric, cfg.oversubscription
+        self.kinds = {s.name: cfg.switch if any(h.switch == s.name for h in fabric.hosts) else
+                      (cfg.spine_switch or cfg.switch) for s in fabric.switches}
+        self.uplink_bytes: list[dict] = []
+
+    def _topo(self, link: dict, per_rank: dict[int, dict]) -> Topo:
+        uplinks = {}
+        for key, rate in uplink_rate(self.fabric, bw=self.cfg.bw, oversubscription=self.oversubscription).items():
+            uplinks[key] = {**{k: v for k, v in link.items() if k != "bw"}, **({"bw": rate} if rate else {})}
+        bmv2 = [name for name, kind in self.kinds.items() if kind == "bmv2"]
+        switch_cls = {name: _bmv2_class(i) for i, name in enumerate(bmv2)}
+        if any(kind == "emulator" for kind in self.kinds.values()) and self.cfg.switch == "bmv2":
+            emulator = type("TreeEmulatorSwitch", (hina_net.EmulatorSwitch,), {"pipes": 1})
+            switch_cls.update({name: emulator for name, kind in self.kinds.items() if kind == "emulator"})
+        return FabricTopo(fabric=self.fabric, link=link, uplinks=uplinks, per_rank=per_rank, switch_cls=switch_cls)
+
+    @property
+    def switch(self):
+        """The root of slot 0 (its counters are the run's `counters`; every switch's are in `switches`)."""
+        return self.net[f"{SWITCH}{self._roots[0]}"]
+
+    @property
+    def _roots(self) -> tuple[str, ...]:
+        return self.fabric.roots(self._job())
+
+    def _job(self) -> TreeJob:
+        job = self.cfg.job
+        return TreeJob(job.job_id, job.words, job.slot_base, job.slots, tuple(h.name for h in self.fabric.hosts))
+
+    def _switches(self):
+        return [(s.name, self.net[f"{SWITCH}{s.name}"]) for s in self.fabric.switches]
+
+    def _prepare(self) -> Topology:
+        """MTU, offloads, static ARP and loss on the hosts and every switch port; each switch's share."""
+        cfg = self.cfg
+        for h in self._hosts():
+            intf = h.defaultIntf()
+            h.cmd(f"ip link set dev {intf.name} mtu {cfg.mtu}")
+            h.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
+            h.cmd(f"arp -s {SWITCH_IP} {SWITCH_MAC}")
+            if cfg.loss and not self.netem:
+                hina_net._nft_loss(h, intf.name, cfg.loss)
+        for _, sw in self._switches():
+            for intf in sw.intfList():
+                if intf.name != "lo":
+                    sw.cmd(f"ip link set dev {intf.name} mtu {cfg.mtu}")
+                    sw.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
+        topologies = self.fabric.topologies([self._job()])
+        for name, sw in self._switches():
+            topo = topologies[name]
+            if any(h.switch == name for h in self.fabric.hosts):  # the workers' switch address
+                topo = dataclasses.replace(topo, switch_mac=SWITCH_MAC, switch_ip=SWITCH_IP)
+            sw.target.configure(topo)
+        return topologies[self._roots[0]]
+
+    def _uplink_counters(self) -> dict[str, dict[str, int]]:
+        """Bytes sent so far on each uplink: up (lower switch -> upper), down."""
+        out = {}
+        for ln in self.fabric.links:
+            def tx(sw, port):
+                path = Path(f"/sys/class/net/{SWITCH}{sw}-eth{port}/statistics/tx_bytes")
+                return int(path.read_text())
+            out[f"{ln.a}-{ln.b}"] = {"up": tx(ln.a, ln.a_port), "down": tx(ln.b, ln.b_port)}
+        return out
+
+    def _aggregate(self, mode: str, topology: Topology) -> dict:
+        for _, sw in self._switches():  # fresh slot copies on every tier
+            sw.target.reset_job(self.cfg.job.job_id)
+        before = self._uplink_counters()
+        run = super()._aggregate(mode, topology)
+        after = self._uplink_counters()
+        rounds = self.cfg.rounds
+        run["uplinks"] = {k: {d: (after[k][d] - before[k][d]) / rounds for d in ("up", "down")} for k in after}
+        run["uplink_bytes_per_aggregation"] = sum(v["up"] + v["down"] for v in run["uplinks"].values())
+        run["switches"] = {name: sw.target.counters() for name, sw in self._switches()}
+        self.log(f"[{mode}] uplinks per aggregation: " + ", ".join(
+            f"{k} {v['up']:,.0f} B up {v['down']:,.0f} B down" for k, v in run["uplinks"].items()))
+        return run
+
+    def run(self) -> dict:
+        for kind in set(self.kinds.values()):
+            problem = hina_net.missing_requirements(kind)
+            if problem:
+                raise RuntimeError(problem)
+        results = super().run()
+        results["topology"] = {"fabric": self.fabric.to_config(), "oversubscription": self.oversubscription,
+                               "switches": self.kinds,
+                               "uplink_mbps": {f"{a}-{b}": r for (a, b), r in uplink_rate(
+                                   self.fabric, bw=self.cfg.bw, oversubscription=self.oversubscription).items()}}
+        return results
