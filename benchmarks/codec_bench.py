@@ -31,6 +31,15 @@ encode <= 2x copy, sketch decode <= 10x copy; auto bytes <= 1.10x the bound
 at 1% and 5% and <= 1.5x at 0.1%.  A target whose case did not run is
 reported "not run".
 
+--backend torch runs worker 0's replays with the codec's torch kernels
+(`codec.torch_kernels`) on --device cpu or cuda (the gradient, the `out`
+buffer and every kernel on that device; only words cross to the host), and
+times them against a device-to-device copy of d float32 values (torch
+`copy_` into a warm tensor: a clone without its allocation), best of 7 in
+the same run; the rounds' aggregates still come from the numba simulation,
+and the torch replay's sum must equal it bit for bit.  --device cuda is
+refused (one line, status 2) where torch sees no CUDA device.
+
 Prints a line per case and mode as it goes, then a Markdown table and the
 targets; writes benchmarks/results/codec_bench.json (--out) and, with
 matplotlib, a PNG next to it (same name, .png).  Exit status 1 if any sum is
@@ -39,18 +48,15 @@ not exact.
     python benchmarks/codec_bench.py                # the full benchmark (make bench)
     python benchmarks/codec_bench.py --quick        # d = 2^20 and presets at ~2^20, for a fast look
     python benchmarks/codec_bench.py --lengths 1048576 --densities 0.01 --workers 2 --presets lstm --repeat 2
+    python benchmarks/codec_bench.py --backend torch --device cuda --densities 0.001 0.01 0.05 --workers 8 \
+        --presets --out benchmarks/results/codec_bench_torch_cuda.json
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import gc
-import json
 import math
-import os
-import platform
-import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -61,6 +67,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # workloads, when run from the repository root
 
 import codec  # noqa: E402
+import provenance  # noqa: E402
 import workloads  # noqa: E402
 from codec.params import MAX_WORKERS  # noqa: E402
 from switch_emulator.cliargs import OneLineParser, between, fraction, scale_flag  # noqa: E402
@@ -132,6 +139,57 @@ def copy_seconds(length: int, repeat: int = 7) -> float:
     return best
 
 
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """Where worker 0's replays run: numba on numpy arrays, or torch kernels on a torch device."""
+
+    name: str  # "numba" or "torch"
+    device: str  # "cpu" or "cuda"
+
+    @property
+    def copy_label(self) -> str:
+        return "numpy.copyto" if self.name == "numba" else f"torch copy_ on {self.device}"
+
+    def tensor(self, grad: np.ndarray):
+        """The gradient as this backend takes it."""
+        if self.name == "numba":
+            return grad
+        import torch
+
+        return torch.from_numpy(grad).to(self.device)
+
+    def out(self, length: int):
+        if self.name == "numba":
+            return np.empty(length, dtype=np.int32)
+        import torch
+
+        return torch.empty(length, dtype=torch.int32, device=self.device)
+
+    def host(self, fixed) -> np.ndarray:
+        return fixed if isinstance(fixed, np.ndarray) else fixed.cpu().numpy()
+
+    def copy_seconds(self, length: int, repeat: int = 7) -> float:
+        """Best time of a copy of `length` float32 values into a warm destination on this backend's memory."""
+        if self.name == "numba":
+            return copy_seconds(length, repeat)
+        import torch
+
+        src = torch.ones(length, dtype=torch.float32, device=self.device)
+        dst = torch.ones_like(src)
+        sync = torch.cuda.synchronize if self.device == "cuda" else (lambda: None)
+        best = math.inf
+        for _ in range(repeat):
+            sync()
+            start = time.perf_counter()
+            dst.copy_(src)
+            sync()
+            best = min(best, time.perf_counter() - start)
+        return best
+
+
+NUMBA = Backend("numba", "cpu")
+
+
 def union_size(grads: list[np.ndarray]) -> int:
     """|U|: positions where any worker's gradient is non-zero."""
     union = grads[0] != 0
@@ -154,24 +212,28 @@ def expected_sum(grads: list[np.ndarray], shift: int | None) -> np.ndarray:
     return total.astype(np.int32)
 
 
-def time_replays(result: codec.AllreduceResult, grad: np.ndarray, repeat: int) -> tuple[dict, np.ndarray]:
+def time_replays(result: codec.AllreduceResult, grad: np.ndarray, repeat: int,
+                 backend: Backend = NUMBA) -> tuple[dict, np.ndarray]:
     """Worker 0 replayed 1 + repeat times into one out buffer and workspace: first and best seconds."""
-    out = np.empty(grad.size, dtype=np.int32)
+    grad = backend.tensor(grad)
+    out = backend.out(result.params.length)
     ws = codec.Workspace()
     first = codec.replay(result.params, grad, result.aggregates, out=out, workspace=ws).seconds
     steady = [codec.replay(result.params, grad, result.aggregates, out=out, workspace=ws).seconds
               for _ in range(repeat)]
     return {"first_encode_s": first["encode"], "first_decode_s": first["decode"],
-            "encode_s": min(s["encode"] for s in steady), "decode_s": min(s["decode"] for s in steady)}, out
+            "encode_s": min(s["encode"] for s in steady), "decode_s": min(s["decode"] for s in steady)}, \
+        backend.host(out)
 
 
-def measure_mode(grads: list[np.ndarray], mode: str, repeat: int, copy: float, union: int) -> dict:
+def measure_mode(grads: list[np.ndarray], mode: str, repeat: int, copy: float, union: int,
+                 backend: Backend = NUMBA) -> dict:
     """One mode on one case: exactness, worker 0's times as ratios to the copy, bytes against the bound."""
     d = grads[0].size
     result = codec.simulate_allreduce(grads, mode=mode)
     expected = expected_sum(grads, result.shift)
     exact = all(np.array_equal(w.fixed.reshape(-1), expected) for w in result.workers)
-    seconds, out = time_replays(result, grads[0], repeat)
+    seconds, out = time_replays(result, grads[0], repeat, backend)
     exact = exact and bool(np.array_equal(out, expected))  # the replays decode the same sum
     sent = result.bytes_per_worker
     bound = information_bound_bytes(d, union)
@@ -188,21 +250,22 @@ def measure_mode(grads: list[np.ndarray], mode: str, repeat: int, copy: float, u
     return row
 
 
-def run_case(case: Case, repeat: int, progress: Callable[[dict], None]) -> list[dict]:
+def run_case(case: Case, repeat: int, progress: Callable[[dict], None], backend: Backend = NUMBA) -> list[dict]:
     start = time.perf_counter()
     grads = case.make()
     union = union_size(grads)
     per_worker = float(np.mean([np.count_nonzero(g) for g in grads])) / case.length
-    copy = copy_seconds(case.length)
+    copy = backend.copy_seconds(case.length)
     print(f"{case.label} N={case.workers}: drawn in {time.perf_counter() - start:.1f} s, "
-          f"per-worker density {per_worker:.3%}, |U|/d {union / case.length:.3%}, copy {copy * 1e3:.2f} ms",
-          flush=True)
+          f"per-worker density {per_worker:.3%}, |U|/d {union / case.length:.3%}, "
+          f"copy ({backend.copy_label}) {copy * 1e3:.2f} ms", flush=True)
     common = {"case": case.label, "kind": case.kind, "length": case.length, "density": case.density,
               "per_worker_density": per_worker, "workers": case.workers, "union": union,
-              "union_density": union / case.length, "copy_s": copy}
+              "union_density": union / case.length, "backend": backend.name, "device": backend.device,
+              "copy": backend.copy_label, "copy_s": copy}
     rows = []
     for mode in codec.MODES:
-        rows.append({**common, **measure_mode(grads, mode, repeat, copy, union)})
+        rows.append({**common, **measure_mode(grads, mode, repeat, copy, union, backend)})
         progress(rows[-1])
         gc.collect()
     return rows
@@ -324,26 +387,33 @@ def plot(rows: list[dict], path: Path, title: str) -> bool:
     return True
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def metadata(argv: list[str], scale: float) -> dict:
+def metadata(scale: float, backend: Backend) -> dict:
+    """What this benchmark adds to provenance's meta: versions, the backend and device, the copy it divides by."""
     import numba
 
-    return {
-        "command": shlex.join(["python", "benchmarks/codec_bench.py", *argv]),
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": platform.platform(), "cpu": cpu_model(), "cpus": os.cpu_count(),
-        "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
-        "preset_scale": scale, "modes": list(codec.MODES),
-    }
+    meta = {"numba": numba.__version__, "preset_scale": scale, "modes": list(codec.MODES),
+            "backend": backend.name, "device": backend.device, "copy": backend.copy_label}
+    if backend.name == "torch":
+        import torch
+
+        meta.update(torch=torch.__version__, torch_threads=torch.get_num_threads(),
+                    gpu=torch.cuda.get_device_name() if backend.device == "cuda" else None)
+    return meta
+
+
+def backend_for(ap: OneLineParser, name: str, device: str) -> Backend:
+    """The backend the flags ask for, or one line and status 2 if this machine cannot run it."""
+    if name == "numba":
+        if device != "cpu":
+            ap.error(f"--device {device}: the numba backend runs on the CPU; use --backend torch")
+        return NUMBA
+    try:
+        import torch
+    except ImportError:
+        ap.error("--backend torch: PyTorch is not installed (pip install -e '.[torch]')")
+    if device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA device is available to torch on this machine")
+    return Backend(name, device)
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -361,34 +431,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=between(1), default=3, help="steady-state replays of worker 0 (best is kept)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help=f"d = 2^20 only, presets at {QUICK_PRESET_SCALE}")
-    ap.add_argument("--out", type=Path, default=RESULTS / "codec_bench.json", help="JSON path (the PNG goes next to it)")
+    ap.add_argument("--backend", choices=("numba", "torch"), default="numba",
+                    help="worker 0's kernels: numba on numpy arrays, or torch ops on --device")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the torch backend runs")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="JSON path (the PNG goes next to it; default results/codec_bench.json, "
+                         "codec_bench_torch_DEVICE.json with --backend torch)")
     args = ap.parse_args(argv)
+    backend = backend_for(ap, args.backend, args.device)
+    if args.out is None:
+        args.out = RESULTS / ("codec_bench.json" if backend.name == "numba" else f"codec_bench_torch_{backend.device}.json")
     lengths = [QUICK_LENGTH] if args.quick else args.lengths
     scale = args.preset_scale if args.preset_scale is not None else QUICK_PRESET_SCALE if args.quick else PRESET_SCALE
 
     cases = build_cases(lengths, args.densities, args.presets, scale, args.workers, args.seed)
     print(f"{len(cases)} cases x {len(codec.MODES)} modes; presets at scale {scale}; "
-          f"{args.repeat} steady-state replays", flush=True)
+          f"{args.repeat} steady-state replays; backend {backend.name} on {backend.device}", flush=True)
     rows = []
     for i, case in enumerate(cases, 1):
         print(f"[{i}/{len(cases)}] ", end="")
-        rows.extend(run_case(case, args.repeat, print_progress))
+        rows.extend(run_case(case, args.repeat, print_progress, backend))
         gc.collect()
 
-    print(f"\nPresets at scale {scale}; times are worker 0's, as multiples of numpy.copyto of d float32 values.\n")
+    print(f"\nPresets at scale {scale}; times are worker 0's ({backend.name} on {backend.device}), as multiples of "
+          f"{backend.copy_label} of d float32 values.\n")
     print(markdown_table(rows))
     targets = check_targets(rows)
     print()
     for t in targets:
         print(target_line(t))
 
-    meta = metadata(argv, scale)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "targets": targets, "rows": rows}, indent=1))
+    data = provenance.write_result(args.out, {"targets": targets, "rows": rows},
+                                   provenance.command_line("benchmarks/codec_bench.py", argv), **metadata(scale, backend))
+    meta = data["meta"]
     print(f"wrote {args.out}")
     png = args.out.with_suffix(".png")
-    title = (f"hina codec, worker 0 (best of {args.repeat}; ticks: first aggregation); presets at scale {scale}\n"
-             f"{meta['cpu']}, {meta['cpus']} CPUs, {meta['date']}")
+    where = meta["gpu"] if backend.device == "cuda" else f"{meta['cpu']}, {meta['cpus']} CPUs"
+    title = (f"hina codec, worker 0, {backend.name} on {backend.device} (best of {args.repeat}; ticks: first "
+             f"aggregation; x {backend.copy_label}); presets at scale {scale}\n{where}, {meta['date']}")
     if plot(rows, png, title):
         print(f"wrote {png}")
     exact = all(r["exact"] for r in rows)
