@@ -306,3 +306,41 @@ def test_tree_is_bit_identical_to_the_star_under_loss(op, shape, drop):
         assert sum(lf.jobs[5].resent_up for lf in leaves) > 0
     for p in leaves + spines_:
         assert p.drops.keys() <= {Drop.DUPLICATE, Drop.STALE}
+
+
+class SpineOnlyNetwork(VirtualNetwork):
+    """The same wires with plain leaves: every worker's UPDATE and every RESULT to a worker crosses the
+    leaf's uplink (the spine holds the whole job, each worker a member of it)."""
+
+    def __init__(self, spine, rng, **kw):
+        super().__init__(spine, rng, **kw)
+        self.uplink_frames = 0
+
+    def _at_switch(self, worker, frame):
+        self.uplink_frames += 1  # forwarded up by the plain leaf
+        emit = self.pipeline.update(frame, ("w", worker))
+        if emit is not None:
+            self.uplink_frames += len(emit.dests)  # each down to its leaf, then to the worker
+            for dest in emit.dests:
+                self._schedule(("down", dest), lambda d=dest, f=emit.frame: self.on_result(d[1], f))
+
+
+@pytest.mark.parametrize("per_leaf", [2, 4])
+def test_leaf_aggregation_divides_the_uplink_frames_by_the_hosts_per_leaf(per_leaf):
+    """2 leaves of `per_leaf` workers under one spine, no loss: each uplink carries one partial up and one
+    total down per chunk with leaf aggregation; with plain leaves every worker's UPDATE and RESULT."""
+    workers = 2 * per_leaf
+    rng = np.random.default_rng(per_leaf)
+    payloads = [rng.integers(-(2**31), 2**31, size=256).astype(np.int32) for _ in range(workers)]
+    kw = dict(job_id=5, words=K, slot_base=0, slots=4, rounds=1)
+    leaves, spines = tree(workers, per_leaf, 1, words=K, slot_base=0, slots=4)
+    agg = TreeNetwork(leaves, spines, per_leaf, np.random.default_rng(0))
+    run_transfers(leaves[0], payloads, Op.ADD, rng=None, net=agg, **kw)
+    spine = Pipeline()
+    spine.add_job(JobConfig(5, workers, K, 0, 4, tuple(Member(w, ("w", w)) for w in range(workers))))
+    plain = SpineOnlyNetwork(spine, np.random.default_rng(0))
+    run_transfers(spine, payloads, Op.ADD, rng=None, net=plain, **kw)
+    chunks = 256 // K
+    assert agg.uplink_frames == 2 * 2 * chunks  # 2 leaves, one up and one down per chunk
+    assert plain.uplink_frames == 2 * workers * chunks
+    assert plain.uplink_frames == per_leaf * agg.uplink_frames
