@@ -508,7 +508,7 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
             phases[k] = max(phases.get(k, 0.0), v)
     compute = {k: max(x["compute"].get(k, 0.0) for x in ok) for k in (ok[0]["compute"] if ok else {})}
     # the round's seconds: from the first worker's start to the last one's result
-    finish = [d + x["seconds"] for d, x in zip(delays, reports) if "error" not in x]
+    finish = [float(d) + x["seconds"] for d, x in zip(delays, reports) if "error" not in x]
     return {"exact": exact, "errors": errors, "seconds": max(finish, default=float("nan")),
             "workers": _per_worker(reports, delays),
             "payload_by_phase": ok[0]["payload_by_phase"] if ok else {},
