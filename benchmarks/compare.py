@@ -153,7 +153,8 @@ def row(env: str, preset: str, mode: str, length: int, dens: dict, r: dict) -> d
             "workers_waited": [max(w["waited"] for w in x["workers"] if w["waited"] is not None)
                                for x in r.get("rounds", []) if isinstance(x, dict) and x.get("workers")],
             **{k: r[k] for k in ("lossy", "max_abs_diff", "max_diff_over_bound", "rel_l2_error", "identical",
-                                 "bytes_measured", "payload_bytes_per_worker") if k in r}}
+                                 "bytes_measured", "payload_bytes_per_worker", "uplinks",
+                                 "uplink_bytes_per_aggregation") if k in r}}
 
 
 def result_text(r: dict) -> str:
@@ -239,12 +240,16 @@ def run_baselines_loopback(preset: str, scale: float, workers: int, rounds: int,
 
 
 def run_baselines_mininet(preset: str, scale: float, workers: int, bw: float, rounds: int,
-                          baselines: tuple[str, ...], topk_density: float, log, hetero: dict | None = None) -> list[dict]:
-    """The host-based baselines on a plain-bridge star with the same links, one rank per host, seed 0."""
+                          baselines: tuple[str, ...], topk_density: float, log, hetero: dict | None = None,
+                          tree: dict | None = None) -> list[dict]:
+    """The host-based baselines on a plain-bridge star (or `tree`: the same fabric of plain bridges) with
+    the same links, one rank per host, seed 0."""
     import plain_star
 
     cfg = plain_star.StarConfig(workers=workers, bw=bw, baselines=baselines, rounds=rounds, workload=preset,
-                                scale=scale, topk_density=topk_density, **(hetero or {}))
+                                scale=scale, topk_density=topk_density, **(hetero or {}),
+                                **({"fabric": tree["fabric"].to_config(),
+                                    "oversubscription": tree["oversubscription"]} if tree else {}))
     runs = plain_star.run(cfg, log=lambda m: log(f"  {m}") if m.startswith("fidelity") else None)
     check_baselines(runs, f"{preset} on Mininet at {bw} Mbit/s")
     log_baselines(runs, f"mininet {bw / 1000:g}G", log)
@@ -252,12 +257,20 @@ def run_baselines_mininet(preset: str, scale: float, workers: int, bw: float, ro
 
 
 def run_mininet(preset: str, scale: float, workers: int, bw: float, rounds: int, modes: tuple[str, ...],
-                log, hetero: dict | None = None) -> list[dict]:
+                log, hetero: dict | None = None, tree: dict | None = None) -> list[dict]:
+    """hina on Mininet: the star, or `tree` ({"fabric", "oversubscription"}: mininet/topo.py's trees)."""
     import hina_net
 
-    cfg = hina_net.ExperimentConfig(workers=workers, modes=modes, bw=bw, workload=preset, scale=scale,
-                                    rounds=rounds, ping=False, deadline=120.0, **(hetero or {}))
-    results = hina_net.Experiment(cfg, log=lambda m: log(f"  {m}") if m.startswith("fidelity") else None).run()
+    quiet = lambda m: log(f"  {m}") if m.startswith("fidelity") else None  # noqa: E731
+    settings = dict(workers=workers, modes=modes, bw=bw, workload=preset, scale=scale, rounds=rounds, ping=False,
+                    deadline=120.0, **(hetero or {}))
+    if tree:
+        import topo
+
+        cfg = topo.TreeConfig(**settings, oversubscription=tree["oversubscription"])
+        results = topo.TreeExperiment(cfg, tree["fabric"], log=quiet).run()
+    else:
+        results = hina_net.Experiment(hina_net.ExperimentConfig(**settings), log=quiet).run()
     rows = []
     for r in results["runs"]:
         if not r["exact"]:
@@ -296,6 +309,18 @@ def markdown(rows: list[dict], checks: list[dict], meta: dict) -> str:
     if judged:
         lines += ["", f"Rule \"auto never more than 5% slower than the best of dense and blocks\" (best-of-rounds "
                       f"seconds): met in {sum(c['met'] for c in judged)} of {len(judged)} (env, model) pairs."]
+    up = [r for r in rows if "uplink_bytes_per_aggregation" in r]
+    if up:  # trees (--topology): what crossed the uplinks, both ways, summed over them, per aggregation
+        lines += ["", "| model | env | system | uplink bytes per aggregation (all uplinks, both ways) | "
+                      "vs ring | per uplink, up / down |", "|---|---|---|---|---|---|"]
+        for r in up:
+            ring = find.get((r["env"], r["preset"], "ring"))
+            ratio = (f"{ring['uplink_bytes_per_aggregation'] / r['uplink_bytes_per_aggregation']:.2f}x less"
+                     if ring and "uplink_bytes_per_aggregation" in ring and r["uplink_bytes_per_aggregation"]
+                     and r["mode"] != "ring" else "")
+            per = ", ".join(f"{k} {v['up']:,.0f} / {v['down']:,.0f}" for k, v in r["uplinks"].items())
+            lines.append(f"| {r['preset']} | {r['env']} | {MODE_LABEL[r['mode']]} | "
+                         f"{r['uplink_bytes_per_aggregation']:,.0f} | {ratio} | {per} |")
     if any(r["system"] == "baseline" for r in rows):
         lines += ["", "Baselines' bytes: on loopback the payload each rank sent (index, values, dense and size "
                       "headers; no TCP/IP headers); on Mininet its interface's transmitted bytes (TCP/IP headers "
@@ -404,6 +429,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="where the JSON, markdown and PNGs go (default: benchmarks/results of this checkout)")
     ap.add_argument("--name", default="compare",
                     help="the files' stem: NAME.json, NAME.md, NAME_speedup.png, NAME_bytes.png (default: compare)")
+    ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json",
+                    help="Mininet: the network every system runs on (mininet/topo.py; the baselines over plain "
+                         "bridges, one spine); a tree sets --workers to its hosts (default: star)")
+    ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
+                    help="Mininet trees: uplinks at hosts x --bws / (R x uplinks) (default: 1)")
     ap.add_argument("--host-bw", metavar="R=MBPS,...", help="Mininet: rank R's link at MBPS instead of --bws'")
     ap.add_argument("--host-delay", metavar="R=MS,...", help="Mininet: rank R's link delayed MS (netem)")
     ap.add_argument("--straggler", metavar="SPEC",
@@ -425,14 +455,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"--scale must be in (0, 1], got {args.scale}")
     if any(bw <= 0 for bw in args.bws):
         ap.error(f"--bws must be positive Mbit/s, got {' '.join(f'{b:g}' for b in args.bws)}")
-    try:  # the heterogeneity flags, checked before anything runs
+    try:  # the heterogeneity and topology flags, checked before anything runs
         sys.path.insert(0, str(ROOT / "mininet"))
         import heterogeneity
+
+        args.tree = None
+        if args.topology != "star":
+            import topo  # Mininet's own package is needed for a tree
+
+            fabric = topo.parse_topology(args.topology)
+            if not 0 < args.oversubscription < float("inf"):
+                raise ValueError(f"--oversubscription must be a positive ratio, got {args.oversubscription:g}")
+            args.workers = len(fabric.hosts)
+            args.tree = {"fabric": fabric, "oversubscription": args.oversubscription}
 
         heterogeneity.per_rank_links(args.host_bw, args.host_delay, args.workers)
         if args.straggler:
             heterogeneity.Straggler.parse(args.straggler).check(args.workers, args.compute)
         heterogeneity.flows(args.cross, args.workers)
+    except ImportError as exc:
+        ap.error(f"--topology {args.topology}: {exc}")
     except ValueError as exc:
         ap.error(str(exc))
     return args
@@ -475,12 +517,13 @@ def main(argv: list[str] | None = None) -> int:
         rows += [row("loopback", preset, r["mode"], w.size, dens, r) for r in found]
         if not mininet_reason:
             for bw in args.bws:
-                found = (run_mininet(preset, scales[preset], args.workers, bw, args.rounds, modes, log, hetero)
-                         if modes else [])
+                found = (run_mininet(preset, scales[preset], args.workers, bw, args.rounds, modes, log, hetero,
+                                     args.tree) if modes else [])
                 if baselines:
                     found += run_baselines_mininet(preset, scales[preset], args.workers, bw, args.rounds, baselines,
-                                                   args.topk_density, log, hetero)
-                rows += [row(f"mininet {bw / 1000:g} Gbit/s", preset, r["mode"], w.size, dens, r) for r in found]
+                                                   args.topk_density, log, hetero, args.tree)
+                env = f"mininet {bw / 1000:g} Gbit/s" + ("" if args.tree is None else f" {args.topology}")
+                rows += [row(env, preset, r["mode"], w.size, dens, r) for r in found]
 
     checks = rule_checks(rows)
     meta = {"command": " ".join(["benchmarks/compare.py"] + (argv if argv is not None else sys.argv[1:])),
@@ -488,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": os.cpu_count(), "workers": args.workers, "modes": list(modes), "baselines": list(baselines),
             "baselines_skipped": None if baselines else baseline_reason, "topk_density": args.topk_density,
             "rounds": args.rounds, "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER,
-            "heterogeneity": hetero, "loadavg": os.getloadavg(), "commit": _commit()}
+            "heterogeneity": hetero, "loadavg": os.getloadavg(), "commit": _commit(),
+            "topology": args.topology, "oversubscription": args.oversubscription if args.tree else None}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "auto_rule": checks},
                                                            indent=1))
