@@ -434,11 +434,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", choices=("numba", "torch"), default="numba",
                     help="worker 0's kernels: numba on numpy arrays, or torch ops on --device")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the torch backend runs")
+    ap.add_argument("--torch-threads", type=between(1, 1024), default=1,
+                    help="torch's intra-op threads on the CPU (default 1: numba's kernels run on one core too)")
     ap.add_argument("--out", type=Path, default=None,
                     help="JSON path (the PNG goes next to it; default results/codec_bench.json, "
                          "codec_bench_torch_DEVICE.json with --backend torch)")
     args = ap.parse_args(argv)
     backend = backend_for(ap, args.backend, args.device)
+    if backend.name == "torch":
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
     if args.out is None:
         args.out = RESULTS / ("codec_bench.json" if backend.name == "numba" else f"codec_bench_torch_{backend.device}.json")
     lengths = [QUICK_LENGTH] if args.quick else args.lengths

@@ -51,29 +51,38 @@ def dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
-@functools.lru_cache(maxsize=None)
-def _bit_weights(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(1, 2, 4, ..., 128) as uint8 to pack bytes; (0, ..., 7) to unpack them."""
-    shifts = torch.arange(8, dtype=torch.uint8, device=device)
-    return torch.ones(8, dtype=torch.uint8, device=device) << shifts, shifts
+# Eight bools (bytes of 0 or 1, little-endian in an int64) to one byte, bit i from byte i: the products land
+# in distinct bits of the top byte, so no carries.  And back: a byte copied into all eight, byte i keeping bit i.
+_GATHER_BITS = 0x0102040810204080
+_SPREAD_BYTE = 0x0101010101010101
+_BYTE_BITS = 0x8040201008040201 - 2**64  # as int64
 
 
 def words_of(mask: torch.Tensor) -> torch.Tensor:
     """Pack a bool tensor into int32 words: bit i is bit i % 32 of word i // 32."""
     n = mask.numel()
-    padded = torch.zeros(bitmap.words_for(n) * 32, dtype=torch.uint8, device=mask.device)
-    padded[:n] = mask
-    weights, _ = _bit_weights(mask.device)
-    packed = (padded.view(-1, 8) * weights).sum(dim=1, dtype=torch.uint8)  # disjoint bits: no carries
+    if n % 32:
+        padded = torch.zeros(bitmap.words_for(n) * 32, dtype=torch.bool, device=mask.device)
+        padded[:n] = mask
+        mask = padded
+    eights = mask.contiguous().view(torch.uint8).view(torch.int64)
+    packed = ((eights * _GATHER_BITS) >> 56).to(torch.uint8)  # the top byte; >> of a negative: & 0xFF by the cast
     return packed.view(torch.int32)
 
 
 def bits_of(words: torch.Tensor, bits: int) -> torch.Tensor:
     """The first `bits` bits of int32 words as a bool tensor (zeros where the words run out)."""
-    _, shifts = _bit_weights(words.device)
-    unpacked = (words.contiguous().view(torch.uint8).unsqueeze(1) >> shifts) & 1
-    flat = unpacked.view(-1).bool()
-    return _fit(flat, bits)
+    spread = (words.contiguous().view(torch.uint8).to(torch.int64) * _SPREAD_BYTE) & _BYTE_BITS
+    return _fit(spread.view(torch.uint8) != 0, bits)
+
+
+def popcount(words: torch.Tensor) -> torch.Tensor:
+    """Set bits of each 32-bit word (int64), SWAR on the unsigned value."""
+    x = words.to(torch.int64) & _MASK32
+    x = x - ((x >> 1) & 0x55555555)
+    x = (x & 0x33333333) + ((x >> 2) & 0x33333333)
+    x = (x + (x >> 4)) & 0x0F0F0F0F
+    return (x * 0x01010101 & _MASK32) >> 24
 
 
 def _fit(mask: torch.Tensor, n: int) -> torch.Tensor:
@@ -101,7 +110,10 @@ def quantize(x: torch.Tensor, shift: int | None) -> torch.Tensor:
     if shift is None:
         return x.to(torch.int32)
     f1, f2 = factors(shift)
-    return torch.round(x.to(torch.float64) * f1 * f2).to(torch.int32)  # torch.round: half to even
+    wide = x.to(torch.float64, copy=True).mul_(f1)
+    if f2 != 1.0:  # only tiny gradients: the second factor of the two-factor trick
+        wide.mul_(f2)
+    return wide.round_().to(torch.int32)  # torch.round: half to even
 
 
 def dequantize(fixed: torch.Tensor, shift: int) -> torch.Tensor:
@@ -188,11 +200,18 @@ class TorchKernels:
 
     @staticmethod
     def group_counts(words: torch.Tensor) -> np.ndarray:
-        """Non-empty groups at every size in GROUP_SIZES (bitmap.group_counts), one copy to the host."""
-        top = bitmap.GROUP_SIZES[-1]
-        level = bits_of(words, -(-words.numel() * 32 // top) * top)
-        counts = [level.sum()]
-        for _ in bitmap.GROUP_SIZES[1:]:  # each size is pairs of the one before
+        """Non-empty groups at every size in GROUP_SIZES (bitmap.group_counts), one copy to the host.
+
+        Groups of 1..32 elements: the bits of each word folded pairwise (one bit per pair, per four, ...),
+        counted; of 64..1024: pairs of non-zero words, then pairs of those, as bools."""
+        x = words.to(torch.int64) & _MASK32
+        counts = [popcount(x).sum()]
+        for shift, keep in ((1, 0x55555555), (2, 0x11111111), (4, 0x01010101), (8, 0x00010001)):
+            x = (x | (x >> shift)) & keep
+            counts.append(popcount(x).sum())
+        level = _fit(words != 0, -(-words.numel() // 32) * 32)
+        counts.append(level.sum())
+        for _ in bitmap.GROUP_SIZES[6:]:
             level = level.view(-1, 2).any(dim=1)
             counts.append(level.sum())
         return torch.stack(counts).cpu().numpy().astype(np.int64)
@@ -225,7 +244,7 @@ class TorchKernels:
     # -- bitmaps ---------------------------------------------------------------------------------
     @staticmethod
     def count(words: torch.Tensor) -> int:
-        return int(bits_of(words, words.numel() * 32).sum())
+        return int(popcount(words).sum())
 
     @staticmethod
     def covers(union: torch.Tensor, own: torch.Tensor) -> bool:
@@ -289,18 +308,23 @@ class TorchKernels:
         return quantize(step.grad[positions(union, step.grad.numel())], step.shift)
 
     @staticmethod
-    def _group_positions(union: torch.Tensor, group: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every element position of every set group (past the end included), and which lie inside."""
+    def _group_rows(union: torch.Tensor, group: int, n: int) -> tuple[torch.Tensor, bool]:
+        """The set groups that lie wholly inside the tensor (ascending), and whether the last, partial
+        group is set too (groups past it are refused by the index checks before this runs)."""
         ids = positions(union)
-        pos = (ids.unsqueeze(1) * group + torch.arange(group, device=union.device)).view(-1)
-        return pos, pos < n
+        whole = n // group
+        inside = int(torch.searchsorted(ids, whole))  # ids ascend: the whole groups are a prefix
+        return ids[:inside], inside < ids.numel()
 
     @staticmethod
     def group_values(step, union: torch.Tensor, group: int, ngroups: int) -> torch.Tensor:
-        n = step.grad.numel()
-        pos, inside = TorchKernels._group_positions(union, group, n)
-        q = quantize(step.grad[pos.clamp(max=n - 1)], step.shift)
-        return torch.where(inside, q, torch.zeros_like(q))
+        g, n = step.grad, step.grad.numel()
+        rows, partial = TorchKernels._group_rows(union, group, n)
+        whole = n // group
+        values = g[: whole * group].view(whole, group)[rows].view(-1)
+        if partial:  # the last group, zeros past the end
+            values = torch.cat([values, g[whole * group:], torch.zeros(group - n % group, dtype=g.dtype, device=g.device)])
+        return quantize(values, step.shift)
 
     @staticmethod
     def values_at(step, positions: torch.Tensor) -> torch.Tensor:
@@ -316,11 +340,17 @@ class TorchKernels:
 
     @staticmethod
     def scatter_groups(union: torch.Tensor, group: int, values: np.ndarray, out: torch.Tensor) -> None:
-        pos, inside = TorchKernels._group_positions(union, group, out.numel())
-        if pos.numel() != values.size:
-            raise ValueError(f"{values.size} values for {pos.numel() // group} groups of {group}")
+        n = out.numel()
+        rows, partial = TorchKernels._group_rows(union, group, n)
+        used = (rows.numel() + partial) * group
+        if used != values.size:
+            raise ValueError(f"{values.size} values for {used // group} groups of {group}")
+        whole = n // group
+        vals = TorchKernels.from_wire(values, out)
         out.zero_()
-        out[pos[inside]] = TorchKernels.from_wire(values, out)[inside]
+        out[: whole * group].view(whole, group)[rows] = vals[: rows.numel() * group].view(-1, group)
+        if partial:
+            out[whole * group:] = vals[rows.numel() * group: rows.numel() * group + n - whole * group]
 
     @staticmethod
     def place(positions: torch.Tensor, values: np.ndarray, out: torch.Tensor) -> None:
@@ -359,23 +389,27 @@ class TorchKernels:
         cell = TorchKernels.from_wire(agg, out).to(torch.int64)
         count = torch.bincount(cells.view(-1), minlength=cells_total)
         value = torch.zeros(pos.numel(), dtype=torch.int64, device=pos.device)
-        alive = torch.ones(pos.numel(), dtype=torch.bool, device=pos.device)
-        while True:
-            pure = (count[cells] == 1) & alive.unsqueeze(1)  # a cell holding one live element: that element
-            ready = torch.nonzero(pure.any(dim=1)).view(-1)
-            if ready.numel() == 0:
+        live = torch.arange(pos.numel(), device=pos.device)  # the elements not yet peeled
+        while live.numel():
+            mine = cells[live]
+            pure = count[mine] == 1  # a cell holding one live element: that element
+            found = pure.any(dim=1)
+            if not bool(found.any()):
                 break
-            j = pure[ready].to(torch.uint8).argmax(dim=1, keepdim=True)  # the first pure cell of each
-            c = cells[ready].gather(1, j).view(-1)
-            v = wrap32(signs[ready].gather(1, j).view(-1) * wrap32(cell[c]).to(torch.int64)).to(torch.int64)
+            ready = live[found]
+            j = pure[found].to(torch.uint8).argmax(dim=1, keepdim=True)  # the first pure cell of each
+            touched = mine[found]
+            c = touched.gather(1, j).view(-1)
+            sign = signs[ready]
+            v = wrap32(sign.gather(1, j).view(-1) * wrap32(cell[c]).to(torch.int64)).to(torch.int64)
             value[ready] = v
-            alive[ready] = False
-            touched = cells[ready].view(-1)
-            cell.index_add_(0, touched, -(signs[ready] * v.unsqueeze(1)).view(-1))
-            count.index_add_(0, touched, torch.full_like(touched, -1))
+            live = live[~found]
+            cell.index_add_(0, touched.view(-1), -(sign * v.unsqueeze(1)).view(-1))
+            count.index_add_(0, touched.view(-1), torch.full_like(touched.view(-1), -1))
         out.zero_()
-        out[pos] = torch.where(alive, 0, value).to(torch.int32)
-        return pos[alive]
+        out[pos] = value.to(torch.int32)  # 0 where unpeeled (values are int32 already: no wrap)
+        out[pos[live]] = 0
+        return pos[live.sort().values]
 
     # -- the sum ---------------------------------------------------------------------------------
     @staticmethod

@@ -23,6 +23,9 @@ from test_codec_exact import EACH_MODE, GROUP_SIZES, LANES, MODE_GROUPS, jobs, r
 torch = pytest.importorskip("torch", reason="the torch backend needs the torch extra: pip install -e '.[torch]'")
 from codec import torch_kernels as tk  # noqa: E402  (after the skip: it imports torch)
 
+# small tensors: one intra-op thread spares OpenMP's barriers on a shared machine (results do not change)
+torch.set_num_threads(1)
+
 ROOT = Path(__file__).resolve().parent.parent
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device: torch.cuda.is_available() is False")
