@@ -423,6 +423,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="runs per mode (loopback: a new seed each); the fastest is kept, all are listed (default: 3)")
     ap.add_argument("--mininet", choices=("auto", "off"), default="auto",
                     help="auto: also run on Mininet stars when root with Mininet installed (default: auto)")
+    ap.add_argument("--loopback", choices=("on", "off"), default="on",
+                    help="off: Mininet rows only (a heterogeneity run has nothing to change on loopback) (default: on)")
     ap.add_argument("--bws", type=float, nargs="+", default=[1000.0, 10000.0],
                     help="Mininet link rates, Mbit/s (default: 1000 10000)")
     ap.add_argument("--out", type=Path, default=RESULTS,
@@ -510,8 +512,9 @@ def main(argv: list[str] | None = None) -> int:
         dens = workloads.densities(w.gradients(args.workers, seed=0))
         log(f"{preset}: {w.size:,} elements at scale {scales[preset]}, density {dens['per_worker']:.2%} per worker, "
             f"{dens['union']:.2%} union of {args.workers}")
-        found = run_loopback(preset, scales[preset], args.workers, args.rounds, modes, log) if modes else []
-        if baselines:
+        found = (run_loopback(preset, scales[preset], args.workers, args.rounds, modes, log)
+                 if modes and args.loopback == "on" else [])
+        if baselines and args.loopback == "on":
             found += run_baselines_loopback(preset, scales[preset], args.workers, args.rounds, baselines,
                                             args.topk_density, log)
         rows += [row("loopback", preset, r["mode"], w.size, dens, r) for r in found]
