@@ -10,7 +10,7 @@ import pytest
 import codec
 from helpers import dense_fixed_sum, run_threads, sparse_gradients
 from host import JobSpec, UdpTransport, Worker
-from switch_emulator import JobConfig, Member
+from switch_emulator import Drop, JobConfig, Member
 from switch_emulator.controller import p4_entries
 from switch_emulator.fabric import Fabric, TreeJob
 
@@ -107,3 +107,74 @@ def test_every_mode_through_a_tree_is_the_stars_words(make_switch, mode, shape, 
     assert all(jobs[f"s{k + 1}"].results > 0 for k in range(spines))  # every spine rooted its slots
     if loss:
         assert sum(jobs[lf].resent_up for lf in leaf_names) + sum(w.stats["retransmissions"] for w in workers) > 0
+
+
+@pytest.mark.parametrize("crash_after", [0, 1, 2])
+def test_a_restarted_job_through_joins_is_exact_or_refused_on_every_worker(make_switch, crash_after):
+    """A run dies after `crash_after` phases, leaving partials on leaves and spine; a new run whose workers
+    join their leaves (which empties what the leaves held) either sums exactly or is refused by the
+    spine, the refusal passed down to every worker under it (StaleSwitchState) within the deadline: never
+    a wrong sum, never a hang.  After the controller resets every switch it is exact."""
+    from host import StaleSwitchState
+
+    spec = JobSpec(job_id=3, words=64, slots=4)
+    fab = Fabric.leafspine(2, 1, 2)
+    job = TreeJob(3, 64, 0, 4, tuple(h.name for h in fab.hosts))
+    switches, leaf_of = udp_tree(make_switch, fab, job)
+    params = codec.CodecParams(length=10_000, workers=4, mode="dense")
+    old = sparse_gradients(np.random.default_rng(60 + crash_after), 4, 10_000, 0.05)
+    transports = [UdpTransport(switches[leaf_of[r]].data_address) for r in range(4)]
+    for r, t in enumerate(transports):
+        switches[leaf_of[r]].pipeline.join(spec.switch_config(4), Member(r, t.address))
+    crashed = [Worker(t, spec, r, deadline=2.0) for r, t in enumerate(transports)]
+    sessions = [codec.WorkerSession(params, g) for g in old]
+    for _ in range(crash_after):
+        phases = [s.next_phase() for s in sessions]
+        aggs = run_threads_calls([lambda w=w, p=p: crashed[w].transfer(p.name, p.ops, p.words)
+                                  for w, p in enumerate(phases)])
+        for s, a in zip(sessions, aggs):
+            s.receive(a)
+    # half a chunk of the dead run on leaf 1 (only worker 0's), and the partials up that completed
+    phase = sessions[0].next_phase()
+    if phase is not None:
+        run_threads_calls([lambda: crashed[0].transfer(phase.name, phase.ops, phase.words)], timeout_ok=True)
+    for t in transports:
+        t.close()
+    new = sparse_gradients(np.random.default_rng(90 + crash_after), 4, 10_000, 0.05, magnitudes=(0.1, 10))
+    results, _ = run_on(switches, leaf_of, spec, params, new, deadline=3.0)
+    for r in results:
+        if isinstance(r, codec.WorkerResult):
+            assert np.array_equal(r.fixed, dense_fixed_sum(new, r.shift))  # never a wrong sum
+        else:
+            assert isinstance(r, StaleSwitchState) and "earlier run" in str(r), r
+    if crash_after:  # the spine holds the dead run's copies: its refusal reached every worker, both leaves
+        assert all(isinstance(r, StaleSwitchState) for r in results), results
+        assert switches["s1"].pipeline.drops[Drop.STALE_RUN] > 0
+        assert all(switches[lf].pipeline.drops[Drop.STALE_RUN] > 0 for lf in ("l1", "l2"))
+    for sw in switches.values():
+        sw.pipeline.reset_job(3)
+    after, _ = run_on(switches, leaf_of, spec, params, new)
+    for r in after:
+        assert np.array_equal(r.fixed, dense_fixed_sum(new, r.shift))
+
+
+def run_threads_calls(calls, timeout_ok=False):
+    """Run each call in a thread; their results (a timeout, where allowed, is a result too)."""
+    import threading
+
+    out = [None] * len(calls)
+
+    def one(i):
+        try:
+            out[i] = calls[i]()
+        except Exception as exc:  # noqa: BLE001
+            if not timeout_ok:
+                raise
+            out[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
