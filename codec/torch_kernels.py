@@ -51,11 +51,12 @@ def dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
-# Eight bools (bytes of 0 or 1, little-endian in an int64) to one byte, bit i from byte i: the products land
-# in distinct bits of the top byte, so no carries.  And back: a byte copied into all eight, byte i keeping bit i.
-_GATHER_BITS = 0x0102040810204080
-_SPREAD_BYTE = 0x0101010101010101
-_BYTE_BITS = 0x8040201008040201 - 2**64  # as int64
+# Four bools (bytes of 0 or 1, little-endian in an int32) to four bits: times 2^24 + 2^17 + 2^10 + 2^3, byte j's
+# bit lands on bit 24 + j, every other product below bit 24 (distinct bits: no carries) or above bit 27, and the
+# product stays below 2^50 (no overflow in int64).  Back: a nibble copied into four bytes, byte j keeping bit j.
+_GATHER_NIBBLE = 0x01020408
+_SPREAD_NIBBLE = 0x01010101
+_NIBBLE_BITS = 0x08040201
 
 
 def words_of(mask: torch.Tensor) -> torch.Tensor:
@@ -65,15 +66,19 @@ def words_of(mask: torch.Tensor) -> torch.Tensor:
         padded = torch.zeros(bitmap.words_for(n) * 32, dtype=torch.bool, device=mask.device)
         padded[:n] = mask
         mask = padded
-    eights = mask.contiguous().view(torch.uint8).view(torch.int64)
-    packed = ((eights * _GATHER_BITS) >> 56).to(torch.uint8)  # the top byte; >> of a negative: & 0xFF by the cast
+    fours = mask.contiguous().view(torch.uint8).view(torch.int32).to(torch.int64)
+    nibbles = ((fours * _GATHER_NIBBLE) >> 24) & 0xF
+    packed = (nibbles[0::2] | (nibbles[1::2] << 4)).to(torch.uint8)  # two nibbles a byte, 0..255: exact
     return packed.view(torch.int32)
 
 
 def bits_of(words: torch.Tensor, bits: int) -> torch.Tensor:
     """The first `bits` bits of int32 words as a bool tensor (zeros where the words run out)."""
-    spread = (words.contiguous().view(torch.uint8).to(torch.int64) * _SPREAD_BYTE) & _BYTE_BITS
-    return _fit(spread.view(torch.uint8) != 0, bits)
+    b = words.contiguous().view(torch.uint8).to(torch.int32)
+    low = ((b & 0xF) * _SPREAD_NIBBLE) & _NIBBLE_BITS  # bits 0..3 of the byte, one a byte; at most 0x0F0F0F0F
+    high = ((b >> 4) * _SPREAD_NIBBLE) & _NIBBLE_BITS  # bits 4..7
+    spread = torch.stack([low, high], dim=1).view(torch.uint8)
+    return _fit(spread.view(-1) != 0, bits)
 
 
 def popcount(words: torch.Tensor) -> torch.Tensor:
