@@ -5,7 +5,9 @@ MAXes: a scale round (parameter check, exponent, union statistics), then
 the encoding every worker picks alike (`auto`): dense, blocks, aligned
 (index, then the values at the union) or the one-round sketch.
 `simulate_allreduce` runs them with numpy as the switch; `WorkerSession`
-is one worker's side, driven by the host agents.
+is one worker's side, driven by the host agents.  A session's gradient may
+be a numpy array (the numba kernels) or a torch tensor on the CPU or a GPU
+(`codec.torch_kernels`): the words of every round are the same bits.
 """
 
 import importlib
