@@ -594,9 +594,18 @@ def mininet_case(path: Path) -> list[dict]:
             "ratio": run["seconds"] / (model["seconds"] + compute),
             "network_ratio": measured_net / model["seconds"],
             "line_rate_seconds": run.get("line_rate_seconds"),
-            "verdict": run.get("verdict") or data.get("verdict"),
+            "verdict": _verdict(run), "verdict_rounds": run.get("fidelity_rounds"),
             "load": data.get("load")})
     return out
+
+
+def _verdict(run: dict) -> str | None:
+    """The fidelity monitor's verdict (mininet/fidelity.py) of a Mininet run's reported round, with its
+    detail (the busiest link's share of its rate), where the run recorded one."""
+    fid = run.get("fidelity")
+    if not isinstance(fid, dict) or "verdict" not in fid:
+        return None
+    return fid["verdict"] + (f" ({fid['detail']})" if fid.get("detail") else "")
 
 
 # the emulator's seconds per frame handled (in or out) on one core of this machine: 150,000 frames a second
@@ -606,7 +615,8 @@ EMULATOR_SERVICE = 1 / 150_000
 
 # -- the projection -----------------------------------------------------------------------------
 def project(presets: Sequence[str], workers: Sequence[int], gbps: Sequence[float], depths: Sequence[int], *,
-            scale: float | None, seed: int, cap: int, host_alpha: float, log=print) -> list[dict]:
+            scale: float | None, seed: int, cap: int, host_alpha: float, mtu: int = 9000, slots: int = 64,
+            log=print) -> list[dict]:
     """Dense INA, hina auto and the ring for every preset, worker count, rate and topology; `scale`:
     where the supports are drawn (None: `support_scale`, full size but for NCF)."""
     rows = []
@@ -622,7 +632,7 @@ def project(presets: Sequence[str], workers: Sequence[int], gbps: Sequence[float
                 for depth in depths:
                     if depth > 1 and st.workers < 2 ** depth:
                         continue
-                    net = Network(workers=st.workers, gbps=rate, depth=depth)
+                    net = Network(workers=st.workers, gbps=rate, depth=depth, words=max_words(mtu), slots=slots)
                     row = {"preset": name, "length": length, "workers": st.workers, "gbps": rate,
                            "topology": "star" if depth == 1 else f"tree{depth}", "fanins": list(net.fanins),
                            "union_density": st.occupied[0], "support_scale": drawn}
@@ -683,6 +693,36 @@ def plot(rows: list[dict], path: Path, gbps: float, topology: str) -> bool:
     return True
 
 
+def tables(result: dict) -> str:
+    """The validation table and the projection to the largest worker count at 100 Gbit/s, as markdown."""
+    out = []
+    val = result.get("validation") or []
+    if val:
+        out += ["| workers | Mbit/s | workload | mode | ran | measured s | model s | measured / model "
+                "| network: measured / model s | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in val:
+            out.append(f"| {r['workers']} | {r['mbps']:g} | {r['workload']} | {r['mode']} | {r['encoding']} "
+                       f"| {r['measured_seconds']:.3f} | {r['model_seconds']:.3f} | {r['ratio']:.2f} "
+                       f"| {r['measured_network_seconds']:.3f} / {r['model_network_seconds']:.3f} "
+                       f"| {r.get('verdict') or 'not recorded'} |")
+        out.append("")
+    rows = result.get("projection") or []
+    if rows:
+        top = max(r["workers"] for r in rows)
+        rate = 100.0 if any(r["gbps"] == 100.0 for r in rows) else rows[0]["gbps"]
+        out += [f"| preset | topology | union of {top} | hina auto runs | dense INA s | hina auto s | ring s "
+                "| hina / dense INA | hina / ring |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if r["workers"] != top or r["gbps"] != rate:
+                continue
+            h = r["hina_auto"]
+            ran = h["encoding"] + (f" (G = {h['group']})" if h["group"] else "")
+            out.append(f"| {r['preset']} | {r['topology']} {'x'.join(map(str, r['fanins']))} "
+                       f"| {r['union_density']:.2%} | {ran} | {r['dense_ina']['seconds']:.4f} | {h['seconds']:.4f} "
+                       f"| {r['ring']['seconds']:.4f} | {r['speedup_vs_dense']:.2f}x | {r['speedup_vs_ring']:.2f}x |")
+    return "\n".join(out)
+
+
 def _int_list(text: str) -> list[int]:
     return [between(1, 4096, " workers")(t) for t in text.split(",")]
 
@@ -740,11 +780,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="chunks per round run on the clock before the steady state is extrapolated (default: 2048)")
     ap.add_argument("--ring-alpha-us", type=checked(non_negative), default=0.0,
                     help="the ring's per-step host overhead in microseconds (default: 0, the ring's best case)")
+    ap.add_argument("--mtu", type=between(128, 9000), default=9000,
+                    help="the links' MTU; K, the words per frame, follows (default: 9000, K = 2239, the emulator's)")
+    ap.add_argument("--slots", type=between(1, 1 << 15), default=64, help="the job's slots W (default: 64)")
     ap.add_argument("--seed", type=between(0), default=0, help="seed of the supports (default: 0)")
+    ap.add_argument("--tables", type=checked(_existing), metavar="RESULT_JSON",
+                    help="print the markdown tables of a result file and exit")
     ap.add_argument("--no-project", action="store_true", help="validate only")
     ap.add_argument("--out", type=Path, default=RESULTS / "scale_model.json",
                     help="result JSON (default: benchmarks/results/scale_model.json; plots beside it)")
     args = ap.parse_args(argv)
+    if args.tables:
+        print(tables(json.loads(args.tables.read_text())))
+        return 0
     if args.scale is not None and args.scale > 1:
         ap.error(f"argument --scale: must be in (0, 1], got {args.scale}")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
@@ -762,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
         result["validation_within_20pct"] = all(abs(r["ratio"] - 1) <= 0.2 for r in validation)
     if not args.no_project:
         rows = project(args.presets, args.workers, args.gbps, args.topologies, scale=args.scale, seed=args.seed,
-                       cap=args.cap, host_alpha=args.ring_alpha_us * 1e-6, log=log)
+                       cap=args.cap, host_alpha=args.ring_alpha_us * 1e-6, mtu=args.mtu, slots=args.slots, log=log)
         result["projection"] = rows
         result["paper_speedups"] = PAPER_SPEEDUP
         plots = []

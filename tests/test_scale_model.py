@@ -187,3 +187,24 @@ def test_group_counts_from_ranges_are_the_codecs():
     words = np.packbits(support, bitorder="little")
     words = np.concatenate([words, np.zeros(-words.size % 4, np.uint8)]).view("<u4").astype(np.uint32)
     assert list(sm.group_counts(*sm._ranges(support))) == list(bitmap.group_counts(words))
+
+
+def test_a_mininet_run_is_modelled_with_its_own_gradients_and_verdict(tmp_path):
+    cfg = {"workers": 4, "switch": "emulator", "bw": 100.0, "delay": 0.0, "loss": 0.0, "length": 1 << 16,
+           "density": 0.01, "mtu": 9000, "slots": 64, "seed": 0, "workload": None, "scale": 0.02}
+    runs = [{"mode": mode, "seconds": 0.5, "phase_seconds": {"a": 0.3, "b": 0.1}, "compute_seconds": {"encode": 0.05},
+             "fidelity": {"verdict": "network-bound", "detail": "s1-eth1 at 97%"}} for mode in ("dense", "aligned")]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"config": cfg, "runs": runs, "command": "mininet/run.py ..."}))
+    dense, aligned = sm.mininet_case(path)
+    assert dense["payload_bytes_model"] == 4 * (sum(sm.first_round()) + (1 << 16))
+    assert aligned["encoding"] == "aligned" and aligned["payload_bytes_model"] < dense["payload_bytes_model"] / 10
+    net = sm.Network(workers=4, gbps=0.1, overhead=sm.FRAME_OVERHEAD)
+    assert dense["model_network_seconds"] > net.line_rate_seconds(1 + -(-(1 << 16) // net.words))
+    assert dense["model_seconds"] == pytest.approx(dense["model_network_seconds"] + 0.05)
+    assert dense["ratio"] == pytest.approx(0.5 / dense["model_seconds"])
+    assert dense["verdict"] == "network-bound (s1-eth1 at 97%)"
+    cfg["loss"] = 1.0
+    path.write_text(json.dumps({"config": cfg, "runs": runs}))
+    with pytest.raises(ValueError, match="lossless"):
+        sm.mininet_case(path)
