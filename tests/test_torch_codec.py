@@ -257,6 +257,39 @@ def test_out_buffer_is_filled_in_place():
         codec.WorkerSession(p, tensors(grads)[0], out=np.zeros(10_000, dtype=np.int32))
 
 
+@pytest.mark.parametrize("mode,group", [("dense", 0), ("blocks", 0), ("aligned", 1), ("aligned", 16), ("sketch", 4)])
+def test_only_the_words_leave_the_device(mode, group, monkeypatch):
+    """Every tensor the torch backend copies to host memory is a segment's words (or the 11 group counts):
+    never the gradient, the bitmap it keeps, nor the sum."""
+    copied = []
+
+    def recording(method):
+        original = getattr(torch.Tensor, method)
+
+        def record(self, *args, **kwargs):
+            copied.append(self.numel())
+            return original(self, *args, **kwargs)
+        return record
+
+    for method in ("cpu", "numpy", "tolist"):  # the ways a tensor reaches host memory in bulk
+        monkeypatch.setattr(torch.Tensor, method, recording(method))
+    d = 200_003
+    grads = sparse_gradients(np.random.default_rng(17), 4, d, 0.005)
+    p = codec.CodecParams(length=d, workers=4, mode=mode, group=group)
+    sessions = [codec.WorkerSession(p, t) for t in tensors(grads)]
+    words = []
+    while not sessions[0].done:
+        phases = [s.next_phase() for s in sessions]
+        words += [seg.words.size for seg in phases[0].segments]
+        aggregate = codec.aggregate_round(phases)
+        for s in sessions:
+            s.receive(aggregate.copy())
+    assert copied and set(copied) <= set(words) | {len(bitmap.GROUP_SIZES)}, (sorted(set(copied)), words)
+    if mode != "dense":  # (dense's one segment is d words)
+        assert d not in copied
+    assert sessions[0].result().fixed.numel() == d
+
+
 def test_refusals_read_as_numba_s():
     """Wrong dtype, wrong length, NaN and Inf: the same message from a tensor as from its numpy twin;
     bfloat16 (numpy has none) is refused as an unsupported dtype, and is exact once widened to float32."""
