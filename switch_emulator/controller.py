@@ -130,6 +130,8 @@ class Bmv2Target:
             except Exception as exc:
                 raise ControlError(f"inserting {e.describe()} failed: {exc}") from exc
         for group, ports in groups.items():
+            if not ports:  # a spine's flood group (broadcasts are never flooded between switches)
+                continue
             try:
                 mg = sh.MulticastGroupEntry(group)
                 for port in ports:

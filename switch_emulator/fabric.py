@@ -248,7 +248,7 @@ class Fabric:
             hosts = [Host(h.port, h.mac, h.ip) for h in self.hosts if h.switch == s.name]
             for my_port, other, _ in self.neighbours(s.name):
                 o = self.switch(other)
-                hosts.append(Host(my_port, o.mac, o.ip))
+                hosts.append(Host(my_port, o.mac, o.ip, switch=True))  # never flooded to: no loops
             out[s.name] = Topology(s.mac, s.ip, tuple(sorted(hosts, key=lambda h: h.port)), tuple(shares[s.name]))
         return out
 

@@ -48,11 +48,13 @@ def ip_bytes(ip: str) -> bytes:
 @dataclasses.dataclass(frozen=True)
 class Host:
     """The host behind a switch port: where RESULTs for that port are addressed.  In a tree a
-    neighbouring switch is a host too (its address is where partials up, or RESULTs down, go)."""
+    neighbouring switch is a host too (`switch`: its address is where partials up, or RESULTs down,
+    go), but broadcasts are not flooded to it: between switches they would loop."""
 
     port: int
     mac: str
     ip: str
+    switch: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 511:
@@ -107,7 +109,7 @@ class Topology:
 
     def groups(self) -> dict[int, tuple[int, ...]]:
         """multicast group -> ports: the flood group, then one group per job."""
-        groups = {FLOOD_GROUP: tuple(sorted(h.port for h in self.hosts))}
+        groups = {FLOOD_GROUP: tuple(sorted(h.port for h in self.hosts if not h.switch))}
         for job in self.jobs:
             groups[job_group(job.job_id)] = tuple(m.source for m in sorted(job.members, key=lambda m: m.worker_id))
         return groups
@@ -115,7 +117,8 @@ class Topology:
     # -- serialization ---------------------------------------------------------
     def to_config(self) -> dict[str, Any]:
         return {"switch": {"mac": self.switch_mac, "ip": self.switch_ip},
-                "hosts": [dataclasses.asdict(h) for h in self.hosts],
+                "hosts": [{k: v for k, v in dataclasses.asdict(h).items() if k != "switch" or v}
+                          for h in self.hosts],
                 "jobs": [j.to_config() for j in self.jobs]}
 
     @classmethod
@@ -124,5 +127,6 @@ class Topology:
         if unknown:
             raise ValueError(f"unknown topology fields: {', '.join(sorted(unknown))}")
         sw = cfg["switch"]
-        return cls(sw["mac"], sw["ip"], tuple(Host(int(h["port"]), h["mac"], h["ip"]) for h in cfg["hosts"]),
+        return cls(sw["mac"], sw["ip"], tuple(Host(int(h["port"]), h["mac"], h["ip"], bool(h.get("switch", False)))
+                                              for h in cfg["hosts"]),
                    tuple(JobConfig.from_config(j) for j in cfg.get("jobs", ())))

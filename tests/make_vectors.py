@@ -56,7 +56,8 @@ JOB_PORTS = {1: [1, 2, 3], 2: [4, 1]}
 # a host of no job.  A spine's vector (SPINE_TOPOLOGY) has two leaves on ports 1 and 2.
 TREE_TOPOLOGY = {
     "switch": {"mac": SWITCH_MAC, "ip": SWITCH_IP},
-    "hosts": [{"port": p, "mac": host_mac(p), "ip": host_ip(p)} for p in (1, 2, 3, 5, 6)],
+    "hosts": [{"port": p, "mac": host_mac(p), "ip": host_ip(p)} for p in (1, 2, 3)]
+    + [{"port": p, "mac": host_mac(p), "ip": host_ip(p), "switch": True} for p in (5, 6)],
     "jobs": [
         {"job_id": 1, "workers": 4, "words": K, "slot_base": 0, "slots": 4, "mask": 0b0011,
          "members": [{"worker_id": 0, "port": 1}, {"worker_id": 1, "port": 2}],
@@ -319,6 +320,10 @@ def tree_cases() -> list[dict]:
               "stored", [(1, a), (2, b), (5, refusal)], [(5, up)] + down(refusal, partial, flags=STALE_RUN),
               {"stale_run": 1})
     fresh = update(2, [1], worker=1, offset=0x5A17)
+    arp = raw(Ether(src=host_mac(1), dst="ff:ff:ff:ff:ff:ff") / ARP(hwsrc=host_mac(1), psrc=host_ip(1),
+                                                                    pdst=host_ip(2)))
+    leaf_case("tree_broadcast_stays_below", "a broadcast (ARP) on a leaf goes to its hosts only, never up to "
+              "the spines: between switches it would loop", [(1, arp)], [(2, arp), (3, arp)])
     leaf_case("tree_stale_run_on_the_leaf", "a restarted child meets the earlier run's partial on the leaf "
               "itself (another salt in the offset): refused there, nothing goes up", [(1, a), (2, fresh)],
               [refused(2, fresh)], {"stale_run": 1})

@@ -13,6 +13,7 @@ from host import JobSpec, UdpTransport, Worker
 from switch_emulator import Drop, JobConfig, Member
 from switch_emulator.controller import p4_entries
 from switch_emulator.fabric import Fabric, TreeJob
+from switch_emulator.topology import FLOOD_GROUP, Topology
 
 
 def test_leafspine_shares():
@@ -28,6 +29,9 @@ def test_leafspine_shares():
     topos = fab.topologies([job])
     assert [h.port for h in topos["l2"].hosts] == [1, 2, 3, 4]
     assert topos["l2"].host_on(3).mac == fab.switch("s1").mac  # partials up are addressed to the spine
+    assert topos["l2"].groups()[FLOOD_GROUP] == (1, 2)  # broadcasts stay below: switches would loop them
+    assert topos["s1"].groups()[FLOOD_GROUP] == ()
+    assert Topology.from_config(json.loads(json.dumps(topos["l2"].to_config()))) == topos["l2"]
     entries, groups = p4_entries(topos["l2"])  # BMv2 takes the same share
     assert sum(e.table == "parents" for e in entries) == 8
     assert Fabric.from_config(json.loads(json.dumps(fab.to_config()))) == fab
