@@ -324,6 +324,12 @@ def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame
         return m, OK
     pool_index = _get16(frame, at + 6)
     slot = (pool_index & (_VERSION_BIT - 1)) - t[T_SLOT_BASE]
+    if (frame[at] == _RESULT and frame[at + 5] & _STALE_RUN and _get16(frame, at + 2) == t[T_JOB]
+            and _get16(frame, at + 14) == t[T_TAG] and 0 <= slot < t[T_SLOTS]):
+        # the switch refused a chunk of this phase, ours or another worker's (it tells every member):
+        # the run cannot finish, so stop now rather than wait for chunks that never complete
+        t[T_STALE_SLOT] = slot
+        return m, STALE_RUN
     if slot < 0 or slot >= t[T_SLOTS] or fl_i[slot, I_CHUNK] < 0:
         stats[S_IGNORED] += 1
         return m, OK

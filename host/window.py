@@ -382,10 +382,10 @@ class PhaseTransfer:
         if status == sp.STALE_RUN:
             slot = int(self._t[sp.T_STALE_SLOT])
             chunk, version = self._fl_i[slot, sp.I_CHUNK], self._fl_i[slot, sp.I_VERSION]
+            what = f"at offset {self._chunks[chunk, 0]}" if chunk >= 0 else "(another worker's chunk)"
             raise StaleSwitchState(stale_message(
                 self.job_id, self.worker_id, f"holds slot {self.pool.slot_base + slot} (copy {version}) "
-                f"from an earlier run of this job, so it refused phase {self.name!r} at offset "
-                f"{self._chunks[chunk, 0]}"))
+                f"from an earlier run of this job, so it refused phase {self.name!r} {what}"))
         if status == sp.DEADLINE:
             waiting = np.flatnonzero(self._fl_i[:, sp.I_CHUNK] >= 0)
             slot = waiting[np.argmin(self._fl_i[waiting, sp.I_CHUNK])]

@@ -3,7 +3,8 @@
  * - copy non-empty and (offset or phase tag differs): STALE_RUN.  Within one
  *   run a copy in use holds one chunk, and a worker whose bit is still set
  *   sends there only that chunk again, so the copy holds another run's state:
- *   the packet goes back to its sender flagged STALE_RUN.
+ *   the packet goes to every member flagged STALE_RUN (the run cannot finish:
+ *   all of its workers must stop, not only the sender).
  * - sender's bit already set: RESEND if the copy is complete (counter == the
  *   children's count) and holds the total (always, on the root), RESEND_UP if
  *   it is complete but was sent up and no total came back yet (trees), else
@@ -13,10 +14,10 @@
  * - otherwise clear the sender's bit in the other copy, set it here; an
  *   empty copy is written (first), a non-empty one combined; when the bitmap
  *   reaches the children's mask: COMPLETE on the root, SEND_UP below it.
- * Trees, a RESULT from the slot's parent (ingress checked the port): it must
- * answer this copy (complete, same offset and phase tag), else STALE; a
- * STALE_RUN refusal goes down as it came (STALE_DOWN); a total is stored
- * once (TOTAL; a second is a DUPLICATE). */
+ * Trees, a RESULT from the slot's parent (ingress checked the port): a
+ * STALE_RUN refusal goes down as it came (STALE_DOWN), whatever the copy
+ * holds; a total must answer this copy (complete, same offset and phase
+ * tag), else STALE, and is stored once (TOTAL; a second is a DUPLICATE). */
 #ifndef _HINA_ARRIVAL_BITMAP_P4_
 #define _HINA_ARRIVAL_BITMAP_P4_
 
@@ -42,11 +43,11 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
         totals.read(total, meta.copy);
         meta.first = 0;
         if (hdr.hina.msg_type == MSG_RESULT) {   /* from_parent */
-            if (count != meta.children || offset != hdr.hina.offset || phase != hdr.hina.phase) {
+            if ((hdr.hina.flags & FLAG_STALE_RUN) != 0) {
+                meta.verdict = VERDICT_STALE_DOWN;
+            } else if (count != meta.children || offset != hdr.hina.offset || phase != hdr.hina.phase) {
                 meta.verdict = VERDICT_DROP;
                 meta.drop_reason = DROP_STALE;
-            } else if ((hdr.hina.flags & FLAG_STALE_RUN) != 0) {
-                meta.verdict = VERDICT_STALE_DOWN;
             } else if (total != 0) {
                 meta.verdict = VERDICT_DROP;
                 meta.drop_reason = DROP_DUPLICATE;

@@ -46,7 +46,7 @@ const drop_reason_t DROP_STALE = 10;
 const drop_reason_t DROP_DUPLICATE = 11;
 const drop_reason_t DROP_BAD_CHECKSUM = 12;
 const drop_reason_t DROP_NO_ROUTE = 13;
-const drop_reason_t DROP_STALE_RUN = 14;   /* counted, and refused back to the sender */
+const drop_reason_t DROP_STALE_RUN = 14;   /* counted, and refused to every member */
 const drop_reason_t DROP_NOT_PARENT = 15;  /* a RESULT from a port that is not the slot's parent */
 #define DROP_REASONS 16
 
@@ -56,7 +56,7 @@ const verdict_t VERDICT_DROP = 0;       /* drop_reason says why */
 const verdict_t VERDICT_CONSUMED = 1;   /* combined, copy not complete yet */
 const verdict_t VERDICT_COMPLETE = 2;   /* combined, copy complete: multicast RESULT */
 const verdict_t VERDICT_RESEND = 3;     /* duplicate for a complete copy: unicast RESULT */
-const verdict_t VERDICT_STALE_RUN = 4;  /* the copy holds another run's chunk: refuse to the sender */
+const verdict_t VERDICT_STALE_RUN = 4;  /* the copy holds another run's chunk: refuse to every member */
 const verdict_t VERDICT_SEND_UP = 5;    /* combined, copy complete, switch has a parent: ONE UPDATE up */
 const verdict_t VERDICT_RESEND_UP = 6;  /* duplicate for a copy sent up, no total yet: the partial up again */
 const verdict_t VERDICT_TOTAL = 7;      /* the parent's RESULT for a copy sent up: store, multicast down */

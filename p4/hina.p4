@@ -96,10 +96,10 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
                         meta.copy = ((bit<32>) hdr.hina.slot << 1) | (bit<32>) hdr.hina.version;
                         arrival_bitmap.apply(hdr, meta);
                         if (meta.verdict == VERDICT_STALE_RUN) {
-                            drops.count((bit<32>) DROP_STALE_RUN);   /* counted, but the packet goes back */
+                            drops.count((bit<32>) DROP_STALE_RUN);   /* counted; refused to every member */
                             hdr.hina.msg_type = MSG_RESULT;
                             hdr.hina.flags = FLAG_STALE_RUN;
-                            standard_metadata.egress_spec = standard_metadata.ingress_port;
+                            standard_metadata.mcast_grp = meta.group;
                             meta.is_result = 1;
                         } else if (meta.verdict == VERDICT_RESEND) {
                             value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, 0, 1);

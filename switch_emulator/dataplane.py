@@ -41,8 +41,11 @@ asks again; a duplicate then gets the stored result by unicast.  An UPDATE
 that arrives at a complete copy its sender has already left is stale and
 dropped.  An UPDATE whose offset or phase tag disagrees with a non-empty
 copy meets another run's state (a restarted job on a switch nobody reset):
-it is refused back to its sender as a RESULT flagged STALE_RUN, which the
-worker turns into an error, never into a sum.  Nothing here raises on a
+it is refused as a RESULT flagged STALE_RUN, which the worker turns into an
+error, never into a sum; the refusal goes to every member, not only the
+sender, since the run cannot finish once one worker stops: a worker whose
+window had not reached that copy yet would otherwise wait for chunks that
+never complete and time out.  Nothing here raises on a
 frame: anything malformed is dropped and counted by reason.
 
 Aggregation trees (DESIGN.md section 4, docs/trees.md): a switch holds a
@@ -55,8 +58,8 @@ UPDATE (member id as worker_id, the combined words) to its slot's parent
 RESULT from the parent (any other source: NOT_PARENT) for a complete copy
 with the same offset and phase is stored (the copy's `TOTAL` is set) and
 multicast to the children; flagged STALE_RUN it is multicast down as it
-came, so every worker under the copy gets the refusal, and nothing is
-stored.  A duplicate from a child: the copy holds the total -> unicast
+came, whatever the copy holds, so every worker under it gets the refusal,
+and nothing is stored.  A duplicate from a child: the copy holds the total -> unicast
 back; complete but no total yet -> the partial goes up again (the UPDATE
 up or the RESULT down was lost); incomplete -> dropped.  The workers'
 retransmissions stay the only timers at every tier.  A root (no parent)
@@ -235,12 +238,13 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
     phase = _be16(data, at + 14)
     if seen != 0 and (copies[copy, OFFSET] != offset or copies[copy, PHASE] != phase):
         # Within one run a copy in use holds one chunk, and a worker whose bit is still set sends
-        # there only that chunk again: this copy holds another run's state.  Refused at once,
-        # back to the sender, so that it never takes an old RESULT or adds into old words.
+        # there only that chunk again: this copy holds another run's state.  Refused at once, to
+        # every member (the sender never takes an old RESULT or adds into old words, and the others
+        # stop too instead of waiting for a run that cannot finish).
         _drop(meta, counts, j, STALE_RUN)
         _header(out, o, data, at, _STALE_RUN_FLAG)
         out[o + HEADER_BYTES : o + frame_bytes] = data[at + HEADER_BYTES : at + frame_bytes]
-        return TO_SENDER, j, frame_bytes
+        return TO_GROUP, j, frame_bytes
     row = meta[j, VALUE_BASE] + local * words
     needed = meta[j, NEEDED]
     if seen & bit:
@@ -302,11 +306,12 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
 def _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_bytes, out, o):
     """A RESULT (right length) for job row j, which has parents: `from_parent`, the tree's one new rule.
 
-    Only the slot's parent may send it (else NOT_PARENT).  It answers a copy this switch sent up: complete,
-    same offset and phase (else STALE: it is late, the copy moved on).  A total is stored and
-    multicast to the children, once (a second is a DUPLICATE: it answers a partial sent up again, and
-    a child still missing it asks again and gets the stored copy); a STALE_RUN refusal is multicast down
-    as it came, the copy untouched, so that every worker under it fails the same way.
+    Only the slot's parent may send it (else NOT_PARENT).  A STALE_RUN refusal is multicast down as it
+    came, whatever the copy holds, the copy untouched, so that every worker under it fails the same
+    way.  A total must answer a copy this switch sent up: complete, same offset and phase (else STALE:
+    it is late, the copy moved on); it is stored and multicast to the children, once (a second is a
+    DUPLICATE: it answers a partial sent up again, and a child still missing it asks again and gets the
+    stored copy).
     """
     words = meta[j, WORDS]
     if _be16(data, at + 12) > words:
@@ -318,16 +323,16 @@ def _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_
     # tree_parent: the slot's parent, the only source a RESULT is taken from
     if source != auth[j, MAX_WORKERS + (pool_index & 0x7FFF) % meta[j, PARENTS]]:
         return _drop(meta, counts, j, NOT_PARENT)
+    if data[at + 5] & _STALE_RUN_FLAG:
+        _drop(meta, counts, j, STALE_RUN)  # counted on every tier it passes
+        out[o : o + frame_bytes] = data[at : at + frame_bytes]
+        return TO_GROUP, j, frame_bytes
     local = 2 * slot + (pool_index >> 15)
     copy = meta[j, COPY_BASE] + local
     if (copies[copy, COUNTER] != meta[j, NEEDED] or copies[copy, OFFSET] != _be32(data, at + 8)
             or copies[copy, PHASE] != _be16(data, at + 14)):
         return _drop(meta, counts, j, STALE)
-    flags = data[at + 5]
     out[o : o + frame_bytes] = data[at : at + frame_bytes]
-    if flags & _STALE_RUN_FLAG:
-        _drop(meta, counts, j, STALE_RUN)  # counted on every tier it passes
-        return TO_GROUP, j, frame_bytes
     if copies[copy, TOTAL]:
         return _drop(meta, counts, j, DUPLICATE)
     row = meta[j, VALUE_BASE] + local * words

@@ -54,7 +54,7 @@ class Drop(enum.IntEnum):
     DUPLICATE = dp.DUPLICATE  # sender already counted in an incomplete copy
     BAD_CHECKSUM = dp.BAD_CHECKSUM  # raw frames: IPv4 header checksum wrong
     NO_ROUTE = dp.NO_ROUTE  # raw frames: non-hina frame to an unknown destination MAC
-    STALE_RUN = dp.STALE_RUN  # the copy holds another run's chunk: refused back to the sender (flag STALE_RUN)
+    STALE_RUN = dp.STALE_RUN  # the copy holds another run's chunk: refused to every member (flag STALE_RUN)
     NOT_PARENT = dp.NOT_PARENT  # a RESULT from a source that is not the job's parent switch
 
 

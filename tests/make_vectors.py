@@ -113,11 +113,11 @@ def result(to_port, sent_frame, words, *, flags=0, msg_type=1, worker=None):
     return raw(out) + trailer
 
 
-def refused(port, sent_frame):
-    """An UPDATE refused back to its sender (flag STALE_RUN): its own header and words as a RESULT."""
+def refused(sent_frame, ports):
+    """An UPDATE refused (flag STALE_RUN): its own header and words as a RESULT, to every member's port."""
     hina_frame = sent_frame[42:]
     words = [int.from_bytes(hina_frame[16 + 4 * i : 20 + 4 * i], "big", signed=True) for i in range(K)]
-    return port, result(port, sent_frame, words, flags=STALE_RUN)
+    return [(port, result(port, sent_frame, words, flags=STALE_RUN)) for port in ports]
 
 
 def multicast(sent_frame, words, job=1):
@@ -177,19 +177,19 @@ def build_cases() -> list[dict]:
 
     off = update(2, [1], worker=1, offset=K)
     cases.append(case("stale_offset", "an offset that disagrees with a non-empty copy is another run's chunk: "
-                      "refused back to the sender, flagged STALE_RUN", [(1, a), (2, off)], [refused(2, off)],
-                      {"stale_run": 1}))
+                      "refused, flagged STALE_RUN, to every member: the run cannot finish once one worker "
+                      "stops", [(1, a), (2, off)], refused(off, JOB_PORTS[1]), {"stale_run": 1}))
 
     # A job restarted against a switch nobody reset: fresh workers start at slot copy 0 with phase tag 0.
     fresh0 = update(1, [9], worker=0, phase=0)
     cases.append(case("restart_meets_a_complete_copy", "worker 0 restarted: its bit is still set in a copy "
                       "completed by the earlier run (phase tag 3), so the switch refuses it instead of re-sending "
                       "the old RESULT", [(1, a), (2, b), (3, c), (1, fresh0)],
-                      multicast(c, [111]) + [refused(1, fresh0)], {"stale_run": 1}))
+                      multicast(c, [111]) + refused(fresh0, JOB_PORTS[1]), {"stale_run": 1}))
     fresh1 = update(2, [9], worker=1, phase=0)
     cases.append(case("restart_meets_a_partial_copy", "the earlier run crashed with worker 0's chunk in the copy; "
                       "a restarted worker 1 (phase tag 0) is refused, never added to the old words",
-                      [(1, a), (2, fresh1)], [refused(2, fresh1)], {"stale_run": 1}))
+                      [(1, a), (2, fresh1)], refused(fresh1, JOB_PORTS[1]), {"stale_run": 1}))
 
 
     packets, expected = [], []
@@ -311,14 +311,17 @@ def tree_cases() -> list[dict]:
     leaf_up = hina(partial, worker=0)  # the leaf's partial, as the spine gets it from leaf 0 on port 1
     new_run = frame(1, leaf_up, ip_id=1)
     cases.append(case("tree_spine_refuses_another_runs_partial", "on a spine, a leaf's partial whose offset "
-                      "(another run salt) disagrees with a copy holding the earlier run's partial is refused "
-                      "back to that leaf, flagged STALE_RUN", [(2, old_run), (1, new_run)],
-                      [refused(1, new_run)], {"stale_run": 1}, topology=SPINE_TOPOLOGY))
+                      "(another run salt) disagrees with a copy holding the earlier run's partial is refused, "
+                      "flagged STALE_RUN, to every leaf", [(2, old_run), (1, new_run)],
+                      refused(new_run, [1, 2]), {"stale_run": 1}, topology=SPINE_TOPOLOGY))
     refusal = frame(5, bytes([1]) + leaf_up[1:5] + bytes([STALE_RUN]) + leaf_up[6:])  # the spine's, relayed
     leaf_case("tree_stale_run_passes_down", "the spine's refusal reaches the leaf from the slot's parent: "
               "multicast to every child as it came (flag STALE_RUN, the partial's words), counted, nothing "
               "stored", [(1, a), (2, b), (5, refusal)], [(5, up)] + down(refusal, partial, flags=STALE_RUN),
               {"stale_run": 1})
+    leaf_case("tree_stale_run_passes_down_to_any_copy", "the spine's refusal (of the other leaf's partial) "
+              "reaches this leaf, whose copy never went up: relayed to every child all the same",
+              [(1, a), (5, refusal)], down(refusal, partial, flags=STALE_RUN), {"stale_run": 1})
     fresh = update(2, [1], worker=1, offset=0x5A17)
     arp = raw(Ether(src=host_mac(1), dst="ff:ff:ff:ff:ff:ff") / ARP(hwsrc=host_mac(1), psrc=host_ip(1),
                                                                     pdst=host_ip(2)))
@@ -326,7 +329,7 @@ def tree_cases() -> list[dict]:
               "the spines: between switches it would loop", [(1, arp)], [(2, arp), (3, arp)])
     leaf_case("tree_stale_run_on_the_leaf", "a restarted child meets the earlier run's partial on the leaf "
               "itself (another salt in the offset): refused there, nothing goes up", [(1, a), (2, fresh)],
-              [refused(2, fresh)], {"stale_run": 1})
+              refused(fresh, TREE_CHILDREN), {"stale_run": 1})
     return cases
 
 

@@ -102,9 +102,9 @@ def test_late_duplicate_from_a_worker_that_left_a_complete_copy_is_stale():
     assert payload(p.update(update(2, [3]), src(2)).frame)[0] == 6  # copy 0 untouched
 
 
-def refused(emit, sent):
-    """The switch sent `sent` back to its sender only, as a RESULT flagged STALE_RUN with its own words."""
-    assert emit is not None and len(emit.dests) == 1
+def refused(emit, sent, workers=3):
+    """The switch refused `sent` to every member, as a RESULT flagged STALE_RUN with its own words."""
+    assert emit is not None and emit.dests == tuple(src(w) for w in range(workers))
     h = HinaHeader.unpack(emit.frame)
     assert h.msg_type == MsgType.RESULT and h.flags == Flags.STALE_RUN
     assert emit.frame[16:] == sent[16:] and emit.frame[2:5] == sent[2:5] and emit.frame[6:] == sent[6:]
@@ -225,3 +225,32 @@ def test_slot_protocol_is_exact_under_loss_duplication_and_reordering(seed, work
         for r in range(rounds):
             assert np.array_equal(results[w][r], want), f"worker {w} round {r}"
     assert p.drops.keys() <= {Drop.DUPLICATE, Drop.STALE}
+
+
+def test_a_refusal_reaches_a_worker_whose_window_never_got_there():
+    """The issue's one worker in four: an earlier run left a partial in slot 1; worker 0 (a full window)
+    sends its chunk there and is refused; worker 1 (a window of one) only has slot 0 in flight.  The
+    refusal goes to every member, and worker 1 stops at once with the same StaleSwitchState, instead of
+    waiting for a slot 0 that worker 0 will never complete."""
+    from host.window import CongestionWindow, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState
+
+    p = make_pipeline(workers=2, slots=2)
+    p.update(update(0, [5], slot=1, offset=999, phase=3), src(0))  # the dead run's worker 0, slot 1
+    payload = np.arange(4 * K, dtype=np.int32)
+
+    def transfer(w, window):  # a window of one: the least CongestionWindow keeps is 2, so its limit
+        return PhaseTransfer(job_id=1, worker_id=w, words=K, pool=SlotPool(0, 2), rtt=RttEstimator(), tag=9,
+                             op=Op.ADD, payload=payload, name="values", now=0.0, deadline=5.0,
+                             window=CongestionWindow(window, initial=window, minimum=1))
+
+    ahead, behind = transfer(0, 2), transfer(1, 1)
+    sent_behind = behind.start(0.0)
+    assert [HinaHeader.unpack(f).slot for f in sent_behind] == [0]
+    for f in sent_behind:
+        assert p.update(f, src(1)) is None
+    emits = [p.update(f, src(0)) for f in ahead.start(0.0)]
+    refusal = next(e for e in emits if e is not None and HinaHeader.unpack(e.frame).flags == Flags.STALE_RUN)
+    assert refusal.dests == (src(0), src(1)) and HinaHeader.unpack(refusal.frame).slot == 1
+    for x in (ahead, behind):
+        with pytest.raises(StaleSwitchState, match="earlier run of this job, so it refused phase 'values'"):
+            x.receive(refusal.frame, 0.001)

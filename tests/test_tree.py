@@ -111,6 +111,17 @@ def test_a_result_on_a_root_is_a_bad_message_type():
     assert p.update(result([1]), src(0)) is None and p.drops == {Drop.BAD_MSG_TYPE: 1}
 
 
+def test_a_refusal_from_the_parent_goes_down_whatever_the_copy_holds():
+    """The spine refused the other leaf's partial; this leaf's copy never went up: relayed all the same."""
+    lf = leaf()
+    lf.update(update(0, [1]), src(0))
+    down = lf.update(result([1], flags=Flags.STALE_RUN, offset=0x77), SPINE)
+    assert down.dests == (src(0), src(1)) and HinaHeader.unpack(down.frame).flags == Flags.STALE_RUN
+    assert lf.jobs[1].counter[0] == 1 and lf.drops == {Drop.STALE_RUN: 1}
+    assert lf.update(result([1], flags=Flags.STALE_RUN), src(0)) is None  # still only from the parent
+    assert lf.drops[Drop.NOT_PARENT] == 1
+
+
 @pytest.mark.parametrize("how", ["incomplete", "offset", "phase", "empty"])
 def test_a_result_for_a_copy_that_did_not_send_it_up_is_stale(how):
     """A late RESULT (the copy moved on, or never went up) is never written into the copy."""
@@ -175,7 +186,7 @@ def test_stale_run_on_the_spine_reaches_every_worker_under_the_leaf():
     top.update(update(1, [5], offset=0x1234), ("leaf", 1))  # the earlier run's partial from the other leaf
     up = complete(lf)  # the new run: salt 0
     refusal = top.update(up.frame, ("leaf", 0))
-    assert refusal.dests == (("leaf", 0),) and HinaHeader.unpack(refusal.frame).flags == Flags.STALE_RUN
+    assert refusal.dests == (("leaf", 0), ("leaf", 1)) and HinaHeader.unpack(refusal.frame).flags == Flags.STALE_RUN
     down = lf.update(refusal.frame, SPINE)
     assert down.dests == (src(0), src(1))
     h = HinaHeader.unpack(down.frame)
@@ -189,7 +200,7 @@ def test_stale_run_on_the_leaf_is_refused_there():
     lf.update(update(0, [1], offset=0x1234), src(0))
     fresh = update(1, [1], offset=0)
     emit = lf.update(fresh, src(1))
-    assert emit.dests == (src(1),) and HinaHeader.unpack(emit.frame).flags == Flags.STALE_RUN
+    assert emit.dests == (src(0), src(1)) and HinaHeader.unpack(emit.frame).flags == Flags.STALE_RUN
     assert lf.jobs[1].sent_up == 0
 
 
