@@ -104,6 +104,11 @@ def positions(words: torch.Tensor, bits: int | None = None) -> torch.Tensor:
     return torch.nonzero(bits_of(words, words.numel() * 32 if bits is None else bits)).view(-1)
 
 
+def take(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x[index] along the first dimension (index_select: far cheaper than advanced indexing on the CPU)."""
+    return torch.index_select(x, 0, index)
+
+
 def wrap32(x: torch.Tensor) -> torch.Tensor:
     """int64 values modulo 2**32 as int32 (two's complement): the switch's wrapping ADD."""
     low = x & _MASK32
@@ -277,7 +282,7 @@ class TorchKernels:
         if chosen[ngroups:].any():
             raise ValueError(f"index phase: the group union has groups beyond length {length}")
         ids = torch.nonzero(chosen[:ngroups]).view(-1)
-        stream = bits_of(words, ngroups * group).view(ngroups, group)[ids].view(-1)
+        stream = take(bits_of(words, ngroups * group).view(ngroups, group), ids).view(-1)
         return words_of(_fit(stream, union_groups * group))
 
     @staticmethod
@@ -288,7 +293,7 @@ class TorchKernels:
         ids = torch.nonzero(chosen[:ngroups]).view(-1)
         fine = bits_of(union_fine, ids.numel() * group).view(-1, group)
         full = torch.zeros(ngroups, group, dtype=torch.bool, device=union_fine.device)
-        full[ids] = fine
+        full.index_copy_(0, ids, fine)
         full = full.view(-1)
         if chosen[ngroups:].any() or full[length:].any():
             raise ValueError(f"index phase: union bitmap has bits set beyond length {length}")
@@ -310,7 +315,7 @@ class TorchKernels:
     @staticmethod
     def union_values(step, union: torch.Tensor, size: int) -> torch.Tensor:
         # own lies inside the union and g is 0 (or -0.0) off own: quantizing g at U is the gather
-        return quantize(step.grad[positions(union, step.grad.numel())], step.shift)
+        return quantize(take(step.grad, positions(union, step.grad.numel())), step.shift)
 
     @staticmethod
     def _group_rows(union: torch.Tensor, group: int, n: int) -> tuple[torch.Tensor, bool]:
@@ -326,14 +331,14 @@ class TorchKernels:
         g, n = step.grad, step.grad.numel()
         rows, partial = TorchKernels._group_rows(union, group, n)
         whole = n // group
-        values = g[: whole * group].view(whole, group)[rows].view(-1)
+        values = take(g[: whole * group].view(whole, group), rows).view(-1)
         if partial:  # the last group, zeros past the end
             values = torch.cat([values, g[whole * group:], torch.zeros(group - n % group, dtype=g.dtype, device=g.device)])
         return quantize(values, step.shift)
 
     @staticmethod
     def values_at(step, positions: torch.Tensor) -> torch.Tensor:
-        return quantize(step.grad[positions], step.shift)
+        return quantize(take(step.grad, positions), step.shift)
 
     @staticmethod
     def scatter(union: torch.Tensor, values: np.ndarray, out: torch.Tensor) -> None:
@@ -341,7 +346,7 @@ class TorchKernels:
         if pos.numel() != values.size:
             raise ValueError(f"{values.size} values for a bitmap of {pos.numel()} positions")
         out.zero_()
-        out[pos] = TorchKernels.from_wire(values, out)
+        out.index_copy_(0, pos, TorchKernels.from_wire(values, out))
 
     @staticmethod
     def scatter_groups(union: torch.Tensor, group: int, values: np.ndarray, out: torch.Tensor) -> None:
@@ -353,13 +358,13 @@ class TorchKernels:
         whole = n // group
         vals = TorchKernels.from_wire(values, out)
         out.zero_()
-        out[: whole * group].view(whole, group)[rows] = vals[: rows.numel() * group].view(-1, group)
+        out[: whole * group].view(whole, group).index_copy_(0, rows, vals[: rows.numel() * group].view(-1, group))
         if partial:
             out[whole * group:] = vals[rows.numel() * group: rows.numel() * group + n - whole * group]
 
     @staticmethod
     def place(positions: torch.Tensor, values: np.ndarray, out: torch.Tensor) -> None:
-        out[positions] = TorchKernels.from_wire(values, out)
+        out.index_copy_(0, positions, TorchKernels.from_wire(values, out))
 
     # -- the sketch ------------------------------------------------------------------------------
     @staticmethod
@@ -368,8 +373,8 @@ class TorchKernels:
         row_of, sign_of = _layout(params, rows, pos.device)
         block, lane = pos // params.lanes, pos % params.lanes
         base = lane * (sketch.TABLES * rows)
-        cells = torch.stack([base + j * rows + row_of[j][block] for j in range(sketch.TABLES)], dim=1)
-        signs = torch.stack([sign_of[j][block] for j in range(sketch.TABLES)], dim=1)
+        cells = torch.stack([base + j * rows + take(row_of[j], block) for j in range(sketch.TABLES)], dim=1)
+        signs = torch.stack([take(sign_of[j], block) for j in range(sketch.TABLES)], dim=1)
         return cells, signs
 
     @staticmethod
@@ -396,24 +401,25 @@ class TorchKernels:
         value = torch.zeros(pos.numel(), dtype=torch.int64, device=pos.device)
         live = torch.arange(pos.numel(), device=pos.device)  # the elements not yet peeled
         while live.numel():
-            mine = cells[live]
-            pure = count[mine] == 1  # a cell holding one live element: that element
+            mine = take(cells, live)
+            pure = take(count, mine.view(-1)).view(-1, sketch.TABLES) == 1  # a cell holding one live element
             found = pure.any(dim=1)
-            if not bool(found.any()):
+            hit = torch.nonzero(found).view(-1)
+            if hit.numel() == 0:
                 break
-            ready = live[found]
-            j = pure[found].to(torch.uint8).argmax(dim=1, keepdim=True)  # the first pure cell of each
-            touched = mine[found]
+            ready = take(live, hit)
+            j = take(pure, hit).to(torch.uint8).argmax(dim=1, keepdim=True)  # the first pure cell of each
+            touched = take(mine, hit)
             c = touched.gather(1, j).view(-1)
-            sign = signs[ready]
-            v = wrap32(sign.gather(1, j).view(-1) * wrap32(cell[c]).to(torch.int64)).to(torch.int64)
-            value[ready] = v
-            live = live[~found]
+            sign = take(signs, ready)
+            v = wrap32(sign.gather(1, j).view(-1) * wrap32(take(cell, c)).to(torch.int64)).to(torch.int64)
+            value.index_copy_(0, ready, v)
+            live = take(live, torch.nonzero(~found).view(-1))
             cell.index_add_(0, touched.view(-1), -(sign * v.unsqueeze(1)).view(-1))
             count.index_add_(0, touched.view(-1), torch.full_like(touched.view(-1), -1))
         out.zero_()
-        out[pos] = value.to(torch.int32)  # 0 where unpeeled (values are int32 already: no wrap)
-        out[pos[live]] = 0
+        out.index_copy_(0, pos, value.to(torch.int32))  # values are int32 already: no wrap
+        out.index_fill_(0, take(pos, live), 0)  # 0 where unpeeled
         return pos[live.sort().values]
 
     # -- the sum ---------------------------------------------------------------------------------
