@@ -12,6 +12,14 @@ around each round.
     import plain_star
     runs = plain_star.run(plain_star.StarConfig(workers=4, bw=1000, workload="lstm", scale=0.01,
                                                 baselines=("ring", "zen"), rounds=3))
+
+With `fabric` (a `switch_emulator.fabric.Fabric`'s config, as mininet/topo.py
+builds hina's trees) the same wires carry the baselines: one plain bridge per
+leaf and spine (bsw<name>), host links at --bw, uplinks at the rate the
+oversubscription leaves them, ranks in the fabric's host order (a ring runs
+rack by rack); each baseline then runs on a network of its own, and its run
+reports the bytes that crossed each uplink, both ways, per round.  One spine
+only: plain bridges under two spines would loop (STP would leave one).
 """
 
 from __future__ import annotations
@@ -77,29 +85,75 @@ class StarConfig:
     straggler: str | None = None
     compute: float = 0.0
     cross: tuple[str, ...] = ()
+    # trees (mininet/topo.py): the fabric's config and the uplinks' oversubscription
+    fabric: dict | None = None
+    oversubscription: float = 1.0
+
+
+class PlainFabricTopo(Topo):
+    """The fabric's hosts and switches as plain bridges, with its port numbers and hina's link options."""
+
+    def build(self, fabric=None, link: dict | None = None, uplinks: dict | None = None,
+              per_rank: dict[int, dict] | None = None) -> None:
+        for i, s in enumerate(fabric.switches):
+            self.addSwitch(f"{BRIDGE}{s.name}", dpid=f"{0x100 + i:x}")
+        for r, h in enumerate(fabric.hosts):
+            name = self.addHost(f"{HOST}{r + 1}", ip=f"{host_ip(r + 1)}/24")
+            self.addLink(name, f"{BRIDGE}{h.switch}", port2=h.port, **{**(link or {}), **(per_rank or {}).get(r, {})})
+        for ln in fabric.links:
+            self.addLink(f"{BRIDGE}{ln.a}", f"{BRIDGE}{ln.b}", port1=ln.a_port, port2=ln.b_port,
+                         **(uplinks or {}).get((ln.a, ln.b), link or {}))
 
 
 def cleanup() -> None:
-    """Remove links a crashed run of ours left (only `bsw-eth*`), and the bridge."""
+    """Remove links a crashed run of ours left (only `bsw*-eth*`), and the bridges."""
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    for name in set(re.findall(rf"\d+: ({BRIDGE}-eth\d+)[@:]", links)):
+    for name in set(re.findall(rf"\d+: ({BRIDGE}[a-z0-9]*-eth\d+)[@:]", links)):
         subprocess.run(["ip", "link", "del", name], capture_output=True)
-    if re.search(rf"\d+: {BRIDGE}[@:]", links):
-        subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+    for name in set(re.findall(rf"\d+: ({BRIDGE}[a-z0-9]*)[@:]", links)):
+        subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
+def _fabric(cfg: StarConfig):
+    from switch_emulator.fabric import Fabric
+
+    fabric = Fabric.from_config(cfg.fabric)
+    if len(fabric.hosts) != cfg.workers:
+        raise ValueError(f"the fabric has {len(fabric.hosts)} hosts, the baselines {cfg.workers} ranks")
+    if sum(not any(h.switch == s.name for h in fabric.hosts) for s in fabric.switches) > 1:
+        raise ValueError("plain bridges under several spines would loop: the baselines run under one spine")
+    return fabric
+
+
+def _uplink_bytes(fabric) -> dict[str, dict[str, int]]:
+    def tx(sw, port):
+        return int(Path(f"/sys/class/net/{BRIDGE}{sw}-eth{port}/statistics/tx_bytes").read_text())
+    return {f"{ln.a}-{ln.b}": {"up": tx(ln.a, ln.a_port), "down": tx(ln.b, ln.b_port)} for ln in fabric.links}
 
 
 def run(cfg: StarConfig, log=lambda m: None) -> list[dict]:
-    """Start the star, run every baseline for every round on its hosts, stop it; summaries per baseline."""
+    """Start the star, run every baseline for every round on its hosts, stop it; summaries per baseline.
+    Over a fabric each baseline gets a network of its own, so that its uplink bytes are its alone."""
     problem = missing_requirements()
     if problem:
         raise RuntimeError(problem)
+    fabric = _fabric(cfg) if cfg.fabric is not None else None
+    if fabric is not None and len(cfg.baselines) > 1:
+        return [r for b in cfg.baselines for r in run(dataclasses.replace(cfg, baselines=(b,)), log)]
     cleanup()
     setLogLevel("critical")
     link = {"cls": FastTCLink, **({"bw": cfg.bw} if cfg.bw else {})}
     per_rank = heterogeneity.per_rank_links(cfg.host_bw, cfg.host_delay, cfg.workers)
     flows = heterogeneity.flows(cfg.cross, cfg.workers)
-    net = Mininet(topo=PlainStarTopo(workers=cfg.workers, link=link, per_rank=per_rank), switch=LinuxBridge,
-                  controller=None, link=FastTCLink, build=True)
+    if fabric is None:
+        topo = PlainStarTopo(workers=cfg.workers, link=link, per_rank=per_rank)
+    else:
+        from topo import uplink_rate
+
+        rates = uplink_rate(fabric, bw=cfg.bw, oversubscription=cfg.oversubscription)
+        uplinks = {k: {**link, **({"bw": r} if r else {})} for k, r in rates.items()}
+        topo = PlainFabricTopo(fabric=fabric, link=link, uplinks=uplinks, per_rank=per_rank)
+    net = Mininet(topo=topo, switch=LinuxBridge, controller=None, link=FastTCLink, build=True)
     spec_files: list[str] = []
     monitor = None
     try:
@@ -110,7 +164,10 @@ def run(cfg: StarConfig, log=lambda m: None) -> list[dict]:
             intf = h.defaultIntf()
             peer = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
             h.cmd(f"ip link set dev {intf.name} mtu {cfg.mtu}")
-            net[BRIDGE].cmd(f"ip link set dev {peer.name} mtu {cfg.mtu}")
+            peer.node.cmd(f"ip link set dev {peer.name} mtu {cfg.mtu}")
+        for ln in fabric.links if fabric is not None else ():
+            for sw, port in ((ln.a, ln.a_port), (ln.b, ln.b_port)):
+                net[f"{BRIDGE}{sw}"].cmd(f"ip link set dev {BRIDGE}{sw}-eth{port} mtu {cfg.mtu}")
         spec = {"world": cfg.workers, "master": f"{host_ip(1)}:{PORT}", "baselines": list(cfg.baselines),
                 "seeds": [cfg.seed] * cfg.rounds, "workload": cfg.workload, "scale": cfg.scale,
                 "length": cfg.length, "density": cfg.density, "topk_density": cfg.topk_density,
@@ -127,8 +184,15 @@ def run(cfg: StarConfig, log=lambda m: None) -> list[dict]:
                                      stderr=subprocess.PIPE, text=True, cwd=ROOT,
                                      env={**os.environ, "GLOO_SOCKET_IFNAME": ifname}))
             log(f"baselines {', '.join(cfg.baselines)} on {cfg.workers} hosts at {cfg.bw} Mbit/s")
+            before = _uplink_bytes(fabric) if fabric is not None else None
             outputs = launch.collect(procs, cfg.deadline + 60)
+            after = _uplink_bytes(fabric) if fabric is not None else None
         runs = launch.summarize(outputs, {**spec, "ifname": "per host"})
+        if fabric is not None:  # one baseline on this network: the uplinks' bytes per round are its own
+            for run_ in runs:
+                run_["uplinks"] = {k: {d: (after[k][d] - before[k][d]) / cfg.rounds for d in ("up", "down")}
+                                   for k in after}
+                run_["uplink_bytes_per_aggregation"] = sum(v["up"] + v["down"] for v in run_["uplinks"].values())
         for run in runs:  # each round's verdict over its window, the best round's on the run
             for rnd in run["rounds"]:
                 if rnd.get("window"):

@@ -1,6 +1,7 @@
 """Aggregation trees in Mininet (root + Mininet): workers under two leaves under a spine, exact in every
 mode, each uplink carrying one leaf's partial per chunk (not every worker's frames)."""
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,3 +48,25 @@ def test_slots_spread_over_two_spines():
     spines = {name: c["jobs"][1] for name, c in run["switches"].items() if name.startswith("s")}
     assert all(c["results"] > 0 for c in spines.values()), spines  # both spines rooted slots
     assert results["topology"]["uplink_mbps"] == {f"l{i}-s{k}": 25.0 for i in (1, 2) for k in (1, 2)}
+
+
+def test_the_baselines_run_over_the_same_fabric_of_plain_bridges():
+    """plain_star over leafspine:2,1,2: exact, and the ring's uplinks measured: a rack-ordered ring of 4
+    crosses each uplink once each way in each of its 2 (N - 1) steps of D / N bytes, 1.5 D each way."""
+    from test_baselines import TORCH_MISSING, assert_exact
+
+    if TORCH_MISSING:
+        pytest.skip(f"torch: {TORCH_MISSING}")
+    import plain_star
+
+    fabric = topo.parse_topology("leafspine:2,1,2")
+    cfg = plain_star.StarConfig(workers=4, bw=1000, length=100_000, density=0.02, rounds=2, baselines=("ring",),
+                                fabric=fabric.to_config(), oversubscription=2.0)
+    (run,) = plain_star.run(cfg)
+    assert_exact(run)
+    assert set(run["uplinks"]) == {"l1-s1", "l2-s1"}
+    dense = 4 * 100_000  # float32 bytes of one gradient
+    for v in run["uplinks"].values():  # 1.5 D plus TCP/IP headers and ACKs
+        assert 1.5 * dense < v["up"] < 2 * dense and 1.5 * dense < v["down"] < 2 * dense, run["uplinks"]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    assert f"{plain_star.BRIDGE}l1" not in links
