@@ -70,3 +70,21 @@ def test_the_baselines_run_over_the_same_fabric_of_plain_bridges():
         assert 1.5 * dense < v["up"] < 2 * dense and 1.5 * dense < v["down"] < 2 * dense, run["uplinks"]
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     assert f"{plain_star.BRIDGE}l1" not in links
+
+
+BMV2_REASON = None if hina_net is None else hina_net.missing_requirements("bmv2")
+
+
+@pytest.mark.skipif(BMV2_REASON is not None, reason=f"BMv2 trees: {BMV2_REASON}")
+@pytest.mark.parametrize("leaves,spines", [("bmv2", "bmv2"), ("bmv2", "emulator"), ("emulator", "bmv2")],
+                         ids=["bmv2", "bmv2-leaves-emulator-spine", "emulator-leaves-bmv2-spine"])
+def test_bmv2_and_mixed_trees_are_exact(leaves, spines):
+    """Every switch gets its share through its own controller target: BMv2 over P4Runtime, the emulator
+    over its control port; K = 32 words on every switch once BMv2 is anywhere."""
+    results = tree_experiment("leafspine:2,1,2", modes=("dense", "auto"), switch=leaves, spine_switch=spines,
+                              length=20_000, deadline=60.0)
+    assert results["topology"]["switches"] == {"l1": leaves, "l2": leaves, "s1": spines}
+    for run in results["runs"]:
+        assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
+        for v in run["uplinks"].values():
+            assert v["up"] < 1.5 * run["wire_bytes_per_worker"], run["uplinks"]
