@@ -165,6 +165,33 @@ def codec_all() -> str:
     return block([codec_bench.markdown_table(data["rows"])], ("codec_bench.json", data))
 
 
+@table("codec-torch-cpu")
+def codec_torch_cpu() -> str:
+    """docs/gpu.md: the torch backend on CPU tensors beside numba, the same cases, each against its own copy."""
+    import codec_bench
+
+    torch_run, numba_run = load("codec_bench_torch_cpu.json"), load("codec_bench_numba_2e22.json")
+    ref = {(r["case"], r["workers"], r["mode"]): r for r in numba_run["rows"]}
+    pairs = [(ref[key], r) for r in torch_run["rows"] if (key := (r["case"], r["workers"], r["mode"])) in ref]
+
+    def ms(row: dict, key: str) -> str:
+        return f"{1e3 * row[key]:.1f}"
+
+    body = [[f"{r['case']} ({r['union_density']:.1%} union)", f"{r['mode']} ({codec_bench.encoding_label(r)})",
+             f"{ms(n, 'encode_s')} / {ms(r, 'encode_s')}", f"{ms(n, 'decode_s')} / {ms(r, 'decode_s')}",
+             f"{n['encode_x_copy']:.1f} / {r['encode_x_copy']:.1f}", f"{n['decode_x_copy']:.1f} / {r['decode_x_copy']:.1f}",
+             f"{r['first_encode_x_copy']:.1f} / {r['first_decode_x_copy']:.1f}",
+             "yes" if r["exact"] and n["exact"] else "**NO**"] for n, r in pairs]
+    copies = dict.fromkeys(f"{r['case']}: numpy {1e3 * n['copy_s']:.2f} ms, torch {1e3 * r['copy_s']:.2f} ms"
+                           for n, r in pairs)
+    lines = [f"N = 8, worker 0, best of the steady-state aggregations; numba / torch on CPU tensors "
+             f"({torch_run['meta'].get('torch_threads', '?')} torch thread). The copies of the d float32 values each "
+             f"ratio divides by, timed in the same runs: {'; '.join(copies)}.", "",
+             *rows_md(["case", "mode (ran)", "encode ms", "decode ms", "encode / copy", "decode / copy",
+                       "torch first aggregation enc / dec (x copy)", "exact"], body)]
+    return block(lines, ("codec_bench_numba_2e22.json", numba_run), ("codec_bench_torch_cpu.json", torch_run))
+
+
 @table("capture-torch")
 def capture_torch() -> str:
     data = load("capture_torch.json")
