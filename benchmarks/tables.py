@@ -167,10 +167,21 @@ def codec_all() -> str:
 
 @table("codec-torch-cpu")
 def codec_torch_cpu() -> str:
-    """docs/gpu.md: the torch backend on CPU tensors beside numba, the same cases, each against its own copy."""
+    """docs/gpu.md: the torch backend on CPU tensors beside numba at d = 2^22."""
+    return torch_beside_numba("codec_bench_torch_cpu.json", "codec_bench_numba_2e22.json")
+
+
+@table("codec-torch-cpu-2e25")
+def codec_torch_cpu_2e25() -> str:
+    """docs/gpu.md: the same at d = 2^25."""
+    return torch_beside_numba("codec_bench_torch_cpu_2e25.json", "codec_bench_numba_2e25.json")
+
+
+def torch_beside_numba(torch_file: str, numba_file: str) -> str:
+    """The torch backend's codec_bench rows beside numba's, the same cases, each against its own copy."""
     import codec_bench
 
-    torch_run, numba_run = load("codec_bench_torch_cpu.json"), load("codec_bench_numba_2e22.json")
+    torch_run, numba_run = load(torch_file), load(numba_file)
     ref = {(r["case"], r["workers"], r["mode"]): r for r in numba_run["rows"]}
     pairs = [(ref[key], r) for r in torch_run["rows"] if (key := (r["case"], r["workers"], r["mode"])) in ref]
 
@@ -189,7 +200,7 @@ def codec_torch_cpu() -> str:
              f"ratio divides by, timed in the same runs: {'; '.join(copies)}.", "",
              *rows_md(["case", "mode (ran)", "encode ms", "decode ms", "encode / copy", "decode / copy",
                        "torch first aggregation enc / dec (x copy)", "exact"], body)]
-    return block(lines, ("codec_bench_numba_2e22.json", numba_run), ("codec_bench_torch_cpu.json", torch_run))
+    return block(lines, (numba_file, numba_run), (torch_file, torch_run))
 
 
 @table("capture-torch")
