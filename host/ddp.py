@@ -25,7 +25,9 @@ round), so only the encoded words cross to host memory for the sender
 and only the aggregates' words come back; the average is written into
 the bucket in place on the GPU.  A CPU bucket takes the numba codec on
 its memory, as numpy.  Both paths round the average to the bucket's
-dtype identically (float16 once from float64, as numpy does).  A bucket the codec refuses (NaN or Inf) or that does not complete
+dtype identically (float16 once from float64, as numpy does).
+
+A bucket the codec refuses (NaN or Inf) or that does not complete
 by the deadline fails its Future with `BucketError` naming the bucket, so
 `loss.backward()` raises in the training script; the hook then refuses
 every later bucket at once (the job's slots are mid-transfer on the other
