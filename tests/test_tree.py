@@ -355,3 +355,41 @@ def test_leaf_aggregation_divides_the_uplink_frames_by_the_hosts_per_leaf(per_le
     assert agg.uplink_frames == 2 * 2 * chunks  # 2 leaves, one up and one down per chunk
     assert plain.uplink_frames == 2 * workers * chunks
     assert plain.uplink_frames == per_leaf * agg.uplink_frames
+
+
+class CutNetwork(TreeNetwork):
+    """`TreeNetwork` whose leaf `leaf` loses everything on its uplinks, both ways, from `start` to `end`."""
+
+    def __init__(self, *args, leaf, start, end, **kw):
+        super().__init__(*args, **kw)
+        self.cut, self.start, self.end = ("leaf", leaf), start, end
+        self.cut_frames = 0
+
+    def _schedule(self, flow, deliver):
+        if self.start <= self.now < self.end and self.cut in flow and any(f[0] == "spine" for f in flow
+                                                                          if isinstance(f, tuple)):
+            self.cut_frames += 1
+            self.sent += 1
+            return
+        super()._schedule(flow, deliver)
+
+
+@pytest.mark.parametrize("op", list(Op), ids=[o.name for o in Op])
+def test_a_leaf_uplink_down_for_a_second_costs_time_not_exactness(op):
+    """Leaf 0's uplinks to both spines are cut for 1 s of virtual time mid-round: its workers time out,
+    resend, the leaf sends its partials up again once the link is back, and every round is exact within
+    the deadline."""
+    workers, per_leaf, spines = 8, 4, 2
+    rng = np.random.default_rng(int(op))
+    payloads = [rng.integers(-(2**31), 2**31, size=400).astype(np.int32) for _ in range(workers)]
+    leaves, tops = tree(workers, per_leaf, spines, words=K, slot_base=0, slots=6)
+    net = CutNetwork(leaves, tops, per_leaf, np.random.default_rng(3), leaf=0, start=0.002, end=1.002)
+    results, net, _ = run_transfers(leaves[0], payloads, op, job_id=5, words=K, slot_base=0, slots=6, rng=None,
+                                    net=net, rounds=2, deadline=5.0)
+    want = expected(op, payloads)
+    assert all(np.array_equal(results[w][r], want) for w in range(workers) for r in range(2))
+    assert net.cut_frames > 0 and net.now > 1.0  # the cut was real and the run outlived it
+    # the whole job waited: leaf 1's workers timed out too and its partials went up again, which the
+    # spines, still lacking leaf 0's, dropped as duplicates
+    assert leaves[0].jobs[5].resent_up > 0 and leaves[1].jobs[5].resent_up > 0
+    assert sum(t.jobs[5].dropped[Drop.DUPLICATE] for t in tops) > 0
