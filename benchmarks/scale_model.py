@@ -583,7 +583,7 @@ def mininet_case(path: Path) -> list[dict]:
         compute = sum(run.get("compute_seconds", {}).values())
         payload = 4 * sum(sum(r) for r in codec_run["rounds"])
         out.append({
-            "file": str(Path(path).relative_to(ROOT)) if Path(path).resolve().is_relative_to(ROOT) else str(path),
+            "file": _shown(Path(path)),
             "command": data.get("command"), "workers": cfg["workers"], "mbps": cfg["bw"], "mode": run["mode"],
             "workload": cfg.get("workload") or f"uniform {cfg['density']:g}", "length": cfg["length"],
             "encoding": codec_run["encoding"], "measured_encoding": run.get("encoding"),
@@ -597,6 +597,12 @@ def mininet_case(path: Path) -> list[dict]:
             "verdict": _verdict(run), "verdict_rounds": run.get("fidelity_rounds"),
             "load": data.get("load")})
     return out
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the checkout where it lies inside it."""
+    full = path.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(path)
 
 
 def _verdict(run: dict) -> str | None:
@@ -819,7 +825,7 @@ def main(argv: list[str] | None = None) -> int:
                 topo = "star" if depth == 1 else f"tree{depth}"
                 png = args.out.with_name(f"{args.out.stem}_{topo}_{rate:g}g.png")
                 if plot(rows, png, rate, topo):
-                    plots.append(str(png.relative_to(ROOT)) if png.resolve().is_relative_to(ROOT) else str(png))
+                    plots.append(_shown(png))
         result["plots"] = plots
     write_result(args.out, result, command_line("benchmarks/scale_model.py", argv))
     log(f"wrote {args.out}")
