@@ -9,6 +9,7 @@ every pipe, and a pipe that dies is reported, never silently lost.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -254,9 +255,10 @@ def test_udp_level_vectors_pass(make_switch, pipes, batch, case):
         socks[h.port] = s
     sw = make_switch(pipes, batch)
     assert sw.batch == (batch is None and mmsg.available())
-    for job in topo.jobs:
+    for job in topo.jobs:  # ports become the sockets' addresses, a tree's parents' too
         members = tuple(Member(m.worker_id, socks[m.source].getsockname()) for m in job.members)
-        sw.pipeline.add_job(JobConfig(job.job_id, job.workers, job.words, job.slot_base, job.slots, members))
+        parents = tuple(Member(m.worker_id, socks[m.source].getsockname()) for m in job.parents)
+        sw.pipeline.add_job(dataclasses.replace(job, members=members, parents=parents))
     for pkt in case["packets"]:  # loopback enqueues at send: the order per slot is the send order
         socks[pkt["port"]].sendto(bytes.fromhex(pkt["frame"])[42:], sw.data_address)
     assert wait_for(lambda: sw.counters()["frames"] == len(case["packets"]))
