@@ -138,8 +138,12 @@ def run(cfg: StarConfig, log=lambda m: None) -> list[dict]:
     if problem:
         raise RuntimeError(problem)
     fabric = _fabric(cfg) if cfg.fabric is not None else None
-    if fabric is not None and len(cfg.baselines) > 1:
-        return [r for b in cfg.baselines for r in run(dataclasses.replace(cfg, baselines=(b,)), log)]
+    if fabric is not None:
+        return [r for b in cfg.baselines for r in _run(dataclasses.replace(cfg, baselines=(b,)), fabric, log)]
+    return _run(cfg, None, log)
+
+
+def _run(cfg: StarConfig, fabric, log) -> list[dict]:
     cleanup()
     setLogLevel("critical")
     link = {"cls": FastTCLink, **({"bw": cfg.bw} if cfg.bw else {})}

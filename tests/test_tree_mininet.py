@@ -60,10 +60,13 @@ def test_the_baselines_run_over_the_same_fabric_of_plain_bridges():
     import plain_star
 
     fabric = topo.parse_topology("leafspine:2,1,2")
-    cfg = plain_star.StarConfig(workers=4, bw=1000, length=100_000, density=0.02, rounds=2, baselines=("ring",),
-                                fabric=fabric.to_config(), oversubscription=2.0)
-    (run,) = plain_star.run(cfg)
+    cfg = plain_star.StarConfig(workers=4, bw=1000, length=100_000, density=0.02, rounds=2,
+                                baselines=("ring", "sparcml"), fabric=fabric.to_config(), oversubscription=2.0)
+    run, sparse = plain_star.run(cfg)  # each on a network of its own
+    assert (run["mode"], sparse["mode"]) == ("ring", "sparcml")
     assert_exact(run)
+    assert_exact(sparse)
+    assert set(sparse["uplinks"]) == {"l1-s1", "l2-s1"} and sparse["uplink_bytes_per_aggregation"] > 0
     assert set(run["uplinks"]) == {"l1-s1", "l2-s1"}
     dense = 4 * 100_000  # float32 bytes of one gradient
     for v in run["uplinks"].values():  # 1.5 D plus TCP/IP headers and ACKs
