@@ -138,7 +138,10 @@ class Fabric:
         return cls(tuple(switches), tuple(hosts), tuple(links))
 
     def switch(self, name: str) -> Node:
-        return next(s for s in self.switches if s.name == name)
+        try:
+            return next(s for s in self.switches if s.name == name)
+        except StopIteration:
+            raise ValueError(f"no switch {name!r} in the fabric") from None
 
     def host(self, name: str) -> Attached:
         try:
@@ -154,10 +157,6 @@ class Fabric:
         out = [(ln.a_port, ln.b, ln.b_port) for ln in self.links if ln.a == switch]
         out += [(ln.b_port, ln.a, ln.a_port) for ln in self.links if ln.b == switch]
         return sorted(out)
-
-    def uplinks(self) -> list[Link]:
-        """The links between switches (every experiment reports bytes on each)."""
-        return list(self.links)
 
     # -- trees ------------------------------------------------------------------
     def roots(self, job: TreeJob) -> tuple[str, ...]:

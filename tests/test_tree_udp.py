@@ -52,6 +52,8 @@ def test_bad_fabrics_and_jobs_are_refused():
         Fabric(fab.switches, fab.hosts, fab.links + fab.links[:1])
     with pytest.raises(ValueError, match="at least|leaves >= 1"):
         Fabric.leafspine(2, 0, 2)
+    with pytest.raises(ValueError, match="no switch 's9'"):
+        fab.shares(TreeJob(1, 32, 0, 4, ("h1", "h3"), roots=("s9",)))
     with pytest.raises(ValueError, match="unknown fabric fields"):
         Fabric.from_config({**fab.to_config(), "extra": 1})
 
