@@ -710,7 +710,7 @@ def tables(result: dict) -> str:
             out.append(f"| {r['workers']} | {r['mbps']:g} | {r['workload']} | {r['mode']} | {r['encoding']} "
                        f"| {r['measured_seconds']:.3f} | {r['model_seconds']:.3f} | {r['ratio']:.2f} "
                        f"| {r['measured_network_seconds']:.3f} / {r['model_network_seconds']:.3f} "
-                       f"| {r.get('verdict') or 'not recorded'} |")
+                       f"| {_short(r.get('verdict'))} |")
         out.append("")
     rows = result.get("projection") or []
     if rows:
@@ -727,6 +727,13 @@ def tables(result: dict) -> str:
                        f"| {r['union_density']:.2%} | {ran} | {r['dense_ina']['seconds']:.4f} | {h['seconds']:.4f} "
                        f"| {r['ring']['seconds']:.4f} | {r['speedup_vs_dense']:.2f}x | {r['speedup_vs_ring']:.2f}x |")
     return "\n".join(out)
+
+
+def _short(verdict: str | None) -> str:
+    """A verdict for a table cell: network-bound with its link figures, anything else without its detail."""
+    if not verdict:
+        return "not recorded"
+    return verdict if verdict.startswith("network-bound") else verdict.split(" (")[0]
 
 
 def _int_list(text: str) -> list[int]:
