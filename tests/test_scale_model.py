@@ -42,7 +42,8 @@ def test_delay_and_latency_add_one_round_trip():
 
 
 def test_a_small_window_bounds_the_rate():
-    # K = 32: a frame is 2*... bytes, so 64 slots cover less than a round trip of 10 us: window-bound
+    # K = 32: a frame is 210 bytes on the wire (17 ns at 100 Gbit/s), so 64 slots cover 1.1 us of a round
+    # trip of over 11 us: the window, not the link, sets the rate (W chunks per round trip)
     net = sm.Network(workers=8, gbps=100.0, delay=5e-6, switch_latency=1e-6, words=32, slots=64)
     got = sm.aggregation_seconds(net, [(20_000 * 32,)])
     rtt = 2 * (5e-6 + net.frame_bytes * 8 / 100e9) + 1e-6
