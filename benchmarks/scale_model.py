@@ -531,7 +531,8 @@ class PathModel:
                 "retransmissions": sum(t.retransmissions for t in times)}
 
 
-def aggregation_seconds(net: Network, rounds: Sequence[Round], residual_chance: float = 0.0, *, cap: int = 2048) -> dict:
+def aggregation_seconds(net: Network, rounds: Sequence[Round], residual_chance: float = 0.0, *,
+                        cap: int = 2048) -> dict:
     """The modelled seconds of one aggregation (a fresh worker, as a Mininet run's first)."""
     return PathModel(net, cap=cap).run(rounds, residual_chance)
 

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from benchmarks import scale_model as sm
-from codec import CodecParams
 from host.synthetic import synthetic_gradient
 
 ROOT = Path(__file__).resolve().parent.parent
