@@ -181,20 +181,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         fabric = parse_topology(args.topology)
+        config, experiment = ExperimentConfig, Experiment
         if fabric is not None:  # a tree: the workers are the fabric's hosts
             args.workers = len(fabric.hosts)
-            Config = functools.partial(TreeConfig, spine_switch=args.spine_switch,  # noqa: N806
+            config = functools.partial(TreeConfig, spine_switch=args.spine_switch,
                                        oversubscription=args.oversubscription)
-            Experiment = functools.partial(TreeExperiment, fabric=fabric)  # noqa: N806
-        else:
-            Config = ExperimentConfig  # noqa: N806
-        cfg = Config(workers=args.workers, switch=args.switch, modes=modes_for(args.mode),
-                               bw=args.bw or None, delay=args.delay, loss=args.loss, length=args.length,
-                               density=args.density, mtu=args.mtu, slots=args.slots, rounds=args.rounds,
-                               seed=args.seed, deadline=args.deadline, transport=args.transport,
-                               workload=args.workload, scale=args.scale, pipes=args.pipes,
-                               host_bw=args.host_bw, host_delay=args.host_delay, straggler=args.straggler,
-                               compute=args.compute, cross=tuple(args.cross))
+            experiment = functools.partial(TreeExperiment, fabric=fabric)
+        cfg = config(workers=args.workers, switch=args.switch, modes=modes_for(args.mode),
+                     bw=args.bw or None, delay=args.delay, loss=args.loss, length=args.length,
+                     density=args.density, mtu=args.mtu, slots=args.slots, rounds=args.rounds,
+                     seed=args.seed, deadline=args.deadline, transport=args.transport,
+                     workload=args.workload, scale=args.scale, pipes=args.pipes,
+                     host_bw=args.host_bw, host_delay=args.host_delay, straggler=args.straggler,
+                     compute=args.compute, cross=tuple(args.cross))
         if args.calibrate and (not args.bw or args.bw <= CALIBRATE_LOW or args.calibrate_steps < 1):
             raise ValueError(f"--calibrate needs --bw above {CALIBRATE_LOW:g} Mbit/s (the top of the search) and "
                              f"--calibrate-steps >= 1, got --bw {args.bw:g}, --calibrate-steps {args.calibrate_steps}")
@@ -209,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["mininet/run.py"] + (argv if argv is not None else sys.argv[1:]))
     if args.calibrate:
         try:
-            found = calibrate(cfg, args.calibrate_steps, Experiment, log)
+            found = calibrate(cfg, args.calibrate_steps, experiment, log)
         except (RuntimeError, ValueError) as exc:
             print(f"mininet/run.py: {exc}", file=sys.stderr)
             return 2
@@ -221,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path}")
         return 0
     try:
-        results = Experiment(cfg, log=log).run()
+        results = experiment(cfg, log=log).run()
     except (RuntimeError, ValueError) as exc:
         print(f"mininet/run.py: {exc}", file=sys.stderr)
         return 2

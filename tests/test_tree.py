@@ -2,7 +2,6 @@
 then workers under leaves under spines on a virtual network, bit for bit the star's words under loss."""
 
 import dataclasses
-import heapq
 
 import numpy as np
 import pytest
