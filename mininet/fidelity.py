@@ -44,6 +44,7 @@ CORE_SHARE = 0.9  # one process at >= 90% of a core: CPU-bound
 MACHINE_SHARE = 0.9  # every core >= 90% busy: the machine is the bottleneck
 ACTIVE_SHARE = 0.05  # an interval in which a link moved >= 5% of its rate counts as sending
 PERIOD = 0.025  # seconds between samples: 40 a second, a few dozen file reads each
+NAMING_SAMPLES = 20  # a process is named again on each of its first 20 samples (half a second)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -264,6 +265,7 @@ class Monitor:
         self.root = os.getpid() if root is None else root
         self.period = period
         self.names: dict[int, str] = {}
+        self._seen: dict[int, int] = {}
         self._ns = {ns: name for name, pid in (hosts or {}).items() if (ns := netns(pid)) is not None}
         self._root_ns = netns(self.root)
         self._samples: list[Sample] = []
@@ -291,8 +293,12 @@ class Monitor:
             used = read_cpu(pid)
             if used is not None:
                 cpu[pid] = used
-                if pid not in self.names:
+                # a fresh child carries its parent's command line, then mnexec's, until it has entered its
+                # host's namespace and exec'd: name it again on its first few samples
+                seen = self._seen.get(pid, 0)
+                if seen < NAMING_SAMPLES:
                     self.names[pid] = self._name(pid)
+                    self._seen[pid] = seen + 1
         return Sample(time.monotonic(), links, cpu, read_machine())
 
     def mark(self) -> Sample:
