@@ -283,8 +283,9 @@ class Monitor:
         """Name the processes still alive again: a fresh child carries its parent's command line until it
         execs (a host's popen forks the runner, then execs mnexec and python)."""
         for pid in list(self.names):
-            if os.path.exists(f"/proc/{pid}"):
-                self.names[pid] = self._name(pid)
+            name = self._name(pid)
+            if "?" not in name:
+                self.names[pid] = name
 
     def sample(self) -> Sample:
         links = {link.ifname: c for link in self.links if (c := read_link(link.ifname)) is not None}
@@ -297,8 +298,10 @@ class Monitor:
                 # host's namespace and exec'd: name it again on its first few samples
                 seen = self._seen.get(pid, 0)
                 if seen < NAMING_SAMPLES:
-                    self.names[pid] = self._name(pid)
                     self._seen[pid] = seen + 1
+                    name = self._name(pid)
+                    if pid not in self.names or "?" not in name:  # an exited process keeps its last name
+                        self.names[pid] = name
         return Sample(time.monotonic(), links, cpu, read_machine())
 
     def mark(self) -> Sample:
