@@ -309,23 +309,37 @@ def markdown(rows: list[dict], checks: list[dict], meta: dict) -> str:
     if judged:
         lines += ["", f"Rule \"auto never more than 5% slower than the best of dense and blocks\" (best-of-rounds "
                       f"seconds): met in {sum(c['met'] for c in judged)} of {len(judged)} (env, model) pairs."]
-    up = [r for r in rows if "uplink_bytes_per_aggregation" in r]
-    if up:  # trees (--topology): what crossed the uplinks, both ways, summed over them, per aggregation
-        lines += ["", "| model | env | system | uplink bytes per aggregation (all uplinks, both ways) | "
-                      "vs ring | per uplink, up / down |", "|---|---|---|---|---|---|"]
-        for r in up:
-            ring = find.get((r["env"], r["preset"], "ring"))
-            ratio = (f"{ring['uplink_bytes_per_aggregation'] / r['uplink_bytes_per_aggregation']:.2f}x less"
-                     if ring and "uplink_bytes_per_aggregation" in ring and r["uplink_bytes_per_aggregation"]
-                     and r["mode"] != "ring" else "")
-            per = ", ".join(f"{k} {v['up']:,.0f} / {v['down']:,.0f}" for k, v in r["uplinks"].items())
-            lines.append(f"| {r['preset']} | {r['env']} | {MODE_LABEL[r['mode']]} | "
-                         f"{r['uplink_bytes_per_aggregation']:,.0f} | {ratio} | {per} |")
+    up = uplink_table(rows)
+    if up:
+        lines += ["", *up]
     if any(r["system"] == "baseline" for r in rows):
         lines += ["", "Baselines' bytes: on loopback the payload each rank sent (index, values, dense and size "
                       "headers; no TCP/IP headers); on Mininet its interface's transmitted bytes (TCP/IP headers "
                       "and ACKs included).  Their retransmissions are TCP's own and not counted."]
     return "\n".join(lines) + "\n"
+
+
+def uplink_table(rows: list[dict], seconds: bool = False) -> list[str]:
+    """Trees (--topology): what crossed the uplinks per aggregation, both ways, summed over them, against the
+    ring's, as a markdown table's lines (none without uplink counts); `seconds`: with what ran, the best
+    round's seconds and the result against numpy."""
+    find = {(x["env"], x["preset"], x["mode"]): x for x in rows}
+    up = [r for r in rows if "uplink_bytes_per_aggregation" in r]
+    if not up:
+        return []
+    extra = ["what ran", "seconds, best", "result vs numpy"] if seconds else []
+    lines = ["| " + " | ".join(["model", "env", "system", *extra, "uplink bytes per aggregation (all uplinks, both "
+                                "ways)", "vs ring", "per uplink, up / down"]) + " |", "|---" * (6 + len(extra)) + "|"]
+    for r in up:
+        ring = find.get((r["env"], r["preset"], "ring"))
+        ratio = (f"{ring['uplink_bytes_per_aggregation'] / r['uplink_bytes_per_aggregation']:.2f}x less"
+                 if ring and "uplink_bytes_per_aggregation" in ring and r["uplink_bytes_per_aggregation"]
+                 and r["mode"] != "ring" else "")
+        per = ", ".join(f"{k} {v['up']:,.0f} / {v['down']:,.0f}" for k, v in r["uplinks"].items())
+        cells = [chose_text(r), f"{r['seconds']:.3f}", result_text(r)] if seconds else []
+        lines.append("| " + " | ".join([r["preset"], r["env"], MODE_LABEL[r["mode"]], *cells,
+                                        f"{r['uplink_bytes_per_aggregation']:,.0f}", ratio, per]) + " |")
+    return lines
 
 
 def _offsets(n: int, total: float = 0.8) -> tuple[float, list[float]]:
