@@ -108,6 +108,6 @@ def source_line(name: str, result: dict) -> str:
     commit_text = m["commit"] + (" with uncommitted changes" if m["dirty"] else "")
     command = m["command"]
     if command != NOT_RECORDED and not command.startswith(("python", "sudo", ".venv", "make")):
-        command = "python " + (command if command.startswith("benchmarks/") else f"benchmarks/{command}")
+        command = "python " + (command if "/" in command.split()[0] else f"benchmarks/{command}")
     return (f"Source: `benchmarks/results/{name}`, from `{command}` on {m['machine']}, {m['date']}, "
             f"commit {commit_text}.")

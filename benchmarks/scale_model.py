@@ -702,32 +702,44 @@ def plot(rows: list[dict], path: Path, gbps: float, topology: str) -> bool:
 
 def tables(result: dict) -> str:
     """The validation table and the projection to the largest worker count at 100 Gbit/s, as markdown."""
-    out = []
+    val, proj = validation_table(result), projection_table(result)
+    return "\n".join([*val, *([""] if val and proj else []), *proj])
+
+
+def validation_table(result: dict) -> list[str]:
+    """The model against each Mininet run of `validation`, a markdown table's lines (none without runs)."""
     val = result.get("validation") or []
-    if val:
-        out += ["| workers | Mbit/s | workload | mode | ran | measured s | model s | measured / model "
-                "| network: measured / model s | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for r in val:
-            out.append(f"| {r['workers']} | {r['mbps']:g} | {r['workload']} | {r['mode']} | {r['encoding']} "
-                       f"| {r['measured_seconds']:.3f} | {r['model_seconds']:.3f} | {r['ratio']:.2f} "
-                       f"| {r['measured_network_seconds']:.3f} / {r['model_network_seconds']:.3f} "
-                       f"| {_short(r.get('verdict'))} |")
-        out.append("")
+    if not val:
+        return []
+    out = ["| workers | Mbit/s | workload | mode | ran | measured s | model s | measured / model "
+           "| network: measured / model s | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in val:
+        out.append(f"| {r['workers']} | {r['mbps']:g} | {r['workload']} | {r['mode']} | {r['encoding']} "
+                   f"| {r['measured_seconds']:.3f} | {r['model_seconds']:.3f} | {r['ratio']:.2f} "
+                   f"| {r['measured_network_seconds']:.3f} / {r['model_network_seconds']:.3f} "
+                   f"| {_short(r.get('verdict'))} |")
+    return out
+
+
+def projection_table(result: dict, workers: int | None = None, gbps: float | None = None) -> list[str]:
+    """The projection's rows at `workers` (default the largest) and `gbps` (default 100 where projected),
+    every preset and topology, a markdown table's lines (none without a projection)."""
     rows = result.get("projection") or []
-    if rows:
-        top = max(r["workers"] for r in rows)
-        rate = 100.0 if any(r["gbps"] == 100.0 for r in rows) else rows[0]["gbps"]
-        out += [f"| preset | topology | union of {top} | hina auto runs | dense INA s | hina auto s | ring s "
-                "| hina / dense INA | hina / ring |", "|---|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            if r["workers"] != top or r["gbps"] != rate:
-                continue
-            h = r["hina_auto"]
-            ran = h["encoding"] + (f" (G = {h['group']})" if h["group"] else "")
-            out.append(f"| {r['preset']} | {r['topology']} {'x'.join(map(str, r['fanins']))} "
-                       f"| {r['union_density']:.2%} | {ran} | {r['dense_ina']['seconds']:.4f} | {h['seconds']:.4f} "
-                       f"| {r['ring']['seconds']:.4f} | {r['speedup_vs_dense']:.2f}x | {r['speedup_vs_ring']:.2f}x |")
-    return "\n".join(out)
+    if not rows:
+        return []
+    top = workers or max(r["workers"] for r in rows)
+    rate = gbps or (100.0 if any(r["gbps"] == 100.0 for r in rows) else rows[0]["gbps"])
+    out = [f"| preset | topology | union of {top} | hina auto runs | dense INA s | hina auto s | ring s "
+           "| hina / dense INA | hina / ring |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["workers"] != top or r["gbps"] != rate:
+            continue
+        h = r["hina_auto"]
+        ran = h["encoding"] + (f" (G = {h['group']})" if h["group"] else "")
+        out.append(f"| {r['preset']} | {r['topology']} {'x'.join(map(str, r['fanins']))} "
+                   f"| {r['union_density']:.2%} | {ran} | {r['dense_ina']['seconds']:.4f} | {h['seconds']:.4f} "
+                   f"| {r['ring']['seconds']:.4f} | {r['speedup_vs_dense']:.2f}x | {r['speedup_vs_ring']:.2f}x |")
+    return out
 
 
 def _short(verdict: str | None) -> str:

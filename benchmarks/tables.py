@@ -375,6 +375,154 @@ def train_ddp() -> str:
                           "parameters identical on every rank"], body), *sources)
 
 
+# -- the scale model (benchmarks/scale_model.py) ---------------------------------------------------
+
+@table("scale-model-validation")
+def scale_model_validation() -> str:
+    """docs/scale_model.md: the model against every Mininet run it was validated on."""
+    import scale_model
+
+    data = load("scale_model.json")
+    nb = data.get("validation_network_bound") or {}
+    lines = scale_model.validation_table(data)
+    if nb.get("runs"):
+        lines += ["", f"Network-bound runs within 20% of the model: {nb['within_20pct']} of {nb['runs']} "
+                      f"(measured / model {', '.join(f'{x:.2f}' for x in nb['ratios'])})."]
+    return block(lines, ("scale_model.json", data))
+
+
+@table("scale-model-projection")
+def scale_model_projection() -> str:
+    """docs/scale_model.md: every preset and topology at the largest worker count, 100 Gbit/s."""
+    import scale_model
+
+    data = load("scale_model.json")
+    return block(scale_model.projection_table(data), ("scale_model.json", data))
+
+
+@table("scale-model-workers")
+def scale_model_workers() -> str:
+    """docs/scale_model.md: hina auto over dense INA against the worker count, the 2-tier tree at 100 Gbit/s."""
+    data = load("scale_model.json")
+    rows = [r for r in data["projection"] if r["topology"] == "tree2" and r["gbps"] == 100.0]
+    workers = sorted({r["workers"] for r in rows})
+    by = {(r["preset"], r["workers"]): r for r in rows}
+
+    def cell(r: dict | None) -> str:
+        if r is None:
+            return "-"
+        return f"{r['speedup_vs_dense']:.2f}x ({r['hina_auto']['encoding']}, union {r['union_density']:.1%})"
+
+    body = [[name, *(cell(by.get((name, n))) for n in workers)]
+            for name in dict.fromkeys(r["preset"] for r in rows)]
+    lines = ["hina auto's speedup over dense INA (what auto ran, the union's share of the elements), 2-tier tree, "
+             "100 Gbit/s:", "", *rows_md(["preset", *(f"{n} workers" for n in workers)], body)]
+    return block(lines, ("scale_model.json", data))
+
+
+@table("scale-model-k32")
+def scale_model_k32() -> str:
+    """docs/scale_model.md: K = 32 words (MTU 172, the P4 program's) with 64 and with 1,024 slots."""
+    import scale_model
+
+    names = ("scale_model_k32_w64.json", "scale_model_k32_w1024.json")
+    runs = [(name, load(name)) for name in names]
+    lines = []
+    for name, data in runs:
+        p = data["parameters"]
+        lines += [f"**MTU {p['mtu']}, {p['slots']} slots**", "", *scale_model.projection_table(data), ""]
+    return block(lines[:-1], *runs)
+
+
+# -- trees (mininet/run.py --topology, benchmarks/compare.py --topology) ------------------------------
+
+TREE_RUNS = ("trees/emulator-leafspine214-all-8w-20261124-204414.json",
+             "trees/emulator-leafspine214-all-8w-20261124-204649.json",
+             "trees/emulator-leafspine422-all-8w-20261124-211122.json")
+
+
+def tree_setting(data: dict) -> str:
+    """A Mininet tree run's topology, link rates and loss, in words."""
+    cfg, args = data["config"], data["command"].split()
+    topology = args[args.index("--topology") + 1] if "--topology" in args else "star"
+    over = cfg.get("oversubscription") or 1
+    tree = data.get("topology") or {}
+    rates = sorted(set((tree.get("uplink_mbps") or {}).values()))
+    spines = {k.split("-")[1] for k in tree.get("uplink_mbps") or {}}
+    uplinks = (f"uplinks at {'/'.join(f'{x:g}' for x in rates)} Mbit/s ({over:g}:1)" if rates
+               else f"uplinks {over:g}:1 oversubscribed")
+    if len(spines) > 1:
+        uplinks += f", slots spread over {len(spines)} spines"
+    return (f"{topology}, {cfg['bw']:g} Mbit/s host links, {uplinks}, "
+            + (f"{cfg['loss']:g}% loss on host links" if cfg.get("loss") else "no loss"))
+
+
+def ran_text(r: dict) -> str:
+    return r["mode"] + (f" (ran {r['encoding']})" if r["mode"] == "auto" and r.get("encoding") else "")
+
+
+@table("trees-mininet-exact")
+def trees_mininet_exact() -> str:
+    """docs/trees.md: every mode's result in each Mininet tree run, against numpy."""
+    runs = [(name, load(name)) for name in TREE_RUNS]
+    body = []
+    for _, data in runs:
+        rs = data["runs"]
+        rounds = {len(r["rounds"]) for r in rs}
+        body.append([tree_setting(data), ", ".join(ran_text(r) for r in rs),
+                     "/".join(map(str, sorted(rounds))),
+                     "exact" if all(r["exact"] for r in rs) else
+                     "**NOT EXACT**: " + ", ".join(r["mode"] for r in rs if not r["exact"]),
+                     f"{sum(r['retransmissions'] for r in rs):,}"])
+    return block(rows_md(["Mininet tree (emulator switches)", "modes", "rounds each", "result",
+                          "retransmissions, all modes"], body), *runs)
+
+
+def tree_uplinks(name: str, ranges: bool) -> str:
+    data = load(name)
+    links = list(data["runs"][0]["uplinks"])
+    if ranges:
+        header = ["mode", "bytes per worker on its host link", f"each of the {len(links)} uplinks, up (MB)",
+                  "down (MB)"]
+    else:
+        header = ["mode", "bytes per worker on its host link", *(f"uplink {k} up / down" for k in links)]
+    body = []
+    for r in data["runs"]:
+        up = r["uplinks"]
+        if ranges:
+            ups, downs = [v["up"] / 1e6 for v in up.values()], [v["down"] / 1e6 for v in up.values()]
+            cells = [f"{min(ups):.2f} to {max(ups):.2f}", f"{min(downs):.2f} to {max(downs):.2f}"]
+        else:
+            cells = [f"{up[k]['up']:,.0f} / {up[k]['down']:,.0f}" for k in links]
+        body.append([ran_text(r), f"{r['wire_bytes_per_worker']:,.0f}", *cells])
+    lines = [f"{tree_setting(data)}; best of {data['config']['rounds']} rounds, bytes on the wire (headers "
+             "included) per aggregation.", "", *rows_md(header, body)]
+    return block(lines, (name, data))
+
+
+@table("trees-uplinks")
+def trees_uplinks() -> str:
+    """docs/trees.md: the bytes each uplink carried per mode, leafspine:2,1,4 without loss."""
+    return tree_uplinks(TREE_RUNS[0], ranges=False)
+
+
+@table("trees-uplinks-spread")
+def trees_uplinks_spread() -> str:
+    """docs/trees.md: the same for leafspine:4,2,2 (slots spread over two spines), as ranges over the uplinks."""
+    return tree_uplinks(TREE_RUNS[2], ranges=True)
+
+
+@table("trees-compare")
+def trees_compare() -> str:
+    """docs/trees.md: every system on the leaf/spine wires: seconds and uplink bytes against the ring's."""
+    import compare
+
+    name = "trees/tree-compare.json"
+    data = load(name)
+    rows = [r for r in data["rows"] if not r["env"].startswith("loopback")]
+    return block(compare.uplink_table(rows, seconds=True), (name, data))
+
+
 # -- the pages ------------------------------------------------------------------------------------
 
 def pages() -> list[Path]:
