@@ -523,6 +523,144 @@ def trees_compare() -> str:
     return block(compare.uplink_table(rows, seconds=True), (name, data))
 
 
+# -- fidelity (mininet/run.py --calibrate, benchmarks/slowdown.py, benchmarks/cross_traffic.py) ----------
+
+CALIBRATIONS = ("calibrate-emulator-8w-20261124-210901.json", "calibrate-emulator-4w-20261124-215313.json")
+
+
+def rates(mbps: list[float]) -> str:
+    return ", ".join(f"{x:g}" if x == int(x) else f"{x:.1f}" for x in mbps)
+
+
+@table("fidelity-calibrate")
+def fidelity_calibrate() -> str:
+    """docs/fidelity.md: each --calibrate run: the highest network-bound rate and every trial's verdict."""
+    runs = [(name, load(name)) for name in CALIBRATIONS]
+    body = []
+    for name, data in runs:
+        trials = sorted(data["trials"], key=lambda t: t["mbps"])
+        best = data["highest_network_bound_mbps"]
+        above = [t["mbps"] for t in trials if best is None or t["mbps"] > best]
+        found = ("none" if best is None else f"**{best:.0f} Mbit/s**" + (f" (not at {min(above):.0f})" if above else ""))
+        groups: dict[str, list[float]] = {}
+        for t in trials:
+            groups.setdefault(short_verdict({"verdict": t["verdict"]}), []).append(t["mbps"])
+        command = data["command"].replace(" --out benchmarks/results", "")
+        body.append([data["config"]["workers"], f"`{command}`", found,
+                     "; ".join(f"{rates(v)}: {k}" for k, v in groups.items()),
+                     "-".join(f"{x:.1f}" for x in (min(data["loadavg"]), max(data["loadavg"])))])
+    lines = rows_md(["workers", "command", "highest network-bound rate", "trials (Mbit/s: verdict of the best round)",
+                     "load average at the start"], body)
+    return block(lines, *runs)
+
+
+@table("fidelity-compare")
+def fidelity_compare() -> str:
+    """docs/fidelity.md: the comparison at the calibrated rate, seconds, bytes and verdicts."""
+    name, env = HEADLINE
+    header, cells, data = compare_cells(name, env, with_verdict=True)
+    return block(rows_md(header, cells), (name, data))
+
+
+@table("fidelity-gbit")
+def fidelity_gbit() -> str:
+    """docs/fidelity.md: the 1 and 10 Gbit/s comparison with its verdicts."""
+    name = "compare_gbit_verdicts.json"
+    data = load(name)
+    lines = []
+    for env in dict.fromkeys(r["env"] for r in data["rows"]):
+        header, cells, _ = compare_cells(name, env, with_verdict=True)
+        lines += [f"**{env}**", "", *rows_md(header, cells), ""]
+    return block(lines[:-1], (name, data))
+
+
+def slowdown_rows(base_name: str, with_name: str) -> tuple[list[dict], dict, dict, dict]:
+    """benchmarks/slowdown.py's rows for two compare.py results, and each (env, preset, mode)'s row of WITH."""
+    import slowdown
+
+    base, hetero = load(base_name), load(with_name)
+    rows, _ = slowdown.table(base, hetero)
+    return rows, {(r["env"], r["preset"], r["mode"]): r for r in hetero["rows"]}, base, hetero
+
+
+def label(mode: str) -> str:
+    from compare import MODE_LABEL
+
+    return MODE_LABEL.get(mode, mode)
+
+
+def verdicts(r: dict) -> str:
+    return f"{short_verdict({'fidelity': r['base_fidelity']})} / {short_verdict({'fidelity': r['fidelity']})}"
+
+
+@table("fidelity-straggler")
+def fidelity_straggler() -> str:
+    """docs/fidelity.md: every system with a straggler against the same runs without (benchmarks/slowdown.py)."""
+    import slowdown
+
+    names = ("compare_faithful.json", "compare_straggler.json")
+    rows, _, base, hetero = slowdown_rows(*names)
+    body = [[r["preset"], label(r["mode"]), f"{r['base_seconds']:.3f}", f"{r['seconds']:.3f}",
+             f"{r['slowdown']:.2f}x", "-" if r["lost_beyond_delay"] is None else f"{r['lost_beyond_delay']:+.3f} s",
+             "-" if r["most_waited"] != r["most_waited"] else f"{r['most_waited']:.3f} s", verdicts(r)] for r in rows]
+    delay = slowdown.largest_delay(hetero["meta"], hetero["meta"]["workers"])
+    lines = [f"{rows[0]['env']}; the straggler's largest start delay {delay:.3f} s (\"lost beyond the delay\": the "
+             "seconds with it less the base seconds less that delay).", "",
+             *rows_md(["model", "system", "seconds (base)", "seconds (with)", "slowdown", "lost beyond the delay",
+                       "most a worker waited", "verdict (base / with)"], body)]
+    return block(lines, *zip(names, (base, hetero)))
+
+
+@table("fidelity-cross")
+def fidelity_cross() -> str:
+    """docs/fidelity.md: every system beside an iperf3 flow against the same runs alone (benchmarks/slowdown.py)."""
+    names = ("compare_faithful.json", "compare_cross.json")
+    rows, beside, base, hetero = slowdown_rows(*names)
+    alone = {(r["env"], r["preset"], r["mode"]): r for r in base["rows"]}
+
+    def resent(r: dict) -> str:
+        key = (r["env"], r["preset"], r["mode"])
+        a, b = alone[key].get("retransmissions"), beside[key].get("retransmissions")
+        return "-" if a is None or b is None else f"{a} / {b}"
+
+    body = [[r["preset"], label(r["mode"]), f"{r['base_seconds']:.3f}", f"{r['seconds']:.3f}",
+             f"{r['slowdown']:.2f}x", resent(r), verdicts(r)] for r in rows]
+    lines = [f"{rows[0]['env']}; resent frames are hina's (the baselines' TCP retransmissions are not counted: -).", "",
+             *rows_md(["model", "system", "seconds alone", "seconds beside the flow", "slowdown",
+                       "resent frames (alone / beside)", "verdict (alone / beside)"], body)]
+    return block(lines, *zip(names, (base, hetero)))
+
+
+@table("fidelity-window")
+def fidelity_window() -> str:
+    """docs/fidelity.md: hina's congestion window per round, alone and beside a TCP flow (cross_traffic.py)."""
+    name = "cross_traffic.json"
+    data = load(name)
+
+    def spread(values: list[float], fmt: str = ".1f") -> str:
+        lo, hi = min(values), max(values)
+        return f"{lo:{fmt}}" if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}}-{hi:{fmt}}"
+
+    body = []
+    for run in data["runs"]:
+        what = "with the TCP flow " + ", ".join(run["cross"]) if run["cross"] else "alone"
+        best = min(range(len(run["rounds"])), key=lambda i: run["rounds"][i]["seconds"])
+        for i, rd in enumerate(run["rounds"]):
+            win = [w["window"] for w in rd["workers"]]
+            shown = i == best
+            body.append([what, i + 1, f"{rd['seconds']:.3f}" + (" (best)" if shown else ""),
+                         f"{run['line_rate_seconds']:.2f}",
+                         " / ".join(spread([w[k] for w in win]) for k in ("least", "mean", "last")),
+                         spread([w["cuts"] for w in win], "d"), run["retransmissions"] if shown else "-",
+                         rd["fidelity"] + (f" ({run['fidelity_detail']})" if shown and run["fidelity_detail"] else "")])
+    flows = [f"{f['src']}>{f['dst']}: {f['bytes'] / 1e6:.1f} MB in {f['seconds']:.1f} s ({f['mbps']:.1f} Mbit/s, "
+             f"{f['retransmits']} TCP retransmits)" for run in data["runs"] for f in run.get("flow") or []]
+    lines = [*rows_md(["run", "round", "seconds", "line rate seconds", "every worker's window: least / mean / last "
+                       "(chunks)", "cuts per worker", "resent (best round)", "verdict (detail: best round)"], body),
+             "", "The iperf3 flow: " + "; ".join(flows) + "."]
+    return block(lines, (name, data))
+
+
 # -- the pages ------------------------------------------------------------------------------------
 
 def pages() -> list[Path]:
