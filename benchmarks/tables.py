@@ -541,7 +541,8 @@ def fidelity_calibrate() -> str:
         trials = sorted(data["trials"], key=lambda t: t["mbps"])
         best = data["highest_network_bound_mbps"]
         above = [t["mbps"] for t in trials if best is None or t["mbps"] > best]
-        found = ("none" if best is None else f"**{best:.0f} Mbit/s**" + (f" (not at {min(above):.0f})" if above else ""))
+        found = ("none" if best is None
+                 else f"**{best:.0f} Mbit/s**" + (f" (not at {min(above):.0f})" if above else ""))
         groups: dict[str, list[float]] = {}
         for t in trials:
             groups.setdefault(short_verdict({"verdict": t["verdict"]}), []).append(t["mbps"])
