@@ -43,8 +43,19 @@ def test_workers_move_frames_by_the_batch_and_every_frame_reaches_the_switch(mak
     check_exact(results, grads)
     frames = [w.stats["frames"] for w in ws]
     assert all(w.batch_io is not None and w.batch_io.sent == n and w.batch_io.failed == 0 for w, n in zip(ws, frames))
-    assert sum(w.batch_io.received for w in ws) >= sum(frames)  # a RESULT for every UPDATE, by recvmmsg
-    assert sw.pipeline.counters()["jobs"][6]["updates"] == sum(frames)
+    # a RESULT for every chunk, taken by recvmmsg (a resend that met an incomplete copy is dropped by the switch,
+    # and one answered after its worker finished is never read, so only first transmissions are owed one)
+    assert all(w.batch_io.received >= n - w.stats["retransmissions"] > 0 for w, n in zip(ws, frames))
+    # every frame arrives: taken into a copy, or a resend (a busy host's timer) answered from a complete copy
+    # or dropped as a duplicate; one sent just before its worker's last RESULT may still be in the switch's socket
+    deadline = time.monotonic() + 5
+    while True:
+        job = sw.pipeline.counters()["jobs"][6]
+        seen = job["updates"] + job["resends"] + sum(job["drops"].values())
+        if seen >= sum(frames) or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert seen == sum(frames) and set(job["drops"]) <= {"duplicate"}, job
 
 
 def test_repeated_aggregations_reuse_slots(make_switch):
