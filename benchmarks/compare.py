@@ -450,15 +450,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "bridges, one spine); a tree sets --workers to its hosts (default: star)")
     ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
                     help="Mininet trees: uplinks at hosts x --bws / (R x uplinks) (default: 1)")
-    ap.add_argument("--host-bw", metavar="R=MBPS,...", help="Mininet: rank R's link at MBPS instead of --bws'")
-    ap.add_argument("--host-delay", metavar="R=MS,...", help="Mininet: rank R's link delayed MS (netem)")
-    ap.add_argument("--straggler", metavar="SPEC",
-                    help="Mininet: a start delay per worker and round, every system the same draws: rankR:+P%%, "
-                         "rankR:+Nms, lognormal:SIGMA, uniform:P%% (mininet/heterogeneity.py)")
-    ap.add_argument("--compute", type=float, default=0.0, metavar="MS",
-                    help="Mininet: the step's compute time --straggler percentages refer to (default: 0)")
-    ap.add_argument("--cross", action="append", default=[], metavar="SRC>DST[@MBPS]",
-                    help="Mininet: an iperf3 TCP flow from rank SRC's host to rank DST's during every run")
+    import heterogeneity  # mininet/ is on sys.path (above)
+
+    heterogeneity.add_flags(ap, where="Mininet: ", bw_flag="--bws", seed_flag="a fixed seed")
     args = ap.parse_args(argv)
     if "none" in args.baselines and len(args.baselines) > 1:
         ap.error(f"--baselines none cannot be combined with {' '.join(b for b in args.baselines if b != 'none')}")
@@ -472,9 +466,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if any(bw <= 0 for bw in args.bws):
         ap.error(f"--bws must be positive Mbit/s, got {' '.join(f'{b:g}' for b in args.bws)}")
     try:  # the heterogeneity and topology flags, checked before anything runs
-        sys.path.insert(0, str(ROOT / "mininet"))
-        import heterogeneity
-
         args.tree = None
         if args.topology != "star":
             import topo  # Mininet's own package is needed for a tree

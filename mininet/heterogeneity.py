@@ -33,6 +33,22 @@ import numpy as np
 IPERF_PORT = 5201
 
 
+def add_flags(ap, *, where: str = "", bw_flag: str = "--bw", seed_flag: str = "--seed") -> None:
+    """The heterogeneity flags, declared once for mininet/run.py and benchmarks/compare.py (`where` starts
+    each help text, e.g. "Mininet: ")."""
+    ap.add_argument("--host-bw", metavar="R=MBPS,...", help=f"{where}rank R's link at MBPS instead of {bw_flag}")
+    ap.add_argument("--host-delay", metavar="R=MS,...", help=f"{where}rank R's link delayed MS (tc netem)")
+    ap.add_argument("--straggler", metavar="SPEC",
+                    help=f"{where}a start delay per worker and round, the same draws for every system: rankR:+P%% "
+                         f"(of --compute), rankR:+Nms, lognormal:SIGMA or uniform:P%% (seeded by {seed_flag})")
+    ap.add_argument("--compute", type=float, default=0.0, metavar="MS",
+                    help=f"{where}the training step's compute time that --straggler percentages refer to "
+                         "(default: 0)")
+    ap.add_argument("--cross", action="append", default=[], metavar="SRC>DST[@MBPS]",
+                    help=f"{where}an iperf3 TCP flow from rank SRC's host to rank DST's during every run; "
+                         "repeatable")
+
+
 def overrides(text: str | None, what: str) -> dict[int, float]:
     """'3=50,5=20' -> {3: 50.0, 5: 20.0}; ValueError naming the bad part."""
     if not text:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # codec from this checkout
+import heterogeneity  # noqa: E402
 from codec.params import MODES  # noqa: E402
 from switch_emulator.cliargs import OneLineParser, pipes_flag  # noqa: E402
 
@@ -147,15 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pipes", type=pipes_flag, default=1, metavar="P",
                     help="the emulator's data plane as P processes, each interface's frames handed to pipe "
                          "slot mod P by the kernel (PACKET_FANOUT); emulator only (default: 1)")
-    ap.add_argument("--host-bw", metavar="R=MBPS,...", help="rank R's link at MBPS instead of --bw")
-    ap.add_argument("--host-delay", metavar="R=MS,...", help="rank R's link delayed MS instead of --delay (netem)")
-    ap.add_argument("--straggler", metavar="SPEC",
-                    help="a start delay per worker and round: rankR:+P%% (of --compute), rankR:+Nms, "
-                         "lognormal:SIGMA or uniform:P%% (seeded by --seed)")
-    ap.add_argument("--compute", type=float, default=0.0, metavar="MS",
-                    help="the training step's compute time that --straggler percentages refer to (default: 0)")
-    ap.add_argument("--cross", action="append", default=[], metavar="SRC>DST[@MBPS]",
-                    help="an iperf3 TCP flow from rank SRC's host to rank DST's during the run; repeatable")
+    heterogeneity.add_flags(ap)
     ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json",
                     help="the network: a star of --workers around one switch, L leaves of H hosts under S spines "
                          "(the job rooted at the spines, slot s at spine s mod S; --workers is L x H), or a "
