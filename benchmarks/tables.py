@@ -51,7 +51,49 @@ def rows_md(header: list[str], rows: list[list]) -> list[str]:
 
 
 def block(lines: list[str], *sources: tuple[str, dict]) -> str:
-    return "\n".join([*lines, "", *(source_line(name, data) for name, data in sources)]) + "\n"
+    """The table's lines, then per result file its source line and, for a Mininet run, what set its time."""
+    tail = []
+    for name, data in sources:
+        tail.append(source_line(name, data))
+        fidelity = fidelity_line(data)
+        if fidelity:
+            tail.append(fidelity)
+    return "\n".join([*lines, "", *tail]) + "\n"
+
+
+def verdicts_in(data) -> list[str]:
+    """Every fidelity verdict a result file holds, wherever its rows keep it."""
+    found, stack = [], [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            v = x.get("fidelity")
+            if isinstance(v, dict):
+                v = v.get("verdict")
+            if isinstance(v, str):
+                found.append(v)
+            stack.extend(val for key, val in x.items() if key != "fidelity")
+        elif isinstance(x, list):
+            stack.extend(x)
+    return found
+
+
+def fidelity_line(data: dict) -> str | None:
+    """For a result with Mininet runs: how many were network-bound, CPU-bound or neither, or that none was judged."""
+    text = json.dumps(data.get("meta", {})) + json.dumps(data.get("command", "")) + json.dumps(data.get("env", ""))
+    rows = data.get("rows") if isinstance(data.get("rows"), list) else []
+    mininet = any(w in text.lower() for w in ("mininet", "switch_bench")) or any("mininet" in str(r.get("env", "")).lower() for r in rows
+                                                if isinstance(r, dict))
+    verdicts = verdicts_in(data)
+    if not verdicts:
+        return ("What set the time: not monitored (this Mininet run predates the fidelity monitor: "
+                "[fidelity](fidelity.md) has the verdicts of a re-run).") if mininet else None
+    kinds = {"network-bound": 0, "CPU-bound": 0, "neither": 0}
+    for v in verdicts:
+        key = next((k for k in kinds if v.startswith(k)), "neither")
+        kinds[key] += 1
+    return "What set the time (fidelity monitor, per run or round): " + ", ".join(
+        f"{k} {n}" for k, n in kinds.items() if n) + "."
 
 
 def mb(n: float) -> str:
