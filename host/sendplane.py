@@ -46,12 +46,14 @@ T_SIZE = 15
 # f: the transfer's times
 F_LAST_PROGRESS, F_EARLIEST, F_RACK_AT, F_DEADLINE, F_PROBE_AT = range(5)
 F_SIZE = 5
-# fl_i[slot]: the chunk in flight in that slot (-1: none) and its integers
-I_CHUNK, I_VERSION, I_SEQ, I_RETRIES, I_SUPPRESSED, I_OVERTAKEN = range(6)
-I_SIZE = 6
-# fl_f[slot]: its latest transmission, its own timeout, when that expires
-L_SENT, L_RTO, L_DUE = range(3)
-L_SIZE = 3
+# fl_i[slot]: the chunk in flight in that slot (-1: none) and its integers; then the last chunk answered
+# there, its copy and how often it went (-1 once a duplicate answer was taken)
+I_CHUNK, I_VERSION, I_SEQ, I_RETRIES, I_SUPPRESSED, I_OVERTAKEN, I_DONE_CHUNK, I_DONE_VERSION, I_DONE_RETRIES = range(9)
+I_SIZE = 9
+# fl_f[slot]: its latest transmission, its own timeout, when that expires, its first transmission; the
+# last chunk answered there: its first transmission, when its answer came
+L_SENT, L_RTO, L_DUE, L_FIRST, L_DONE_FIRST, L_DONE_AT = range(6)
+L_SIZE = 6
 # rack[pipe]: the latest transmission answered of a chunk sent once, its round trip; same for resent chunks
 K_FRESH_SEQ, K_FRESH_RTT, K_RESENT_SEQ, K_RESENT_RTT = range(4)
 # r: the RTT estimator (RttEstimator)
@@ -60,7 +62,7 @@ K_FRESH_SEQ, K_FRESH_RTT, K_RESENT_SEQ, K_RESENT_RTT = range(4)
 R_SIZE = 11
 # cw: the congestion window (CongestionWindow); the last SAMPLES round trips from CW_SAMPLE on
 (CW_CWND, CW_SSTHRESH, CW_CUT_AT, CW_RECENT, CW_LIMIT, CW_MINIMUM, CW_CUTS, CW_COUNT, CW_NEXT,
- CW_QUEUE_DELAY, CW_SAMPLE) = range(11)
+ CW_QUEUE_DELAY, CW_QUEUED, CW_CONTEST, CW_CONTESTS, CW_RATE_AT, CW_RATE_N, CW_RATE, CW_SAMPLE) = range(17)
 SAMPLES = 3
 CW_SIZE = CW_SAMPLE + SAMPLES
 # stats, in the order of STATS
@@ -82,7 +84,8 @@ def burst(slots):
 # -- the RTT estimator (RFC 6298, with the backoff cap and reordering allowance window.py describes) --
 @njit(cache=True)
 def backoff_cap(r):
-    return min(r[R_MAXIMUM], max(r[R_BACKOFF_LIMIT], r[R_MINIMUM], 8.0 * r[R_MIN_RTT]))
+    srtt = 0.0 if math.isnan(r[R_SRTT]) else r[R_SRTT]
+    return min(r[R_MAXIMUM], max(r[R_BACKOFF_LIMIT], r[R_MINIMUM], 8.0 * r[R_MIN_RTT], 2.0 * srtt))
 
 
 @njit(cache=True)
@@ -137,7 +140,30 @@ def queueing(cw, rtt, min_rtt):
 
 
 @njit(cache=True)
-def window_result(cw, rtt, min_rtt):
+def contested(cw):
+    """Whether another flow holds the queue: for `CW_CONTEST` windows of RESULTs in a row the round
+    trips showed more queueing than the window's own chunks could make (`foreign`)."""
+    return cw[CW_QUEUED] >= cw[CW_CONTEST]
+
+
+@njit(cache=True)
+def foreign(cw, min_rtt):
+    """Whether the recent round trips queued more than twice what the window's own chunks could: at
+    most cwnd of them wait in a queue, and it drains at least as fast as the fastest the RESULTs ever
+    came (`CW_RATE`, RESULTs per second, measured over whole round trips).  So another flow holds more
+    of the queue than we do.  Never before a rate is measured."""
+    return cw[CW_RATE] > 0 and cw[CW_RECENT] - min_rtt > 2.0 * cw[CW_CWND] / cw[CW_RATE]
+
+
+@njit(cache=True)
+def window_result(cw, rtt, min_rtt, now):
+    # the delivery rate: RESULTs per round trip, over at least one (a batch shares one `now`)
+    cw[CW_RATE_N] += 1
+    if math.isnan(cw[CW_RATE_AT]) or now < cw[CW_RATE_AT]:
+        cw[CW_RATE_AT], cw[CW_RATE_N] = now, 0.0
+    elif not math.isnan(cw[CW_RECENT]) and now - cw[CW_RATE_AT] >= cw[CW_RECENT] > 0:
+        cw[CW_RATE] = max(cw[CW_RATE], cw[CW_RATE_N] / (now - cw[CW_RATE_AT]))
+        cw[CW_RATE_AT], cw[CW_RATE_N] = now, 0.0
     if not math.isnan(rtt):
         cw[CW_SAMPLE + int(cw[CW_NEXT])] = rtt
         cw[CW_NEXT] = (cw[CW_NEXT] + 1) % SAMPLES
@@ -146,7 +172,14 @@ def window_result(cw, rtt, min_rtt):
         for i in range(int(cw[CW_COUNT])):
             least = min(least, cw[CW_SAMPLE + i])
         cw[CW_RECENT] = least
-    if queueing(cw, cw[CW_RECENT], min_rtt):
+        if queueing(cw, least, min_rtt) and foreign(cw, min_rtt):
+            was = contested(cw)
+            cw[CW_QUEUED] += 1.0 / cw[CW_CWND]  # a window of such RESULTs: about one round trip
+            if contested(cw) and not was:
+                cw[CW_CONTESTS] += 1
+        else:
+            cw[CW_QUEUED] = 0.0  # no queue, or one our own chunks could hold: the delay rule's case
+    if queueing(cw, cw[CW_RECENT], min_rtt) and not contested(cw):
         return
     grow = 1.0 if cw[CW_CWND] < cw[CW_SSTHRESH] else 1.0 / cw[CW_CWND]
     cw[CW_CWND] = min(cw[CW_LIMIT], cw[CW_CWND] + grow)
@@ -156,7 +189,9 @@ def window_result(cw, rtt, min_rtt):
 def window_loss(cw, sent_at, now, min_rtt):
     if sent_at <= cw[CW_CUT_AT] or not queueing(cw, cw[CW_RECENT], min_rtt):
         return
-    cw[CW_SSTHRESH] = cw[CW_CWND] = max(cw[CW_MINIMUM], cw[CW_CWND] / 2)
+    # contested, give back what CUBIC (Linux's TCP) does, 30%; else half, as Reno
+    keep = 0.7 if contested(cw) else 0.5
+    cw[CW_SSTHRESH] = cw[CW_CWND] = max(cw[CW_MINIMUM], cw[CW_CWND] * keep)
     cw[CW_CUT_AT] = now
     cw[CW_CUTS] += 1
 
@@ -218,7 +253,7 @@ def _send_new(t, f, fl_i, fl_f, slot, chunk, version, now, rto):
     fl_i[slot, I_RETRIES] = 0
     fl_i[slot, I_SUPPRESSED] = 0
     fl_i[slot, I_OVERTAKEN] = 0
-    fl_f[slot, L_SENT] = now
+    fl_f[slot, L_SENT] = fl_f[slot, L_FIRST] = now
     fl_f[slot, L_RTO] = rto
     fl_f[slot, L_DUE] = now + rto
     t[T_SEQ] += 1
@@ -315,6 +350,27 @@ def overtaken(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base
 
 
 @njit(cache=True)
+def _duplicate(t, r, chunks, fl_i, fl_f, frame, at, slot, pool_index, offset, stats):
+    """A second answer to the chunk last answered in `slot`, which went exactly twice: both
+    transmissions reached the switch, so the resend was spurious and the first answer answered the
+    first transmission, whose round trip is then a sample (the switch answers a resend of a
+    complete copy from that copy: DSACK's evidence, RFC 3708).  A queue that outgrew the timeout
+    (another flow's) makes every chunk time out, and Karn's rule would keep srtt, and so the timeout,
+    from ever learning the longer round trip; the answers that come too soon after a resend to be
+    its own (`receive`) tell only of a queue shorter than the timeout."""
+    if (frame[at] != _RESULT or slot < 0 or slot >= t[T_SLOTS] or _get16(frame, at + 2) != t[T_JOB]
+            or _get16(frame, at + 14) != t[T_TAG]):
+        return
+    done = fl_i[slot, I_DONE_CHUNK]
+    if (done < 0 or fl_i[slot, I_DONE_RETRIES] != 1 or fl_i[slot, I_DONE_VERSION] != pool_index >> 15
+            or offset != chunks[done, 3]):
+        return
+    fl_i[slot, I_DONE_RETRIES] = -1  # one sample per chunk
+    stats[S_SPURIOUS] += 1
+    rtt_sample(r, fl_f[slot, L_DONE_AT] - fl_f[slot, L_DONE_FIRST])
+
+
+@njit(cache=True)
 def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame, at, length, now,
             tx, iov, m, base, stats):
     """Take in one frame (`frame[at : at + length]`); return the message count after the frames it
@@ -330,15 +386,17 @@ def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame
         # the run cannot finish, so stop now rather than wait for chunks that never complete
         t[T_STALE_SLOT] = slot
         return m, STALE_RUN
+    offset = (_get16(frame, at + 8) << 16) | _get16(frame, at + 10)
     if slot < 0 or slot >= t[T_SLOTS] or fl_i[slot, I_CHUNK] < 0:
+        _duplicate(t, r, chunks, fl_i, fl_f, frame, at, slot, pool_index, offset, stats)
         stats[S_IGNORED] += 1
         return m, OK
     chunk = fl_i[slot, I_CHUNK]
     count = _get16(frame, at + 12)
-    offset = (_get16(frame, at + 8) << 16) | _get16(frame, at + 10)
     if (frame[at] != _RESULT or _get16(frame, at + 2) != t[T_JOB] or _get16(frame, at + 14) != t[T_TAG]
             or fl_i[slot, I_VERSION] != pool_index >> 15 or offset != chunks[chunk, 3]
             or count != chunks[chunk, 1] or length < HEADER_BYTES + 4 * count):
+        _duplicate(t, r, chunks, fl_i, fl_f, frame, at, slot, pool_index, offset, stats)
         stats[S_IGNORED] += 1
         return m, OK
     if frame[at + 5] & _STALE_RUN:
@@ -347,24 +405,34 @@ def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame
     _copy(answers, 4 * chunks[chunk, 0], frame, at + HEADER_BYTES, 4 * count)
     rtt = now - fl_f[slot, L_SENT]
     min_rtt = r[R_MIN_RTT]
-    if fl_i[slot, I_OVERTAKEN] and rtt < min_rtt / 2:
-        # answered sooner after its resend than half the least round trip: this answers the first
-        # transmission, which was late, not lost
+    fresh = fl_i[slot, I_RETRIES] == 0
+    # answered sooner after its resend than any round trip seen: it answers an earlier transmission
+    late = not fresh and rtt < min_rtt / 2 < math.inf
+    if late and fl_i[slot, I_OVERTAKEN]:
+        # this answers the first transmission, which was late, not lost
         rtt_reordered(r)
+    if late:
         stats[S_SPURIOUS] += 1
     p = (t[T_SLOT_BASE] + slot) % t[T_PIPES]
     seq = fl_i[slot, I_SEQ]
-    fresh = fl_i[slot, I_RETRIES] == 0
     if fresh:  # Karn: a resent chunk's answer may answer either transmission
         rtt_sample(r, rtt)
         t[T_PROBING] = 0  # chunks sent once are answered again: the flow is back
         if seq > rack[p, K_FRESH_SEQ]:
             rack[p, K_FRESH_SEQ], rack[p, K_FRESH_RTT] = seq, rtt
+    elif late and fl_i[slot, I_RETRIES] == 1:
+        # Karn's ambiguity does not hold here: sent twice, and answered too soon after the second, so
+        # the first is answered, and its round trip is a sample.  A queue that grew past the timeout
+        # (another flow's) makes every chunk time out: without these samples srtt, and so the
+        # timeout, would never learn the longer round trip, and every chunk would go twice.
+        rtt = now - fl_f[slot, L_FIRST]
+        rtt_sample(r, rtt)
+        fresh = True
     elif rtt >= min_rtt:
         # a resent chunk's answer, too late to answer its first transmission
         if seq > rack[p, K_RESENT_SEQ]:
             rack[p, K_RESENT_SEQ], rack[p, K_RESENT_RTT] = seq, rtt
-    window_result(cw, rtt if fresh else math.nan, r[R_MIN_RTT])
+    window_result(cw, rtt if fresh else math.nan, r[R_MIN_RTT], now)
     t[T_RECEIVED] += 1
     f[F_LAST_PROGRESS] = now
     f[F_PROBE_AT] = now + probe_after(r)
@@ -376,6 +444,9 @@ def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame
                 fl_f[s, L_RTO] = r[R_RTO]
                 fl_f[s, L_DUE] = now + r[R_RTO]
                 f[F_EARLIEST] = min(f[F_EARLIEST], fl_f[s, L_DUE])
+    fl_i[slot, I_DONE_CHUNK], fl_i[slot, I_DONE_VERSION] = chunk, fl_i[slot, I_VERSION]
+    fl_i[slot, I_DONE_RETRIES] = -1 if late else fl_i[slot, I_RETRIES]  # late: its sample is taken
+    fl_f[slot, L_DONE_FIRST], fl_f[slot, L_DONE_AT] = fl_f[slot, L_FIRST], now
     version[slot] ^= 1
     fl_i[slot, I_CHUNK] = -1
     t[T_IN_FLIGHT] -= 1

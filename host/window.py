@@ -28,10 +28,12 @@ answer comes sooner after the resend than half the least round trip (it
 was late, not lost) and halved again after 8 recoveries without such
 evidence.  Only a chunk nothing overtakes (a phase's tail, or a stall)
 waits for the retransmission timeout (`RttEstimator`: RFC 6298, Karn's
-rule: no RTT samples from resent chunks; on expiry the timeout doubles
-until a fresh sample, to at most 50 ms or 8 least round trips), and then
-only the oldest such chunk is resent: a peer that is late delays
-everyone's RESULTs alike and must not make the whole window go out again.
+rule: no RTT samples from resent chunks, but for a chunk that went twice
+and was answered too soon after the resend, or answered twice, which time
+its first transmission; on expiry the timeout doubles until a fresh
+sample, to at most 50 ms, 8 least round trips or 2 srtt), and then only
+the oldest such chunk is resent: a peer that is late delays everyone's
+RESULTs alike and must not make the whole window go out again.
 If nothing progresses for `deadline` seconds the transfer raises `AggregationTimeout`, naming job, phase and offset.  A
 RESULT counts only if job, phase tag, slot, copy, offset and count all
 match the chunk that slot is waiting for; anything else is ignored and
@@ -87,7 +89,8 @@ class RttEstimator:
     """Smoothed RTT and retransmission timeout (RFC 6298), shared by a worker's transfers.
 
     The timeout is srtt + 4 rttvar, at least `minimum`; an expiry doubles it until the next fresh
-    sample; neither goes past `backoff_cap` (50 ms, or 8 least round trips on a slower path).  A
+    sample; neither goes past `backoff_cap` (50 ms, or 8 least round trips or 2 srtt on a slower
+    path).  A
     switch that is up but loses packets answers the next probe: on a lossy link every doubling
     is a stall, and exponential backoff to seconds made heavy loss take minutes.  What backoff
     protects, a slow or congested switch, is protected by the congestion window and by
@@ -141,7 +144,9 @@ class RttEstimator:
         """The longest a timeout may be, backed off or not: `backoff_limit` (or `minimum`, if
         longer), or 8 least round trips on a slower path; at most `maximum`.  Round trips vary
         with other workers' losses (a chunk is answered once the last worker's UPDATE is in),
-        which srtt + 4 rttvar would take for the path's."""
+        which srtt + 4 rttvar would take for the path's.  But never under 2 srtt: a queue that
+        stands (another flow's) lengthens every round trip, and a timeout short of them would
+        send every chunk twice."""
         return float(sp.backoff_cap(self.state))
 
     def backoff(self) -> None:
@@ -179,19 +184,40 @@ class CongestionWindow:
     from one: a queue that stands delays every packet, while a busy host's scheduler delays one
     now and then (on 2 shared cores, single samples 5 ms over the least are common and said
     nothing about the switch).  Few samples, so that a filling queue still stops the window
-    before it overflows.  The state is one float64 array (`state`, columns `sendplane.CW_*`).
+    before it overflows.  While one builds, the window stops growing, and a loss while it stands
+    halves the window (a loss without one is the link's, and keeps it).
+
+    That delay rule yields to any flow that keeps a queue standing: a loss-based TCP flow on a
+    shared link fills the queue, no round trip comes back near the least again, so the window
+    never grows, and each loss the flow causes halves it, down to its floor (TCP Vegas against
+    Reno).  So the window tells its own queue from another flow's: at most cwnd of its chunks wait
+    in a queue, which drains at least as fast as the fastest the RESULTs ever came (measured over
+    whole round trips), so its own chunks queue at most cwnd / that rate.  When the recent round
+    trips queue more than twice that (another flow holds more of the queue than we do) for
+    `CONTEST` windows of RESULTs in a row, the window is *contested*: it grows as TCP Reno's does,
+    queue or not (the same slow start and one chunk per window), and a loss cuts it by 30%, as
+    CUBIC (Linux's TCP) cuts, so it keeps a share of the link instead of its floor.  A round trip
+    near the least (the queue drained), or a queue its own chunks could account for, hands it
+    back to the delay rule (the mode switch of Copa, Arun and Balakrishnan, NSDI 2018).  Alone
+    nothing changes: a queue of the window's own is never contested.  The state is one float64
+    array (`state`, columns `sendplane.CW_*`).
     """
 
     QUEUE_DELAY = 5e-3  # queueing the window may add before it stops growing
     SAMPLES = sp.SAMPLES  # round trips whose least says whether a queue stands
+    CONTEST = 8.0  # windows of RESULTs queued more than our own chunks could, after which the queue is contested
 
-    def __init__(self, limit: int, initial: int = 16, minimum: int = 2):
+    def __init__(self, limit: int, initial: int = 16, minimum: int = 2, contest: float = CONTEST):
+        """contest: windows of RESULTs queued more than the window's own chunks could after which the
+        queue is contested (inf: never, the delay rule alone)."""
         self.state = np.zeros(sp.CW_SIZE)
         cw = self.state
         cw[sp.CW_LIMIT], cw[sp.CW_MINIMUM] = limit, min(minimum, limit)
         cw[sp.CW_CWND] = max(cw[sp.CW_MINIMUM], min(initial, limit))
         cw[sp.CW_SSTHRESH], cw[sp.CW_CUT_AT], cw[sp.CW_RECENT] = limit, -math.inf, math.nan
         cw[sp.CW_QUEUE_DELAY] = self.QUEUE_DELAY
+        cw[sp.CW_CONTEST] = contest
+        cw[sp.CW_RATE_AT] = math.nan
 
     cwnd = _column(sp.CW_CWND)
     ssthresh = _column(sp.CW_SSTHRESH)
@@ -201,6 +227,14 @@ class CongestionWindow:
     minimum = _column(sp.CW_MINIMUM, kind=int)
     cuts = _column(sp.CW_CUTS, kind=int)
     chunks = _column(sp.CW_CWND, "whole chunks the window allows in flight", kind=int)
+    contests = _column(sp.CW_CONTESTS, "how often another flow's standing queue made the window contested", kind=int)
+
+    @property
+    def contested(self) -> bool:
+        """Whether the round trips have queued more than the window's own chunks could for `CONTEST`
+        windows of RESULTs: another flow's queue, so the window grows as Reno's does rather than
+        yield the link to it."""
+        return bool(sp.contested(self.state))
 
     @property
     def recent_rtt(self) -> float | None:
@@ -212,12 +246,13 @@ class CongestionWindow:
         """Whether a round trip says a queue is building: `QUEUE_DELAY` (or the least RTT) over the least."""
         return bool(sp.queueing(self.state, math.nan if rtt is None else rtt, min_rtt))
 
-    def on_result(self, rtt: float | None = None, min_rtt: float = math.inf) -> None:
+    def on_result(self, rtt: float | None = None, min_rtt: float = math.inf, now: float = 0.0) -> None:
         """A RESULT came; `rtt`: its round trip if its chunk went once, `min_rtt`: the least seen.
 
         The window grows only while the recent round trips stay near the least: past that the
-        switch's queue is filling, and a full queue drops (a drop-tail BMv2 switch)."""
-        sp.window_result(self.state, math.nan if rtt is None else rtt, min_rtt)
+        switch's queue is filling, and a full queue drops (a drop-tail BMv2 switch); or while
+        `contested`, when that queue is another flow's."""
+        sp.window_result(self.state, math.nan if rtt is None else rtt, min_rtt, now)
 
     def on_loss(self, sent_at: float, now: float, min_rtt: float = 0.0) -> None:
         """The chunk sent at `sent_at` was lost (or timed out) at `now`.

@@ -6,12 +6,16 @@ worker) stays in order, as on a network path.  Each packet is dropped with
 probability `drop` and duplicated with probability `dup`.  With `service`
 the switch is a slow one (BMv2): it serves one UPDATE per `service`
 seconds from a queue of at most `queue` packets and drops what arrives
-when the queue is full (counted in `overflows`).  No sockets, no
-threads, no sleeps: a run is a pure function of its seed.
+when the queue is full (counted in `overflows`).  `links` puts a flow's
+packets through a `Bottleneck` (a link of a given rate with a drop-tail
+queue) before their latency, and a `RenoFlow` (a loss-based TCP flow) can
+share that link with the aggregation.  No sockets, no threads, no sleeps:
+a run is a pure function of its seed.
 """
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 
@@ -22,10 +26,37 @@ from host.window import PhaseTransfer, RttEstimator, SlotPool
 from switch_emulator.pipeline import Pipeline
 
 
+class Bottleneck:
+    """A link of `rate` bytes per second behind a drop-tail queue of `queue` packets (Linux's pfifo, as
+    under Mininet's htb): packets leave in the order they came, each `size / rate` after the one
+    before; one that finds the queue full is dropped."""
+
+    def __init__(self, rate: float, queue: int):
+        self.rate, self.queue = rate, queue
+        self.free_at = 0.0  # when the link has sent everything it holds
+        self._leaving: collections.deque[float] = collections.deque()  # when each held packet has left
+        self.carried: dict[str, int] = {}  # bytes sent, by kind
+        self.drops: dict[str, int] = {}
+
+    def enqueue(self, now: float, size: int, kind: str) -> float | None:
+        """When a packet of `size` bytes offered at `now` has left the link; None: dropped."""
+        while self._leaving and self._leaving[0] <= now:
+            self._leaving.popleft()
+        if len(self._leaving) >= self.queue:
+            self.drops[kind] = self.drops.get(kind, 0) + 1
+            return None
+        self.free_at = max(now, self.free_at) + size / self.rate
+        self._leaving.append(self.free_at)
+        self.carried[kind] = self.carried.get(kind, 0) + size
+        return self.free_at
+
+
 class VirtualNetwork:
     def __init__(self, pipeline: Pipeline, rng: np.random.Generator, *, drop=0.0, dup=0.0,
-                 latency=1e-4, jitter=2e-4, service=0.0, queue=64):
+                 latency=1e-4, jitter=2e-4, service=0.0, queue=64, links=None):
+        """links: {flow: Bottleneck}, flow ("up", worker) or ("down", ("w", worker))."""
         self.pipeline, self.rng = pipeline, rng
+        self.links = links or {}
         self.service, self.queue = service, queue
         self._busy_until = 0.0
         self._in_service: list[float] = []  # when each queued packet's service ends
@@ -37,19 +68,29 @@ class VirtualNetwork:
         self._flow_last: dict = {}
         self.sent = 0
 
-    def _schedule(self, flow, deliver) -> None:
+    def at(self, when: float, deliver) -> None:
+        """Run `deliver` at `when`."""
+        heapq.heappush(self._events, (when, next(self._seq), deliver))
+
+    def _schedule(self, flow, deliver, size: int = 0) -> None:
         self.sent += 1
         if self.rng.random() < self.drop:
             return
         copies = 2 if self.rng.random() < self.dup else 1
+        link = self.links.get(flow)
         for _ in range(copies):
-            at = self.now + self.latency + self.rng.random() * self.jitter
+            at = self.now
+            if link is not None:
+                at = link.enqueue(self.now, size, "hina")
+                if at is None:
+                    continue
+            at += self.latency + self.rng.random() * self.jitter
             at = max(at, self._flow_last.get(flow, 0.0))  # a flow stays in order
             self._flow_last[flow] = at
             heapq.heappush(self._events, (at, next(self._seq), deliver))
 
     def uplink(self, worker: int, frame: bytes) -> None:
-        self._schedule(("up", worker), lambda: self._arrive(worker, frame))
+        self._schedule(("up", worker), lambda: self._arrive(worker, frame), len(frame))
 
     def _arrive(self, worker: int, frame: bytes) -> None:
         if not self.service:
@@ -66,7 +107,7 @@ class VirtualNetwork:
         emit = self.pipeline.update(frame, ("w", worker))
         if emit is not None:
             for dest in emit.dests:
-                self._schedule(("down", dest), lambda d=dest, f=emit.frame: self.on_result(d[1], f))
+                self._schedule(("down", dest), lambda d=dest, f=emit.frame: self.on_result(d[1], f), len(emit.frame))
 
     def on_result(self, worker: int, frame: bytes) -> None:  # set by run_transfers
         raise NotImplementedError
@@ -80,13 +121,61 @@ class VirtualNetwork:
         return bool(self._events)
 
 
+class RenoFlow:
+    """A bulk TCP flow through `link` (TCP Reno: slow start, then one packet more per window; on a loss,
+    seen a round trip later as duplicate ACKs would show it, the window halves once per round trip).
+    Its ACKs come back `latency` after the link, uncongested.  It sends until `stop`."""
+
+    def __init__(self, net: VirtualNetwork, link: Bottleneck, *, mss: int = 1500, latency: float = 2e-4):
+        self.net, self.link, self.mss, self.latency = net, link, mss, latency
+        self.cwnd, self.ssthresh = 2.0, float("inf")
+        self.in_flight = self.seq = self.recover = 0
+        self.delivered = self.cuts = 0
+        self.running = False
+
+    def start(self) -> None:
+        self.running = True
+        self._send()
+
+    def stop(self) -> None:
+        self.running = False
+
+    def _send(self) -> None:
+        while self.running and self.in_flight < int(self.cwnd):
+            seq, self.seq = self.seq, self.seq + 1
+            self.in_flight += 1
+            left = self.link.enqueue(self.net.now, self.mss, "tcp")
+            if left is None:  # the packets queued ahead of it carry the news back
+                when = max(self.net.now, self.link.free_at) + self.latency
+                self.net.at(when, lambda seq=seq: self._lost(seq))
+            else:
+                self.net.at(left + self.latency, self._acked)
+
+    def _acked(self) -> None:
+        self.in_flight -= 1
+        self.delivered += self.mss
+        self.cwnd += 1.0 if self.cwnd < self.ssthresh else 1.0 / self.cwnd
+        self._send()
+
+    def _lost(self, seq: int) -> None:
+        self.in_flight -= 1
+        if seq >= self.recover:  # not sent before the last cut: a new congestion event
+            self.ssthresh = self.cwnd = max(2.0, self.cwnd / 2)
+            self.recover = self.seq
+            self.cuts += 1
+        self._send()
+
+
 def run_transfers(pipeline: Pipeline, payloads: list[np.ndarray], op: int, *, job_id: int, words: int,
                   slot_base: int, slots: int, rng: np.random.Generator, drop=0.0, dup=0.0, rounds: int = 1,
                   deadline: float = 5.0, pools=None, rtts=None, windows=None,
-                  net: VirtualNetwork | None = None) -> tuple[list[list[np.ndarray]], VirtualNetwork, list]:
+                  net: VirtualNetwork | None = None, flows=(), before_round=None,
+                  ) -> tuple[list[list[np.ndarray]], VirtualNetwork, list]:
     """Aggregate `payloads` (one per worker) `rounds` times in a row; return every worker's results.
 
     windows: each worker's CongestionWindow (default: all `slots` in flight, fixed).
+    flows: RenoFlows sharing the links, stopped once the last round is done.
+    before_round: called with the round's number and the network before each round starts.
     """
     n = len(payloads)
     net = net or VirtualNetwork(pipeline, rng, drop=drop, dup=dup)
@@ -96,6 +185,8 @@ def run_transfers(pipeline: Pipeline, payloads: list[np.ndarray], op: int, *, jo
     results: list[list[np.ndarray]] = [[] for _ in range(n)]
     stats = []
     for r in range(rounds):
+        if before_round is not None:
+            before_round(r, net)
         xfers = [PhaseTransfer(job_id=job_id, worker_id=w, words=words, pool=pools[w], rtt=rtts[w], tag=r,
                                op=op, payload=payloads[w], name=f"round{r}", now=net.now, deadline=deadline,
                                window=windows[w])
@@ -119,6 +210,8 @@ def run_transfers(pipeline: Pipeline, payloads: list[np.ndarray], op: int, *, jo
         for w, x in enumerate(xfers):
             results[w].append(x.result)
         stats.append([dict(x.stats) for x in xfers])
+    for flow in flows:
+        flow.stop()
     net.run(until=float("inf"))  # let stray duplicates arrive: they must not disturb anything
     return results, net, stats
 

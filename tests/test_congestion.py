@@ -6,14 +6,20 @@ every drop timed out and the resends added load.  Here the switch serves one
 UPDATE per 0.3 ms (3,333 packets/s) from a 64-packet queue and drops the
 rest; 3 workers, K = 32, 64 slots, the workers' own defaults (RFC 6298 timer
 from 100 ms, window from 16 chunks).
+
+And beside a TCP flow: a drop-tail link shared with a Reno flow, where the
+delay rule alone gave the flow the link and the contested window keeps a
+share of it.
 """
+
+import math
 
 import numpy as np
 import pytest
 
 from codec.ops import Op
 from host.window import CongestionWindow, RttEstimator
-from netsim import VirtualNetwork, expected, run_transfers
+from netsim import Bottleneck, RenoFlow, VirtualNetwork, expected, run_transfers
 from switch_emulator import JobConfig, Member, Pipeline
 
 WORKERS, WORDS, SLOTS = 3, 32, 64
@@ -48,3 +54,67 @@ def test_the_window_fits_a_slow_switch():
 def test_exact_on_a_slow_lossy_switch(seed):
     share, _ = slow_switch_run(adaptive=True, seed=seed, chunks=150, drop=0.01)
     assert share < 0.10  # a lost UPDATE costs every worker a resend (none knows whose was lost)
+
+
+# -- beside a loss-based TCP flow ---------------------------------------------------------------
+# Mininet's star at 85 Mbit/s with 9000-byte frames (K = 2239 words), and a drop-tail queue of 128
+# packets (108 ms) on rank 0's downlink, which a TCP Reno flow shares from round 1 on.  Round 0
+# runs alone, so the least round trip is the empty path's.
+
+def beside_tcp(contest: float, seed: int, flow: bool = True, rounds: int = 3, chunks: int = 300):
+    """Seconds of round 0 (alone) and of the later rounds (beside the flow, if any), hina's share of
+    the link in those, its windows (rank 0's after each round) and the flow."""
+    workers, words, slots = 4, 2239, 64
+    rng = np.random.default_rng(seed)
+    p = Pipeline()
+    p.add_job(JobConfig(5, workers, words, 0, slots, tuple(Member(w, ("w", w)) for w in range(workers))))
+    payloads = [rng.integers(-(2**20), 2**20, size=chunks * words).astype(np.int32) for _ in range(workers)]
+    link = Bottleneck(85e6 / 8, 128)
+    net = VirtualNetwork(p, rng, latency=1e-4, jitter=5e-5, links={("down", ("w", 0)): link})
+    tcp = RenoFlow(net, link, mss=8948)
+    windows = [CongestionWindow(slots, contest=contest) for _ in range(workers)]
+    marks, cwnds = [], []
+
+    def before_round(r, net):
+        marks.append((net.now, link.carried.get("hina", 0)))
+        cwnds.append(windows[0].cwnd)
+        if r == 1 and flow:
+            tcp.start()
+
+    results, net, _ = run_transfers(p, payloads, Op.ADD, job_id=5, words=words, slot_base=0, slots=slots,
+                                    rng=rng, rounds=rounds, deadline=60.0, net=net, windows=windows,
+                                    rtts=[RttEstimator() for _ in range(workers)], flows=[tcp],
+                                    before_round=before_round)
+    want = expected(Op.ADD, payloads)
+    assert all(np.array_equal(r, want) for per_worker in results for r in per_worker)
+    marks.append((net.now, link.carried["hina"]))
+    cwnds.append(windows[0].cwnd)
+    alone = marks[1][0] - marks[0][0]
+    later = (marks[-1][0] - marks[1][0]) / (rounds - 1)
+    share = (marks[-1][1] - marks[1][1]) / ((marks[-1][0] - marks[1][0]) * link.rate)
+    return alone, later, share, cwnds[2:], windows[0], tcp
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_beside_a_tcp_flow_the_window_contests_the_queue_instead_of_yielding_the_link(seed):
+    """The delay rule alone gives way: the flow keeps the queue standing, so the window never grows
+    again and each loss halves it to its floor (hina got 2% of the link, its rounds 44x slower).
+    Contested, it grows as Reno does: a share several times that (the window can hold at most
+    64 of the queue's 128 + 64 frames: 33%)."""
+    alone, later, share, cwnds, window, tcp = beside_tcp(CongestionWindow.CONTEST, seed)
+    y_alone, y_later, y_share, y_cwnds, y_window, _ = beside_tcp(math.inf, seed)
+    assert y_share < 0.05 and y_window.contests == 0
+    assert max(y_cwnds) == y_window.minimum  # collapsed: at its floor after every round beside the flow
+    assert window.contests >= 1 and tcp.cuts >= 1
+    assert share >= 0.08 and share >= 3 * y_share
+    assert later <= y_later / 3
+    assert alone == y_alone  # round 0 ran alone, the same either way
+
+
+def test_alone_on_the_same_link_both_rules_run_at_line_rate():
+    """Without the flow, what contests the queue changes nothing that costs time: every round at
+    95% of the link's rate or better."""
+    for contest in (CongestionWindow.CONTEST, math.inf):
+        alone, later, share, _, _, _ = beside_tcp(contest, 0, flow=False)
+        assert share >= 0.95
+        assert later <= alone * 1.05

@@ -364,13 +364,13 @@ class CutNetwork(TreeNetwork):
         self.cut, self.start, self.end = ("leaf", leaf), start, end
         self.cut_frames = 0
 
-    def _schedule(self, flow, deliver):
+    def _schedule(self, flow, deliver, size=0):
         if self.start <= self.now < self.end and self.cut in flow and any(f[0] == "spine" for f in flow
                                                                           if isinstance(f, tuple)):
             self.cut_frames += 1
             self.sent += 1
             return
-        super()._schedule(flow, deliver)
+        super()._schedule(flow, deliver, size)
 
 
 @pytest.mark.parametrize("op", list(Op), ids=[o.name for o in Op])

@@ -157,12 +157,17 @@ def test_a_first_answer_sooner_after_the_resend_than_any_round_trip_widens_the_r
     """Pipes answer their slots in their own time: chunk 1 overtaken, resent, then its first answer comes
     1 ms after the resend, sooner than any round trip (10 ms): it was never lost, so allow more."""
     x, rtt, first, resent = chunk_1_overtaken_and_resent()
-    before = rtt.reordering
+    srtt = rtt.srtt
     answer(x, first[1], 0.051)  # the first transmission's answer, late
-    assert x.stats["spurious_resends"] == 1 and rtt.reorder_scale == 2.0 and rtt.reordering == 2 * before
+    assert x.stats["spurious_resends"] == 1 and rtt.reorder_scale == 2.0
+    # sent twice and answered too soon for the resend: the first transmission's 51 ms is a sample
+    assert rtt.srtt == pytest.approx(0.875 * srtt + 0.125 * 0.051)
+    assert rtt.reordering == pytest.approx(2 * rtt.srtt / 4)
     h = HinaHeader.unpack(resent)
     again = pack_header(MsgType.RESULT, h.op, 4, 1, Flags.RESEND, h.pool_index, h.offset, h.count, h.phase)
+    sampled = rtt.srtt
     assert x.receive(again + bytes(12), 0.052) == [] and rtt.reorder_scale == 2.0  # the resend's answer: ignored
+    assert rtt.srtt == sampled and x.stats["spurious_resends"] == 1  # and no second sample of the same chunk
 
 
 def test_an_answer_a_round_trip_after_the_resend_is_no_evidence_of_reordering():
@@ -279,6 +284,57 @@ def test_a_loss_without_a_queue_is_the_link_s_and_keeps_the_window():
     assert w.chunks == 33 and w.cuts == 0
 
 
+def results_every(w, gap, rtt, min_rtt, n, now):
+    """n RESULTs, one every `gap` seconds after `now`, each with round trip `rtt`; returns the last time."""
+    for _ in range(n):
+        now += gap
+        w.on_result(rtt, min_rtt, now)
+    return now
+
+
+def test_a_queue_the_window_could_have_made_itself_never_contests_it():
+    w = CongestionWindow(64, initial=64)
+    base = 0.001
+    now = results_every(w, 1e-4, base, base, 100, 0.0)  # alone: 10,000 RESULTs a second at 1 ms
+    # 64 chunks at 10,000 a second queue for up to 6.4 ms: 8 ms round trips are a queue, and our own
+    now = results_every(w, 1e-4, 0.008, base, 64 * 20, now)
+    assert w.queueing(w.recent_rtt, base) and not w.contested and w.contests == 0
+    assert w.cwnd == 64
+
+
+def test_a_standing_queue_more_than_the_window_could_hold_is_contested_until_it_drains():
+    """8 chunks at 10,000 RESULTs a second can queue 0.8 ms; a 50 ms queue that stands is another
+    flow's (a TCP flow filling a drop-tail queue).  The delay rule would never grow again; after
+    CONTEST windows of it the window grows as Reno's, cuts by 30% on a loss (CUBIC's), and the
+    first round trip near the least hands it back to the delay rule."""
+    w = CongestionWindow(64, initial=8)
+    w.ssthresh = 8  # congestion avoidance: one chunk more per window of RESULTs
+    base = 0.001
+    now = results_every(w, 1e-4, base, base, 16, 0.0)
+    now = results_every(w, 1e-4, 0.05, base, CongestionWindow.SAMPLES, now)  # every recent one late
+    held = w.cwnd
+    now = results_every(w, 1e-4, 0.05, base, 10 * (int(CongestionWindow.CONTEST) - 1), now)
+    assert not w.contested and w.cwnd == held  # the delay rule: no growth while a queue stands
+    now = results_every(w, 1e-4, 0.05, base, 40, now)
+    assert w.contested and w.contests == 1
+    assert w.cwnd > 11  # contested: it grows although the queue stands
+    before = w.cwnd
+    w.on_loss(sent_at=now - 0.05, now=now, min_rtt=base)
+    assert w.cwnd == pytest.approx(0.7 * before) and w.cuts == 1
+    now = results_every(w, 1e-4, base, base, CongestionWindow.SAMPLES, now)  # the queue drained
+    assert not w.contested
+    now = results_every(w, 1e-4, 0.05, base, CongestionWindow.SAMPLES, now)
+    held = w.cwnd
+    results_every(w, 1e-4, 0.05, base, 10, now)
+    assert w.cwnd == held and w.contests == 1  # a queue again: the delay rule holds until it stands again
+
+
+def test_without_a_delivery_rate_nothing_is_contested():
+    w = CongestionWindow(64, initial=8)
+    results_every(w, 0.0, 0.05, 0.001, 1000, 0.0)  # every RESULT at one instant: no rate measured
+    assert not w.contested and w.cwnd == 8
+
+
 def test_the_window_limits_chunks_in_flight():
     w = CongestionWindow(8, initial=2)
     x = PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 8), rtt=RttEstimator(), tag=9, op=Op.OR,
@@ -288,6 +344,27 @@ def test_the_window_limits_chunks_in_flight():
     assert offsets(answer(x, first[0], 0.01)) == [6, 9]  # window 3 after one RESULT: 2 new in flight
 
 
+def test_a_second_answer_to_a_chunk_sent_twice_shows_the_resend_was_spurious_and_times_the_first():
+    """A queue that outgrew the timer: chunk 1 went again (a tail probe, two 10 ms round trips after
+    the last answer); its first transmission's answer came 130 ms after that (so it could have answered
+    either: no sample, Karn), then the resend's.  Two answers: both went through, the first answered
+    the first transmission, and its 160 ms is a sample, so the timers learn the longer round trips."""
+    rtt = RttEstimator(initial=0.1, minimum=0.02)
+    x = transfer(range(18), slots=3, rtt=rtt)  # 6 chunks over 3 slots
+    first = x.start(0.0)
+    answer(x, first[0], 0.01)
+    assert rtt.srtt == 0.01
+    (resent,) = x.poll(0.03)
+    assert offsets([resent]) == [3] and x.stats["probes"] == 1
+    sent = answer(x, first[1], 0.16)
+    assert rtt.srtt == 0.01 and x.stats["spurious_resends"] == 0  # ambiguous: no sample
+    assert offsets(sent) == [12]  # chunk 4 went into slot 1, the other copy
+    assert answer(x, resent, 0.17) == [] and x.stats["ignored"] == 1  # the resend's answer
+    assert x.stats["spurious_resends"] == 1 and rtt.srtt == pytest.approx(0.875 * 0.01 + 0.125 * 0.16)
+    answer(x, resent, 0.18)  # a third copy (a duplicated frame): no second sample
+    assert x.stats["spurious_resends"] == 1 and rtt.srtt == pytest.approx(0.875 * 0.01 + 0.125 * 0.16)
+
+
 def test_rtt_estimator_follows_samples_within_bounds():
     r = RttEstimator(initial=1.0, minimum=0.01, maximum=0.5, backoff_limit=0.05)
     r.sample(0.002)
@@ -295,9 +372,12 @@ def test_rtt_estimator_follows_samples_within_bounds():
     for _ in range(50):
         r.sample(0.03)
     assert 0.03 <= r.rto <= 0.05
-    for _ in range(50):  # answers 150x the least round trip: other workers' losses, not the path
+    for _ in range(50):  # answers 150x the least round trip: a queue another flow keeps standing
         r.sample(0.3)
-    assert r.rto == 0.05
+    assert 0.3 <= r.rto <= 0.31  # a timeout short of the round trips would send every chunk twice
+    for _ in range(4):
+        r.backoff()
+    assert r.rto == 0.5  # backed off to the maximum, no further
 
 
 def test_backoff_doubles_up_to_its_limit_or_eight_least_round_trips():
