@@ -52,7 +52,7 @@ from host.job import JobSpec  # noqa: E402
 from host.synthetic import workload_preset  # noqa: E402
 from switch_emulator.cliargs import MAX_PIPES  # noqa: E402
 from switch_emulator.config import Member  # noqa: E402
-from switch_emulator.controller import P4_BUILD, Bmv2Target, EmulatorTarget  # noqa: E402
+from switch_emulator.controller import P4_BUILD, Bmv2Target, ControlError, EmulatorTarget  # noqa: E402
 from switch_emulator.headers import max_words  # noqa: E402
 from switch_emulator.topology import Host, Topology  # noqa: E402
 
@@ -199,14 +199,14 @@ class Bmv2Switch(Switch):
         self.log = open(tempfile.mkstemp(prefix="hina-bmv2-", suffix=".log")[1], "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
-        while True:
+        while True:  # until its P4Runtime server answers (each try waits up to 2 s), the process alive
             try:
-                self.target = Bmv2Target(f"127.0.0.1:{self.grpc_port}", thrift_port=self.thrift_port)
+                self.target = Bmv2Target(f"127.0.0.1:{self.grpc_port}", thrift_port=self.thrift_port, timeout=2)
                 return
-            except Exception:
+            except ControlError as exc:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError(f"simple_switch_grpc did not come up; see {self.log.name}") from None
-                time.sleep(0.5)
+                    raise RuntimeError(f"simple_switch_grpc did not come up ({exc}); see {self.log.name}") from None
+                time.sleep(0.2)
 
     def stop(self, deleteIntfs: bool = True) -> None:
         _stop_switch_process(self.target, self.proc)

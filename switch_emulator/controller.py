@@ -6,8 +6,8 @@
     target.reset_job(1)               # empty a job's slot copies (after a worker failure)
     target.close()
 
-For BMv2 (`simple_switch_grpc`) it speaks P4Runtime through p4runtime-shell:
-SetForwardingPipelineConfig with the compiled JSON and P4Info, then the
+For BMv2 (`simple_switch_grpc`) it speaks P4Runtime, a session per switch
+(`p4rt`): SetForwardingPipelineConfig with the compiled JSON and P4Info, then the
 table entries and multicast groups `p4_entries` derives from the topology.
 P4Runtime cannot read or write BMv2 registers, so slot resets go through
 `simple_switch_CLI` (thrift).  For the emulator the same topology goes to
@@ -93,65 +93,53 @@ class EmulatorTarget:
 
 
 class Bmv2Target:
-    """simple_switch_grpc running p4/hina.p4, through P4Runtime (p4runtime-shell)."""
+    """simple_switch_grpc running p4/hina.p4, through its own P4Runtime session (`p4rt`)."""
 
     def __init__(self, grpc_addr: str = "127.0.0.1:9559", *, device_id: int = 0, thrift_port: int = 9090,
                  p4info: Path = P4_BUILD / "hina.p4info.txtpb", bmv2_json: Path = P4_BUILD / "hina.json",
-                 push_pipeline: bool = True):
-        import p4runtime_sh.shell as sh  # imported here: only BMv2 users need gRPC
+                 push_pipeline: bool = True, timeout: float = 10.0):
+        """timeout: how long to wait for the switch's P4Runtime server (a ControlError after it)."""
+        from .p4rt import P4Info, P4RuntimeClient  # imported here: only BMv2 users need gRPC
 
-        self._sh = sh
         self.thrift_port = thrift_port
         self.p4info = Path(p4info)
-        if push_pipeline and not (self.p4info.exists() and Path(bmv2_json).exists()):
+        if not self.p4info.exists() or (push_pipeline and not Path(bmv2_json).exists()):
             raise ControlError(f"no compiled P4 program at {self.p4info.parent}: run `make p4` (needs p4c)")
-        self._names = _p4info_names(self.p4info)
-        config = sh.FwdPipeConfig(str(self.p4info), str(bmv2_json)) if push_pipeline else None
-        sh.setup(device_id=device_id, grpc_addr=grpc_addr, election_id=(0, 1), config=config, verbose=False)
+        self._info = P4Info.load(self.p4info)
+        self._client = P4RuntimeClient(grpc_addr, device_id=device_id, timeout=timeout)
+        if push_pipeline:
+            try:
+                self._client.set_pipeline(self._info, Path(bmv2_json))
+            except ControlError:
+                self._client.close()
+                raise
         self._topology: Topology | None = None
 
     def _name(self, kind: str, short: str) -> str:
-        matches = [n for n in self._names[kind] if n == short or n.endswith("." + short)]
-        if len(matches) != 1:
-            raise ControlError(f"P4Info has {len(matches)} {kind} named *{short}: {matches}")
-        return matches[0]
+        return self._info.find(kind, short).preamble.name
 
     def configure(self, topo: Topology) -> None:
-        sh = self._sh
         entries, groups = p4_entries(topo)
         for e in entries:
-            try:
-                te = sh.TableEntry(self._name("tables", e.table))(action=self._name("actions", e.action))
-                for field, value in e.match.items():
-                    te.match[field] = value
-                for param, value in e.params.items():
-                    te.action[param] = value
-                te.insert()
-            except Exception as exc:
-                raise ControlError(f"inserting {e.describe()} failed: {exc}") from exc
+            self._client.write([self._info.table_entry(e.table, e.match, e.action, e.params)],
+                               what=f"inserting {e.describe()}")
         for group, ports in groups.items():
             if not ports:  # a spine's flood group (broadcasts are never flooded between switches)
                 continue
-            try:
-                mg = sh.MulticastGroupEntry(group)
-                for port in ports:
-                    mg.add(port, 1)
-                mg.insert()
-            except Exception as exc:
-                raise ControlError(f"creating multicast group {group} with ports {ports} failed: {exc}") from exc
+            self._client.write([self._info.multicast_group(group, ports)],
+                               what=f"creating multicast group {group} with ports {list(ports)}")
         self._topology = topo
 
     def counters(self) -> dict:
         """Drop counters by reason, read over P4Runtime (`HinaIngress.drops`)."""
         drops: dict[str, int] = {}
-        entry = self._sh.CounterEntry(self._name("counters", "drops"))
-        for c in entry.read():
+        for index, packets in self._client.read_counter(self._info, "drops").items():
             try:
-                reason = Drop(c.index).name.lower()
+                reason = Drop(index).name.lower()
             except ValueError:
                 continue
-            if c.packet_count:
-                drops[reason] = c.packet_count
+            if packets:
+                drops[reason] = packets
         return {"drops": drops}
 
     def cli(self, commands: list[str]) -> str:
@@ -184,19 +172,7 @@ class Bmv2Target:
         return self._name("registers", short)
 
     def close(self) -> None:
-        self._sh.teardown()
-
-
-def _p4info_names(path: Path) -> dict[str, list[str]]:
-    """Fully qualified names in a P4Info text file, by kind (tables, actions, counters, registers)."""
-    from google.protobuf import text_format
-    from p4.config.v1 import p4info_pb2
-
-    info = p4info_pb2.P4Info()
-    if path.exists():
-        text_format.Parse(path.read_text(), info)
-    return {kind: [obj.preamble.name for obj in getattr(info, kind)]
-            for kind in ("tables", "actions", "counters", "registers")}
+        self._client.close()
 
 
 def connect(target: str, **options: Any):
