@@ -219,7 +219,8 @@ def _experiment_worker(args: argparse.Namespace) -> int:
         print(f"hina worker: --spec {args.spec}: {what}", file=sys.stderr)
         return 2
     transport = open_transport(switch_ip, ifname=me.get("ifname"), src_mac=me.get("mac"),
-                               src_ip=me.get("ip"), switch_mac=switch_mac, kind=args.transport)
+                               src_ip=me.get("ip"), switch_mac=switch_mac, kind=args.transport,
+                               bind_ip=spec["switch"].get("answers_to", "0.0.0.0"))
     print(json.dumps({"ready": args.rank, "transport": type(transport).__name__}), flush=True)
     # the switch's pipes: with P > 1 loss detection compares a chunk only with chunks of its own pipe
     worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1))

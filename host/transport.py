@@ -130,17 +130,22 @@ class RawTransport:
 
 
 def open_transport(switch_ip: str, *, ifname: str | None = None, src_mac: str | None = None,
-                   src_ip: str | None = None, switch_mac: str | None = None, kind: str = "auto"):
+                   src_ip: str | None = None, switch_mac: str | None = None, kind: str = "auto",
+                   bind_ip: str = "0.0.0.0"):
     """A transport to a switch at `switch_ip`: UDP when this host has a route to it, else raw frames.
 
     UDP binds port 0x4E41, where the switch addresses RESULTs; raw needs the
-    interface, this host's MAC and IP and the switch's MAC.
+    interface, this host's MAC and IP and the switch's MAC.  `bind_ip`
+    255.255.255.255: the switch answers at the broadcast address (several
+    workers behind one of its ports, a plain switch between), which a socket
+    bound to any address does not take once connected (connecting sets its
+    local address to this host's).
     """
     if kind not in ("auto", "udp", "raw"):
         raise ValueError(f"transport must be auto, udp or raw, got {kind!r}")
     if kind in ("auto", "udp"):
         try:
-            return UdpTransport((switch_ip, UDP_PORT), bind=("0.0.0.0", UDP_PORT))
+            return UdpTransport((switch_ip, UDP_PORT), bind=(bind_ip, UDP_PORT))
         except OSError as exc:
             if kind == "udp":
                 raise

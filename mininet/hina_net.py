@@ -410,6 +410,11 @@ class Experiment:
         m = re.search(r"(\d+) received", out)
         return {"from": h1.name, "to": h2.name, "received": int(m.group(1)) if m else 0, "sent": 5}
 
+    def _answers_to(self) -> dict:
+        """Where the switch addresses its RESULTs, if not to each worker's own address (the spec's
+        "answers_to": the address the workers' sockets bind)."""
+        return {}
+
     def _aggregate(self, mode: str, topology: Topology) -> dict:
         cfg = self.cfg
         # the cost model weighs bytes at the links' rate (its default when they are unshaped)
@@ -420,7 +425,8 @@ class Experiment:
         hosts = self._hosts()
         spec = {"params": params.to_config(), "job": job.to_config(), "density": cfg.density, "seed": cfg.seed,
                 "workload": cfg.workload, "scale": cfg.scale,
-                "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC}, "pipes": cfg.pipes,
+                "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC, **self._answers_to()},
+                "pipes": cfg.pipes,
                 "hosts": [{"ifname": h.defaultIntf().name, "mac": host_mac(i), "ip": host_ip(i)}
                           for i, h in enumerate(hosts, start=1)]}
         with tempfile.NamedTemporaryFile("w", prefix="hina-spec-", suffix=".json", delete=False) as f:

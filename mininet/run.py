@@ -158,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spine-switch", choices=("emulator", "bmv2"),
                     help="trees: the switches without hosts run this target, --switch the leaves (a mixed tree; "
                          "default: --switch)")
+    ap.add_argument("--leaves", choices=("hina", "plain"), default="hina",
+                    help="trees: hina switches that sum their rack (hina), or Linux bridges that forward every "
+                         "frame, the job summed at the one spine only (plain) (default: hina)")
     ap.add_argument("--calibrate", action="store_true",
                     help="find the highest link rate in [10 Mbit/s, --bw] at which dense aggregation is judged "
                          "network-bound here (a bisection on a log scale, --rounds rounds per rate)")
@@ -178,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         if fabric is not None:  # a tree: the workers are the fabric's hosts
             args.workers = len(fabric.hosts)
             config = functools.partial(TreeConfig, spine_switch=args.spine_switch,
-                                       oversubscription=args.oversubscription)
+                                       oversubscription=args.oversubscription, leaves=args.leaves)
             experiment = functools.partial(TreeExperiment, fabric=fabric)
+        elif args.leaves != "hina":
+            raise ValueError("--leaves plain needs a --topology with leaves")
         cfg = config(workers=args.workers, switch=args.switch, modes=modes_for(args.mode),
                      bw=args.bw or None, delay=args.delay, loss=args.loss, length=args.length,
                      density=args.density, mtu=args.mtu, slots=args.slots, rounds=args.rounds,
@@ -221,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     results.update(provenance())
     args.out.mkdir(parents=True, exist_ok=True)
     shape = "" if fabric is None else "-" + re.sub(r"[^a-z0-9]+", "", Path(args.topology).stem.lower())
+    shape += "-plainleaves" if args.leaves == "plain" else ""
     stem = f"{args.switch}{shape}-{args.mode}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
     (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     png = args.out / f"{stem}.png"

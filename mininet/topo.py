@@ -26,10 +26,14 @@ from pathlib import Path
 
 import hina_net
 from hina_net import HOST, SWITCH, SWITCH_IP, SWITCH_MAC, Bmv2Switch, Experiment, ExperimentConfig, host_ip, host_mac
+from mininet.nodelib import LinuxBridge
 from mininet.topo import Topo
+from switch_emulator.config import Member
 from switch_emulator.fabric import Fabric, TreeJob
 from switch_emulator.headers import max_words
-from switch_emulator.topology import Topology
+from switch_emulator.topology import BROADCAST_MAC, Host, Topology
+
+BROADCAST_IP = "255.255.255.255"  # every host takes it (a subnet's broadcast needs the address's brd set)
 
 _LEAFSPINE = re.compile(r"leafspine:(\d+),(\d+),(\d+)$")
 
@@ -102,10 +106,13 @@ class TreeConfig(ExperimentConfig):
 
     spine_switch: str | None = None
     oversubscription: float = 1.0
+    leaves: str = "hina"  # "plain": the leaves are Linux bridges, the job is summed at the spine only
 
     def __post_init__(self) -> None:
         if self.spine_switch not in (None, "emulator", "bmv2"):
             raise ValueError(f"spine switch must be emulator or bmv2, got {self.spine_switch!r}")
+        if self.leaves not in ("hina", "plain"):
+            raise ValueError(f"leaves must be hina or plain, got {self.leaves!r}")
         if not 0 < self.oversubscription < float("inf"):
             raise ValueError(f"oversubscription must be a positive ratio, got {self.oversubscription}")
         super().__post_init__()
@@ -130,8 +137,16 @@ class TreeExperiment(Experiment):
     def __init__(self, cfg: TreeConfig, fabric: Fabric, log=print):
         super().__init__(cfg, log)
         self.fabric, self.oversubscription = fabric, cfg.oversubscription
-        self.kinds = {s.name: cfg.switch if any(h.switch == s.name for h in fabric.hosts) else
-                      (cfg.spine_switch or cfg.switch) for s in fabric.switches}
+        leaves = {h.switch for h in fabric.hosts}
+        self.kinds = {s.name: cfg.switch if s.name in leaves else (cfg.spine_switch or cfg.switch)
+                      for s in fabric.switches}
+        if cfg.leaves == "plain":  # aggregation at the spine only: the leaves forward frames as they are
+            spines = [s.name for s in fabric.switches if s.name not in leaves]
+            if len(spines) != 1 or any(ln.a in leaves and ln.b in leaves for ln in fabric.links):
+                raise ValueError(f"plain leaves need one spine and every link between a leaf and it, got "
+                                 f"spines {spines}")
+            self.kinds.update({name: "bridge" for name in leaves})
+            self.kinds[spines[0]] = cfg.spine_switch or cfg.switch
         self.uplink_bytes: list[dict] = []
 
     def _topo(self, link: dict, per_rank: dict[int, dict]) -> Topo:
@@ -143,6 +158,7 @@ class TreeExperiment(Experiment):
         if any(kind == "emulator" for kind in self.kinds.values()) and self.cfg.switch == "bmv2":
             emulator = type("TreeEmulatorSwitch", (hina_net.EmulatorSwitch,), {"pipes": 1})
             switch_cls.update({name: emulator for name, kind in self.kinds.items() if kind == "emulator"})
+        switch_cls.update({name: LinuxBridge for name, kind in self.kinds.items() if kind == "bridge"})
         return FabricTopo(fabric=self.fabric, link=link, uplinks=uplinks, per_rank=per_rank, switch_cls=switch_cls)
 
     @property
@@ -159,7 +175,9 @@ class TreeExperiment(Experiment):
         return TreeJob(job.job_id, job.words, job.slot_base, job.slots, tuple(h.name for h in self.fabric.hosts))
 
     def _switches(self):
-        return [(s.name, self.net[f"{SWITCH}{s.name}"]) for s in self.fabric.switches]
+        """hina's switches (a plain leaf is a bridge: nothing to configure, reset or count)."""
+        return [(s.name, self.net[f"{SWITCH}{s.name}"]) for s in self.fabric.switches
+                if self.kinds[s.name] != "bridge"]
 
     def _prepare(self) -> Topology:
         """MTU, offloads, static ARP and loss on the hosts and every switch port; each switch's share."""
@@ -171,11 +189,14 @@ class TreeExperiment(Experiment):
             h.cmd(f"arp -s {SWITCH_IP} {SWITCH_MAC}")
             if cfg.loss and not self.netem:
                 hina_net._nft_loss(h, intf.name, cfg.loss)
-        for _, sw in self._switches():
+        for s in self.fabric.switches:  # every switch, plain leaves too (a bridge drops what exceeds its MTU)
+            sw = self.net[f"{SWITCH}{s.name}"]
             for intf in sw.intfList():
                 if intf.name != "lo":
                     sw.cmd(f"ip link set dev {intf.name} mtu {cfg.mtu}")
                     sw.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
+        if self.cfg.leaves == "plain":
+            return self._prepare_spine_only()
         topologies = self.fabric.topologies([self._job()])
         for name, sw in self._switches():
             topo = topologies[name]
@@ -183,6 +204,21 @@ class TreeExperiment(Experiment):
                 topo = dataclasses.replace(topo, switch_mac=SWITCH_MAC, switch_ip=SWITCH_IP)
             sw.target.configure(topo)
         return topologies[self._roots[0]]
+
+    def _prepare_spine_only(self) -> Topology:
+        """The spine holds the whole job: worker r on the port of its leaf, answered there at the
+        broadcast addresses (the leaf, a bridge, floods a RESULT to its hosts, which take the ones of
+        their job; each port gets one copy, however many workers are behind it)."""
+        (spine,) = (name for name, _ in self._switches())
+        port_of = {other: my_port for my_port, other, _ in self.fabric.neighbours(spine)}
+        hosts = tuple(Host(port, BROADCAST_MAC, BROADCAST_IP) for port in sorted(port_of.values()))
+        members = [Member(rank, port_of[h.switch]) for rank, h in enumerate(self.fabric.hosts)]
+        topo = Topology(SWITCH_MAC, SWITCH_IP, hosts, (self.cfg.job.switch_config(len(members), members),))
+        self.net[f"{SWITCH}{spine}"].target.configure(topo)
+        return topo
+
+    def _answers_to(self) -> dict:
+        return {"answers_to": BROADCAST_IP} if self.cfg.leaves == "plain" else {}
 
     def _uplink_counters(self) -> dict[str, dict[str, int]]:
         """Bytes sent so far on each uplink: up (lower switch -> upper), down."""
@@ -209,13 +245,13 @@ class TreeExperiment(Experiment):
         return run
 
     def run(self) -> dict:
-        for kind in set(self.kinds.values()):
+        for kind in set(self.kinds.values()) - {"bridge"}:
             problem = hina_net.missing_requirements(kind)
             if problem:
                 raise RuntimeError(problem)
         results = super().run()
         results["topology"] = {"fabric": self.fabric.to_config(), "oversubscription": self.oversubscription,
-                               "switches": self.kinds,
+                               "switches": self.kinds, "leaves": self.cfg.leaves,
                                "uplink_mbps": {f"{a}-{b}": r for (a, b), r in uplink_rate(
                                    self.fabric, bw=self.cfg.bw, oversubscription=self.oversubscription).items()}}
         return results

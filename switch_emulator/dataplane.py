@@ -434,6 +434,15 @@ def _egress(tx, at, port, rewrite):
 
 
 @njit(cache=True)
+def _port_before(auth, j, w, member):
+    """Whether a member before worker w of job row j is on the same port: one copy per port."""
+    for v in range(w):
+        if auth[j, v] == member:
+            return True
+    return False
+
+
+@njit(cache=True)
 def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths, rx_names, check_outgoing,
               start, n, ingress_port, rewrite, port_names, punt, tx, tx_names, tx_iov, tx_at, capacity):
     """Run the parser, `ingress` and the egress rewrite on raw frames start..n-1 received on switch
@@ -488,8 +497,8 @@ def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths
         for w in range(meta[j, WORKERS] if action == TO_GROUP else 1):  # each member's port, in worker order
             if action == TO_GROUP:
                 member = auth[j, w]
-                if member < PORT_IDS or member >= OTHER_IDS:
-                    continue
+                if member < PORT_IDS or member >= OTHER_IDS or _port_before(auth, j, w, member):
+                    continue  # not on a port, or a port already sent to (workers behind a plain switch)
                 port = member - PORT_IDS
             elif action >= TO_PARENT:
                 port = auth[j, MAX_WORKERS + action - TO_PARENT] - PORT_IDS

@@ -90,7 +90,8 @@ class _JobState:
     def set_members(self, cfg: JobConfig) -> None:
         """Who may send for which worker_id, the multicast group, the parent (the slots are kept)."""
         self.cfg = cfg
-        self.group = tuple(m.source for m in sorted(cfg.members, key=lambda m: m.worker_id))
+        # one copy per port: several workers behind one port (plain switches below) get it there
+        self.group = tuple(dict.fromkeys(m.source for m in sorted(cfg.members, key=lambda m: m.worker_id)))
         self.up = tuple((m.source,) for m in cfg.parents)  # Emit dests per parent
         if self.row is not None:
             self.pipeline._install_members(self)

@@ -49,7 +49,9 @@ def ip_bytes(ip: str) -> bytes:
 class Host:
     """The host behind a switch port: where RESULTs for that port are addressed.  In a tree a
     neighbouring switch is a host too (`switch`: its address is where partials up, or RESULTs down,
-    go), but broadcasts are not flooded to it: between switches they would loop."""
+    go), but broadcasts are not flooded to it: between switches they would loop.  Behind a plain
+    switch (several workers on one port) the host is the broadcast MAC and IP: one RESULT reaches
+    them all, as the plain switch floods it."""
 
     port: int
     mac: str
@@ -78,7 +80,7 @@ class Topology:
         ports = [h.port for h in self.hosts]
         if len(set(ports)) != len(ports):
             raise ValueError(f"a port appears twice among the hosts: {sorted(ports)}")
-        macs = [h.mac.lower() for h in self.hosts]
+        macs = [h.mac.lower() for h in self.hosts if h.mac.lower() != BROADCAST_MAC]
         if len(set(macs)) != len(macs):
             raise ValueError("two hosts share a MAC address")
         ids = [j.job_id for j in self.jobs]
@@ -111,7 +113,9 @@ class Topology:
         """multicast group -> ports: the flood group, then one group per job."""
         groups = {FLOOD_GROUP: tuple(sorted(h.port for h in self.hosts if not h.switch))}
         for job in self.jobs:
-            groups[job_group(job.job_id)] = tuple(m.source for m in sorted(job.members, key=lambda m: m.worker_id))
+            # a port once, however many of the job's workers hang behind it
+            groups[job_group(job.job_id)] = tuple(dict.fromkeys(
+                m.source for m in sorted(job.members, key=lambda m: m.worker_id)))
         return groups
 
     # -- serialization ---------------------------------------------------------

@@ -1,5 +1,6 @@
 """Batched datagram I/O (recvmmsg/sendmmsg) and the compiled batch path of the UDP switch."""
 
+import dataclasses
 import socket
 
 import numpy as np
@@ -191,3 +192,56 @@ def test_raw_batch_parses_rewrites_each_copy_and_leaves_other_frames_to_the_call
         assert ipv4_checksum(got, 14) == int.from_bytes(got[24:26], "big")
     assert p.counts[dp.BAD_CHECKSUM] == 1 and p.frames == 4  # 3 UPDATEs and the bad one; the sent one skipped
     assert p.jobs[7].results == 1
+
+
+def test_workers_behind_one_port_get_one_copy_there_at_the_broadcast_address():
+    """Aggregation at a spine over plain leaves: four workers behind each of two ports.  The RESULT goes
+    once to each port (the plain switch floods it to its hosts), not once per worker, addressed to the
+    broadcast MAC and IP; the compiled path and `FrameSwitch` agree, and so do the P4 groups."""
+    from switch_emulator.controller import p4_entries
+    from switch_emulator.frames import FrameSwitch, encapsulate
+    from switch_emulator.topology import BROADCAST_MAC, Host, Topology, ip_bytes, mac_bytes
+
+    words, workers = 4, 8
+    hosts = tuple(Host(p, BROADCAST_MAC, "255.255.255.255") for p in (1, 2))
+    job = JobConfig(7, workers, words, 0, 4, tuple(Member(w, 1 + w // 4) for w in range(workers)))
+    topo = Topology("02:00:00:00:00:fe", "10.0.0.254", hosts, (job,))
+    assert topo.groups()[7 + 2] == (1, 2)
+    p4_job = dataclasses.replace(job, words=32)  # the P4 program's K
+    assert p4_entries(dataclasses.replace(topo, jobs=(p4_job,)))[1][7 + 2] == (1, 2)  # its multicast group
+    batched, reference = FrameSwitch(topo), FrameSwitch(topo)
+
+    def frame(worker):
+        payload = pack_header(0, 0, 7, worker, 0, 1, words, words, 0) + np.arange(words, dtype=">i4").tobytes()
+        return encapsulate(payload, src_mac=mac_bytes(f"02:00:00:00:01:0{worker + 1}"),
+                           dst_mac=mac_bytes(topo.switch_mac), src_ip=ip_bytes(f"10.0.0.{worker + 1}"),
+                           dst_ip=ip_bytes(topo.switch_ip), sport=0x4E41, dport=0x4E41)
+
+    for w in range(workers):
+        outs = reference.process(1 + w // 4, frame(w))
+    assert sorted(port for port, _ in outs) == [1, 2]
+    assert all(bytes(out[:6]) == b"\xff" * 6 and bytes(out[30:34]) == b"\xff" * 4 for _, out in outs)
+    stride = 128
+    rx = np.zeros(stride * workers, np.uint8)
+    lengths = np.zeros(2 * workers, np.uint32)[::2]
+    for w in range(workers):
+        f = frame(w)
+        rx[w * stride : w * stride + len(f)] = np.frombuffer(f, np.uint8)
+        lengths[w] = len(f)
+    port_names = np.zeros((3, dp.SOCKADDR_LL), np.uint8)
+    port_names[1, 0] = port_names[2, 0] = 17
+    port_names[1, 4], port_names[2, 4] = 11, 12
+    tx, tx_names, tx_iov = np.zeros(1 << 14, np.uint8), np.zeros(dp.SOCKADDR_LL * 64, np.uint8), np.zeros(128, np.uint64)
+    punt = np.zeros(workers, np.int64)
+    p = batched.pipeline
+    messages = 0
+    for w in range(workers):
+        _, m, _, _, _ = dp.raw_batch(p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, rx, stride, lengths,
+                                     np.zeros(dp.SOCKADDR_LL * workers, np.uint8), False, w, w + 1, 1 + w // 4,
+                                     batched.rewrite_table, port_names, punt, tx, tx_names, tx_iov, 0, 64)
+        messages += m
+    assert messages == 2  # one per port, not one per worker
+    want = {port: bytes(out) for port, out in outs}
+    for m, port in enumerate((1, 2)):
+        at, size = int(tx_iov[2 * m]), int(tx_iov[2 * m + 1])
+        assert tx[at : at + size].tobytes() == want[port] and tx_names[dp.SOCKADDR_LL * m + 4] == 10 + port

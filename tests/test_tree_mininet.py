@@ -50,6 +50,26 @@ def test_slots_spread_over_two_spines():
     assert results["topology"]["uplink_mbps"] == {f"l{i}-s{k}": 25.0 for i in (1, 2) for k in (1, 2)}
 
 
+def test_plain_leaves_the_spine_sums_every_worker_and_each_uplink_carries_its_rack():
+    """Aggregation at the spine only: the leaves are Linux bridges, every worker's UPDATE crosses its
+    leaf's uplink (about H = 2 workers' bytes up), the spine answers each leaf once at the broadcast
+    address (about one worker's bytes down), and every worker's sum is exact."""
+    results = tree_experiment("leafspine:2,1,2", modes=("dense", "auto"), leaves="plain", loss=1.0)
+    assert results["topology"]["switches"] == {"l1": "bridge", "l2": "bridge", "s1": "emulator"}
+    for run in results["runs"]:
+        assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
+        assert set(run["switches"]) == {"s1"}  # the only hina switch
+        per_worker = run["wire_bytes_per_worker"]
+        for k, v in run["uplinks"].items():
+            assert 1.7 * per_worker < v["up"] < 2.5 * per_worker, (k, v, per_worker)
+            assert v["down"] < 1.5 * per_worker, (k, v, per_worker)
+
+
+def test_plain_leaves_need_one_spine():
+    with pytest.raises(ValueError, match="plain leaves need one spine"):
+        tree_experiment("leafspine:2,2,1", modes=("dense",), leaves="plain")
+
+
 def test_the_baselines_run_over_the_same_fabric_of_plain_bridges():
     """plain_star over leafspine:2,1,2: exact, and the ring's uplinks measured: a rack-ordered ring of 4
     crosses each uplink once each way in each of its 2 (N - 1) steps of D / N bytes, 1.5 D each way."""
