@@ -567,7 +567,13 @@ def trees_compare() -> str:
 
 # -- fidelity (mininet/run.py --calibrate, benchmarks/slowdown.py, benchmarks/cross_traffic.py) ----------
 
-CALIBRATIONS = ("calibrate-emulator-8w-20261124-210901.json", "calibrate-emulator-4w-20261124-215313.json")
+def calibrations() -> list[str]:
+    """The newest `--calibrate` result of each topology and worker count (mininet/run.py names them
+    calibrate-SWITCH[-SHAPE]-Nw-DATE.json): stars first, most workers first."""
+    newest: dict[str, str] = {}
+    for path in sorted(RESULTS.glob("calibrate-*.json")):
+        newest[path.name.rsplit("-", 2)[0]] = path.name  # dates sort: the last one wins
+    return sorted(newest.values(), key=lambda n: ("leafspine" in n, -int(n.rsplit("-", 3)[1][:-1])))
 
 
 def rates(mbps: list[float]) -> str:
@@ -577,7 +583,7 @@ def rates(mbps: list[float]) -> str:
 @table("fidelity-calibrate")
 def fidelity_calibrate() -> str:
     """docs/fidelity.md: each --calibrate run: the highest network-bound rate and every trial's verdict."""
-    runs = [(name, load(name)) for name in CALIBRATIONS]
+    runs = [(name, load(name)) for name in calibrations()]
     body = []
     for name, data in runs:
         trials = sorted(data["trials"], key=lambda t: t["mbps"])
@@ -589,10 +595,10 @@ def fidelity_calibrate() -> str:
         for t in trials:
             groups.setdefault(short_verdict({"verdict": t["verdict"]}), []).append(t["mbps"])
         command = data["command"].replace(" --out benchmarks/results", "")
-        body.append([data["config"]["workers"], f"`{command}`", found,
+        body.append([data.get("topology", "star"), data["config"]["workers"], f"`{command}`", found,
                      "; ".join(f"{rates(v)}: {k}" for k, v in groups.items()),
                      "-".join(f"{x:.1f}" for x in (min(data["loadavg"]), max(data["loadavg"])))])
-    lines = rows_md(["workers", "command", "highest network-bound rate", "trials (Mbit/s: verdict of the best round)",
+    lines = rows_md(["topology", "workers", "command", "highest network-bound rate", "trials (Mbit/s: verdict of the best round)",
                      "load average at the start"], body)
     return block(lines, *runs)
 

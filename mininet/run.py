@@ -72,7 +72,23 @@ def provenance() -> dict:
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": commit or None}
 
 
-def calibrate(cfg, steps: int, experiment, log) -> dict:
+def shape_of(args) -> str:
+    """The topology in a result's file name: "" for the star, else "-leafspine214" and the like."""
+    if args.topology == "star":
+        return ""
+    return ("-" + re.sub(r"[^a-z0-9]+", "", Path(args.topology).stem.lower())
+            + ("-plainleaves" if args.leaves == "plain" else ""))
+
+
+def describe_topology(args) -> str:
+    """The topology as a reader wants it named: star, or the tree with its uplinks' oversubscription."""
+    if args.topology == "star":
+        return "star"
+    return (f"{args.topology}, {args.oversubscription:g}:1 uplinks"
+            + (", plain leaves" if args.leaves == "plain" else ""))
+
+
+def calibrate(cfg, steps: int, experiment, log, topology: str = "star") -> dict:
     """The highest rate in [CALIBRATE_LOW, cfg.bw] at which dense aggregation's best round is network-bound,
     by bisection on a log scale; every trial with its verdict."""
     trials = []
@@ -105,13 +121,13 @@ def calibrate(cfg, steps: int, experiment, log) -> dict:
             else:
                 hi = mid
         best = lo
-    where = f"{cfg.workers} workers, {cfg.switch}, {getattr(cfg, 'topology', 'star')}"
+    where = f"{cfg.workers} workers, {cfg.switch}, {topology}"
     summary = (f"calibrate ({where}): dense aggregation stays network-bound up to {best:.0f} Mbit/s per link "
                f"(not at {hi:.0f})" if best is not None and best < cfg.bw else
                f"calibrate ({where}): network-bound at every rate up to {cfg.bw:g} Mbit/s" if best is not None
                else f"calibrate ({where}): not network-bound even at {CALIBRATE_LOW:g} Mbit/s")
-    return {"config": dataclasses.asdict(cfg), "highest_network_bound_mbps": best, "trials": trials,
-            "summary": summary}
+    return {"config": dataclasses.asdict(cfg), "topology": topology, "highest_network_bound_mbps": best,
+            "trials": trials, "summary": summary}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,13 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["mininet/run.py"] + (argv if argv is not None else sys.argv[1:]))
     if args.calibrate:
         try:
-            found = calibrate(cfg, args.calibrate_steps, experiment, log)
+            found = calibrate(cfg, args.calibrate_steps, experiment, log, topology=describe_topology(args))
         except (RuntimeError, ValueError) as exc:
             print(f"mininet/run.py: {exc}", file=sys.stderr)
             return 2
         found.update(command=command, **provenance())
         args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"calibrate-{args.switch}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path = args.out / f"calibrate-{args.switch}{shape_of(args)}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}.json"
         path.write_text(json.dumps(found, indent=1))
         print(found["summary"])
         print(f"wrote {path}")
@@ -225,9 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     results["command"] = command
     results.update(provenance())
     args.out.mkdir(parents=True, exist_ok=True)
-    shape = "" if fabric is None else "-" + re.sub(r"[^a-z0-9]+", "", Path(args.topology).stem.lower())
-    shape += "-plainleaves" if args.leaves == "plain" else ""
-    stem = f"{args.switch}{shape}-{args.mode}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
+    stem = f"{args.switch}{shape_of(args)}-{args.mode}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
     (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     png = args.out / f"{stem}.png"
     for r in results["runs"]:
