@@ -54,7 +54,9 @@ def probe_worker(argv: list[str]) -> int:
             finally:
                 stop.set()
                 thread.join()
-                traces.append({"trace": trace, "limit": self.window.limit, "minimum": self.window.minimum})
+                traces.append({"trace": trace, "limit": self.window.limit, "minimum": self.window.minimum,
+                               "contests": self.window.contests, "srtt": self.rtt.srtt,
+                               "min_rtt": self.rtt.min_rtt})
 
     timed = host.demo.timed_aggregate
 
@@ -64,7 +66,8 @@ def probe_worker(argv: list[str]) -> int:
         cw = [c for _, c, _ in t["trace"]] or [float("nan")]
         report["window"] = {"least": min(cw), "mean": sum(cw) / len(cw), "last": cw[-1],
                             "cuts": t["trace"][-1][2] if t["trace"] else None, "limit": t["limit"],
-                            "minimum": t["minimum"], "samples": len(cw),
+                            "minimum": t["minimum"], "samples": len(cw), "contests": t["contests"],
+                            "srtt": t["srtt"], "min_rtt": t["min_rtt"],
                             "trace": [(round(a, 4), round(b, 2)) for a, b, _ in t["trace"][:: max(1, len(cw) // 200)]]}
         return report
 

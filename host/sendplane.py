@@ -62,7 +62,10 @@ K_FRESH_SEQ, K_FRESH_RTT, K_RESENT_SEQ, K_RESENT_RTT = range(4)
 R_SIZE = 11
 # cw: the congestion window (CongestionWindow); the last SAMPLES round trips from CW_SAMPLE on
 (CW_CWND, CW_SSTHRESH, CW_CUT_AT, CW_RECENT, CW_LIMIT, CW_MINIMUM, CW_CUTS, CW_COUNT, CW_NEXT,
- CW_QUEUE_DELAY, CW_QUEUED, CW_CONTEST, CW_CONTESTS, CW_RATE_AT, CW_RATE_N, CW_RATE, CW_SAMPLE) = range(17)
+ CW_QUEUE_DELAY, CW_QUEUED, CW_CONTEST, CW_CONTESTS, CW_RATE_AT, CW_RATE_N, CW_RATE, CW_RATE_NOW,
+ CW_RATE_PREV, CW_SAMPLE) = range(19)
+SQUEEZED = 0.75  # a delivery rate under this share of the fastest seen: something else takes the link
+RATE_RTTS = 4  # round trips a delivery rate is measured over
 SAMPLES = 3
 CW_SIZE = CW_SAMPLE + SAMPLES
 # stats, in the order of STATS
@@ -148,21 +151,32 @@ def contested(cw):
 
 @njit(cache=True)
 def foreign(cw, min_rtt):
-    """Whether the recent round trips queued more than twice what the window's own chunks could: at
-    most cwnd of them wait in a queue, and it drains at least as fast as the fastest the RESULTs ever
-    came (`CW_RATE`, RESULTs per second, measured over whole round trips).  So another flow holds more
-    of the queue than we do.  Never before a rate is measured."""
-    return cw[CW_RATE] > 0 and cw[CW_RECENT] - min_rtt > 2.0 * cw[CW_CWND] / cw[CW_RATE]
+    """Whether another flow holds the queue: the recent round trips queued more than twice what the
+    window's own chunks could (at most cwnd of them wait in a queue, which drains at least as fast
+    as the fastest the RESULTs ever came, `CW_RATE`), and the RESULTs now come at under `SQUEEZED`
+    of that fastest rate (`CW_RATE_NOW`, the last round trip's).  The second condition tells another
+    flow from the job's own peers: a worker's round trip also holds the wait for the slowest
+    worker's UPDATE, which its own window does not bound, but a job waiting on its own workers still
+    keeps its links busy, while a flow that takes a share of a link slows the RESULTs down.  Never
+    before a rate is measured."""
+    return (cw[CW_RATE] > 0 and cw[CW_RECENT] - min_rtt > 2.0 * cw[CW_CWND] / cw[CW_RATE]
+            and cw[CW_RATE_NOW] < SQUEEZED * cw[CW_RATE])
 
 
 @njit(cache=True)
 def window_result(cw, rtt, min_rtt, now):
-    # the delivery rate: RESULTs per round trip, over at least one (a batch shares one `now`)
+    # the delivery rate: RESULTs over RATE_RTTS round trips (a batch shares one `now`).  The fastest
+    # rate counts only what two intervals in a row sustained: RESULTs held up come in a burst (a
+    # phase's first window, the end of a stall), which one interval would take for the path's.
+    # An interval over an idle gap (between phases or steps) measures the gap: dropped.
     cw[CW_RATE_N] += 1
-    if math.isnan(cw[CW_RATE_AT]) or now < cw[CW_RATE_AT]:
-        cw[CW_RATE_AT], cw[CW_RATE_N] = now, 0.0
-    elif not math.isnan(cw[CW_RECENT]) and now - cw[CW_RATE_AT] >= cw[CW_RECENT] > 0:
-        cw[CW_RATE] = max(cw[CW_RATE], cw[CW_RATE_N] / (now - cw[CW_RATE_AT]))
+    recent = cw[CW_RECENT]
+    if math.isnan(cw[CW_RATE_AT]) or now < cw[CW_RATE_AT] or (
+            not math.isnan(recent) and now - cw[CW_RATE_AT] > 4 * RATE_RTTS * recent + 0.01):
+        cw[CW_RATE_AT], cw[CW_RATE_N], cw[CW_RATE_NOW] = now, 0.0, 0.0
+    elif not math.isnan(recent) and now - cw[CW_RATE_AT] >= RATE_RTTS * recent > 0:
+        cw[CW_RATE_PREV], cw[CW_RATE_NOW] = cw[CW_RATE_NOW], cw[CW_RATE_N] / (now - cw[CW_RATE_AT])
+        cw[CW_RATE] = max(cw[CW_RATE], min(cw[CW_RATE_PREV], cw[CW_RATE_NOW]))
         cw[CW_RATE_AT], cw[CW_RATE_N] = now, 0.0
     if not math.isnan(rtt):
         cw[CW_SAMPLE + int(cw[CW_NEXT])] = rtt

@@ -191,10 +191,13 @@ class CongestionWindow:
     shared link fills the queue, no round trip comes back near the least again, so the window
     never grows, and each loss the flow causes halves it, down to its floor (TCP Vegas against
     Reno).  So the window tells its own queue from another flow's: at most cwnd of its chunks wait
-    in a queue, which drains at least as fast as the fastest the RESULTs ever came (measured over
-    whole round trips), so its own chunks queue at most cwnd / that rate.  When the recent round
-    trips queue more than twice that (another flow holds more of the queue than we do) for
-    `CONTEST` windows of RESULTs in a row, the window is *contested*: it grows as TCP Reno's does,
+    in a queue, which drains at least as fast as the fastest the RESULTs ever came (measured over 4
+    round trips, two measurements in a row), so its own chunks queue at most cwnd / that rate.  When
+    the recent round trips queue more than twice that (another flow holds more of the queue than we
+    do) while the RESULTs come at under 3/4 of that fastest rate (something takes the link: a
+    worker's round trip also holds the wait for the job's slowest worker, which its own window does
+    not bound, but then the job still moves at its pace), for `CONTEST` windows of RESULTs in a
+    row, the window is *contested*: it grows as TCP Reno's does,
     queue or not (the same slow start and one chunk per window), and a loss cuts it by 30%, as
     CUBIC (Linux's TCP) cuts, so it keeps a share of the link instead of its floor.  A round trip
     near the least (the queue drained), or a queue its own chunks could account for, hands it
@@ -228,6 +231,8 @@ class CongestionWindow:
     cuts = _column(sp.CW_CUTS, kind=int)
     chunks = _column(sp.CW_CWND, "whole chunks the window allows in flight", kind=int)
     contests = _column(sp.CW_CONTESTS, "how often another flow's standing queue made the window contested", kind=int)
+    delivery_rate = _column(sp.CW_RATE, "the fastest RESULT rate two measurements in a row sustained, per second")
+    recent_rate = _column(sp.CW_RATE_NOW, "the RESULT rate of the last measurement (4 round trips), per second")
 
     @property
     def contested(self) -> bool:

@@ -303,30 +303,43 @@ def test_a_queue_the_window_could_have_made_itself_never_contests_it():
 
 
 def test_a_standing_queue_more_than_the_window_could_hold_is_contested_until_it_drains():
-    """8 chunks at 10,000 RESULTs a second can queue 0.8 ms; a 50 ms queue that stands is another
-    flow's (a TCP flow filling a drop-tail queue).  The delay rule would never grow again; after
-    CONTEST windows of it the window grows as Reno's, cuts by 30% on a loss (CUBIC's), and the
-    first round trip near the least hands it back to the delay rule."""
+    """8 chunks at 10,000 RESULTs a second can queue 0.8 ms; a 50 ms queue that stands while the RESULTs
+    slow to 2,500 a second is another flow's (a TCP flow filling a drop-tail queue and taking the link).
+    The delay rule would never grow again; after CONTEST windows of it the window grows as Reno's,
+    cuts by 30% on a loss (CUBIC's), and the first round trip near the least hands it back to the
+    delay rule."""
     w = CongestionWindow(64, initial=8)
     w.ssthresh = 8  # congestion avoidance: one chunk more per window of RESULTs
     base = 0.001
-    now = results_every(w, 1e-4, base, base, 16, 0.0)
-    now = results_every(w, 1e-4, 0.05, base, CongestionWindow.SAMPLES, now)  # every recent one late
+    now = results_every(w, 1e-4, base, base, 200, 0.0)  # alone, measured over 4 round trips, twice
+    assert w.delivery_rate == pytest.approx(10_000, rel=0.03)
+    now = results_every(w, 4e-4, 0.05, base, CongestionWindow.SAMPLES, now)  # every recent one late
     held = w.cwnd
-    now = results_every(w, 1e-4, 0.05, base, 10 * (int(CongestionWindow.CONTEST) - 1), now)
+    now = results_every(w, 4e-4, 0.05, base, 400, now)  # 160 ms: the slower rate is not measured yet
     assert not w.contested and w.cwnd == held  # the delay rule: no growth while a queue stands
-    now = results_every(w, 1e-4, 0.05, base, 40, now)
+    now = results_every(w, 4e-4, 0.05, base, 1000, now)  # two more 200 ms measurements
+    assert w.recent_rate == pytest.approx(2_500, rel=0.03)
     assert w.contested and w.contests == 1
-    assert w.cwnd > 11  # contested: it grows although the queue stands
+    assert w.cwnd > held + 1  # contested: it grows although the queue stands
     before = w.cwnd
     w.on_loss(sent_at=now - 0.05, now=now, min_rtt=base)
     assert w.cwnd == pytest.approx(0.7 * before) and w.cuts == 1
-    now = results_every(w, 1e-4, base, base, CongestionWindow.SAMPLES, now)  # the queue drained
+    now = results_every(w, 4e-4, base, base, CongestionWindow.SAMPLES, now)  # the queue drained
     assert not w.contested
-    now = results_every(w, 1e-4, 0.05, base, CongestionWindow.SAMPLES, now)
+    now = results_every(w, 4e-4, 0.05, base, CongestionWindow.SAMPLES, now)
     held = w.cwnd
-    results_every(w, 1e-4, 0.05, base, 10, now)
+    results_every(w, 4e-4, 0.05, base, 10, now)
     assert w.cwnd == held and w.contests == 1  # a queue again: the delay rule holds until it stands again
+
+
+def test_waiting_for_the_job_s_slowest_worker_at_full_pace_is_never_contested():
+    """A worker whose round trips hold a 50 ms wait for a peer's UPDATE, its RESULTs still coming at
+    the job's full pace: nothing takes the link, so the queue is the job's own."""
+    w = CongestionWindow(64, initial=8)
+    base = 0.001
+    now = results_every(w, 1e-4, base, base, 200, 0.0)
+    results_every(w, 1e-4, 0.05, base, 5000, now)
+    assert not w.contested and w.contests == 0 and w.recent_rate == pytest.approx(10_000, rel=0.03)
 
 
 def test_without_a_delivery_rate_nothing_is_contested():
