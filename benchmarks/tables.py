@@ -108,7 +108,7 @@ SYSTEMS = (("auto", "hina auto"), ("dense", "hina dense (SwitchML-style)"), ("bl
 PRESETS = ("deeplight", "lstm", "ncf", "bert_base", "vgg19")
 # the result file and environment README's headline shows: the comparison at the rate --calibrate found
 # network-bound for dense aggregation of 8 workers (docs/fidelity.md)
-HEADLINE = ("compare_faithful.json", "mininet 0.085 Gbit/s")
+HEADLINE = ("compare_faithful.json", "mininet 0.1 Gbit/s")
 
 
 def verdict_text(r: dict) -> str:
