@@ -478,9 +478,14 @@ def scale_model_k32() -> str:
 
 # -- trees (mininet/run.py --topology, benchmarks/compare.py --topology) ------------------------------
 
-TREE_RUNS = ("trees/emulator-leafspine214-all-8w-20261124-204414.json",
-             "trees/emulator-leafspine214-all-8w-20261124-204649.json",
-             "trees/emulator-leafspine422-all-8w-20261124-211122.json")
+TREE_RUNS = ("trees/emulator-leafspine214-all-8w-20261125-064942.json",
+             "trees/emulator-leafspine214-all-8w-20261125-065018.json",
+             "trees/emulator-leafspine422-all-8w-20261125-065102.json")
+# leafspine:2,1,4 at 80 Mbit/s, 4:1: hina's leaves summing their racks, then plain leaves (the spine only)
+LEAVES_RUNS = {"lstm": ("trees/emulator-leafspine214-both-8w-20261125-071014.json",
+                        "trees/emulator-leafspine214-plainleaves-both-8w-20261125-071045.json"),
+               "deeplight": ("trees/emulator-leafspine214-both-8w-20261125-071110.json",
+                             "trees/emulator-leafspine214-plainleaves-both-8w-20261125-071141.json")}
 
 
 def tree_setting(data: dict) -> str:
@@ -540,6 +545,30 @@ def tree_uplinks(name: str, ranges: bool) -> str:
     lines = [f"{tree_setting(data)}; best of {data['config']['rounds']} rounds, bytes on the wire (headers "
              "included) per aggregation.", "", *rows_md(header, body)]
     return block(lines, (name, data))
+
+
+@table("trees-leaves")
+def trees_leaves() -> str:
+    """docs/trees.md: aggregation at every tier against the spine only (plain leaves), same wires."""
+    body, runs = [], []
+    for preset, (summed, plain) in LEAVES_RUNS.items():
+        a, b = load(summed), load(plain)
+        runs += [(summed, a), (plain, b)]
+        for ra, rb in zip(a["runs"], b["runs"]):
+            def per_uplink(r, way):
+                return sum(v[way] for v in r["uplinks"].values()) / len(r["uplinks"])
+            body.append([preset, ran_text(ra),
+                         f"{ra['seconds']:.3f} ({short_verdict(ra)})", f"{rb['seconds']:.3f} ({short_verdict(rb)})",
+                         f"{rb['seconds'] / ra['seconds']:.2f}x",
+                         f"{per_uplink(ra, 'up') / 1e6:.2f} / {per_uplink(ra, 'down') / 1e6:.2f}",
+                         f"{per_uplink(rb, 'up') / 1e6:.2f} / {per_uplink(rb, 'down') / 1e6:.2f}",
+                         f"{per_uplink(rb, 'up') / per_uplink(ra, 'up'):.2f}x"])
+    lines = [f"{tree_setting(runs[0][1])}; best of {runs[0][1]['config']['rounds']} rounds; uplink MB per "
+             "aggregation, the mean of the two uplinks.", "",
+             *rows_md(["model", "mode", "seconds, leaves sum their rack", "seconds, spine only (plain leaves)",
+                       "spine only is slower", "uplink MB up / down, leaves sum", "uplink MB up / down, spine only",
+                       "uplink bytes up, spine only / leaves"], body)]
+    return block(lines, *runs)
 
 
 @table("trees-uplinks")
