@@ -58,8 +58,9 @@ L_SIZE = 6
 K_FRESH_SEQ, K_FRESH_RTT, K_RESENT_SEQ, K_RESENT_RTT = range(4)
 # r: the RTT estimator (RttEstimator)
 (R_RTO, R_SRTT, R_RTTVAR, R_MIN_RTT, R_SCALE, R_RECOVERIES, R_MINIMUM, R_MAXIMUM, R_BACKOFF_LIMIT,
- R_DECAY, R_PROBE_FLOOR) = range(11)
-R_SIZE = 11
+ R_DECAY, R_PROBE_FLOOR, R_NEXT, R_SAMPLE) = range(13)
+R_SAMPLES = 4  # the last round trips whose least a standing queue raises (from R_SAMPLE on)
+R_SIZE = R_SAMPLE + R_SAMPLES
 # cw: the congestion window (CongestionWindow); the last SAMPLES round trips from CW_SAMPLE on
 (CW_CWND, CW_SSTHRESH, CW_CUT_AT, CW_RECENT, CW_LIMIT, CW_MINIMUM, CW_CUTS, CW_COUNT, CW_NEXT,
  CW_QUEUE_DELAY, CW_QUEUED, CW_CONTEST, CW_CONTESTS, CW_RATE_AT, CW_RATE_N, CW_RATE, CW_RATE_NOW,
@@ -86,9 +87,20 @@ def burst(slots):
 
 # -- the RTT estimator (RFC 6298, with the backoff cap and reordering allowance window.py describes) --
 @njit(cache=True)
+def recent_least(r):
+    """The least of the last R_SAMPLES round trips (inf before any): a queue that stands raises it, a
+    chunk held up by a late peer does not (the chunks around it came back sooner)."""
+    least = math.inf
+    for i in range(R_SAMPLES):
+        least = min(least, r[R_SAMPLE + i])
+    return least
+
+
+@njit(cache=True)
 def backoff_cap(r):
-    srtt = 0.0 if math.isnan(r[R_SRTT]) else r[R_SRTT]
-    return min(r[R_MAXIMUM], max(r[R_BACKOFF_LIMIT], r[R_MINIMUM], 8.0 * r[R_MIN_RTT], 2.0 * srtt))
+    recent = recent_least(r)
+    return min(r[R_MAXIMUM], max(r[R_BACKOFF_LIMIT], r[R_MINIMUM], 8.0 * r[R_MIN_RTT],
+                                 0.0 if math.isinf(recent) else 2.0 * recent))
 
 
 @njit(cache=True)
@@ -99,6 +111,8 @@ def rtt_sample(r, rtt):
         r[R_RTTVAR] = 0.75 * r[R_RTTVAR] + 0.25 * abs(r[R_SRTT] - rtt)
         r[R_SRTT] = 0.875 * r[R_SRTT] + 0.125 * rtt
     r[R_MIN_RTT] = min(r[R_MIN_RTT], rtt)
+    r[R_SAMPLE + int(r[R_NEXT])] = rtt
+    r[R_NEXT] = (r[R_NEXT] + 1) % R_SAMPLES
     r[R_RTO] = min(backoff_cap(r), max(r[R_MINIMUM], r[R_SRTT] + 4 * r[R_RTTVAR]))
 
 

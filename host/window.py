@@ -31,7 +31,8 @@ waits for the retransmission timeout (`RttEstimator`: RFC 6298, Karn's
 rule: no RTT samples from resent chunks, but for a chunk that went twice
 and was answered too soon after the resend, or answered twice, which time
 its first transmission; on expiry the timeout doubles until a fresh
-sample, to at most 50 ms, 8 least round trips or 2 srtt), and then only
+sample, to at most 50 ms, 8 least round trips or twice the least of the
+last 4), and then only
 the oldest such chunk is resent: a peer that is late delays everyone's
 RESULTs alike and must not make the whole window go out again.
 If nothing progresses for `deadline` seconds the transfer raises `AggregationTimeout`, naming job, phase and offset.  A
@@ -89,8 +90,8 @@ class RttEstimator:
     """Smoothed RTT and retransmission timeout (RFC 6298), shared by a worker's transfers.
 
     The timeout is srtt + 4 rttvar, at least `minimum`; an expiry doubles it until the next fresh
-    sample; neither goes past `backoff_cap` (50 ms, or 8 least round trips or 2 srtt on a slower
-    path).  A
+    sample; neither goes past `backoff_cap` (50 ms, or 8 least round trips or twice the least
+    recent one on a slower path).  A
     switch that is up but loses packets answers the next probe: on a lossy link every doubling
     is a stall, and exponential backoff to seconds made heavy loss take minutes.  What backoff
     protects, a slow or congested switch, is protected by the congestion window and by
@@ -114,6 +115,7 @@ class RttEstimator:
         r[sp.R_MINIMUM], r[sp.R_MAXIMUM], r[sp.R_BACKOFF_LIMIT] = minimum, maximum, backoff_limit
         r[sp.R_DECAY] = self.REORDER_DECAY
         r[sp.R_PROBE_FLOOR] = probe_floor
+        r[sp.R_SAMPLE : sp.R_SAMPLE + sp.R_SAMPLES] = math.inf
 
     rto = _column(sp.R_RTO)
     rttvar = _column(sp.R_RTTVAR)
@@ -144,9 +146,11 @@ class RttEstimator:
         """The longest a timeout may be, backed off or not: `backoff_limit` (or `minimum`, if
         longer), or 8 least round trips on a slower path; at most `maximum`.  Round trips vary
         with other workers' losses (a chunk is answered once the last worker's UPDATE is in),
-        which srtt + 4 rttvar would take for the path's.  But never under 2 srtt: a queue that
-        stands (another flow's) lengthens every round trip, and a timeout short of them would
-        send every chunk twice."""
+        which srtt + 4 rttvar would take for the path's.  But never under twice the least of the
+        last 4 round trips: a queue that stands (another flow's) lengthens every round trip, and a
+        timeout short of them would send every chunk twice; a chunk a late peer held up lengthens
+        its own round trip only, and srtt, which the cap once followed, ratcheted up on those
+        (each longer sample a longer timeout, each timeout a longer stall)."""
         return float(sp.backoff_cap(self.state))
 
     def backoff(self) -> None:

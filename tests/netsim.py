@@ -218,3 +218,48 @@ def run_transfers(pipeline: Pipeline, payloads: list[np.ndarray], op: int, *, jo
 
 def expected(op: int, payloads: list[np.ndarray]) -> np.ndarray:
     return reduce_words(op, payloads)
+
+
+def beside_reno(contest: float, seed: int, *, queue: int = 128, flow: bool = True, rounds: int = 3,
+                chunks: int = 300, rate_mbps: float = 85.0, workers: int = 4) -> dict:
+    """Dense aggregation of `workers` over `rounds` rounds, rank 0's downlink a `rate_mbps` link with a
+    `queue`-packet drop-tail queue (Mininet's star with 9000-byte frames: K = 2239 words); a Reno flow of
+    8,948-byte segments shares that link from round 1 on (`flow`).  Round 0 runs alone, so the least
+    round trip is the empty path's.  Returns round 0's seconds (`alone`), the later rounds' mean
+    (`later`), hina's share of the link in them (`share`), rank 0's window after each later round
+    (`cwnds`), its `window`, the `flow` and the frames resent per later round (`resent`); every
+    worker's sum is checked."""
+    from codec.ops import Op
+    from host.window import CongestionWindow, RttEstimator
+    from switch_emulator import JobConfig, Member
+
+    words, slots = 2239, 64
+    rng = np.random.default_rng(seed)
+    p = Pipeline()
+    p.add_job(JobConfig(5, workers, words, 0, slots, tuple(Member(w, ("w", w)) for w in range(workers))))
+    payloads = [rng.integers(-(2**20), 2**20, size=chunks * words).astype(np.int32) for _ in range(workers)]
+    link = Bottleneck(rate_mbps * 1e6 / 8, queue)
+    net = VirtualNetwork(p, rng, latency=1e-4, jitter=5e-5, links={("down", ("w", 0)): link})
+    tcp = RenoFlow(net, link, mss=8948)
+    windows = [CongestionWindow(slots, contest=contest) for _ in range(workers)]
+    marks, cwnds = [], []
+
+    def before_round(r, net):
+        marks.append((net.now, link.carried.get("hina", 0)))
+        cwnds.append(windows[0].cwnd)
+        if r == 1 and flow:
+            tcp.start()
+
+    results, net, stats = run_transfers(p, payloads, Op.ADD, job_id=5, words=words, slot_base=0, slots=slots,
+                                        rng=rng, rounds=rounds, deadline=60.0, net=net, windows=windows,
+                                        rtts=[RttEstimator() for _ in range(workers)], flows=[tcp],
+                                        before_round=before_round)
+    want = expected(Op.ADD, payloads)
+    assert all(np.array_equal(r, want) for per_worker in results for r in per_worker)
+    marks.append((net.now, link.carried["hina"]))
+    cwnds.append(windows[0].cwnd)
+    span = marks[-1][0] - marks[1][0]
+    return {"alone": marks[1][0] - marks[0][0], "later": span / (rounds - 1),
+            "share": (marks[-1][1] - marks[1][1]) / (span * link.rate), "cwnds": cwnds[2:],
+            "window": windows[0], "flow": tcp,
+            "resent": sum(s.get("retransmissions", 0) for rnd in stats[1:] for s in rnd) / (rounds - 1)}

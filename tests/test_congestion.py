@@ -19,7 +19,7 @@ import pytest
 
 from codec.ops import Op
 from host.window import CongestionWindow, RttEstimator
-from netsim import Bottleneck, RenoFlow, VirtualNetwork, expected, run_transfers
+from netsim import VirtualNetwork, beside_reno, expected, run_transfers
 from switch_emulator import JobConfig, Member, Pipeline
 
 WORKERS, WORDS, SLOTS = 3, 32, 64
@@ -56,43 +56,12 @@ def test_exact_on_a_slow_lossy_switch(seed):
     assert share < 0.10  # a lost UPDATE costs every worker a resend (none knows whose was lost)
 
 
-# -- beside a loss-based TCP flow ---------------------------------------------------------------
-# Mininet's star at 85 Mbit/s with 9000-byte frames (K = 2239 words), and a drop-tail queue of 128
-# packets (108 ms) on rank 0's downlink, which a TCP Reno flow shares from round 1 on.  Round 0
-# runs alone, so the least round trip is the empty path's.
+# -- beside a loss-based TCP flow: Mininet's 85 Mbit/s star with 9000-byte frames and a drop-tail queue
+# of 128 packets on rank 0's downlink, shared with a Reno flow from round 1 on (netsim.beside_reno) ------
 
-def beside_tcp(contest: float, seed: int, flow: bool = True, rounds: int = 3, chunks: int = 300):
-    """Seconds of round 0 (alone) and of the later rounds (beside the flow, if any), hina's share of
-    the link in those, its windows (rank 0's after each round) and the flow."""
-    workers, words, slots = 4, 2239, 64
-    rng = np.random.default_rng(seed)
-    p = Pipeline()
-    p.add_job(JobConfig(5, workers, words, 0, slots, tuple(Member(w, ("w", w)) for w in range(workers))))
-    payloads = [rng.integers(-(2**20), 2**20, size=chunks * words).astype(np.int32) for _ in range(workers)]
-    link = Bottleneck(85e6 / 8, 128)
-    net = VirtualNetwork(p, rng, latency=1e-4, jitter=5e-5, links={("down", ("w", 0)): link})
-    tcp = RenoFlow(net, link, mss=8948)
-    windows = [CongestionWindow(slots, contest=contest) for _ in range(workers)]
-    marks, cwnds = [], []
-
-    def before_round(r, net):
-        marks.append((net.now, link.carried.get("hina", 0)))
-        cwnds.append(windows[0].cwnd)
-        if r == 1 and flow:
-            tcp.start()
-
-    results, net, _ = run_transfers(p, payloads, Op.ADD, job_id=5, words=words, slot_base=0, slots=slots,
-                                    rng=rng, rounds=rounds, deadline=60.0, net=net, windows=windows,
-                                    rtts=[RttEstimator() for _ in range(workers)], flows=[tcp],
-                                    before_round=before_round)
-    want = expected(Op.ADD, payloads)
-    assert all(np.array_equal(r, want) for per_worker in results for r in per_worker)
-    marks.append((net.now, link.carried["hina"]))
-    cwnds.append(windows[0].cwnd)
-    alone = marks[1][0] - marks[0][0]
-    later = (marks[-1][0] - marks[1][0]) / (rounds - 1)
-    share = (marks[-1][1] - marks[1][1]) / ((marks[-1][0] - marks[1][0]) * link.rate)
-    return alone, later, share, cwnds[2:], windows[0], tcp
+def beside_tcp(contest: float, seed: int, flow: bool = True):
+    r = beside_reno(contest, seed, queue=128, flow=flow)
+    return r["alone"], r["later"], r["share"], r["cwnds"], r["window"], r["flow"]
 
 
 @pytest.mark.parametrize("seed", range(2))

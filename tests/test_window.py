@@ -393,6 +393,21 @@ def test_rtt_estimator_follows_samples_within_bounds():
     assert r.rto == 0.5  # backed off to the maximum, no further
 
 
+def test_chunks_held_up_by_a_late_peer_do_not_raise_the_timeout_a_standing_queue_does():
+    """A chunk answered late because another worker's UPDATE was lost is one long sample among short
+    ones: the cap stays at 50 ms, or every later loss would stall longer, and each longer stall would
+    be a longer sample (srtt, which the cap once followed, ratcheted to seconds on BMv2 trees).  A
+    queue that stands makes every sample long, and the cap follows it."""
+    r = RttEstimator(initial=0.1, minimum=0.02, maximum=2.0, backoff_limit=0.05)
+    for _ in range(20):
+        for rtt in (0.004, 0.004, 0.004, 0.4):  # every fourth chunk waited for a peer's timeout
+            r.sample(rtt)
+    assert r.srtt > 0.05 and r.backoff_cap == 0.05 and r.rto == 0.05
+    for _ in range(4):
+        r.sample(0.3)  # a queue stands: every round trip long
+    assert r.backoff_cap == pytest.approx(0.6)
+
+
 def test_backoff_doubles_up_to_its_limit_or_eight_least_round_trips():
     r = RttEstimator(initial=0.1, minimum=0.005, maximum=2.0, backoff_limit=0.05)
     r.sample(0.001)
