@@ -16,9 +16,7 @@ Writes --out (default benchmarks/results/cross_traffic.json).
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import sys
 import threading
 import time
@@ -97,8 +95,7 @@ def run(args) -> dict:
                     h.popen = p
             return run
 
-    out = {"command": " ".join(["benchmarks/cross_traffic.py", *sys.argv[1:]]), "machine": platform.platform(),
-           "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runs": []}
+    out = {"runs": []}
     for cross in ((), (f"1>0{'@' + str(args.cap) if args.cap else ''}",)):
         cfg = hina_net.ExperimentConfig(workers=args.workers, bw=args.bw, length=args.length, density=1.0,
                                         modes=("dense",), rounds=args.rounds, ping=False, deadline=120.0,
@@ -137,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cross_traffic.py: {problem}", file=sys.stderr)
         return 2
     out = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from provenance import command_line, write_result
+
+    write_result(args.out, out, command_line("benchmarks/cross_traffic.py", argv))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -70,6 +70,8 @@ def verdicts_in(data) -> list[str]:
             v = x.get("fidelity")
             if isinstance(v, dict):
                 v = v.get("verdict")
+            if v is None and "mbps" in x and isinstance(x.get("verdict"), str):  # a --calibrate trial
+                v = x["verdict"]
             if isinstance(v, str):
                 found.append(v)
             stack.extend(val for key, val in x.items() if key != "fidelity")
@@ -508,21 +510,44 @@ def ran_text(r: dict) -> str:
     return r["mode"] + (f" (ran {r['encoding']})" if r["mode"] == "auto" and r.get("encoding") else "")
 
 
-@table("trees-mininet-exact")
-def trees_mininet_exact() -> str:
-    """docs/trees.md: every mode's result in each Mininet tree run, against numpy."""
-    runs = [(name, load(name)) for name in TREE_RUNS]
+def switches_text(data: dict) -> str:
+    """Which target each tier of a tree ran: "emulator", "BMv2", "BMv2 leaves, emulator spine", ..."""
+    kinds = (data.get("topology") or {}).get("switches") or {}
+    label = {"bmv2": "BMv2", "emulator": "emulator", "bridge": "plain"}
+    leaves = {label[k] for n, k in kinds.items() if n.startswith("l")}
+    spines = {label[k] for n, k in kinds.items() if n.startswith("s")}
+    if leaves == spines:
+        return "/".join(sorted(leaves))
+    return f"{'/'.join(sorted(leaves))} leaves, {'/'.join(sorted(spines))} spine"
+
+
+def tree_exactness(names, first: str) -> str:
+    runs = [(name, load(name)) for name in names]
     body = []
     for _, data in runs:
         rs = data["runs"]
         rounds = {len(r["rounds"]) for r in rs}
-        body.append([tree_setting(data), ", ".join(ran_text(r) for r in rs),
+        body.append([tree_setting(data), switches_text(data), ", ".join(ran_text(r) for r in rs),
                      "/".join(map(str, sorted(rounds))),
                      "exact" if all(r["exact"] for r in rs) else
                      "**NOT EXACT**: " + ", ".join(r["mode"] for r in rs if not r["exact"]),
-                     f"{sum(r['retransmissions'] for r in rs):,}"])
-    return block(rows_md(["Mininet tree (emulator switches)", "modes", "rounds each", "result",
-                          "retransmissions, all modes"], body), *runs)
+                     f"{sum(r['retransmissions'] for r in rs):,}",
+                     "/".join(f"{r['seconds']:.2f}" for r in rs)])
+    return block(rows_md([first, "switches", "modes", "rounds each", "result", "retransmissions, all modes",
+                          "seconds, mode by mode"], body), *runs)
+
+
+@table("trees-mininet-exact")
+def trees_mininet_exact() -> str:
+    """docs/trees.md: every mode's result in each Mininet tree run, against numpy."""
+    return tree_exactness(TREE_RUNS, "Mininet tree")
+
+
+@table("trees-bmv2")
+def trees_bmv2() -> str:
+    """docs/trees.md: the same through BMv2 and mixed trees."""
+    return tree_exactness(sorted(f"trees/bmv2/{p.name}" for p in (RESULTS / "trees" / "bmv2").glob("*.json")),
+                          "Mininet tree")
 
 
 def tree_uplinks(name: str, ranges: bool) -> str:
@@ -607,6 +632,20 @@ def calibrations() -> list[str]:
 
 def rates(mbps: list[float]) -> str:
     return ", ".join(f"{x:g}" if x == int(x) else f"{x:.1f}" for x in mbps)
+
+
+@table("fidelity-contest")
+def fidelity_contest() -> str:
+    """docs/fidelity.md: the window beside a Reno flow on the virtual clock, delay rule alone or contested."""
+    import contest_model
+
+    name = "contest_model.json"
+    data = load(name)
+    seeds = data["rows"][0]["seeds"]
+    lines = [f"{data['workers']} workers, {data['link_mbps']:g} Mbit/s, {data['frame_bytes']:,}-byte frames; "
+             f"the mean of {seeds} seeds (windows: the least and most over them).", "",
+             *contest_model.table(data)]
+    return block(lines, (name, data))
 
 
 @table("fidelity-calibrate")
