@@ -157,11 +157,29 @@ def test_a_restarted_job_through_joins_is_exact_or_refused_on_every_worker(make_
         assert all(isinstance(r, StaleSwitchState) for r in results), results
         assert switches["s1"].pipeline.drops[Drop.STALE_RUN] > 0
         assert all(switches[lf].pipeline.drops[Drop.STALE_RUN] > 0 for lf in ("l1", "l2"))
+    # the refused run's last frames between the switches (a partial sent up again, a refusal on its
+    # way down) must be through before the reset, or one lands in a fresh copy and refuses again
+    quiesce(switches)
     for sw in switches.values():
         sw.pipeline.reset_job(3)
     after, _ = run_on(switches, leaf_of, spec, params, new)
     for r in after:
         assert np.array_equal(r.fixed, dense_fixed_sum(new, r.shift))
+
+
+def quiesce(switches, still=0.3, timeout=15.0):
+    """Wait until no switch has taken a frame for `still` seconds."""
+    import time
+
+    last, since, end = None, time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < end:
+        frames = sum(sw.pipeline.frames for sw in switches.values())
+        if frames != last:
+            last, since = frames, time.monotonic()
+        elif time.monotonic() - since >= still:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the switches never went quiet: {last} frames and counting")
 
 
 def run_threads_calls(calls, timeout_ok=False):
@@ -184,3 +202,57 @@ def run_threads_calls(calls, timeout_ok=False):
     for t in threads:
         t.join()
     return out
+
+
+def test_a_worker_that_dies_mid_run_fails_every_other_worker_on_both_leaves_within_the_deadline(make_switch):
+    """Worker 3 (leaf 2) stops after the first phase: leaf 2's copies never complete, so the spine never
+    gets its partial, so no total comes down to either leaf.  Every other worker, on both leaves, raises
+    AggregationTimeout naming job, phase and offset within its deadline: no wrong sum, no hang.  After
+    the controller installs the job anew for the survivors, they are exact."""
+    import time
+
+    from host import AggregationTimeout
+
+    spec = JobSpec(job_id=3, words=64, slots=4)
+    fab = Fabric.leafspine(2, 1, 2)
+    job = TreeJob(3, 64, 0, 4, tuple(h.name for h in fab.hosts))
+    switches, leaf_of = udp_tree(make_switch, fab, job)
+    params = codec.CodecParams(length=10_000, workers=4, mode="dense")
+    grads = sparse_gradients(np.random.default_rng(7), 4, 10_000, 0.05)
+    transports = [UdpTransport(switches[leaf_of[r]].data_address) for r in range(4)]
+    for r, t in enumerate(transports):
+        switches[leaf_of[r]].pipeline.join(spec.switch_config(4), Member(r, t.address))
+    deadline = 1.5
+    workers = [Worker(t, spec, r, deadline=deadline) for r, t in enumerate(transports)]
+    sessions = [codec.WorkerSession(params, g) for g in grads]
+
+    def run(r):
+        t0 = time.monotonic()
+        try:
+            while (phase := sessions[r].next_phase()) is not None:
+                sessions[r].receive(workers[r].transfer(phase.name, phase.ops, phase.words))
+                if r == 3:
+                    return "died", time.monotonic() - t0  # its process is gone: nothing more from it
+            return sessions[r].result(), time.monotonic() - t0
+        except AggregationTimeout as exc:
+            return exc, time.monotonic() - t0
+
+    try:
+        out = run_threads_calls([lambda r=r: run(r) for r in range(4)])
+    finally:
+        for t in transports:
+            t.close()
+    assert out[3][0] == "died"
+    for r in range(3):
+        result, seconds = out[r]
+        assert isinstance(result, AggregationTimeout), (r, result)
+        assert "job 3" in str(result) and "offset" in str(result), str(result)
+        assert seconds < deadline + 3.0, (r, seconds)  # failed at its deadline, did not hang
+    assert switches["l2"].pipeline.jobs[3].sent_up < switches["l1"].pipeline.jobs[3].sent_up
+    # the controller installs the job anew for the three survivors
+    survivors = TreeJob(3, 64, 0, 4, tuple(h.name for h in fab.hosts[:3]))
+    switches3, leaf_of3 = udp_tree(make_switch, fab, survivors)
+    results, _ = run_on(switches3, leaf_of3, spec, codec.CodecParams(length=10_000, workers=3, mode="dense"),
+                        grads[:3])
+    for r in results:
+        assert np.array_equal(r.fixed, dense_fixed_sum(grads[:3], r.shift))
