@@ -110,6 +110,8 @@ def cleanup() -> None:
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     for name in set(re.findall(rf"\d+: ({SWITCH}[a-z0-9]*-eth\d+)[@:]", links)):
         subprocess.run(["ip", "link", "del", name], capture_output=True)
+    # a tree's loss between switches lives in the root namespace (mininet/topo.py), not in a host's
+    subprocess.run(["nft", "delete", "table", "netdev", UPLINK_LOSS_TABLE], capture_output=True)
 
 
 class FastTCIntf(TCIntf):
@@ -527,6 +529,9 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
             "line_rate_seconds": line_rate, "retransmissions": sum(x["retransmissions"] for x in ok),
             "timeouts": sum(x.get("timeouts", 0) for x in ok), "probes": sum(x.get("probes", 0) for x in ok),
             "frames": sum(x["frames"] for x in ok), "phase_seconds": phases, "compute_seconds": compute}
+
+
+UPLINK_LOSS_TABLE = "hina_uplink_loss"  # nftables table (root namespace) of a tree's loss between switches
 
 
 def _nft_loss(host, ifname: str, percent: float) -> None:

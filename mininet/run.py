@@ -183,7 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibrate-steps", type=int, default=6, help="bisection steps of --calibrate (default: 6)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
                     help="where the JSON and PNG go (default: mininet/results of this checkout)")
+    ap.add_argument("--name", metavar="STEM",
+                    help="the result files' stem, NAME.json and NAME.png (default: SWITCH[-SHAPE]-MODE-Nw-DATE, "
+                         "with --calibrate calibrate-SWITCH[-SHAPE]-Nw-DATE)")
     args = ap.parse_args(argv)
+    if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
+        ap.error(f"--name must be a file stem (letters, digits, '.', '_', '-'), got {args.name!r}")
 
     try:
         from hina_net import Experiment, ExperimentConfig, missing_requirements, plot
@@ -228,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         found.update(command=command, **provenance())
         args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"calibrate-{args.switch}{shape_of(args)}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        stem = args.name or f"calibrate-{args.switch}{shape_of(args)}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
+        path = args.out / f"{stem}.json"
         path.write_text(json.dumps(found, indent=1))
         print(found["summary"])
         print(f"wrote {path}")
@@ -241,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     results["command"] = command
     results.update(provenance())
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"{args.switch}{shape_of(args)}-{args.mode}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
+    stem = args.name or f"{args.switch}{shape_of(args)}-{args.mode}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
     (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     png = args.out / f"{stem}.png"
     for r in results["runs"]:
@@ -254,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
         if "uplinks" in r:  # a tree: every uplink's bytes per aggregation
             print("        uplinks per aggregation: " + ", ".join(
                 f"{k} {v['up']:,.0f} B up, {v['down']:,.0f} B down" for k, v in r["uplinks"].items()))
+            drops = r.get("uplink_drops") or {}
+            if any(v["up"] or v["down"] for v in drops.values()):
+                print("        frames dropped on the uplinks (all rounds): " + ", ".join(
+                    f"{k} {v['up']} up, {v['down']} down" for k, v in drops.items()))
     if "ping" in results:
         print(f"ping {results['ping']['from']} -> {results['ping']['to']}: "
               f"{results['ping']['received']}/{results['ping']['sent']} received")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import hina_net
@@ -147,7 +148,7 @@ class TreeExperiment(Experiment):
                                  f"spines {spines}")
             self.kinds.update({name: "bridge" for name in leaves})
             self.kinds[spines[0]] = cfg.spine_switch or cfg.switch
-        self.uplink_bytes: list[dict] = []
+        self.uplink_loss = False  # set once the uplinks drop frames (`_uplink_loss`)
 
     def _topo(self, link: dict, per_rank: dict[int, dict]) -> Topo:
         uplinks = {}
@@ -195,6 +196,8 @@ class TreeExperiment(Experiment):
                 if intf.name != "lo":
                     sw.cmd(f"ip link set dev {intf.name} mtu {cfg.mtu}")
                     sw.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
+        if cfg.loss and not self.netem:  # netem shapes every link itself; nftables only the hosts'
+            self._uplink_loss(cfg.loss)
         if self.cfg.leaves == "plain":
             return self._prepare_spine_only()
         topologies = self.fabric.topologies([self._job()])
@@ -204,6 +207,48 @@ class TreeExperiment(Experiment):
                 topo = dataclasses.replace(topo, switch_mac=SWITCH_MAC, switch_ip=SWITCH_IP)
             sw.target.configure(topo)
         return topologies[self._roots[0]]
+
+    def _uplink_chains(self) -> dict[str, tuple[str, str, str]]:
+        """nftables chain -> (uplink "a-b", direction, the interface whose egress it drops on)."""
+        chains = {}
+        for i, ln in enumerate(self.fabric.links):
+            chains[f"u{i}_up"] = (f"{ln.a}-{ln.b}", "up", f"{SWITCH}{ln.a}-eth{ln.a_port}")
+            chains[f"u{i}_down"] = (f"{ln.a}-{ln.b}", "down", f"{SWITCH}{ln.b}-eth{ln.b_port}")
+        return chains
+
+    def _uplink_loss(self, percent: float) -> None:
+        """`percent`% of the frames each switch sends on an uplink dropped at random, counted: an
+        nftables egress chain per direction in the root namespace, where the switches' ports are (an
+        egress hook, because a switch reading raw frames sees them before any ingress hook could drop
+        them).  `hina_net.cleanup` removes the table."""
+        per_million = int(round(percent * 10_000))
+        rules = "".join(f" chain {chain} {{ type filter hook egress device \"{dev}\" priority 0; "
+                        f"numgen random mod 1000000 < {per_million} counter drop; }}\n"
+                        for chain, (_, _, dev) in self._uplink_chains().items())
+        out = subprocess.run(["nft", "-f", "-"], input=f"table netdev {hina_net.UPLINK_LOSS_TABLE} {{\n{rules}}}\n",
+                             capture_output=True, text=True)
+        if out.returncode:
+            raise RuntimeError(f"nftables loss on the uplinks failed: {out.stderr.strip()}")
+        self.uplink_loss = True
+
+    def _uplink_drops(self) -> dict[str, dict[str, int]]:
+        """Frames dropped so far on each uplink by `_uplink_loss`, both ways (zeros without loss)."""
+        chains = self._uplink_chains()
+        out = {key: {"up": 0, "down": 0} for key, _, _ in chains.values()}
+        if not self.uplink_loss:
+            return out
+        listing = subprocess.run(["nft", "-j", "list", "table", "netdev", hina_net.UPLINK_LOSS_TABLE],
+                                 capture_output=True, text=True, check=True).stdout
+        for item in json.loads(listing)["nftables"]:
+            rule = item.get("rule")
+            if rule and rule["chain"] in chains:
+                key, way, _ = chains[rule["chain"]]
+                out[key][way] += sum(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
+        return out
+
+    def _loss_by(self) -> str:
+        return ("nftables on host interfaces and uplinks" if self.cfg.loss and not self.netem
+                else super()._loss_by())
 
     def _prepare_spine_only(self) -> Topology:
         """The spine holds the whole job: worker r on the port of its leaf, answered there at the
@@ -233,11 +278,14 @@ class TreeExperiment(Experiment):
     def _aggregate(self, mode: str, topology: Topology) -> dict:
         for _, sw in self._switches():  # fresh slot copies on every tier
             sw.target.reset_job(self.cfg.job.job_id)
-        before = self._uplink_counters()
+        before, dropped = self._uplink_counters(), self._uplink_drops()
         run = super()._aggregate(mode, topology)
-        after = self._uplink_counters()
+        after, dropped_after = self._uplink_counters(), self._uplink_drops()
         rounds = self.cfg.rounds
         run["uplinks"] = {k: {d: (after[k][d] - before[k][d]) / rounds for d in ("up", "down")} for k in after}
+        # frames the injected loss dropped on each uplink, all rounds together
+        run["uplink_drops"] = {k: {d: dropped_after[k][d] - dropped[k][d] for d in ("up", "down")}
+                               for k in dropped_after}
         run["uplink_bytes_per_aggregation"] = sum(v["up"] + v["down"] for v in run["uplinks"].values())
         run["switches"] = {name: sw.target.counters() for name, sw in self._switches()}
         self.log(f"[{mode}] uplinks per aggregation: " + ", ".join(

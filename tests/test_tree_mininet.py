@@ -41,6 +41,23 @@ def test_two_leaves_one_spine_every_mode_exact_and_one_partial_per_uplink():
     assert results["topology"]["uplink_mbps"] == {"l1-s1": 200.0, "l2-s1": 200.0}
 
 
+def test_loss_on_the_uplinks_too_is_recovered_exactly():
+    """--loss drops on every link: without netem the uplinks get their own nftables drops (counted);
+    a lost partial or total makes the leaf send its partial up again when its workers resend."""
+    results = tree_experiment("leafspine:2,1,2", modes=("dense",), loss=5.0, length=200_000)
+    (run,) = results["runs"]
+    assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
+    if results["netem"]:
+        pytest.skip("this kernel has netem: it drops on every link itself, nftables adds nothing")
+    assert results["loss_by"] == "nftables on host interfaces and uplinks"
+    drops = run["uplink_drops"]
+    assert sum(v["up"] for v in drops.values()) > 0 and sum(v["down"] for v in drops.values()) > 0, drops
+    leaves = [c["jobs"][1] for name, c in run["switches"].items() if name.startswith("l")]
+    assert sum(c["resent_up"] for c in leaves) > 0, leaves
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    assert hina_net.UPLINK_LOSS_TABLE not in tables  # removed with the network
+
+
 def test_slots_spread_over_two_spines():
     results = tree_experiment("leafspine:2,2,1", modes=("dense",), oversubscription=2.0)
     (run,) = results["runs"]
