@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -68,6 +69,20 @@ def stamp(command: str, **extra: Any) -> dict:
     return meta
 
 
+def p4_versions() -> dict[str, str]:
+    """The P4 toolchain a BMv2 figure ran on: p4c's and simple_switch_grpc's versions (those installed)."""
+    out = {}
+    for tool in ("p4c", "simple_switch_grpc"):
+        try:
+            run = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        found = re.search(r"\d+\.\d+\.\d+(\.\d+)?", run.stdout or run.stderr or "")
+        if run.returncode == 0 and found:
+            out[tool] = found.group(0)
+    return out
+
+
 def _loadavg() -> list[float] | None:
     try:
         return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
@@ -109,5 +124,7 @@ def source_line(name: str, result: dict) -> str:
     command = m["command"]
     if command != NOT_RECORDED and not command.startswith(("python", "sudo", ".venv", "make")):
         command = "python " + (command if "/" in command.split()[0] else f"benchmarks/{command}")
-    return (f"Source: `benchmarks/results/{name}`, from `{command}` on {m['machine']}, {m['date']}, "
+    p4 = (result.get("meta") or {}).get("p4") or result.get("p4") or {}
+    tools = "".join(f", {tool} {version}" for tool, version in sorted(p4.items()))
+    return (f"Source: `benchmarks/results/{name}`, from `{command}` on {m['machine']}{tools}, {m['date']}, "
             f"commit {commit_text}.")

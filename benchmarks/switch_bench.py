@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "mininet")]
 
 from codec.params import MAX_WORKERS, MODES  # noqa: E402
-from provenance import command_line, write_result  # noqa: E402
+from provenance import command_line, p4_versions, write_result  # noqa: E402
 from switch_emulator.cliargs import (OneLineParser, between, fraction, non_negative, pipes_flag,  # noqa: E402
                                      positive)
 
@@ -70,7 +70,10 @@ def rows_of(results: dict, switch: str, pipes: int, words: int) -> list[dict]:
                      "timeouts": sum(r["timeouts"] for r in run["rounds"]),
                      "probes": sum(r["probes"] for r in run["rounds"]),
                      "frames": sum(r["frames"] for r in run["rounds"]),
-                     "line_rate": run["line_rate_seconds"], "words": words})
+                     "line_rate": run["line_rate_seconds"], "words": words,
+                     # what set the best round's time (mininet/fidelity.py), and every round's
+                     "fidelity": {"verdict": run["fidelity"]["verdict"]},
+                     "verdict_rounds": [r["fidelity"]["verdict"] for r in run["rounds"] if "fidelity" in r]})
     return rows
 
 
@@ -92,15 +95,17 @@ def markdown(rows: list[dict], missing: str | None, cfg: dict) -> str:
     lines = [f"{cfg['workers']} workers, {cfg['bw']:g} Mbit/s, loss {cfg['loss']:g}%, d = {cfg['length']:,} at "
              f"{cfg['density']:.2%}, {cfg['rounds']} rounds per mode; every worker's sum checked against numpy "
              "(exact).", "",
-             "| switch | mode | ran | K | best s | median s | line rate s | resent | probes | timeouts | exact "
-             "| BMv2 / this (best) | BMv2 / this (median) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| switch | mode | ran | K | best s | median s | line rate s | resent (of frames) | probes | timeouts "
+             "| exact | BMv2 / this (best) | BMv2 / this (median) | what set the best round's time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ratio = [f"{x:.2f}x" if x else "-" for x in (r["bmv2_over_best"], r["bmv2_over_median"])]
         line_rate = f"{r['line_rate']:.3f}" if r["line_rate"] else "-"
+        share = f" ({r['resent'] / r['frames']:.1%})" if r["frames"] else ""
+        verdict = r.get("fidelity", {}).get("verdict", "-")
         lines.append(f"| {name(r)} | {r['mode']} | {r['encoding']} | {r['words']} | {r['best']:.3f} | "
-                     f"{r['median']:.3f} | {line_rate} | {r['resent']:,} | {r['probes']} | {r['timeouts']} | "
-                     f"{'yes' if r['exact'] else 'NO'} | {ratio[0]} | {ratio[1]} |")
+                     f"{r['median']:.3f} | {line_rate} | {r['resent']:,}{share} | {r['probes']} | {r['timeouts']} | "
+                     f"{'yes' if r['exact'] else 'NO'} | {ratio[0]} | {ratio[1]} | {verdict} |")
     if missing:
         lines += ["", f"BMv2 not measured: {missing}."]
     return "\n".join(lines) + "\n"
@@ -167,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     write_result(args.out / "switch_bench.json", {"config": config, "bmv2_missing": missing, "rows": rows},
-                 command_line("benchmarks/switch_bench.py", argv))
+                 command_line("benchmarks/switch_bench.py", argv), **({} if missing else {"p4": p4_versions()}))
     (args.out / "switch_bench.md").write_text(table)
     png = args.out / "switch_bench.png"
     print(f"wrote {args.out / 'switch_bench.json'}, .md" + (f" and {png}" if plot(rows, png) else ""))
