@@ -174,3 +174,34 @@ def test_commands_in_readme_and_docs_name_real_targets_and_flags():
 ])
 def test_anchors_are_githubs(heading, want):
     assert slug(heading) == want
+
+
+def test_the_campaign_runs_real_scripts_with_real_flags_and_writes_where_the_tables_read(monkeypatch):
+    """benchmarks/campaign.py re-measures every figure: each step's script exists and takes each flag the
+    step passes, and every result file a generated table reads is one the campaign writes (or a result
+    no campaign step produces: the codec, GPU and training runs, listed here)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import campaign
+    import tables
+
+    wrong, written = [], set()
+    for step in campaign.steps():
+        found = program(["python", *step.args])
+        assert found is not None, f"{step.name}: {step.args[0]} is not a script of this checkout"
+        cmd, rest = found
+        text = help_text(cmd)
+        wrong += [f"{step.name}: {flag} is not in `{step.args[0]} --help`"
+                  for flag in (w for w in rest if w.startswith("--")) if not re.search(
+                      rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text)]
+        written.update(step.outputs)
+    assert not wrong, "\n".join(wrong)
+    assert len({s.name for s in campaign.steps()}) == len(campaign.steps()), "two steps share a name"
+    read = set()
+    monkeypatch.setattr(tables, "load", lambda name, _load=tables.load: read.add(name) or _load(name))
+    for fn in tables.TABLES.values():
+        fn()
+    not_campaign = {"compare.json", "codec_bench.json", "codec_bench_numba_2e25.json", "codec_bench_torch_cpu.json",
+                    "codec_bench_numba_2e22.json", "codec_bench_torch_cpu_2e25.json", "capture_torch.json",
+                    "train_ddp.json", "train_ddp_mininet.json"}
+    stray = sorted(name for name in read - not_campaign if f"benchmarks/results/{name}" not in written)
+    assert not stray, f"tables read results no campaign step writes: {stray}"
