@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
+import campaign  # noqa: E402
 from provenance import source_line  # noqa: E402
 from switch_emulator.cliargs import OneLineParser  # noqa: E402
 
@@ -480,14 +481,12 @@ def scale_model_k32() -> str:
 
 # -- trees (mininet/run.py --topology, benchmarks/compare.py --topology) ------------------------------
 
-TREE_RUNS = ("trees/emulator-leafspine214-all-8w-20261125-064942.json",
-             "trees/emulator-leafspine214-all-8w-20261125-065018.json",
-             "trees/emulator-leafspine422-all-8w-20261125-065102.json")
+# the campaign's runs (benchmarks/campaign.py writes them under these names)
+TREE_RUNS = ("trees/exact-leafspine214.json", "trees/exact-leafspine214-loss1.json",
+             "trees/exact-leafspine422-loss1.json")
 # leafspine:2,1,4 at 80 Mbit/s, 4:1: hina's leaves summing their racks, then plain leaves (the spine only)
-LEAVES_RUNS = {"lstm": ("trees/emulator-leafspine214-both-8w-20261125-071014.json",
-                        "trees/emulator-leafspine214-plainleaves-both-8w-20261125-071045.json"),
-               "deeplight": ("trees/emulator-leafspine214-both-8w-20261125-071110.json",
-                             "trees/emulator-leafspine214-plainleaves-both-8w-20261125-071141.json")}
+LEAVES_RUNS = {preset: (f"trees/leaves-{preset}-hina.json", f"trees/leaves-{preset}-plain.json")
+               for preset, _ in campaign.LEAVES}
 
 
 def tree_setting(data: dict) -> str:
@@ -502,8 +501,10 @@ def tree_setting(data: dict) -> str:
                else f"uplinks {over:g}:1 oversubscribed")
     if len(spines) > 1:
         uplinks += f", slots spread over {len(spines)} spines"
+    everywhere = data.get("loss_by") in ("tc netem", "nftables on host interfaces and uplinks")
     return (f"{topology}, {cfg['bw']:g} Mbit/s host links, {uplinks}, "
-            + (f"{cfg['loss']:g}% loss on host links" if cfg.get("loss") else "no loss"))
+            + (f"{cfg['loss']:g}% loss on {'every link' if everywhere else 'host links'}" if cfg.get("loss")
+               else "no loss"))
 
 
 def ran_text(r: dict) -> str:
@@ -521,19 +522,32 @@ def switches_text(data: dict) -> str:
     return f"{'/'.join(sorted(leaves))} leaves, {'/'.join(sorted(spines))} spine"
 
 
+def resent_up(r: dict) -> int | None:
+    """Partials the run's switches sent up again (a duplicate UPDATE for a copy already sent up, no
+    total yet: the partial or the total was lost); None where no switch counts them (BMv2)."""
+    counts = [job.get("resent_up") for c in (r.get("switches") or {}).values()
+              for job in (c.get("jobs") or {}).values()]
+    counts = [n for n in counts if n is not None]
+    return sum(counts) if counts else None
+
+
 def tree_exactness(names, first: str) -> str:
     runs = [(name, load(name)) for name in names]
     body = []
     for _, data in runs:
         rs = data["runs"]
         rounds = {len(r["rounds"]) for r in rs}
+        dropped = [sum(v[way] for r in rs for v in (r.get("uplink_drops") or {}).values()) for way in ("up", "down")]
+        again = [n for n in map(resent_up, rs) if n is not None]
         body.append([tree_setting(data), switches_text(data), ", ".join(ran_text(r) for r in rs),
                      "/".join(map(str, sorted(rounds))),
                      "exact" if all(r["exact"] for r in rs) else
                      "**NOT EXACT**: " + ", ".join(r["mode"] for r in rs if not r["exact"]),
                      f"{sum(r['retransmissions'] for r in rs):,}",
+                     f"{dropped[0]:,} / {dropped[1]:,}", f"{sum(again):,}" if again else "-",
                      "/".join(f"{r['seconds']:.2f}" for r in rs)])
-    return block(rows_md([first, "switches", "modes", "rounds each", "result", "retransmissions, all modes",
+    return block(rows_md([first, "switches", "modes", "rounds each", "result", "workers' resends, all modes",
+                          "frames dropped on the uplinks, up / down", "partials sent up again",
                           "seconds, mode by mode"], body), *runs)
 
 
@@ -546,8 +560,7 @@ def trees_mininet_exact() -> str:
 @table("trees-bmv2")
 def trees_bmv2() -> str:
     """docs/trees.md: the same through BMv2 and mixed trees."""
-    return tree_exactness(sorted(f"trees/bmv2/{p.name}" for p in (RESULTS / "trees" / "bmv2").glob("*.json")),
-                          "Mininet tree")
+    return tree_exactness([f"trees/bmv2/{name}.json" for name, _ in campaign.BMV2_TREES], "Mininet tree")
 
 
 def tree_uplinks(name: str, ranges: bool) -> str:
@@ -596,6 +609,59 @@ def trees_leaves() -> str:
     return block(lines, *runs)
 
 
+@table("readme-trees")
+def readme_trees() -> str:
+    """README: every system on the leaf/spine tree, the sparse presets: seconds, uplink bytes against the ring's."""
+    name = "trees/tree-compare.json"
+    data = load(name)
+    rows = [r for r in data["rows"] if not r["env"].startswith("loopback")]
+    env = rows[0]["env"]
+    find = {(r["preset"], r["mode"]): r for r in rows}
+    presets = [p for p in ("deeplight", "lstm") if (p, "ring") in find]
+    dense = [p for p in PRESETS if p not in presets and (p, "ring") in find]
+    body = []
+    for mode, label in SYSTEMS:
+        if not any((p, mode) in find for p in presets):
+            continue
+        cells = []
+        for p in presets:
+            r, ring = find.get((p, mode)), find[p, "ring"]
+            if r is None:
+                cells += ["-", "-"]
+                continue
+            cells += [f"{r['seconds']:.3f} ({short_verdict(r)})",
+                      f"{r['uplink_bytes_per_aggregation'] / ring['uplink_bytes_per_aggregation']:.3f}"]
+        ratios = [find[p, mode]["uplink_bytes_per_aggregation"] / find[p, "ring"]["uplink_bytes_per_aggregation"]
+                  for p in dense if (p, mode) in find]
+        cells.append(f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-")
+        body.append([label, *cells])
+    header = ["system", *(h for p in presets for h in (f"{p} s (verdict)", f"{p} uplink bytes / ring's")),
+              f"uplink bytes / ring's, {', '.join(dense)}"]
+    over = data["meta"].get("oversubscription") or 1
+    lines = [f"{data['meta']['workers']} workers, {env} (host links and uplinks at that rate: {over:g}:1 "
+             f"oversubscribed), best of {data['meta']['rounds']} rounds; uplink bytes summed over every uplink "
+             "both ways, per aggregation.", "", *rows_md(header, body)]
+    return block(lines, (name, data))
+
+
+@table("readme-scale")
+def readme_scale() -> str:
+    """README: the scale model at its largest worker count, 100 Gbit/s, the 2-tier tree: hina auto against dense
+    INA and the ring, per preset."""
+    data = load("scale_model.json")
+    rows = [r for r in data["projection"] if r["topology"] == "tree2" and r["gbps"] == 100.0]
+    n = max(r["workers"] for r in rows)
+    body = [[r["preset"], f"{r['union_density']:.1%}", r["hina_auto"]["encoding"],
+             f"{r['speedup_vs_dense']:.2f}x", f"{r['speedup_vs_ring']:.2f}x"]
+            for r in rows if r["workers"] == n]
+    nb = data.get("validation_network_bound") or {}
+    lines = [f"{n:,} workers under a 2-tier tree of switches, 100 Gbit/s links, modelled (the model was within 20% "
+             f"of {nb.get('within_20pct', '?')} of {nb.get('runs', '?')} network-bound Mininet runs).", "",
+             *rows_md(["preset", "union of the supports", "hina auto runs", "hina auto over dense INA",
+                       "hina auto over the ring"], body)]
+    return block(lines, ("scale_model.json", data))
+
+
 @table("trees-uplinks")
 def trees_uplinks() -> str:
     """docs/trees.md: the bytes each uplink carried per mode, leafspine:2,1,4 without loss."""
@@ -622,12 +688,8 @@ def trees_compare() -> str:
 # -- fidelity (mininet/run.py --calibrate, benchmarks/slowdown.py, benchmarks/cross_traffic.py) ----------
 
 def calibrations() -> list[str]:
-    """The newest `--calibrate` result of each topology and worker count (mininet/run.py names them
-    calibrate-SWITCH[-SHAPE]-Nw-DATE.json): stars first, most workers first."""
-    newest: dict[str, str] = {}
-    for path in sorted(RESULTS.glob("calibrate-*.json")):
-        newest[path.name.rsplit("-", 2)[0]] = path.name  # dates sort: the last one wins
-    return sorted(newest.values(), key=lambda n: ("leafspine" in n, -int(n.rsplit("-", 3)[1][:-1])))
+    """The campaign's `--calibrate` results: stars first, most workers first, then the tree."""
+    return [f"calibrate/{name}.json" for name, _ in campaign.CALIBRATIONS]
 
 
 def rates(mbps: list[float]) -> str:
@@ -662,7 +724,7 @@ def fidelity_calibrate() -> str:
         groups: dict[str, list[float]] = {}
         for t in trials:
             groups.setdefault(short_verdict({"verdict": t["verdict"]}), []).append(t["mbps"])
-        command = data["command"].replace(" --out benchmarks/results", "")
+        command = re.sub(r" --(out|name) \S+", "", data["command"])  # where it wrote is not what it measured
         body.append([data.get("topology", "star"), data["config"]["workers"], f"`{command}`", found,
                      "; ".join(f"{rates(v)}: {k}" for k, v in groups.items()),
                      "-".join(f"{x:.1f}" for x in (min(data["loadavg"]), max(data["loadavg"])))])
