@@ -168,6 +168,12 @@ def steps() -> list[Step]:
                 outputs=(f"{R}/fuzz_bench.json",)),
         _run_py("emulator-bench", "loopback", "the switch's packet rate against an echo server",
                 "benchmarks/emulator_bench.py", outputs=(f"{R}/emulator_bench.json",)),
+        _run_py("train-ddp", "loopback", "DDP training steps through hina against gloo's allreduce",
+                "benchmarks/train_ddp.py", "--workers", "4", "8", "--steps", "10",
+                outputs=(f"{R}/train_ddp.json",)),
+        _run_py("train-ddp-mininet", "mininet", "the same on a star of shaped links", "benchmarks/train_ddp.py",
+                "--workers", "4", "8", "--steps", "10", "--env", "mininet", "--out", f"{R}/train_ddp_mininet.json",
+                outputs=(f"{R}/train_ddp_mininet.json",)),
     ]
     return out
 

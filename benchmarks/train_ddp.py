@@ -27,7 +27,6 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
-import platform
 import socket
 import statistics
 import subprocess
@@ -591,12 +590,10 @@ def main(argv: list[str] | None = None) -> int:
     runs, failed = summarize_all(results, log)
     env = "loopback" if args.env == "loopback" else (
         f"mininet at {args.bw or 'unshaped'} Mbit/s: hina through the {args.switch}, gloo through a Linux bridge")
-    report = {"command": " ".join(["benchmarks/train_ddp.py"] + (sys.argv[1:] if argv is None else argv)),
-              "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
-              "machine": f"{platform.platform()} ({mp.cpu_count()} CPUs)", "torch": torch.__version__,
-              "env": env, "runs": runs, "table": table(runs)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
+    from provenance import command_line, write_result
+
+    report = write_result(args.out, {"env": env, "runs": runs, "table": table(runs)},
+                          command_line("benchmarks/train_ddp.py", argv), torch=torch.__version__)
     print(format_table(report["table"]))
     png = args.out.with_suffix(".png")
     if plot(runs, png):
