@@ -246,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     results["command"] = command
     results.update(provenance())
+    if "bmv2" in (args.switch, args.spine_switch):  # the toolchain its figures are BMv2's on
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+        from provenance import p4_versions
+
+        results["p4"] = p4_versions()
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.name or f"{args.switch}{shape_of(args)}-{args.mode}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
     (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
