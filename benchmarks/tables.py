@@ -522,10 +522,12 @@ def switches_text(data: dict) -> str:
     return f"{'/'.join(sorted(leaves))} leaves, {'/'.join(sorted(spines))} spine"
 
 
-def resent_up(r: dict) -> int | None:
-    """Partials the run's switches sent up again (a duplicate UPDATE for a copy already sent up, no
-    total yet: the partial or the total was lost); None where no switch counts them (BMv2)."""
-    counts = [job.get("resent_up") for c in (r.get("switches") or {}).values()
+def resent_up(runs: list[dict]) -> int | None:
+    """Partials the switches sent up again over every mode and round of one network (a duplicate UPDATE
+    for a copy already sent up, no total yet: the partial or the total was lost, or a worker's timer
+    fired first); None where no switch counts them (BMv2).  The counters run for the network's life,
+    so the last mode's are the total."""
+    counts = [job.get("resent_up") for c in (runs[-1].get("switches") or {}).values()
               for job in (c.get("jobs") or {}).values()]
     counts = [n for n in counts if n is not None]
     return sum(counts) if counts else None
@@ -538,15 +540,15 @@ def tree_exactness(names, first: str) -> str:
         rs = data["runs"]
         rounds = {len(r["rounds"]) for r in rs}
         dropped = [sum(v[way] for r in rs for v in (r.get("uplink_drops") or {}).values()) for way in ("up", "down")]
-        again = [n for n in map(resent_up, rs) if n is not None]
+        again = resent_up(rs)
         body.append([tree_setting(data), switches_text(data), ", ".join(ran_text(r) for r in rs),
                      "/".join(map(str, sorted(rounds))),
                      "exact" if all(r["exact"] for r in rs) else
                      "**NOT EXACT**: " + ", ".join(r["mode"] for r in rs if not r["exact"]),
-                     f"{sum(r['retransmissions'] for r in rs):,}",
-                     f"{dropped[0]:,} / {dropped[1]:,}", f"{sum(again):,}" if again else "-",
+                     f"{sum(x['retransmissions'] for r in rs for x in r['rounds']):,}",
+                     f"{dropped[0]:,} / {dropped[1]:,}", "-" if again is None else f"{again:,}",
                      "/".join(f"{r['seconds']:.2f}" for r in rs)])
-    return block(rows_md([first, "switches", "modes", "rounds each", "result", "workers' resends, all modes",
+    return block(rows_md([first, "switches", "modes", "rounds each", "result", "workers' resends, every round",
                           "frames dropped on the uplinks, up / down", "partials sent up again",
                           "seconds, mode by mode"], body), *runs)
 
