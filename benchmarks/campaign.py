@@ -20,6 +20,7 @@ Exit status: 0 when every step that ran succeeded, 1 when one failed (the rest s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shlex
 import subprocess
@@ -178,6 +179,7 @@ def steps() -> list[Step]:
     return out
 
 
+@functools.cache
 def unavailable(group: str) -> str | None:
     """Why this machine cannot run a group's steps, or None."""
     if group in ("loopback", "model"):

@@ -38,13 +38,15 @@ def cpu_model() -> str:
 
 
 def commit() -> tuple[str | None, bool]:
-    """The checkout's commit (12 hex digits) and whether tracked files differ from it; (None, False) outside git."""
+    """The checkout's commit (12 hex digits) and whether the code differs from it (tracked files other than
+    the results and the pages that show them: a campaign rewrites those as it goes); (None, False) outside git."""
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                               text=True, timeout=10)
         if head.returncode:
             return None, False
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":!benchmarks/results", ":!docs", ":!README.md"],
                                capture_output=True, text=True, timeout=10)
         return head.stdout.strip(), bool(dirty.stdout.strip())
     except (OSError, subprocess.SubprocessError):
