@@ -204,3 +204,27 @@ def test_the_campaign_runs_real_scripts_with_real_flags_and_writes_where_the_tab
                     "codec_bench_numba_2e22.json", "codec_bench_torch_cpu_2e25.json", "capture_torch.json"}
     stray = sorted(name for name in read - not_campaign if f"benchmarks/results/{name}" not in written)
     assert not stray, f"tables read results no campaign step writes: {stray}"
+
+
+def test_provenance_calls_a_checkout_dirty_for_code_not_for_results_or_pages(tmp_path, monkeypatch):
+    """A result's meta says 'with uncommitted changes' when the code that measured it differs from its commit;
+    the result files and the pages a campaign rewrites as it goes do not count."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import provenance
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    for rel in ("codec/x.py", "benchmarks/results/r.json", "docs/p.md", "README.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("0\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+    monkeypatch.setattr(provenance, "ROOT", tmp_path)
+    for rel in ("benchmarks/results/r.json", "docs/p.md", "README.md"):
+        (tmp_path / rel).write_text("1\n")
+    head, dirty = provenance.commit()
+    assert head and not dirty
+    (tmp_path / "codec/x.py").write_text("1\n")
+    assert provenance.commit() == (head, True)
