@@ -64,6 +64,10 @@ VALIDATION = tuple((f"star-{n}w-{bw}-{kind}", n, bw, data)
                    for kind, data in (("uniform", ("--length", "16777216", "--density", "0.01")),
                                       ("deeplight", ("--workload", "deeplight", "--scale", "0.02"))))
 TREE = ("--topology", "leafspine:2,1,4", "--oversubscription", "4")
+# every mode through emulator trees: the 4:1 tree without and with loss on every link, two spines
+EXACT_TREES = (("exact-leafspine214", ()), ("exact-leafspine214-loss1", ("--loss", "1")),
+               ("exact-leafspine422-loss1", ("--topology", "leafspine:4,2,2", "--oversubscription", "2",
+                                             "--loss", "1")))
 # the same tree with hina's leaves summing their racks, then plain leaves (the spine sums alone)
 LEAVES = (("lstm", "0.01"), ("deeplight", "0.007"))
 # BMv2 in trees: BMv2 everywhere, mixed both ways, the spine alone, two spines; 1% loss on every link
@@ -108,9 +112,7 @@ def steps() -> list[Step]:
                 "--name", "compare_gbit_verdicts", outputs=(f"{R}/compare_gbit_verdicts.json",)),
     ]
     trees = f"{R}/trees"
-    for name, extra in (("exact-leafspine214", ()), ("exact-leafspine214-loss1", ("--loss", "1")),
-                        ("exact-leafspine422-loss1", ("--topology", "leafspine:4,2,2", "--oversubscription", "2",
-                                                      "--loss", "1"))):
+    for name, extra in EXACT_TREES:
         topo = extra if "--topology" in extra else (*TREE, *extra)
         out.append(_run_py(name, "mininet", "every mode through an emulator tree, against numpy", run, *topo,
                            "--mode", "all", "--bw", TREE_MBPS, "--rounds", "2", "--out", trees, "--name", name,

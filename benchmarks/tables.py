@@ -482,8 +482,7 @@ def scale_model_k32() -> str:
 # -- trees (mininet/run.py --topology, benchmarks/compare.py --topology) ------------------------------
 
 # the campaign's runs (benchmarks/campaign.py writes them under these names)
-TREE_RUNS = ("trees/exact-leafspine214.json", "trees/exact-leafspine214-loss1.json",
-             "trees/exact-leafspine422-loss1.json")
+TREE_RUNS = tuple(f"trees/{name}.json" for name, _ in campaign.EXACT_TREES)
 # leafspine:2,1,4 at 80 Mbit/s, 4:1: hina's leaves summing their racks, then plain leaves (the spine only)
 LEAVES_RUNS = {preset: (f"trees/leaves-{preset}-hina.json", f"trees/leaves-{preset}-plain.json")
                for preset, _ in campaign.LEAVES}
