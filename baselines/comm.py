@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 KINDS = ("index", "values", "dense", "meta")
-HEADER_BYTES = 16  # a size header: two int64 (see the module docstring)
+SIZE_HEADER_BYTES = 16  # a size header: two int64 (see the module docstring)
 
 
 def require_torch():
@@ -123,7 +123,7 @@ class Comm:
         else:
             self.sent["index"] += 4 * piece.index.size * copies
             self.sent["values"] += 4 * piece.values.size * copies
-        self.sent["meta"] += HEADER_BYTES * copies
+        self.sent["meta"] += SIZE_HEADER_BYTES * copies
 
     def exchange(self, outgoing: dict[int, Piece], sources: list[int], tag: int,
                  spans: dict[int, tuple[int, int]] | None = None) -> dict[int, Piece]:

@@ -22,12 +22,9 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from . import BASELINES, LOSSY, VARIANTS
 from .comm import KINDS
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
@@ -141,7 +138,7 @@ def run_loopback(spec: dict, workers: int, timeout: float = 600.0,
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
     try:
         procs = [popen(worker_command(path, r), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       cwd=ROOT, env=env) for r in range(workers)]
+                       env=env) for r in range(workers)]
         return summarize(collect(procs, timeout), spec)
     finally:
         os.unlink(path)

@@ -45,7 +45,7 @@ def ssar_recursive_double(comm: Comm, grad: np.ndarray, tag: int = 100) -> np.nd
     cur = _compact(sparse_of(grad), n)
     p2 = 1 << (world.bit_length() - 1)
     rem = world - p2
-    whole = lambda p: {p: (0, n)}  # noqa: E731: every piece here spans the whole vector
+    whole = lambda p: {p: (0, n)}  # noqa: E731  (every piece here spans the whole vector)
     if rank < 2 * rem:
         if rank % 2 == 0:  # folded: hand the vector to rank + 1, get the sum back at the end
             comm.exchange({rank + 1: cur}, [], tag)

@@ -25,14 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from hina.host.synthetic import gradient_for, workload_preset
 
-from baselines import LOSSY, VARIANTS, oktopk, ring, sparcml, zen  # noqa: E402
-from baselines.check import Reference  # noqa: E402
-from baselines.comm import Comm, require_torch  # noqa: E402
-from host.synthetic import gradient_for, workload_preset  # noqa: E402
+from . import LOSSY, VARIANTS, oktopk, ring, sparcml, zen
+from .check import Reference
+from .comm import Comm, require_torch
 
 
 def spec_length(spec: dict) -> int:

@@ -24,11 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+from hina.host import workloads
+from hina.provenance import command_line, write_result
 
-import workloads  # noqa: E402
-from provenance import command_line, write_result  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 try:
     import torch
@@ -153,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         line = (f"{c['model']}: real per-worker {c['real']['per_worker']:.2%}, union {c['real']['union']:.2%}; "
                 f"generator per-worker {c['generated']['per_worker']:.2%}, union {c['generated']['union']:.2%}")
         if args.aggregate:
-            import codec
+            from hina import codec
 
             r = codec.simulate_allreduce(c["grads"])
             exact = sum(codec.quantize(g, r.shift).astype(np.int64) for g in c["grads"]).astype(np.int32)

@@ -64,13 +64,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # workloads, when run from the repository root
-
-import codec  # noqa: E402
-import provenance  # noqa: E402
-import workloads  # noqa: E402
-from codec.params import MAX_WORKERS  # noqa: E402
-from switch_emulator.cliargs import OneLineParser, between, fraction, scale_flag  # noqa: E402
+from hina import codec, provenance
+from hina.cliargs import OneLineParser, between, fraction, scale_flag
+from hina.codec.params import MAX_WORKERS
+from hina.host import workloads
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FULL_LENGTH = 2**25
@@ -446,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.torch_threads)
     if args.out is None:
-        args.out = RESULTS / ("codec_bench.json" if backend.name == "numba" else f"codec_bench_torch_{backend.device}.json")
+        name = "codec_bench.json" if backend.name == "numba" else f"codec_bench_torch_{backend.device}.json"
+        args.out = RESULTS / name
     lengths = [QUICK_LENGTH] if args.quick else args.lengths
     scale = args.preset_scale if args.preset_scale is not None else QUICK_PRESET_SCALE if args.quick else PRESET_SCALE
 
@@ -467,8 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     for t in targets:
         print(target_line(t))
 
-    data = provenance.write_result(args.out, {"targets": targets, "rows": rows},
-                                   provenance.command_line("benchmarks/codec_bench.py", argv), **metadata(scale, backend))
+    command = provenance.command_line("benchmarks/codec_bench.py", argv)
+    data = provenance.write_result(args.out, {"targets": targets, "rows": rows}, command, **metadata(scale, backend))
     meta = data["meta"]
     print(f"wrote {args.out}")
     png = args.out.with_suffix(".png")

@@ -53,16 +53,14 @@ import platform
 import sys
 from pathlib import Path
 
+from hina.baselines import BASELINES
+from hina.baselines import LABEL as BASELINE_LABEL
+from hina.cliargs import OneLineParser
+from hina.codec.params import MODES
+from hina.host import workloads
+from hina.host.demo import DemoConfig, run_demo
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "mininet")]
-
-import workloads  # noqa: E402
-
-from baselines import BASELINES  # noqa: E402
-from baselines import LABEL as BASELINE_LABEL  # noqa: E402
-from codec.params import MODES  # noqa: E402
-from host.demo import DemoConfig, run_demo  # noqa: E402
-from switch_emulator.cliargs import OneLineParser  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_MODES = ("dense", "blocks", "auto")
@@ -93,7 +91,7 @@ def _commit() -> str | None:
 
 def mininet_available() -> str | None:
     try:
-        import hina_net
+        from hina.mininet import hina_net
     except ImportError as exc:  # hina_net says "Mininet is not installed ..."
         return str(exc)
     return hina_net.missing_requirements()
@@ -101,7 +99,7 @@ def mininet_available() -> str | None:
 
 def baselines_available() -> str | None:
     """None if the host-based baselines can run here (torch with gloo), else why not."""
-    from baselines.comm import require_torch
+    from hina.baselines.comm import require_torch
 
     try:
         require_torch()
@@ -229,7 +227,7 @@ def log_baselines(runs: list[dict], env: str, log) -> None:
 def run_baselines_loopback(preset: str, scale: float, workers: int, rounds: int, baselines: tuple[str, ...],
                            topk_density: float, log) -> list[dict]:
     """The host-based baselines as `workers` processes on 127.0.0.1, seeds 0..rounds-1 (as hina's loopback)."""
-    from baselines import launch
+    from hina.baselines import launch
 
     spec = {"workload": preset, "scale": scale, "baselines": list(baselines), "seeds": list(range(rounds)),
             "topk_density": topk_density}
@@ -244,7 +242,7 @@ def run_baselines_mininet(preset: str, scale: float, workers: int, bw: float, ro
                           tree: dict | None = None) -> list[dict]:
     """The host-based baselines on a plain-bridge star (or `tree`: the same fabric of plain bridges) with
     the same links, one rank per host, seed 0."""
-    import plain_star
+    from hina.mininet import plain_star
 
     cfg = plain_star.StarConfig(workers=workers, bw=bw, baselines=baselines, rounds=rounds, workload=preset,
                                 scale=scale, topk_density=topk_density, **(hetero or {}),
@@ -259,13 +257,13 @@ def run_baselines_mininet(preset: str, scale: float, workers: int, bw: float, ro
 def run_mininet(preset: str, scale: float, workers: int, bw: float, rounds: int, modes: tuple[str, ...],
                 log, hetero: dict | None = None, tree: dict | None = None) -> list[dict]:
     """hina on Mininet: the star, or `tree` ({"fabric", "oversubscription"}: mininet/topo.py's trees)."""
-    import hina_net
+    from hina.mininet import hina_net
 
     quiet = lambda m: log(f"  {m}") if m.startswith("fidelity") else None  # noqa: E731
     settings = dict(workers=workers, modes=modes, bw=bw, workload=preset, scale=scale, rounds=rounds, ping=False,
                     deadline=120.0, **(hetero or {}))
     if tree:
-        import topo
+        from hina.mininet import topo
 
         cfg = topo.TreeConfig(**settings, oversubscription=tree["oversubscription"])
         results = topo.TreeExperiment(cfg, tree["fabric"], log=quiet).run()
@@ -287,7 +285,8 @@ def markdown(rows: list[dict], checks: list[dict], meta: dict) -> str:
     lines = [f"Measured {meta['date']} on {meta['machine']} ({meta['cpus']} CPUs), {meta['workers']} workers, "
              f"command: `{meta['command']}`.", "",
              "| model (scale, elements) | env | density per worker / union | system | what ran | "
-             "bytes per worker | seconds, best (all rounds) | resent frames (share) | Gbit/s (dense-eq.) | speedup vs dense | "
+             "bytes per worker | seconds, best (all rounds) | resent frames (share) | Gbit/s (dense-eq.) | "
+             "speedup vs dense | "
              f"speedup vs ring | bytes: index / values / dense | result vs numpy | {RULE_COLUMN} | fidelity |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     find = {(x["env"], x["preset"], x["mode"]): x for x in rows}
@@ -450,7 +449,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "bridges, one spine); a tree sets --workers to its hosts (default: star)")
     ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
                     help="Mininet trees: uplinks at hosts x --bws / (R x uplinks) (default: 1)")
-    import heterogeneity  # mininet/ is on sys.path (above)
+    from hina.mininet import heterogeneity
 
     heterogeneity.add_flags(ap, where="Mininet: ", bw_flag="--bws", seed_flag="a fixed seed")
     args = ap.parse_args(argv)
@@ -468,7 +467,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     try:  # the heterogeneity and topology flags, checked before anything runs
         args.tree = None
         if args.topology != "star":
-            import topo  # Mininet's own package is needed for a tree
+            from hina.mininet import topo  # Mininet's own package is needed for a tree
 
             fabric = topo.parse_topology(args.topology)
             if not 0 < args.oversubscription < float("inf"):

@@ -3,7 +3,7 @@
 Dense aggregation of 4 workers (Mininet's star: 85 Mbit/s, 9000-byte
 frames, K = 2239 words) whose rank 0 downlink is a drop-tail queue of
 `--queues` packets shared, from round 1 on, with a TCP Reno flow
-(tests/netsim.py `beside_reno`; round 0 alone).  For each queue and seed,
+(sim/netsim.py `beside_reno`; round 0 alone).  For each queue and seed,
 the workers' own `CongestionWindow` with the delay rule alone
 (`contest=inf`) and as shipped (contested after `CONTEST` windows): the
 rounds' seconds beside the flow over round 0's, hina's share of the link,
@@ -21,13 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
+from hina.cliargs import OneLineParser, between
+from hina.host.window import CongestionWindow
+from hina.provenance import command_line, write_result
+from hina.sim.netsim import beside_reno
 
-from host.window import CongestionWindow  # noqa: E402
-from netsim import beside_reno  # noqa: E402
-from provenance import command_line, write_result  # noqa: E402
-from switch_emulator.cliargs import OneLineParser, between  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 RULES = {"delay rule alone": math.inf, "contested": CongestionWindow.CONTEST}
 

@@ -23,20 +23,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "mininet")]
 
 TRACE_PERIOD = 0.002  # seconds between window samples in a worker
 
 
 def probe_worker(argv: list[str]) -> int:
     """`hina worker --spec` with its window traced: the same worker, its report extended by the trace."""
-    import host.agent
-    import host.demo
-    from host import cli
+    import hina.host.agent
+    import hina.host.demo
+    from hina.host import cli
 
     traces: list[dict] = []
 
-    class TracedWorker(host.agent.Worker):
+    class TracedWorker(hina.host.agent.Worker):
         def aggregate(self, *args, **kwargs):
             trace, stop = [], threading.Event()
 
@@ -56,7 +55,7 @@ def probe_worker(argv: list[str]) -> int:
                                "contests": self.window.contests, "srtt": self.rtt.srtt,
                                "min_rtt": self.rtt.min_rtt})
 
-    timed = host.demo.timed_aggregate
+    timed = hina.host.demo.timed_aggregate
 
     def timed_with_trace(*args, **kwargs):
         report = timed(*args, **kwargs)
@@ -69,13 +68,13 @@ def probe_worker(argv: list[str]) -> int:
                             "trace": [(round(a, 4), round(b, 2)) for a, b, _ in t["trace"][:: max(1, len(cw) // 200)]]}
         return report
 
-    host.agent.Worker = TracedWorker
-    host.demo.timed_aggregate = timed_with_trace
+    hina.host.agent.Worker = TracedWorker
+    hina.host.demo.timed_aggregate = timed_with_trace
     return cli.main(["worker", *argv])
 
 
 def run(args) -> dict:
-    import hina_net
+    from hina.mininet import hina_net
 
     class TracedExperiment(hina_net.Experiment):
         """hina_net's experiment whose workers are `probe_worker`s (the same worker, traced)."""
@@ -84,7 +83,7 @@ def run(args) -> dict:
             original = [h.popen for h in self._hosts()]
             for h in self._hosts():
                 def traced(cmd, *a, _h=h, _orig=h.popen, **kw):
-                    if cmd[:4] == [sys.executable, "-m", "host.cli", "worker"]:
+                    if cmd[:4] == [sys.executable, "-m", "hina", "worker"]:
                         cmd = [sys.executable, str(Path(__file__).resolve()), "--probe-worker", *cmd[4:]]
                     return _orig(cmd, *a, **kw)
                 h.popen = traced
@@ -117,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--probe-worker"]:
         return probe_worker(argv[1:])
-    from switch_emulator.cliargs import OneLineParser, between, positive
+    from hina.cliargs import OneLineParser, between, positive
 
     ap = OneLineParser(prog="cross_traffic.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=between(2, 32), default=4, help="workers (default: 4)")
@@ -127,15 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cap", type=positive, help="cap the iperf3 flow at this many Mbit/s (default: TCP's own)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cross_traffic.json")
     args = ap.parse_args(argv)
-    import hina_net
+    from hina.mininet import hina_net
 
     problem = hina_net.missing_requirements()
     if problem:
         print(f"cross_traffic.py: {problem}", file=sys.stderr)
         return 2
     out = run(args)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from provenance import command_line, write_result
+    from hina.provenance import command_line, write_result
 
     write_result(args.out, out, command_line("benchmarks/cross_traffic.py", argv))
     print(f"wrote {args.out}", file=sys.stderr)

@@ -3,7 +3,7 @@
     python benchmarks/demo_result.py [hina demo flags]     # default: make demo's job, 3 rounds, 1% loss
 
 Writes benchmarks/results/demo.json (`--out`): the demo's JSON summary under `summary`, with the
-command, machine, date and commit; `benchmarks/tables.py` prints it in README as `hina demo` does.
+command, machine, date and commit; `tools/tables.py` prints it in README as `hina demo` does.
 Exits 1 unless every worker was exact.
 """
 
@@ -13,12 +13,11 @@ import shlex
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+from hina.host.cli import build_parser, demo_config
+from hina.host.demo import format_summary, run_demo
+from hina.provenance import command_line, write_result
 
-from host.cli import build_parser, demo_config  # noqa: E402
-from host.demo import format_summary, run_demo  # noqa: E402
-from provenance import command_line, write_result  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT = ["--workers", "4", "--length", "4194304", "--density", "0.01", "--mode", "auto", "--rounds", "3",
            "--drop", "0.01"]

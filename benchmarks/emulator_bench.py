@@ -1,7 +1,7 @@
 """Emulator benchmark: packet rate against a bare UDP echo server, pipes, and hina vs dense end to end.
 
 Packet rate.  The server under test runs as its own process(es): the hina
-emulator (`python -m switch_emulator --pipes P`, one job of N = 2 workers
+emulator (`python -m hina.emulator --pipes P`, one job of N = 2 workers
 per client, so every packet is combined and every completion is
 multicast: one RESULT out per UPDATE in) or a bare Python UDP echo server
 given the same P (P processes on one SO_REUSEPORT port, steered by slot
@@ -47,19 +47,18 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # runnable as a script from a checkout
+from hina.cliargs import OneLineParser, between, fraction, pipes_flag, positive
+from hina.codec.params import MAX_WORKERS
+from hina.control.client import ControlClient
+from hina.control.config import JobConfig, Member
+from hina.emulator.pipes import reuseport_group
+from hina.host.demo import DemoConfig, run_demo
+from hina.host.job import JobSpec
+from hina.provenance import command_line, write_result
+from hina.wire.headers import max_words, pack_header, unpack_header
+from hina.wire.mmsg import set_buffers
 
-from codec.params import MAX_WORKERS  # noqa: E402
-from provenance import command_line, write_result  # noqa: E402
-from host.demo import DemoConfig, run_demo  # noqa: E402
-from host.job import JobSpec  # noqa: E402
-from switch_emulator.control import ControlClient  # noqa: E402
-from switch_emulator.cliargs import OneLineParser, between, fraction, pipes_flag, positive  # noqa: E402
-from switch_emulator.config import JobConfig, Member  # noqa: E402
-from switch_emulator.headers import max_words, pack_header, unpack_header  # noqa: E402
-from switch_emulator.pipes import reuseport_group  # noqa: E402
-from switch_emulator.udp import set_buffers  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = ROOT / "benchmarks" / "results"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -165,7 +164,7 @@ def packet_rate(kind: str, words: int, window: int, seconds: float, pipes: int =
         pids = where["pids"]
     else:
         extra = ["--no-batch"] if kind == "emulator-per-packet" else []
-        proc, where = start([sys.executable, "-m", "switch_emulator", "--pipes", str(pipes), *extra])
+        proc, where = start([sys.executable, "-m", "hina.emulator", "--pipes", str(pipes), *extra])
         with ControlClient(tuple(where["control"])) as ctl:
             pids = [proc.pid] + ctl.status().get("pids", [])
     clients = clients or pipes

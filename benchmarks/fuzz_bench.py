@@ -1,4 +1,4 @@
-"""A long run of the fuzz harness (tests/fuzz_harness.py): frames tried, failures, rate.
+"""A long run of the fuzz harness (switch_emulator/fuzz.py (hina.emulator.fuzz)): frames tried, failures, rate.
 
     python benchmarks/fuzz_bench.py --frames 5000000 [--seed 7]      (make fuzz)
 """
@@ -9,12 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from hina.cliargs import OneLineParser, between
+from hina.emulator import fuzz as fuzz_harness
+from hina.provenance import command_line, write_result
 
-import fuzz_harness  # noqa: E402
-from provenance import command_line, write_result  # noqa: E402
-from switch_emulator.cliargs import OneLineParser, between  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """The sender under loss on a virtual clock: how long a lossy aggregation takes, what it resends.
 
 The workers' own `PhaseTransfer`s and the switch's `Pipeline` on the
-deterministic network of tests/netsim.py (a run is a pure function of its
+deterministic network of sim/netsim.py (a run is a pure function of its
 seed: no sockets, no CPU time in the figures).  Each case aggregates
 `--rounds` phases in a row with the workers' default RTT estimator and
 congestion window, as `Worker` builds them, and checks the sum.  The
@@ -23,15 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
+from hina.cliargs import OneLineParser, between
+from hina.codec.ops import Op
+from hina.control import JobConfig, Member
+from hina.emulator import Pipeline
+from hina.host.window import CongestionWindow, RttEstimator
+from hina.provenance import command_line, write_result
+from hina.sim.netsim import VirtualNetwork, expected, run_transfers
 
-from codec.ops import Op  # noqa: E402
-from host.window import CongestionWindow, RttEstimator  # noqa: E402
-from netsim import VirtualNetwork, expected, run_transfers  # noqa: E402
-from switch_emulator import JobConfig, Member, Pipeline  # noqa: E402
-from provenance import command_line, write_result  # noqa: E402
-from switch_emulator.cliargs import OneLineParser, between  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # name, workers, words (K), chunks per worker, drop per link and direction, latency, jitter (seconds)
 CASES = [

@@ -15,15 +15,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hina.cliargs import OneLineParser, between, fraction, probability
+from hina.codec.params import MAX_WORKERS
+from hina.host.demo import DemoConfig, run_demo
+from hina.host.job import JobSpec
+from hina.provenance import command_line, write_result
+from hina.wire.headers import max_words
 
-from codec.params import MAX_WORKERS  # noqa: E402
-from provenance import command_line, write_result  # noqa: E402
-from host.demo import DemoConfig, run_demo  # noqa: E402
-from host.job import JobSpec  # noqa: E402
-from switch_emulator.cliargs import OneLineParser, between, fraction, probability  # noqa: E402
-from switch_emulator.headers import max_words  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = ROOT / "benchmarks" / "results"
 

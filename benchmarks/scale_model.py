@@ -1,6 +1,6 @@
 """A scale model of in-network aggregation: the real sender and slot rules on modelled links, 8 to 1,024 workers.
 
-No sockets, no CPU time in the figures: a virtual clock (as tests/netsim.py)
+No sockets, no CPU time in the figures: a virtual clock (as sim/netsim.py)
 on which frames cross links of a given rate and propagation delay and
 switches of a given latency (and, for a software switch, a service time
 per frame).  What runs on the clock is hina's own code: the worker's
@@ -8,7 +8,7 @@ per frame).  What runs on the clock is hina's own code: the worker's
 slots and copies, the congestion window with its slow start, RACK and the
 tail probe, the RTT estimator) and the switch's `Pipeline`
 (switch_emulator/pipeline.py, the compiled slot rules of dataplane.py,
-including the tree rule of DESIGN.md section 4: a complete copy goes up as
+including the tree rule of docs/design.md ("Aggregation trees"): a complete copy goes up as
 one partial, the parent's RESULT comes down and is multicast).  Frames are
 the real ones: K words per UPDATE (every frame carries K words), the
 16-byte hina header, Ethernet/IPv4/UDP (42 bytes, as Mininet's shaper counts
@@ -28,7 +28,7 @@ times.  A round of C chunks is run on the clock for its first `cap` chunks;
 beyond that the sender is in its steady state (window at its limit, links
 or window saturated, each chunk answered a fixed interval after the one
 before), and the remaining chunks are added at the interval measured over
-the second half of the simulated ones (`tests/test_scale_model.py` checks
+the second half of the simulated ones (`tests/sim/test_scale_model.py` checks
 this against a full run).
 
 What a round carries comes from the codec: for a Mininet validation run,
@@ -74,24 +74,23 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hina.cliargs import OneLineParser, between, non_negative, positive
+from hina.codec import auto, bitmap, sketch
+from hina.codec.blocks import BLOCK_ELEMENTS
+from hina.codec.params import MAX_WORKERS, CodecParams
+from hina.codec.session import WorkerSession
+from hina.codec.simulate import aggregate_round, check_gradients
+from hina.control import JobConfig, Member
+from hina.emulator import Pipeline
+from hina.host.window import CongestionWindow, PhaseTransfer, Ring, RttEstimator, SlotPool
+from hina.host.workloads import Dense, preset
+from hina.provenance import command_line, write_result
+from hina.wire.headers import FRAME_OVERHEAD, IPV4_HEADER_BYTES, UDP_HEADER_BYTES, max_words
 
-from benchmarks.provenance import command_line, write_result  # noqa: E402
-from codec import auto, bitmap, sketch  # noqa: E402
-from codec.blocks import BLOCK_ELEMENTS  # noqa: E402
-from codec.params import MAX_WORKERS, CodecParams  # noqa: E402
-from codec.simulate import aggregate_round, check_gradients  # noqa: E402
-from codec.session import WorkerSession  # noqa: E402
-from host.window import CongestionWindow, PhaseTransfer, Ring, RttEstimator, SlotPool  # noqa: E402
-from host.workloads import Dense, preset  # noqa: E402
-from switch_emulator import JobConfig, Member, Pipeline  # noqa: E402
-from switch_emulator.cliargs import OneLineParser, between, non_negative, positive  # noqa: E402
-from switch_emulator.headers import (ETH_HEADER_BYTES, IPV4_HEADER_BYTES, UDP_HEADER_BYTES,  # noqa: E402
-                                     max_words)
+ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = ROOT / "benchmarks" / "results"
-FRAME_OVERHEAD = ETH_HEADER_BYTES + IPV4_HEADER_BYTES + UDP_HEADER_BYTES  # what tc's shaper counts per frame
+
 PHY_OVERHEAD = 8 + 4 + 12  # preamble, FCS, inter-frame gap: on a physical link, not in Mininet's counts
 TCP_HEADERS = 20 + 20  # the ring's transport: IPv4 and TCP per frame
 JOB = 1
@@ -166,7 +165,7 @@ class UnionStats:
         return min(bitmap.groups(length, group), round(self.occupied[k] * bitmap.groups(length, group)))
 
     @classmethod
-    def from_supports(cls, supports: Sequence[np.ndarray], length: int) -> "UnionStats":
+    def from_supports(cls, supports: Sequence[np.ndarray], length: int) -> UnionStats:
         """From each worker's support (a bool array of `length`)."""
         union = np.zeros(length, np.bool_)
         for s in supports:
@@ -175,7 +174,7 @@ class UnionStats:
 
     @classmethod
     def from_ranges(cls, workers: Sequence[tuple[np.ndarray, np.ndarray]], union: tuple[np.ndarray, np.ndarray],
-                    length: int) -> "UnionStats":
+                    length: int) -> UnionStats:
         """From each worker's support and the union's, as sorted disjoint [start, stop) ranges of elements."""
         terms = np.zeros(STATS_WORDS, np.int64)
         for starts, stops in workers:
@@ -413,7 +412,7 @@ class _Switch:
         self.fanin = net.fanins[tier]
         self.root = tier == net.depth - 1
         self.pipeline = Pipeline()
-        tree = {} if self.root else _parent_field(Member(0, "parent"))  # the tree rule (DESIGN.md section 4)
+        tree = {} if self.root else _parent_field(Member(0, "parent"))  # the tree rule (docs/design.md, "Aggregation trees")
         self.pipeline.add_job(JobConfig(JOB, 1, net.words, 0, net.slots, (Member(0, "child"),), **tree))
         self.service, self.latency, self.busy = net.switch_service, net.switch_latency, 0.0
 
@@ -565,7 +564,7 @@ def ring_for(net: Network, length: int, host_alpha: float = 0.0) -> float:
 # -- validation against Mininet -----------------------------------------------------------------
 def mininet_case(path: Path) -> list[dict]:
     """Model each run of a mininet/run.py result file (star, its links, K from its MTU, its gradients)."""
-    from host.synthetic import gradient_for
+    from hina.host.synthetic import gradient_for
 
     data = json.loads(Path(path).read_text())
     cfg = data["config"]
@@ -786,7 +785,7 @@ def main(argv: list[str] | None = None) -> int:
         check.__name__ = fn.__name__.strip("_")
         return check
 
-    from host.workloads import PRESETS
+    from hina.host.workloads import PRESETS
 
     ap = OneLineParser(prog="scale_model.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--validate", type=checked(_existing), nargs="*", default=[], metavar="MININET_JSON",

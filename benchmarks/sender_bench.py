@@ -29,16 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
+from hina.cliargs import OneLineParser, between
+from hina.codec.ops import Op
+from hina.host.window import PhaseTransfer, Ring, RttEstimator, SlotPool
+from hina.provenance import command_line, write_result
+from hina.wire.headers import HEADER_BYTES, max_words
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from codec.ops import Op  # noqa: E402
-from host.window import PhaseTransfer, Ring, RttEstimator, SlotPool  # noqa: E402
-from switch_emulator.cliargs import OneLineParser, between  # noqa: E402
-from switch_emulator.headers import HEADER_BYTES, max_words  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from provenance import command_line, write_result  # noqa: E402
 
 SLOTS = 64
 BATCH = 64

@@ -16,16 +16,15 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "mininet")]
+from hina.benchmarks.compare import MODE_LABEL
+from hina.cliargs import OneLineParser
 
-from compare import MODE_LABEL  # noqa: E402
-from switch_emulator.cliargs import OneLineParser  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def largest_delay(meta: dict, workers: int) -> float:
     """The straggler's largest start delay in seconds (the first round's draw; 0 without one)."""
-    import heterogeneity
+    from hina.mininet import heterogeneity
 
     het = meta.get("heterogeneity") or {}
     if not het.get("straggler"):

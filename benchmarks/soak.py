@@ -19,20 +19,19 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hina import codec
+from hina.cliargs import OneLineParser, between, fraction, positive, probability
+from hina.codec.params import MAX_WORKERS
+from hina.control.client import ControlClient
+from hina.control.config import Member
+from hina.host.agent import Worker
+from hina.host.demo import DemoConfig, digest, expected_fixed, start_switch
+from hina.host.job import JobSpec
+from hina.host.synthetic import synthetic_gradient
+from hina.host.transport import UdpTransport
+from hina.provenance import command_line, write_result
 
-import codec  # noqa: E402
-from provenance import command_line, write_result  # noqa: E402
-from codec.params import MAX_WORKERS  # noqa: E402
-from host.agent import Worker  # noqa: E402
-from host.demo import DemoConfig, digest, expected_fixed, start_switch  # noqa: E402
-from host.job import JobSpec  # noqa: E402
-from host.synthetic import synthetic_gradient  # noqa: E402
-from host.transport import UdpTransport  # noqa: E402
-from switch_emulator.cliargs import OneLineParser, between, fraction, positive, probability  # noqa: E402
-from switch_emulator.config import Member  # noqa: E402
-from switch_emulator.control import ControlClient  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def rss_kib(pid: int) -> int:

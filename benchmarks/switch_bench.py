@@ -27,13 +27,11 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "mininet")]
+from hina.cliargs import OneLineParser, between, fraction, non_negative, pipes_flag, positive
+from hina.codec.params import MAX_WORKERS, MODES
+from hina.provenance import command_line, p4_versions, write_result
 
-from codec.params import MAX_WORKERS, MODES  # noqa: E402
-from provenance import command_line, p4_versions, write_result  # noqa: E402
-from switch_emulator.cliargs import (OneLineParser, between, fraction, non_negative, pipes_flag,  # noqa: E402
-                                     positive)
+ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -143,7 +141,7 @@ def plot(rows: list[dict], path: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        import hina_net
+        from hina.mininet import hina_net
     except ImportError as exc:
         print(f"switch_bench.py: {exc}", file=sys.stderr)
         return 2

@@ -41,7 +41,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 BACKENDS = ("hina", "hina-dense", "gloo")
 MODELS = ("lstm", "ncf")
@@ -92,7 +91,7 @@ class RunConfig:
             raise ValueError(f"transport must be auto, udp or raw, got {self.transport!r}")
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> "RunConfig":
+    def from_config(cls, cfg: dict[str, Any]) -> RunConfig:
         """From `asdict` through JSON: the pairs come back as tuples."""
         pairs = {k: tuple(cfg[k]) for k in ("switch", "control", "nan_at", "store") if cfg.get(k) is not None}
         hosts = {"hosts": tuple(cfg["hosts"])} if cfg.get("hosts") is not None else {}
@@ -117,8 +116,8 @@ def build(cfg: RunConfig):
     """
     import torch
 
-    import capture_torch
-    import workloads
+    from hina.benchmarks import capture_torch
+    from hina.host import workloads
 
     shape = model_shape(cfg)
     torch.manual_seed(cfg.seed)
@@ -180,11 +179,11 @@ def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
         if cfg.backend == "gloo":
             ddp.register_comm_hook(gloo_times, timed_allreduce_hook)
         else:
-            from host import JobSpec
-            from host.ddp import SwitchAllreduce, switch_allreduce_hook
+            from hina.host import JobSpec
+            from hina.host.ddp import SwitchAllreduce, switch_allreduce_hook
 
             if cfg.hosts is not None:  # a Mininet host: the switch already authorizes this host's port
-                from host.transport import open_transport
+                from hina.host.transport import open_transport
 
                 me = cfg.hosts[rank]
                 transport = open_transport(cfg.switch[0], kind=cfg.transport, ifname=me["ifname"], src_mac=me["mac"],
@@ -328,7 +327,7 @@ def summarize(result: dict[str, Any], gloo: dict[str, Any] | None = None) -> dic
 
 
 def remove_job(control: tuple[str, int], job_id: int) -> None:
-    from switch_emulator.control import ControlClient, ControlError
+    from hina.control.client import ControlClient, ControlError
 
     with ControlClient(control) as ctl:
         try:
@@ -339,7 +338,7 @@ def remove_job(control: tuple[str, int], job_id: int) -> None:
 
 def run_loopback(configs: list[RunConfig], pipes: int, timeout: float, log) -> list[dict[str, Any]]:
     """Every run on loopback: one emulator process for all, a fresh job (slots emptied) for each hina run."""
-    from host.demo import DemoConfig, start_switch
+    from hina.host.demo import DemoConfig, start_switch
 
     switch, where = start_switch(DemoConfig(workers=1, pipes=pipes)) if any(
         c.backend != "gloo" for c in configs) else (None, None)
@@ -366,8 +365,7 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list
     gloo's: plain_star's star around a Linux bridge; through the emulator, which forwards other traffic
     in Python, gloo's TCP would measure the emulator.  gloo runs first (the others compare with it).
     """
-    sys.path.insert(0, str(ROOT / "mininet"))
-    import hina_net
+    from hina.mininet import hina_net
 
     gloo = [(i, c) for i, c in enumerate(configs) if c.backend == "gloo"]
     hina = [(i, c) for i, c in enumerate(configs) if c.backend != "gloo"]
@@ -379,7 +377,7 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list
         """hina_net's star and switch; each "mode" is one training run, its ranks on the hosts."""
 
         def _aggregate(self, mode: str, topology) -> dict[str, Any]:
-            from switch_emulator.headers import UDP_PORT
+            from hina.wire.headers import UDP_PORT
 
             index, cfg = hina[int(mode)]
             job = self.cfg.job
@@ -407,12 +405,11 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list
 
 def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namespace, log) -> dict[int, dict]:
     """gloo's runs on plain_star's bridge star: hina_net's links (rate, MTU 9000), host 1 the rendezvous."""
-    import fidelity
-    import hina_net
-    import plain_star
     from mininet.log import setLogLevel
     from mininet.net import Mininet
     from mininet.nodelib import LinuxBridge
+
+    from hina.mininet import fidelity, hina_net, plain_star
 
     problem = hina_net.missing_requirements()
     if problem:
@@ -522,7 +519,7 @@ def summarize_all(results: list[dict[str, Any]], log) -> tuple[list[dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    from switch_emulator.cliargs import OneLineParser
+    from hina.cliargs import OneLineParser
 
     ap = OneLineParser(prog="train_ddp.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -590,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     runs, failed = summarize_all(results, log)
     env = "loopback" if args.env == "loopback" else (
         f"mininet at {args.bw or 'unshaped'} Mbit/s: hina through the {args.switch}, gloo through a Linux bridge")
-    from provenance import command_line, write_result
+    from hina.provenance import command_line, write_result
 
     report = write_result(args.out, {"env": env, "runs": runs, "table": table(runs)},
                           command_line("benchmarks/train_ddp.py", argv), torch=torch.__version__)

@@ -1,4 +1,4 @@
-"""hina's lossless homomorphic codec (DESIGN.md sections 1 and 1b), with compiled kernels.
+"""hina's lossless homomorphic codec (docs/design.md, "The codec"), with compiled kernels.
 
 Every aggregation is rounds of 32-bit words that a switch ADDs, ORs or
 MAXes: a scale round (parameter check, exponent, union statistics), then
@@ -20,8 +20,8 @@ _EXPORTS = {
     "auto": ("Estimate", "Plan"),
     "params": ("MODES", "CodecParams"),
     "rounds": ("Segment", "Workspace"),
-    "scale": ("EXPONENT_FLOOR", "dequantize", "exponent", "quantize", "shift_for"),
-    "session": ("Phase", "WorkerResult", "WorkerSession", "check_gradient"),
+    "scale": ("EXPONENT_FLOOR", "check_gradient", "dequantize", "exponent", "quantize", "shift_for"),
+    "session": ("Phase", "WorkerResult", "WorkerSession"),
     "simulate": ("AllreduceResult", "aggregate_round", "check_gradients", "replay", "simulate_allreduce"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

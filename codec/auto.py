@@ -86,7 +86,7 @@ class Estimate:
     occupied: tuple[float, ...]
 
     @classmethod
-    def from_aggregates(cls, length: int, max_nnz: int, terms: np.ndarray) -> "Estimate":
+    def from_aggregates(cls, length: int, max_nnz: int, terms: np.ndarray) -> Estimate:
         return cls(length, int(max_nnz), tuple(1.0 - _exp2_neg(int(t)) for t in terms))
 
     @property

@@ -34,9 +34,7 @@ class NumbaKernels:
     # -- the gradient ----------------------------------------------------------------------------
     @staticmethod
     def check_gradient(params: CodecParams, grad, *, who: str, finite: bool):
-        from .session import check_gradient
-
-        return check_gradient(params, grad, who=who, finite=finite)
+        return scale.check_gradient(params, grad, who=who, finite=finite)
 
     @staticmethod
     def check_finite(grad, *, who: str) -> None:

@@ -1,7 +1,7 @@
 """MurmurHash3_x86_32 of 4-byte little-endian keys, vectorized in numpy.
 
 The sketch picks a row and a sign per block from murmur3 of the uint32 block
-number (DESIGN.md section 1).  Every worker, and anything else that has to
+number (docs/design.md, "The encodings").  Every worker, and anything else that has to
 agree with them, must compute the same bits, so this is the reference
 algorithm (Austin Appleby's MurmurHash3_x86_32) specialised to one 4-byte
 block and no tail: murmur3(key 0, seed 0) == 0x2362f9de.

@@ -2,7 +2,7 @@
 
 The switch never knows about compression: each phase of the codec is one
 aggregation of int32 words with one of these operators.  The numeric values
-are the `op` field of the hina header (DESIGN.md section 2), so this enum is
+are the `op` field of the hina header (docs/design.md, "The wire format"), so this enum is
 shared by the codec, the host agents and the switch emulator.
 """
 

@@ -118,7 +118,7 @@ class CodecParams:
         return cfg
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> "CodecParams":
+    def from_config(cls, cfg: dict[str, Any]) -> CodecParams:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(cfg) - known
         if unknown:
@@ -136,7 +136,7 @@ class CodecParams:
         digest = hashlib.sha256(self.to_json().encode()).digest()
         return int.from_bytes(digest[:4], "big")
 
-    def check_compatible(self, other: "CodecParams") -> None:
+    def check_compatible(self, other: CodecParams) -> None:
         """Raise ValueError naming every parameter on which two workers disagree."""
         diffs = [
             f"{f.name}: {getattr(self, f.name)!r} != {getattr(other, f.name)!r}"

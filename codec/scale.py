@@ -7,7 +7,7 @@ every worker quantizes with the same shift s = 30 - e - ceil(log2 N), so
 
 int32 input is already fixed point; its scale phase carries each worker's
 largest magnitude instead, and a sum that could overflow is refused before
-any data is sent (DESIGN.md lets int32 skip the phase; the overflow check
+any data is sent (the design lets int32 skip the phase; the overflow check
 needs it).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .params import check_dtype
+from .params import CodecParams, check_dtype
 
 # Below the frexp exponent of the smallest float64 subnormal (-1073), so any
 # worker holding one non-zero value wins the MAX against an all-zero worker.
@@ -122,3 +122,16 @@ def _quantize_checked(values: np.ndarray, shift: int) -> np.ndarray:
 def dequantize(fixed: np.ndarray, shift: int) -> np.ndarray:
     """S / 2**shift as float64 (exact: S has at most 31 significant bits)."""
     return np.ldexp(fixed.astype(np.float64), -int(shift))
+
+
+def check_gradient(params: CodecParams, grad: np.ndarray, *, who: str = "gradient", finite: bool = True) -> np.ndarray:
+    """Refuse a gradient that does not fit the job, before anything is sent; return it flat."""
+    grad = np.asarray(grad)
+    name = check_dtype(grad.dtype)
+    if name != params.dtype:
+        raise ValueError(f"{who} is {name} but the job's dtype is {params.dtype}")
+    if grad.size != params.length:
+        raise ValueError(f"{who} has {grad.size} elements but the job's length is {params.length}")
+    if finite:
+        check_finite(grad, who=who)
+    return grad.reshape(-1)

@@ -27,7 +27,7 @@ import numpy as np
 from . import aligned, auto, blocks, dense, scale, sketch
 from .kernels import kernels_for
 from .ops import Op
-from .params import CodecParams, check_dtype
+from .params import CodecParams
 from .rounds import RESTART_HINT, Phase, Segment, Step, Workspace
 
 ENCODINGS = {"dense": dense.run, "blocks": blocks.run, "aligned": aligned.run, "sketch": sketch.run}
@@ -73,19 +73,6 @@ class WorkerResult:
         if self.shift is None:
             return kernels.as_int64(self.fixed)
         return kernels.dequantize(self.fixed, self.shift)
-
-
-def check_gradient(params: CodecParams, grad: np.ndarray, *, who: str = "gradient", finite: bool = True) -> np.ndarray:
-    """Refuse a gradient that does not fit the job, before anything is sent; return it flat."""
-    grad = np.asarray(grad)
-    name = check_dtype(grad.dtype)
-    if name != params.dtype:
-        raise ValueError(f"{who} is {name} but the job's dtype is {params.dtype}")
-    if grad.size != params.length:
-        raise ValueError(f"{who} has {grad.size} elements but the job's length is {params.length}")
-    if finite:
-        scale.check_finite(grad, who=who)
-    return grad.reshape(-1)
 
 
 class WorkerSession:
@@ -193,4 +180,4 @@ class WorkerSession:
             estimate=step.estimate)
 
 
-__all__ = ["Phase", "Segment", "WorkerResult", "WorkerSession", "check_gradient"]
+__all__ = ["Phase", "Segment", "WorkerResult", "WorkerSession"]

@@ -1,4 +1,4 @@
-"""The one-round count sketch (DESIGN.md 1b): sent with the index, peeled lane by lane.
+"""The one-round count sketch (docs/design.md, "The encodings"): sent with the index, peeled lane by lane.
 
 Elements are laid out as blocks of L lanes (element i is block i // L, lane
 i % L).  The sketch has three sub-tables of R rows per lane; block b picks
@@ -207,7 +207,7 @@ def peel(params: CodecParams, rows: int, union: np.ndarray, union_size: int, ske
 
 def run(step):
     """Index (one or two levels) with the sketch riding on its last round, then the residual if any."""
-    from . import index
+    from hina.codec import index
 
     p = step.params
     sized = {}

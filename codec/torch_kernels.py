@@ -333,7 +333,8 @@ class TorchKernels:
         whole = n // group
         values = take(g[: whole * group].view(whole, group), rows).view(-1)
         if partial:  # the last group, zeros past the end
-            values = torch.cat([values, g[whole * group:], torch.zeros(group - n % group, dtype=g.dtype, device=g.device)])
+            pad = torch.zeros(group - n % group, dtype=g.dtype, device=g.device)
+            values = torch.cat([values, g[whole * group:], pad])
         return quantize(values, step.shift)
 
     @staticmethod

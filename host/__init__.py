@@ -32,7 +32,7 @@ _DDP = ("BucketError", "SwitchAllreduce", "switch_allreduce_hook")  # host.ddp i
 def __getattr__(name: str):
     if name in _DDP:
         try:
-            from . import ddp
+            from hina.host import ddp
         except ImportError as exc:
             raise ImportError(f"host.{name} needs PyTorch: pip install -e '.[torch]' ({exc})") from exc
         return getattr(ddp, name)

@@ -20,14 +20,23 @@ import time
 
 import numpy as np
 
-import codec
-from codec import CodecParams, WorkerResult
-from codec.ops import Op
-from switch_emulator.headers import MAX_WORKERS
+from hina import codec
+from hina.codec import CodecParams, WorkerResult
+from hina.codec.ops import Op
+from hina.wire.headers import MAX_WORKERS
 
 from .job import JobSpec
-from .window import (AggregationTimeout, CongestionWindow, PhaseTransfer, Ring, RttEstimator, SlotPool,
-                     StaleSwitchState, stale_message, warm)
+from .window import (
+    AggregationTimeout,
+    CongestionWindow,
+    PhaseTransfer,
+    Ring,
+    RttEstimator,
+    SlotPool,
+    StaleSwitchState,
+    stale_message,
+    warm,
+)
 
 HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run has its identity
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from switch_emulator.headers import UDP_PORT
+from hina.wire.headers import UDP_PORT
 
 
 def demo_config(args: argparse.Namespace):
@@ -59,7 +59,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _roundtrip(args: argparse.Namespace) -> int:
-    import codec
+    from hina import codec
 
     grads = []
     for path in args.files:
@@ -82,10 +82,12 @@ def _roundtrip(args: argparse.Namespace) -> int:
     nnz = [int(np.count_nonzero(g)) for g in grads]
     summary = {
         "exact": exact, "workers": len(grads), "length": int(grads[0].size), "dtype": grads[0].dtype.name,
-        "shift": result.shift, "encoding": result.encoding, "group": result.group, "union": result.union, "rows": result.rows, "residual": result.residual,
+        "shift": result.shift, "encoding": result.encoding, "group": result.group, "union": result.union,
+        "rows": result.rows, "residual": result.residual,
         "nonzeros_per_worker": nnz, "bytes_per_worker": result.bytes_per_worker,
         "dense_bytes_per_worker": result.dense_bytes_per_worker,
-        "pairs_bytes_per_worker": 8 * max(nnz), "seconds": {k: round(v, 6) for k, v in result.workers[0].seconds.items()},
+        "pairs_bytes_per_worker": 8 * max(nnz),
+        "seconds": {k: round(v, 6) for k, v in result.workers[0].seconds.items()},
     }
     if args.json:
         print(json.dumps(summary))
@@ -114,9 +116,9 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _standalone_worker(args: argparse.Namespace) -> int:
     """One worker against a switch that is already running: join, aggregate, write the sum."""
-    import codec
-    from switch_emulator.config import Member
-    from switch_emulator.control import ControlClient, ControlError
+    from hina import codec
+    from hina.control.client import ControlClient, ControlError
+    from hina.control.config import Member
 
     from .agent import AggregationTimeout, Worker
     from .job import JobSpec
@@ -196,7 +198,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
 
 def _experiment_worker(args: argparse.Namespace) -> int:
     """Run one worker from an experiment spec (see mininet/hina_net.py: worker_spec)."""
-    import codec
+    from hina import codec
 
     from .agent import Worker
     from .demo import timed_aggregate
@@ -253,12 +255,11 @@ def _codec_flags(ap: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from codec.params import MODES
-    from host.synthetic import PRESET_NAMES
+    from hina.cliargs import OneLineParser
+    from hina.codec.params import MODES
 
     from .job import DEFAULT_SLOTS, DEFAULT_WORDS
-
-    from switch_emulator.cliargs import OneLineParser
+    from .synthetic import PRESET_NAMES
 
     ap = OneLineParser(prog="hina", description="homomorphic in-network aggregation")
     sub = ap.add_subparsers(dest="command", required=True)

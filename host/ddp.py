@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 import torch
 
-import codec
-from codec.torch_kernels import to_float16
+from hina import codec
+from hina.codec.torch_kernels import to_float16
 
 from .agent import Worker
 from .job import JobSpec
@@ -98,16 +98,16 @@ class SwitchAllreduce:
 
     @classmethod
     def connect(cls, switch: tuple[str, int], rank: int, world_size: int, *, control: tuple[str, int] | None = None,
-                job: JobSpec = JobSpec(), deadline: float = 10.0, transport=None, **codec_options) -> "SwitchAllreduce":
+                job: JobSpec = JobSpec(), deadline: float = 10.0, transport=None, **codec_options) -> SwitchAllreduce:
         """A UDP worker for `rank` (or the given transport: `host.transport.open_transport` for raw frames).
 
         control: the emulator's control port; joining there authorizes this rank's address and
         clears what an earlier run of the job left.  Without it (BMv2) the job must already list
         this rank, which then sends from UDP port 0x4E41.
         """
-        from switch_emulator.config import Member
-        from switch_emulator.control import ControlClient
-        from switch_emulator.headers import UDP_PORT
+        from hina.control.client import ControlClient
+        from hina.control.config import Member
+        from hina.wire.headers import UDP_PORT
 
         from .transport import UdpTransport
 
@@ -240,7 +240,8 @@ class SwitchAllreduce:
         """Buffers reused step after step (DDP rebuilds its buckets once, after the first step)."""
         n, dtype, device = tensor.numel(), tensor.dtype, tensor.device
         bufs = self._buffers.get(index)
-        if bufs is None or (bufs["n"], bufs["dtype"], bufs["device"], bufs["on_device"]) != (n, dtype, device, on_device):
+        shape = (n, dtype, device, on_device)
+        if bufs is None or (bufs["n"], bufs["dtype"], bufs["device"], bufs["on_device"]) != shape:
             bufs = {"n": n, "dtype": dtype, "device": device, "on_device": on_device}
             if on_device:  # the sum stays where the bucket is
                 bufs["fixed"] = torch.empty(n, dtype=torch.int32, device=device)
@@ -307,7 +308,7 @@ class SwitchAllreduce:
         if self._transport_owned:
             self.worker.transport.close()
 
-    def __enter__(self) -> "SwitchAllreduce":
+    def __enter__(self) -> SwitchAllreduce:
         return self
 
     def __exit__(self, *exc) -> None:

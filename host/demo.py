@@ -1,6 +1,6 @@
 """The main job: the emulator on loopback, N worker processes, every result checked exact.
 
-`run_demo` starts `python -m switch_emulator` as a process, starts N worker
+`run_demo` starts `python -m hina.emulator` as a process, starts N worker
 processes that each bind a UDP socket, registers them with the switch's
 control port, lets them aggregate synthetic sparse gradients at the same
 moment, and compares every worker's result with numpy's sum of the
@@ -20,15 +20,15 @@ from typing import Any
 
 import numpy as np
 
-import codec
-from switch_emulator.cliargs import MAX_PIPES
-from switch_emulator.config import Member
-from switch_emulator.control import ControlClient
-from switch_emulator.headers import UDP_PORT
+from hina import codec
+from hina.cliargs import MAX_PIPES
+from hina.control.client import ControlClient
+from hina.control.config import Member
+from hina.wire.headers import UDP_PORT
 
+from . import workloads
 from .agent import Worker
 from .job import JobSpec
-from . import workloads
 from .synthetic import gradient_for, workload_preset
 from .transport import UdpTransport
 
@@ -50,7 +50,7 @@ class DemoConfig:
     group: int = 0  # the index's group size (codec.CodecParams.group; 0: chosen per tensor)
     link_gbps: float = 10.0  # the cost model's link rate (codec.CodecParams.link_gbps)
     rounds: int = 1  # aggregations per worker process; with more than one, `seconds` is the steady state
-    pipes: int = 1  # the switch's data plane processes (python -m switch_emulator --pipes)
+    pipes: int = 1  # the switch's data plane processes (python -m hina.emulator --pipes)
 
     def __post_init__(self) -> None:
         if self.workload is not None:  # the preset fixes the length
@@ -138,13 +138,13 @@ def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> N
 
 
 def start_switch(cfg: DemoConfig) -> tuple[subprocess.Popen, dict]:
-    """`python -m switch_emulator` with the demo's impairments; returns the process and its addresses.
+    """`python -m hina.emulator` with the demo's impairments; returns the process and its addresses.
 
     It listens on UDP port 0x4E41, hina's port, so that captures of the demo dissect as hina in
     scapy and Wireshark as they are; if another switch holds that port, on a free one.
     """
     for port in (UDP_PORT, 0):
-        cmd = [sys.executable, "-m", "switch_emulator", "--listen", f"127.0.0.1:{port}", "--drop", str(cfg.drop),
+        cmd = [sys.executable, "-m", "hina.emulator", "--listen", f"127.0.0.1:{port}", "--drop", str(cfg.drop),
                "--dup", str(cfg.dup), "--reorder", str(cfg.reorder), "--seed", str(cfg.seed),
                "--pipes", str(cfg.pipes)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -233,7 +233,8 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
 
     exact = not errors and all(r["digest"] == expected for rounds in per_worker for r in rounds)
     # each round's time is its slowest worker's; past the first, the best round is the steady state
-    round_seconds = [max(rounds[i]["seconds"] for rounds in per_worker) for i in range(cfg.rounds)] if per_worker else []
+    round_seconds = ([max(rounds[i]["seconds"] for rounds in per_worker) for i in range(cfg.rounds)]
+                     if per_worker else [])
     seconds = min(round_seconds[1:] or round_seconds, default=None)  # None (JSON null): no worker finished
     best = round_seconds.index(seconds) if per_worker else 0
     reports = [rounds[best] for rounds in per_worker]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from switch_emulator.config import JobConfig
-from switch_emulator.headers import max_words
+from hina.control.config import JobConfig
+from hina.wire.headers import max_words
 
 DEFAULT_WORDS = max_words(9000)  # K: one jumbo frame per packet
 DEFAULT_SLOTS = 64  # W: packets in flight per worker
@@ -32,5 +32,5 @@ class JobSpec:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> "JobSpec":
+    def from_config(cls, cfg: dict[str, Any]) -> JobSpec:
         return cls(**cfg)

@@ -35,9 +35,25 @@ import math
 import numpy as np
 from numba import njit
 
-from switch_emulator.headers import HEADER_BYTES
-_UPDATE, _RESULT, _STALE_RUN = 0, 1, 2
-_VERSION_BIT = 0x8000
+from hina.wire.headers import (
+    AT_COUNT,
+    AT_FLAGS,
+    AT_JOB_ID,
+    AT_MSG_TYPE,
+    AT_OFFSET,
+    AT_OP,
+    AT_PHASE,
+    AT_POOL_INDEX,
+    AT_WORKER_ID,
+    HEADER_BYTES,
+    VERSION_BIT,
+    Flags,
+    MsgType,
+)
+
+# the wire's codes as plain integers, which the kernels compile in as constants
+_UPDATE, _RESULT, _STALE_RUN_FLAG = int(MsgType.UPDATE), int(MsgType.RESULT), int(Flags.STALE_RUN)
+_VERSION_SHIFT = VERSION_BIT.bit_length() - 1
 
 # t: the transfer's integers
 (T_NEXT, T_RECEIVED, T_SEQ, T_HEARD, T_PROBING, T_CHUNKS, T_WORDS, T_JOB, T_WORKER, T_TAG, T_SLOT_BASE,
@@ -254,17 +270,17 @@ def _frame(t, chunks, wire, slot, chunk, version, tx, iov, m, base, stats):
     at = m * size  # every frame of a worker's job is K words long
     if at + size > tx.size or 2 * m + 1 >= iov.size:
         return m  # never past the ring (callers leave room; were one not to, the chunk counts as lost)
-    tx[at] = _UPDATE
-    tx[at + 1] = chunks[chunk, 2]
-    _put16(tx, at + 2, t[T_JOB])
-    tx[at + 4] = t[T_WORKER]
-    tx[at + 5] = 0
-    _put16(tx, at + 6, (version << 15) | (t[T_SLOT_BASE] + slot))
+    tx[at + AT_MSG_TYPE] = _UPDATE
+    tx[at + AT_OP] = chunks[chunk, 2]
+    _put16(tx, at + AT_JOB_ID, t[T_JOB])
+    tx[at + AT_WORKER_ID] = t[T_WORKER]
+    tx[at + AT_FLAGS] = 0
+    _put16(tx, at + AT_POOL_INDEX, (version << _VERSION_SHIFT) | (t[T_SLOT_BASE] + slot))
     wire_offset = chunks[chunk, 3]
-    _put16(tx, at + 8, wire_offset >> 16)
-    _put16(tx, at + 10, wire_offset & 0xFFFF)
-    _put16(tx, at + 12, chunks[chunk, 1])
-    _put16(tx, at + 14, t[T_TAG])
+    _put16(tx, at + AT_OFFSET, wire_offset >> 16)
+    _put16(tx, at + AT_OFFSET + 2, wire_offset & 0xFFFF)
+    _put16(tx, at + AT_COUNT, chunks[chunk, 1])
+    _put16(tx, at + AT_PHASE, t[T_TAG])
     _copy(tx, at + HEADER_BYTES, wire, 4 * chunks[chunk, 0], 4 * words)
     iov[2 * m] = base + at
     iov[2 * m + 1] = size
@@ -386,11 +402,11 @@ def _duplicate(t, r, chunks, fl_i, fl_f, frame, at, slot, pool_index, offset, st
     (another flow's) makes every chunk time out, and Karn's rule would keep srtt, and so the timeout,
     from ever learning the longer round trip; the answers that come too soon after a resend to be
     its own (`receive`) tell only of a queue shorter than the timeout."""
-    if (frame[at] != _RESULT or slot < 0 or slot >= t[T_SLOTS] or _get16(frame, at + 2) != t[T_JOB]
-            or _get16(frame, at + 14) != t[T_TAG]):
+    if (frame[at + AT_MSG_TYPE] != _RESULT or slot < 0 or slot >= t[T_SLOTS]
+            or _get16(frame, at + AT_JOB_ID) != t[T_JOB] or _get16(frame, at + AT_PHASE) != t[T_TAG]):
         return
     done = fl_i[slot, I_DONE_CHUNK]
-    if (done < 0 or fl_i[slot, I_DONE_RETRIES] != 1 or fl_i[slot, I_DONE_VERSION] != pool_index >> 15
+    if (done < 0 or fl_i[slot, I_DONE_RETRIES] != 1 or fl_i[slot, I_DONE_VERSION] != pool_index >> _VERSION_SHIFT
             or offset != chunks[done, 3]):
         return
     fl_i[slot, I_DONE_RETRIES] = -1  # one sample per chunk
@@ -406,28 +422,29 @@ def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame
     if length < HEADER_BYTES:
         stats[S_IGNORED] += 1
         return m, OK
-    pool_index = _get16(frame, at + 6)
-    slot = (pool_index & (_VERSION_BIT - 1)) - t[T_SLOT_BASE]
-    if (frame[at] == _RESULT and frame[at + 5] & _STALE_RUN and _get16(frame, at + 2) == t[T_JOB]
-            and _get16(frame, at + 14) == t[T_TAG] and 0 <= slot < t[T_SLOTS]):
+    pool_index = _get16(frame, at + AT_POOL_INDEX)
+    slot = (pool_index & (VERSION_BIT - 1)) - t[T_SLOT_BASE]
+    if (frame[at + AT_MSG_TYPE] == _RESULT and frame[at + AT_FLAGS] & _STALE_RUN_FLAG
+            and _get16(frame, at + AT_JOB_ID) == t[T_JOB] and _get16(frame, at + AT_PHASE) == t[T_TAG]
+            and 0 <= slot < t[T_SLOTS]):
         # the switch refused a chunk of this phase, ours or another worker's (it tells every member):
         # the run cannot finish, so stop now rather than wait for chunks that never complete
         t[T_STALE_SLOT] = slot
         return m, STALE_RUN
-    offset = (_get16(frame, at + 8) << 16) | _get16(frame, at + 10)
+    offset = (_get16(frame, at + AT_OFFSET) << 16) | _get16(frame, at + AT_OFFSET + 2)
     if slot < 0 or slot >= t[T_SLOTS] or fl_i[slot, I_CHUNK] < 0:
         _duplicate(t, r, chunks, fl_i, fl_f, frame, at, slot, pool_index, offset, stats)
         stats[S_IGNORED] += 1
         return m, OK
     chunk = fl_i[slot, I_CHUNK]
-    count = _get16(frame, at + 12)
-    if (frame[at] != _RESULT or _get16(frame, at + 2) != t[T_JOB] or _get16(frame, at + 14) != t[T_TAG]
-            or fl_i[slot, I_VERSION] != pool_index >> 15 or offset != chunks[chunk, 3]
-            or count != chunks[chunk, 1] or length < HEADER_BYTES + 4 * count):
+    count = _get16(frame, at + AT_COUNT)
+    if (frame[at + AT_MSG_TYPE] != _RESULT or _get16(frame, at + AT_JOB_ID) != t[T_JOB]
+            or _get16(frame, at + AT_PHASE) != t[T_TAG] or fl_i[slot, I_VERSION] != pool_index >> _VERSION_SHIFT
+            or offset != chunks[chunk, 3] or count != chunks[chunk, 1] or length < HEADER_BYTES + 4 * count):
         _duplicate(t, r, chunks, fl_i, fl_f, frame, at, slot, pool_index, offset, stats)
         stats[S_IGNORED] += 1
         return m, OK
-    if frame[at + 5] & _STALE_RUN:
+    if frame[at + AT_FLAGS] & _STALE_RUN_FLAG:
         t[T_STALE_SLOT] = slot
         return m, STALE_RUN
     _copy(answers, 4 * chunks[chunk, 0], frame, at + HEADER_BYTES, 4 * count)

@@ -1,7 +1,7 @@
 """How a worker's frames reach the switch: a UDP socket to the switch's data port.
 
 A transport has `send(frame)`, `recv(timeout) -> frame | None` and
-`close()`; `switch_emulator.inproc.InProcessPort` has the same shape for
+`close()`; `hina.emulator.inproc.InProcessPort` has the same shape for
 in-process runs.  `UdpTransport` also offers `batcher`: `Worker` then
 moves whole batches with `recvmmsg` / `sendmmsg`.  The UDP socket is
 connected to the switch, so the kernel drops datagrams from anyone else
@@ -14,11 +14,10 @@ import select
 import socket
 import time
 
-from switch_emulator import mmsg
-from switch_emulator.frames import encapsulate
-from switch_emulator.headers import UDP_PORT
-from switch_emulator.topology import ip_bytes, mac_bytes
-from switch_emulator.udp import set_buffers
+from hina.wire import mmsg
+from hina.wire.frames import encapsulate, ip_bytes, mac_bytes
+from hina.wire.headers import UDP_PORT
+from hina.wire.mmsg import set_buffers
 
 
 class UdpTransport:
@@ -71,7 +70,7 @@ class UdpTransport:
     def close(self) -> None:
         self._sock.close()
 
-    def __enter__(self) -> "UdpTransport":
+    def __enter__(self) -> UdpTransport:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -110,7 +109,7 @@ class RawTransport:
             self._sock.settimeout(max(0.0, left))
             try:
                 data = self._sock.recv(65536)
-            except (socket.timeout, BlockingIOError):
+            except (TimeoutError, BlockingIOError):
                 return None
             if (len(data) >= 42 and data[0:6] == self._mac and data[14] == 0x45 and data[23] == 17
                     and data[36:38] == self._port):
@@ -122,7 +121,7 @@ class RawTransport:
     def close(self) -> None:
         self._sock.close()
 
-    def __enter__(self) -> "RawTransport":
+    def __enter__(self) -> RawTransport:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -53,7 +53,7 @@ import math
 
 import numpy as np
 
-from switch_emulator.headers import HEADER_BYTES
+from hina.wire.headers import HEADER_BYTES
 
 from . import sendplane as sp
 
@@ -294,7 +294,7 @@ class PhaseTransfer:
     def __init__(self, *, job_id: int, worker_id: int, words: int, pool: SlotPool, rtt: RttEstimator,
                  tag: int, op: int | None = None, payload: np.ndarray, name: str, now: float, deadline: float,
                  ops: tuple[tuple[int, int, int], ...] | None = None, salt: int = 0,
-                 window: CongestionWindow | None = None, pipes: int = 1, ring: "Ring | None" = None):
+                 window: CongestionWindow | None = None, pipes: int = 1, ring: Ring | None = None):
         """`ops`: (op, start, stop) of each segment of `payload`; or one `op` for all of it.
 
         salt: added (mod 2^32) to every offset on the wire: the run's identity (`Worker` agrees
@@ -364,7 +364,8 @@ class PhaseTransfer:
         """The aggregated words (int32), once `done`."""
         if self._result is None:
             if not self.done:
-                raise RuntimeError(f"phase {self.name!r}: {self._t[sp.T_RECEIVED]}/{self.chunks} chunks answered so far")
+                answered = self._t[sp.T_RECEIVED]
+                raise RuntimeError(f"phase {self.name!r}: {answered}/{self.chunks} chunks answered so far")
             self._result = self._answers.astype(np.int32)
         return self._result
 
@@ -447,7 +448,7 @@ class Ring:
 
     Message m is `tx[m * frame_bytes:]`, and `iov[2 m : 2 m + 2]` holds its (address, length) with
     address `base` + offset: a `sendmmsg` ring when `base` is the buffer's address
-    (`switch_emulator.mmsg.BatchSocket`'s transmit side), plain offsets when it is 0.
+    (`hina.wire.mmsg.BatchSocket`'s transmit side), plain offsets when it is 0.
     """
 
     HEADROOM = 64  # frames beyond what one RESULT may let out (`sendplane.burst`): a batch's usual output

@@ -70,7 +70,7 @@ class Embedding:
             spread += 1
         return np.unique((ranks.astype(np.int64) * spread) % self.rows)
 
-    def scaled(self, factor: float) -> "Embedding":
+    def scaled(self, factor: float) -> Embedding:
         return dataclasses.replace(self, rows=max(1, round(self.rows * factor)),
                                    lookups=max(1, round(self.lookups * factor)))
 
@@ -80,7 +80,7 @@ class Dense:
     name: str
     size: int
 
-    def scaled(self, factor: float) -> "Dense":
+    def scaled(self, factor: float) -> Dense:
         return dataclasses.replace(self, size=max(1, round(self.size * factor)))
 
 
@@ -97,7 +97,7 @@ class Workload:
     def size(self) -> int:
         return sum(layer.size for layer in self.layers)
 
-    def scaled(self, factor: float) -> "Workload":
+    def scaled(self, factor: float) -> Workload:
         if not 0 < factor <= 1:
             raise ValueError(f"scale must be in (0, 1], got {factor}")
         return dataclasses.replace(self, layers=tuple(layer.scaled(factor) for layer in self.layers))

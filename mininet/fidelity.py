@@ -231,7 +231,7 @@ def netns(pid: int) -> str | None:
 
 
 def command_name(pid: int) -> str:
-    """A short name for a process: python's module or script (`host.cli worker`, `train_ddp.py`), else the
+    """A short name for a process: python's module or script (`hina worker`, `train_ddp.py`), else the
     program (iperf3)."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -315,7 +315,7 @@ class Monitor:
         while not self._stop.wait(self.period):
             self.mark()
 
-    def start(self) -> "Monitor":
+    def start(self) -> Monitor:
         self.mark()
         self._thread = threading.Thread(target=self._loop, name="fidelity-monitor", daemon=True)
         self._thread.start()
@@ -327,7 +327,7 @@ class Monitor:
             self._thread.join()
             self._thread = None
 
-    def __enter__(self) -> "Monitor":
+    def __enter__(self) -> Monitor:
         return self.start()
 
     def __exit__(self, *exc) -> None:

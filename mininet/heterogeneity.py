@@ -94,7 +94,7 @@ class Straggler:
     ms: bool = False
 
     @classmethod
-    def parse(cls, text: str) -> "Straggler":
+    def parse(cls, text: str) -> Straggler:
         forms = "rankR:+P%, rankR:+Nms, lognormal:SIGMA or uniform:P%"
         if m := re.fullmatch(r"rank(\d+):\+([0-9.]+)(%|ms)", text):
             return cls(text, "rank", float(m.group(2)), int(m.group(1)), m.group(3) == "ms")
@@ -137,7 +137,7 @@ class Flow:
     mbps: float | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "Flow":
+    def parse(cls, text: str) -> Flow:
         m = re.fullmatch(r"(\d+)>(\d+)(?:@([0-9.]+))?", text)
         if not m or m.group(1) == m.group(2):
             raise ValueError(f"cross must be SRC>DST[@MBPS] (two different ranks), got {text!r}")
@@ -162,7 +162,7 @@ class CrossTraffic:
         self.procs: list[tuple[Flow, subprocess.Popen, subprocess.Popen]] = []
         self.report: list[dict] = []
 
-    def __enter__(self) -> "CrossTraffic":
+    def __enter__(self) -> CrossTraffic:
         for k, f in enumerate(self.flows):
             port = IPERF_PORT + k
             server = self.hosts[f.dst].popen(["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,

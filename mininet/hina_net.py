@@ -1,7 +1,7 @@
 """hina on Mininet: worker hosts in a star around the aggregation switch (emulator or BMv2).
 
 `StarTopo.build` only declares names and link options; the switch class
-is passed to Mininet (`EmulatorSwitch` runs `python -m switch_emulator
+is passed to Mininet (`EmulatorSwitch` runs `python -m hina.emulator
 --raw` on the switch's interfaces, `Bmv2Switch` runs `simple_switch_grpc`);
 `Experiment` starts the network, configures the switch from one
 `Topology` through the controller, runs one `hina worker` process per host,
@@ -31,35 +31,30 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # codec, host, switch_emulator from this checkout
-
 try:
-    from mininet.link import Link, TCIntf  # noqa: E402
-    from mininet.log import setLogLevel  # noqa: E402
-    from mininet.net import Mininet  # noqa: E402
-    from mininet.node import Switch  # noqa: E402
-    from mininet.topo import Topo  # noqa: E402
+    from mininet.link import Link, TCIntf
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+    from mininet.node import Switch
+
+    from mininet.topo import Topo
 except ImportError as exc:  # without Mininet, `mininet` is this folder and the message would be cryptic
     raise ImportError(f"Mininet is not installed (Debian: apt install mininet; then `make install`): {exc}") from exc
 
-import codec  # noqa: E402
-import fidelity  # noqa: E402
-import heterogeneity  # noqa: E402  (mininet/heterogeneity.py)  (mininet/fidelity.py: this folder is on sys.path wherever hina_net is imported)
-from host.demo import digest, expected_fixed  # noqa: E402
-from host.job import JobSpec  # noqa: E402
-from host.synthetic import workload_preset  # noqa: E402
-from switch_emulator.cliargs import MAX_PIPES  # noqa: E402
-from switch_emulator.config import Member  # noqa: E402
-from switch_emulator.controller import P4_BUILD, Bmv2Target, ControlError, EmulatorTarget  # noqa: E402
-from switch_emulator.headers import max_words  # noqa: E402
-from switch_emulator.topology import Host, Topology  # noqa: E402
+from hina import codec
+from hina.cliargs import MAX_PIPES
+from hina.control.config import Member
+from hina.control.controller import P4_BUILD, Bmv2Target, ControlError, EmulatorTarget
+from hina.control.topology import Host, Topology
+from hina.host.demo import digest, expected_fixed
+from hina.host.job import JobSpec
+from hina.host.synthetic import workload_preset
+from hina.mininet import fidelity, heterogeneity
+from hina.wire.headers import FRAME_OVERHEAD, max_words
 
 SWITCH = "hsw"  # names distinctive enough to clean up after a crash without touching anything else
 HOST = "hw"
 SWITCH_MAC, SWITCH_IP = "02:00:00:00:00:fe", "10.0.0.254"
-FRAME_OVERHEAD = 14 + 20 + 8  # Ethernet, IPv4, UDP bytes per frame on the wire
 MIN_MTU = 68  # Linux refuses less on an interface
 MAX_MTU = 65535  # IPv4's largest packet
 
@@ -104,7 +99,7 @@ def missing_requirements(switch: str = "emulator") -> str | None:
 def cleanup() -> None:
     """Remove what a crashed run of ours may have left: only our switch, host shells and links."""
     # {SWITCH}-eth: the star's switch; {SWITCH}<leaf or spine>-eth: a tree's (mininet/topo.py)
-    subprocess.run(["pkill", "-f", f"switch_emulator.*--raw=[0-9]+={SWITCH}[a-z0-9]*-eth"], capture_output=True)
+    subprocess.run(["pkill", "-f", f"hina[.]emulator.*--raw=[0-9]+={SWITCH}[a-z0-9]*-eth"], capture_output=True)
     subprocess.run(["pkill", "-f", f"simple_switch_grpc.*@{SWITCH}[a-z0-9]*-eth"], capture_output=True)
     subprocess.run(["pkill", "-f", f"mininet:{HOST}[0-9]+$"], capture_output=True)
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
@@ -169,9 +164,9 @@ class EmulatorSwitch(Switch):
     def start(self, controllers) -> None:
         ports = [f"--raw={self.ports[intf]}={intf.name}" for intf in self.intfList() if intf.name != "lo"]
         self.log = open(tempfile.mkstemp(prefix="hina-switch-", suffix=".log")[1], "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "switch_emulator", *ports, "--pipes", str(self.pipes),
+        self.proc = subprocess.Popen([sys.executable, "-m", "hina.emulator", *ports, "--pipes", str(self.pipes),
                                       *self.impair_args],
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=ROOT)
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"the emulator did not start; see {self.log.name}")
@@ -436,9 +431,9 @@ class Experiment:
         self.log(f"[{mode}] {cfg.workers} workers, d={cfg.length:,}, density {cfg.density:.2%}, "
                  f"{cfg.bw or 'unshaped'} Mbit/s, loss {cfg.loss}% ({self._loss_by()}), delay {cfg.delay} ms")
         expected = self._expected()
-        procs = [h.popen([sys.executable, "-m", "host.cli", "worker", "--spec", f.name, "--rank", str(r),
+        procs = [h.popen([sys.executable, "-m", "hina", "worker", "--spec", f.name, "--rank", str(r),
                           "--transport", cfg.transport],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for r, h in enumerate(hosts)]
         rounds = []
         straggler = heterogeneity.stragglers(cfg.straggler)

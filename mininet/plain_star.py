@@ -13,7 +13,7 @@ around each round.
     runs = plain_star.run(plain_star.StarConfig(workers=4, bw=1000, workload="lstm", scale=0.01,
                                                 baselines=("ring", "zen"), rounds=3))
 
-With `fabric` (a `switch_emulator.fabric.Fabric`'s config, as mininet/topo.py
+With `fabric` (a `hina.control.Fabric`'s config, as mininet/topo.py
 builds hina's trees) the same wires carry the baselines: one plain bridge per
 leaf and spine (bsw<name>), host links at --bw, uplinks at the rate the
 oversubscription leaves them, ranks in the fabric's host order (a ring runs
@@ -29,23 +29,16 @@ import dataclasses
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-for p in (str(ROOT), str(Path(__file__).resolve().parent)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.nodelib import LinuxBridge
 
-from hina_net import FastTCLink, missing_requirements  # noqa: E402  (raises ImportError without Mininet)
-import fidelity  # noqa: E402
-import heterogeneity  # noqa: E402
-from mininet.log import setLogLevel  # noqa: E402
-from mininet.net import Mininet  # noqa: E402
-from mininet.nodelib import LinuxBridge  # noqa: E402
-from mininet.topo import Topo  # noqa: E402
-
-from baselines import launch  # noqa: E402
+from hina.baselines import launch
+from hina.mininet import fidelity, heterogeneity
+from hina.mininet.hina_net import FastTCLink, missing_requirements  # (raises ImportError without Mininet)
+from mininet.topo import Topo
 
 BRIDGE, HOST = "bsw", "bh"
 PORT = 29500
@@ -115,7 +108,7 @@ def cleanup() -> None:
 
 
 def _fabric(cfg: StarConfig):
-    from switch_emulator.fabric import Fabric
+    from hina.control.fabric import Fabric
 
     fabric = Fabric.from_config(cfg.fabric)
     if len(fabric.hosts) != cfg.workers:
@@ -152,7 +145,7 @@ def _run(cfg: StarConfig, fabric, log) -> list[dict]:
     if fabric is None:
         topo = PlainStarTopo(workers=cfg.workers, link=link, per_rank=per_rank)
     else:
-        from topo import uplink_rate
+        from hina.mininet.topo import uplink_rate
 
         rates = uplink_rate(fabric, bw=cfg.bw, oversubscription=cfg.oversubscription)
         uplinks = {k: {**link, **({"bw": r} if r else {})} for k, r in rates.items()}
@@ -185,7 +178,7 @@ def _run(cfg: StarConfig, fabric, log) -> list[dict]:
                 ifname = h.defaultIntf().name
                 spec_files.append(launch.write_spec({**spec, "ifname": ifname}))
                 procs.append(h.popen(launch.worker_command(spec_files[-1], r), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                     stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, "GLOO_SOCKET_IFNAME": ifname}))
             log(f"baselines {', '.join(cfg.baselines)} on {cfg.workers} hosts at {cfg.bw} Mbit/s")
             before = _uplink_bytes(fabric) if fabric is not None else None

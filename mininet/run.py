@@ -27,11 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # codec from this checkout
-import heterogeneity  # noqa: E402
-from codec.params import MODES  # noqa: E402
-from switch_emulator.cliargs import OneLineParser, pipes_flag  # noqa: E402
+from hina.cliargs import OneLineParser, pipes_flag
+from hina.codec.params import MODES
+from hina.mininet import heterogeneity
 
 MODE_SETS = {"both": ("auto", "dense"), "all": MODES}
 
@@ -191,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--name must be a file stem (letters, digits, '.', '_', '-'), got {args.name!r}")
 
     try:
-        from hina_net import Experiment, ExperimentConfig, missing_requirements, plot
-        from topo import TreeConfig, TreeExperiment, parse_topology
+        from hina.mininet.hina_net import Experiment, ExperimentConfig, missing_requirements, plot
+        from hina.mininet.topo import TreeConfig, TreeExperiment, parse_topology
     except ImportError as exc:
         print(f"mininet/run.py: {exc}", file=sys.stderr)
         return 2
@@ -247,8 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     results["command"] = command
     results.update(provenance())
     if "bmv2" in (args.switch, args.spine_switch):  # the toolchain its figures are BMv2's on
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-        from provenance import p4_versions
+        from hina.provenance import p4_versions
 
         results["p4"] = p4_versions()
     args.out.mkdir(parents=True, exist_ok=True)

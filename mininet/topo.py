@@ -25,14 +25,25 @@ import re
 import subprocess
 from pathlib import Path
 
-import hina_net
-from hina_net import HOST, SWITCH, SWITCH_IP, SWITCH_MAC, Bmv2Switch, Experiment, ExperimentConfig, host_ip, host_mac
 from mininet.nodelib import LinuxBridge
+
+from hina.control.config import Member
+from hina.control.fabric import Fabric, TreeJob
+from hina.control.topology import BROADCAST_MAC, Host, Topology
+from hina.mininet import hina_net
+from hina.mininet.hina_net import (
+    HOST,
+    SWITCH,
+    SWITCH_IP,
+    SWITCH_MAC,
+    Bmv2Switch,
+    Experiment,
+    ExperimentConfig,
+    host_ip,
+    host_mac,
+)
+from hina.wire.headers import max_words
 from mininet.topo import Topo
-from switch_emulator.config import Member
-from switch_emulator.fabric import Fabric, TreeJob
-from switch_emulator.headers import max_words
-from switch_emulator.topology import BROADCAST_MAC, Host, Topology
 
 BROADCAST_IP = "255.255.255.255"  # every host takes it (a subnet's broadcast needs the address's brd set)
 

@@ -1,5 +1,6 @@
 /* hina: constants the data plane is compiled with, and why.
- * Keep these in step with switch_emulator/headers.py and pipeline.py. */
+ * The codes (port, message types, ops, flags, drop reasons) are wire/headers.py's:
+ * tests/wire/test_declared_once.py checks every one. */
 #ifndef _HINA_CONFIGURATION_P4_
 #define _HINA_CONFIGURATION_P4_
 
@@ -30,7 +31,7 @@ const bit<8> FLAG_RESEND = 1;
 const bit<8> FLAG_STALE_RUN = 2;   /* refused: the copy holds another run's chunk */
 
 /* Drop reasons: the index into the `drops` counter; the emulator's
- * switch_emulator.pipeline.Drop has the same numbers. */
+ * hina.wire.headers.Drop declares them, and the emulator counts by it. */
 typedef bit<8> drop_reason_t;
 const drop_reason_t DROP_NONE = 0;
 const drop_reason_t DROP_TRUNCATED = 1;

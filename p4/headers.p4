@@ -1,6 +1,6 @@
 /* hina: header and metadata declarations.
- * The hina header mirrors switch_emulator/headers.py and scapy_hina.py
- * bit for bit; `version` and `slot` together are DESIGN.md's pool_index. */
+ * The hina header is wire/headers.py's declaration (FIELDS) bit for bit:
+ * tests/wire/test_declared_once.py checks it field by field; `version` and `slot` together are the pool index of docs/design.md. */
 #ifndef _HINA_HEADERS_P4_
 #define _HINA_HEADERS_P4_
 

@@ -2,8 +2,8 @@
  *
  * The switch sums (ADD), ORs (OR) or takes signed maxima (MAX) of 32-bit
  * words in numbered slots and never knows about compression; the slot
- * protocol is DESIGN.md section 2 (aggregation trees: section 4 and
- * docs/trees.md).  This file only includes and wires the
+ * protocol is docs/design.md's (aggregation trees: its "Aggregation trees"
+ * and docs/trees.md).  This file only includes and wires the
  * controls; switch_emulator/dataplane.py is the same ingress in Python, and
  * tests/vectors/ holds the packet test vectors both must pass.
  */

@@ -1,4 +1,4 @@
-"""`python -m switch_emulator`: run the hina switch emulator as a UDP server on loopback.
+"""`python -m hina.emulator`: run the hina switch emulator as a UDP server on loopback.
 
 Jobs come from a JSON config file ({"jobs": [...], "impair": {...}}, see
 `config.JobConfig.to_config`), from --job/--member flags, or later through
@@ -21,13 +21,13 @@ import socket
 import sys
 from pathlib import Path
 
-from .cliargs import OneLineParser, non_negative, pipes_flag, probability
-from .config import JobConfig, Member
-from .impair import ImpairmentConfig
-from .pipeline import Pipeline
-from .raw import RawSwitch
-from .topology import Topology
-from .udp import UdpSwitch, announce
+from hina.cliargs import OneLineParser, non_negative, pipes_flag, probability
+from hina.control.config import JobConfig, Member
+from hina.control.topology import Topology
+from hina.emulator.impair import ImpairmentConfig
+from hina.emulator.pipeline import Pipeline
+from hina.emulator.raw import RawSwitch
+from hina.emulator.udp import UdpSwitch, announce
 
 
 def _port(text: str, what: str) -> int:
@@ -76,7 +76,7 @@ def member_flag(text: str) -> tuple[int, Member]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = OneLineParser(prog="python -m switch_emulator", description=__doc__.split("\n\n")[0],
+    ap = OneLineParser(prog="python -m hina.emulator", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--listen", type=address, default=("127.0.0.1", 0),
                     help="data plane HOST:PORT (default 127.0.0.1 and a free port)")

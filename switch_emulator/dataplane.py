@@ -29,7 +29,7 @@ order the jobs were installed):
   per copy, flat.
 - `counts`: frames seen ([0]) and drops by reason ([reason]).
 
-Slot protocol (DESIGN.md section 2, after SwitchML): each slot has two
+Slot protocol (docs/design.md, "The slot protocol", after SwitchML): each slot has two
 copies.  A worker's first UPDATE for a copy sets its bit in that copy's
 arrival bitmap and clears it in the other copy, then writes (the copy was
 empty) or combines its words into the copy.  When the bitmap reaches the
@@ -48,7 +48,7 @@ window had not reached that copy yet would otherwise wait for chunks that
 never complete and time out.  Nothing here raises on a
 frame: anything malformed is dropped and counted by reason.
 
-Aggregation trees (DESIGN.md section 4, docs/trees.md): a switch holds a
+Aggregation trees (docs/design.md, "Aggregation trees"; docs/trees.md): a switch holds a
 job's share, its children's mask (`FULL`, `NEEDED` arrivals) and maybe
 parents (`PARENTS` of them, slot s going up to parent s mod PARENTS, so
 that several spines share a job's slots; `MEMBER`: this switch's member id
@@ -73,8 +73,29 @@ import socket
 import numpy as np
 from numba import njit
 
-HEADER_BYTES = 16
-MAX_WORKERS = 32
+from hina.control.config import MAX_PARENTS
+from hina.wire.frames import ETH, IP_END, UDP_END
+from hina.wire.headers import (
+    AT_COUNT,
+    AT_FLAGS,
+    AT_JOB_ID,
+    AT_MSG_TYPE,
+    AT_OFFSET,
+    AT_OP,
+    AT_PHASE,
+    AT_POOL_INDEX,
+    AT_WORKER_ID,
+    DROP_REASONS,
+    HEADER_BYTES,
+    MAX_WORKERS,
+    UDP_PORT,
+    VERSION_BIT,
+    Drop,
+    Flags,
+    MsgType,
+    Op,
+)
+
 SOCKADDR = 16
 
 # meta columns
@@ -82,9 +103,8 @@ WORKERS, WORDS, FRAME_BYTES, SLOT_BASE, SLOTS, FULL, COPY_BASE, VALUE_BASE, UPDA
 # trees: how many parents (0: this switch is the job's root), this switch's member id in the parents'
 # job, the arrivals that complete a copy, partials sent up (first time, and again)
 PARENTS, MEMBER, NEEDED, SENT_UP, RESENT_UP = range(11, 16)
-MAX_PARENTS = 8  # auth and names hold the parents' source ids and addresses after the members
 DROPS = 16  # drops by reason: meta[j, DROPS + reason]
-REASONS = 16
+REASONS = DROP_REASONS
 META = DROPS + REASONS
 # copies columns; TOTAL: the copy holds the job's total (a RESULT from the parent was stored in it)
 BITMAP, COUNTER, OFFSET, PHASE, TOTAL = range(5)
@@ -93,14 +113,15 @@ COPY_COLUMNS = 5
 # what `ingress` asks the caller to do with the frame it wrote: TO_PARENT + k sends it to parent k
 NOTHING, TO_GROUP, TO_SENDER, TO_PARENT = 0, 1, 2, 3
 
-# drop reasons (pipeline.Drop has the same values and the names)
-TRUNCATED, BAD_LENGTH, BAD_MSG_TYPE, BAD_OP, UNKNOWN_JOB, BAD_WORKER, UNAUTHORIZED = 1, 2, 3, 4, 5, 6, 7
-BAD_COUNT, BAD_SLOT, STALE, DUPLICATE, BAD_CHECKSUM, NO_ROUTE, STALE_RUN, NOT_PARENT = 8, 9, 10, 11, 12, 13, 14, 15
-
-_UPDATE, _RESULT = 0, 1
-_RESEND_FLAG, _STALE_RUN_FLAG = 1, 2
-_MAX_OP = 2  # ADD, OR, MAX
-_ADD, _OR = 0, 1
+# the wire's codes as plain integers, which the kernels compile in as constants
+(TRUNCATED, BAD_LENGTH, BAD_MSG_TYPE, BAD_OP, UNKNOWN_JOB, BAD_WORKER, UNAUTHORIZED, BAD_COUNT, BAD_SLOT, STALE,
+ DUPLICATE, BAD_CHECKSUM, NO_ROUTE, STALE_RUN, NOT_PARENT) = (int(d) for d in Drop)
+_UPDATE, _RESULT = int(MsgType.UPDATE), int(MsgType.RESULT)
+_RESEND_FLAG, _STALE_RUN_FLAG = int(Flags.RESEND), int(Flags.STALE_RUN)
+_MAX_OP = int(max(Op))
+_ADD, _OR = int(Op.ADD), int(Op.OR)
+_SLOT_MASK = VERSION_BIT - 1
+_VERSION_SHIFT = VERSION_BIT.bit_length() - 1
 NO_MEMBER = -2
 NO_SOURCE = -1  # a source no member has: matches no auth entry
 
@@ -169,16 +190,16 @@ def _drop(meta, counts, j, reason):
 def _header(out, o, data, at, flags, msg_type=_RESULT):
     """The RESULT's header: the UPDATE's, as a RESULT with `flags` (or as another `msg_type`)."""
     out[o : o + HEADER_BYTES] = data[at : at + HEADER_BYTES]
-    out[o] = msg_type
-    out[o + 5] = flags
+    out[o + AT_MSG_TYPE] = msg_type
+    out[o + AT_FLAGS] = flags
 
 
 @njit(cache=True, inline="always")
 def _send_up(out, o, data, at, values, row, words, member):
     """The copy's combined words as one UPDATE to the parent, this switch's member id as worker_id."""
     _result(out, o, data, at, 0, values, row, words)
-    out[o] = _UPDATE
-    out[o + 4] = member
+    out[o + AT_MSG_TYPE] = _UPDATE
+    out[o + AT_WORKER_ID] = member
 
 
 @njit(cache=True)
@@ -194,14 +215,14 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
     counts[0] += 1
     if present < HEADER_BYTES or claimed < HEADER_BYTES:
         return _drop(meta, counts, -1, TRUNCATED)
-    msg_type = data[at]
+    msg_type = data[at + AT_MSG_TYPE]
     if msg_type != _UPDATE and msg_type != _RESULT:
         return _drop(meta, counts, -1, BAD_MSG_TYPE)
-    op = np.int64(data[at + 1])
+    op = np.int64(data[at + AT_OP])
     if op > _MAX_OP:
         return _drop(meta, counts, -1, BAD_OP)
     # job_config
-    j = np.int64(job_index[_be16(data, at + 2)])
+    j = np.int64(job_index[_be16(data, at + AT_JOB_ID)])
     if j < 0:
         return _drop(meta, counts, -1, BAD_MSG_TYPE if msg_type == _RESULT else UNKNOWN_JOB)
     if msg_type == _RESULT and meta[j, PARENTS] == 0:  # only a switch with a parent takes RESULTs
@@ -213,7 +234,7 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
         return _drop(meta, counts, j, TRUNCATED)
     if msg_type == _RESULT:
         return _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_bytes, out, o)
-    worker = np.int64(data[at + 4])
+    worker = np.int64(data[at + AT_WORKER_ID])
     workers = meta[j, WORKERS]
     if worker >= workers:
         return _drop(meta, counts, j, BAD_WORKER)
@@ -221,21 +242,21 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
     if auth[j, worker] != source:
         return _drop(meta, counts, j, UNAUTHORIZED)
     words = meta[j, WORDS]
-    if _be16(data, at + 12) > words:
+    if _be16(data, at + AT_COUNT) > words:
         return _drop(meta, counts, j, BAD_COUNT)
-    pool_index = _be16(data, at + 6)
-    slot = (pool_index & 0x7FFF) - meta[j, SLOT_BASE]
+    pool_index = _be16(data, at + AT_POOL_INDEX)
+    slot = (pool_index & _SLOT_MASK) - meta[j, SLOT_BASE]
     if slot < 0 or slot >= meta[j, SLOTS]:
         return _drop(meta, counts, j, BAD_SLOT)
 
     # arrival_bitmap
-    local = 2 * slot + (pool_index >> 15)
+    local = 2 * slot + (pool_index >> _VERSION_SHIFT)
     copy = meta[j, COPY_BASE] + local
     other = meta[j, COPY_BASE] + (local ^ 1)
     bit = np.int64(1) << worker
     seen = copies[copy, BITMAP]
-    offset = _be32(data, at + 8)
-    phase = _be16(data, at + 14)
+    offset = _be32(data, at + AT_OFFSET)
+    phase = _be16(data, at + AT_PHASE)
     if seen != 0 and (copies[copy, OFFSET] != offset or copies[copy, PHASE] != phase):
         # Within one run a copy in use holds one chunk, and a worker whose bit is still set sends
         # there only that chunk again: this copy holds another run's state.  Refused at once, to
@@ -256,7 +277,7 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
             # sent up, no total yet: the partial up or the RESULT down was lost, so up again
             meta[j, RESENT_UP] += 1
             _send_up(out, o, data, at, values, row, words, meta[j, MEMBER])
-            return TO_PARENT + (pool_index & 0x7FFF) % meta[j, PARENTS], j, frame_bytes
+            return TO_PARENT + (pool_index & _SLOT_MASK) % meta[j, PARENTS], j, frame_bytes
         return _drop(meta, counts, j, DUPLICATE)
     if seen != 0 and copies[copy, COUNTER] == needed:  # the sender already left this complete copy
         return _drop(meta, counts, j, STALE)
@@ -296,7 +317,7 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
     if meta[j, PARENTS] != 0:  # complete here: one UPDATE up to the slot's parent, the total comes back down
         meta[j, SENT_UP] += 1
         _send_up(out, o, data, at, values, row, words, meta[j, MEMBER])
-        return TO_PARENT + (pool_index & 0x7FFF) % meta[j, PARENTS], j, frame_bytes
+        return TO_PARENT + (pool_index & _SLOT_MASK) % meta[j, PARENTS], j, frame_bytes
     meta[j, RESULTS] += 1
     _result(out, o, data, at, 0, values, row, words)
     return TO_GROUP, j, frame_bytes
@@ -314,23 +335,23 @@ def _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_
     stored copy).
     """
     words = meta[j, WORDS]
-    if _be16(data, at + 12) > words:
+    if _be16(data, at + AT_COUNT) > words:
         return _drop(meta, counts, j, BAD_COUNT)
-    pool_index = _be16(data, at + 6)
-    slot = (pool_index & 0x7FFF) - meta[j, SLOT_BASE]
+    pool_index = _be16(data, at + AT_POOL_INDEX)
+    slot = (pool_index & _SLOT_MASK) - meta[j, SLOT_BASE]
     if slot < 0 or slot >= meta[j, SLOTS]:
         return _drop(meta, counts, j, BAD_SLOT)
     # tree_parent: the slot's parent, the only source a RESULT is taken from
-    if source != auth[j, MAX_WORKERS + (pool_index & 0x7FFF) % meta[j, PARENTS]]:
+    if source != auth[j, MAX_WORKERS + (pool_index & _SLOT_MASK) % meta[j, PARENTS]]:
         return _drop(meta, counts, j, NOT_PARENT)
-    if data[at + 5] & _STALE_RUN_FLAG:
+    if data[at + AT_FLAGS] & _STALE_RUN_FLAG:
         _drop(meta, counts, j, STALE_RUN)  # counted on every tier it passes
         out[o : o + frame_bytes] = data[at : at + frame_bytes]
         return TO_GROUP, j, frame_bytes
-    local = 2 * slot + (pool_index >> 15)
+    local = 2 * slot + (pool_index >> _VERSION_SHIFT)
     copy = meta[j, COPY_BASE] + local
-    if (copies[copy, COUNTER] != meta[j, NEEDED] or copies[copy, OFFSET] != _be32(data, at + 8)
-            or copies[copy, PHASE] != _be16(data, at + 14)):
+    if (copies[copy, COUNTER] != meta[j, NEEDED] or copies[copy, OFFSET] != _be32(data, at + AT_OFFSET)
+            or copies[copy, PHASE] != _be16(data, at + AT_PHASE)):
         return _drop(meta, counts, j, STALE)
     out[o : o + frame_bytes] = data[at : at + frame_bytes]
     if copies[copy, TOTAL]:
@@ -342,7 +363,7 @@ def _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_
         raw[i] = _bswap(incoming[i])
     copies[copy, TOTAL] = 1
     meta[j, RESULTS] += 1
-    out[o + 5] = 0  # a fresh multicast down, whatever the parent's flags
+    out[o + AT_FLAGS] = 0  # a fresh multicast down, whatever the parent's flags
     return TO_GROUP, j, frame_bytes
 
 
@@ -396,9 +417,7 @@ def udp_batch(job_index, meta, auth, copies, values, counts, names, rx, stride, 
     return n, m, used
 
 
-# raw frames (Ethernet / IPv4 without options / UDP), as p4/hina.p4's parser sees them
-ETH, IP_END, UDP_END = 14, 34, 42
-HINA_PORT = 0x4E41  # headers.UDP_PORT
+# raw frames (Ethernet / IPv4 without options / UDP, offsets from hina.wire.frames), as p4/hina.p4's parser sees them
 SOCKADDR_LL = 20  # struct sockaddr_ll: where an AF_PACKET frame goes (an interface index)
 PACKET_OUTGOING = 4  # sockaddr_ll.sll_pkttype of a frame this host sent
 
@@ -425,8 +444,8 @@ def _egress(tx, at, port, rewrite):
             tx[at + b] = rewrite[port, b]
         for b in range(8):
             tx[at + ETH + 12 + b] = rewrite[port, 12 + b]
-        tx[at + IP_END] = tx[at + IP_END + 2] = HINA_PORT >> 8
-        tx[at + IP_END + 1] = tx[at + IP_END + 3] = HINA_PORT & 0xFF
+        tx[at + IP_END] = tx[at + IP_END + 2] = UDP_PORT >> 8
+        tx[at + IP_END + 1] = tx[at + IP_END + 3] = UDP_PORT & 0xFF
         tx[at + UDP_END - 2] = tx[at + UDP_END - 1] = 0
     checksum = _ipv4_checksum(tx, at + ETH)
     tx[at + ETH + 10] = checksum >> 8
@@ -472,7 +491,7 @@ def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths
         if check_outgoing and rx_names[SOCKADDR_LL * i + 10] == PACKET_OUTGOING:
             continue
         if (length < UDP_END or _be16(rx, base + 12) != 0x0800 or rx[base + ETH] != 0x45
-                or rx[base + ETH + 9] != 17 or _be16(rx, base + IP_END + 2) != HINA_PORT):
+                or rx[base + ETH + 9] != 17 or _be16(rx, base + IP_END + 2) != UDP_PORT):
             punt[punted] = i
             punted += 1
             continue

@@ -19,41 +19,15 @@ import struct
 
 import numpy as np
 
-from .headers import HEADER_BYTES, UDP_PORT
-from .pipeline import Drop, Pipeline
-from .topology import Topology, ip_bytes, mac_bytes
+from hina.control.topology import Topology
+from hina.wire.frames import ETH, IP_END, UDP_END, ip_bytes, ipv4_checksum, mac_bytes
+from hina.wire.headers import HEADER_BYTES, UDP_PORT, Drop
 
-ETH = 14
-IP_END = ETH + 20
-UDP_END = IP_END + 8
+from .pipeline import Pipeline
+
 _UDP_PORTS = struct.pack("!HH", UDP_PORT, UDP_PORT)
-_IPV4_WORDS = struct.Struct("!10H")
 # what the parser looks at, in one unpack: ethertype, IPv4 version+IHL, protocol, UDP dport, UDP length
 _PARSE = struct.Struct("!12xHB8xB12xHH")
-
-
-def ipv4_checksum(header: bytes | bytearray | memoryview, at: int = 0) -> int:
-    """The ones' complement sum of the 20-byte IPv4 header at `at`, its checksum field taken as zero."""
-    words = _IPV4_WORDS.unpack_from(header, at)
-    total = sum(words) - words[5]
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
-
-
-def encapsulate(payload: bytes, *, src_mac: bytes, dst_mac: bytes, src_ip: bytes, dst_ip: bytes,
-                sport: int, dport: int, ident: int = 0, dont_fragment: bool = False,
-                udp_len: int | None = None) -> bytes:
-    """`payload` in Ethernet / IPv4 (no options, TTL 64, checksum set) / UDP (checksum 0), as a host sends it.
-
-    Addresses are already packed (`topology.mac_bytes`, `ip_bytes`); `udp_len`
-    overrides the UDP length field (for frames that lie about it).
-    """
-    ip = bytearray(struct.pack("!BBHHHBBH", 0x45, 0, 28 + len(payload), ident, 0x4000 if dont_fragment else 0,
-                               64, 17, 0) + src_ip + dst_ip)
-    ip[10:12] = ipv4_checksum(bytes(ip)).to_bytes(2, "big")
-    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload) if udp_len is None else udp_len, 0)
-    return dst_mac + src_mac + b"\x08\x00" + bytes(ip) + udp + payload
 
 
 class FrameSwitch:

@@ -12,7 +12,7 @@ Reordering never swaps two packets of the same flow (same worker): a
 network path keeps one flow in order, and the slot protocol relies on it.
 A worker's retransmission of chunk c overtaken by its own next UPDATE for
 the same slot could land in an emptied slot copy as if it were new data,
-which DESIGN.md excludes by assuming no packet is delayed for longer than a
+which the slot protocol excludes by assuming no packet is delayed for longer than a
 window cycle; this injector therefore reorders across flows only.
 """
 

@@ -21,7 +21,7 @@ from .pipeline import Pipeline
 class InProcessPort:
     """One attached endpoint; quacks like `host.transport.UdpTransport`."""
 
-    def __init__(self, switch: "InProcessSwitch", name: Hashable):
+    def __init__(self, switch: InProcessSwitch, name: Hashable):
         self.switch = switch
         self.name = name
         self.queue: queue.SimpleQueue[bytes] = queue.SimpleQueue()

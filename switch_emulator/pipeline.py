@@ -7,7 +7,7 @@ compiled (`dataplane.py`): `update` runs them on one frame, and the UDP
 backend runs them on a whole `recvmmsg` batch at once (`dataplane.udp_batch`)
 on the same registers.  Anything malformed is dropped and counted by
 reason; the pipeline never raises on a frame.  The slot protocol is
-described in `dataplane.py` (DESIGN.md section 2).
+described in `dataplane.py` (docs/design.md, "The slot protocol").
 
 A source is whatever the backend names a sender by (a UDP (host, port), a
 switch port, an in-process port name); the registers hold an integer id
@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import enum
 import functools
 import itertools
-from typing import Hashable, NamedTuple
+from collections.abc import Hashable
+from typing import NamedTuple
 
 import numpy as np
 
+from hina.control.config import JobConfig
+from hina.wire.headers import MAX_FRAME_BYTES, MAX_WORKERS, Drop
+
 from . import dataplane as dp
-from .config import MAX_FRAME_BYTES, JobConfig
-from .headers import MAX_WORKERS
 
 
 class UnknownJob(KeyError):
@@ -36,26 +37,6 @@ class UnknownJob(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
-
-
-class Drop(enum.IntEnum):
-    """Why a frame was dropped; the values index the P4 `drops` counter."""
-
-    TRUNCATED = dp.TRUNCATED  # shorter than the hina header, or than header + K words
-    BAD_LENGTH = dp.BAD_LENGTH  # longer than header + K words
-    BAD_MSG_TYPE = dp.BAD_MSG_TYPE  # not an UPDATE
-    BAD_OP = dp.BAD_OP  # not ADD, OR or MAX
-    UNKNOWN_JOB = dp.UNKNOWN_JOB
-    BAD_WORKER = dp.BAD_WORKER  # worker_id >= N
-    UNAUTHORIZED = dp.UNAUTHORIZED  # source not allowed to speak for (job, worker_id)
-    BAD_COUNT = dp.BAD_COUNT  # count > K
-    BAD_SLOT = dp.BAD_SLOT  # slot outside the job's range
-    STALE = dp.STALE  # offset disagrees with a non-empty copy, or sender already left a complete copy
-    DUPLICATE = dp.DUPLICATE  # sender already counted in an incomplete copy
-    BAD_CHECKSUM = dp.BAD_CHECKSUM  # raw frames: IPv4 header checksum wrong
-    NO_ROUTE = dp.NO_ROUTE  # raw frames: non-hina frame to an unknown destination MAC
-    STALE_RUN = dp.STALE_RUN  # the copy holds another run's chunk: refused to every member (flag STALE_RUN)
-    NOT_PARENT = dp.NOT_PARENT  # a RESULT from a source that is not the job's parent switch
 
 
 _REASONS = frozenset(Drop)
@@ -69,7 +50,7 @@ def _counter(row: np.ndarray) -> collections.Counter:
 class _JobState:
     """One job: its config and members, and views of its rows of the pipeline's registers."""
 
-    def __init__(self, cfg: JobConfig, pipeline: "Pipeline"):
+    def __init__(self, cfg: JobConfig, pipeline: Pipeline):
         self.cfg = cfg
         self.pipeline, self.row = pipeline, None  # the row: once the pipeline has placed the job
         self.words, self.copies_count = cfg.words, 2 * cfg.slots

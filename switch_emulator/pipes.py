@@ -33,11 +33,12 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from .config import JobConfig, Member
-from .headers import ETH_HEADER_BYTES, IPV4_HEADER_BYTES, UDP_HEADER_BYTES, UDP_PORT
-from .topology import Topology
+from hina.control.config import JobConfig, Member
+from hina.control.topology import Topology
+from hina.wire.headers import ETH_HEADER_BYTES, IPV4_HEADER_BYTES, UDP_HEADER_BYTES, UDP_PORT
 
 SO_ATTACH_REUSEPORT_CBPF = 51
 SOL_PACKET = 263

@@ -28,13 +28,15 @@ import struct
 
 import numpy as np
 
-from . import mmsg
+from hina.control.topology import Topology
+from hina.wire import mmsg
+from hina.wire.mmsg import set_buffers
+
 from .dataplane import SOCKADDR_LL, raw_batch, warm
 from .frames import FrameSwitch
 from .impair import ImpairmentConfig
 from .pipes import join_fanout
-from .server import SwitchServer, set_buffers
-from .topology import Topology
+from .server import SwitchServer
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263

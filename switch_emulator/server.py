@@ -24,25 +24,10 @@ import threading
 import time
 from collections.abc import Hashable
 
-from .control import handle
+from .control_port import handle
 from .impair import Impairment, ImpairmentConfig
 from .pipeline import Pipeline
 from .pipes import Pipes
-
-SOCKET_BUFFER = 8 << 20  # bytes; bursts of a whole window from every worker must fit
-
-
-def set_buffers(sock: socket.socket, size: int = SOCKET_BUFFER) -> int:
-    """Ask for `size`-byte socket buffers, past rmem_max when root; return what the kernel granted."""
-    for opt_force, opt in ((getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF),
-                           (getattr(socket, "SO_SNDBUFFORCE", None), socket.SO_SNDBUF)):
-        try:
-            if opt_force is None:
-                raise PermissionError
-            sock.setsockopt(socket.SOL_SOCKET, opt_force, size)
-        except PermissionError:
-            sock.setsockopt(socket.SOL_SOCKET, opt, size)
-    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
 
 
 def check_pipes(pipes: int) -> int:

@@ -21,12 +21,14 @@ import json
 import socket
 import sys
 
-from . import mmsg
+from hina.wire import mmsg
+from hina.wire.mmsg import SOCKET_BUFFER, set_buffers
+
 from .dataplane import udp_batch, warm
 from .impair import ImpairmentConfig
 from .pipeline import Pipeline
 from .pipes import reuseport_group
-from .server import SOCKET_BUFFER, SwitchServer, set_buffers
+from .server import SwitchServer
 
 __all__ = ["SOCKET_BUFFER", "UdpSwitch", "announce", "set_buffers"]
 _BATCH = 256

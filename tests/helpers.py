@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from hypothesis import strategies as st
 
-import codec
+from hina import codec
+from hina.codec import bitmap
 
 SUPPORTS = ("independent", "identical", "overlapping", "disjoint")
 
@@ -95,8 +98,8 @@ def aggregate_over_udp(switch, spec, params, grads, *, deadline=20.0):
 
     Returns (results, workers); an exception in any worker is re-raised.
     """
-    from host import UdpTransport, Worker
-    from switch_emulator import Member
+    from hina.control import Member
+    from hina.host import UdpTransport, Worker
 
     transports = [UdpTransport(switch.data_address) for _ in grads]
     switch.pipeline.add_job(spec.switch_config(len(grads), [Member(w, t.address) for w, t in enumerate(transports)]))
@@ -116,7 +119,7 @@ def union_mask(grads: list[np.ndarray]) -> np.ndarray:
     return np.any(np.stack([np.asarray(g).reshape(-1) != 0 for g in grads]), axis=0)
 
 
-def drive(sessions: list) -> tuple[list, list[np.ndarray], list[tuple[tuple[str, "codec.Op"], ...]]]:
+def drive(sessions: list) -> tuple[list, list[np.ndarray], list[tuple[tuple[str, codec.Op], ...]]]:
     """Run WorkerSessions to the end with numpy as the switch (each segment with its own op).
 
     Returns (results, the aggregate of every round, each round's (segment name, op) pairs).
@@ -130,3 +133,61 @@ def drive(sessions: list) -> tuple[list, list[np.ndarray], list[tuple[tuple[str,
         for s in sessions:
             s.receive(aggregate)
     return [s.result() for s in sessions], aggregates, rounds
+
+
+# -- the codec's cases, shared by the numba and torch tests ------------------------------------------
+LANES = 1024
+GROUP_SIZES = tuple(1 << k for k in range(11))
+# every mode, and the index's one- and two-level forms where a mode has an index
+MODE_GROUPS = [("auto", 0), ("dense", 0), ("blocks", 0), ("aligned", 1), ("aligned", 16), ("aligned", 0),
+               ("sketch", 1), ("sketch", 4), ("sketch", 0)]
+EACH_MODE = pytest.mark.parametrize("mode,group", MODE_GROUPS, ids=[f"{m}-{g}" for m, g in MODE_GROUPS])
+
+
+@st.composite
+def codec_jobs(draw):
+    workers = draw(st.integers(1, 32))
+    length = draw(st.one_of(st.integers(1, 3000), st.integers(1, 30_000)))
+    density = draw(st.one_of(st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.2, 0.5, 1.0]), st.floats(0, 1)))
+    support = draw(st.sampled_from(SUPPORTS))
+    dtype = draw(st.sampled_from([np.float16, np.float32, np.float64, np.int32]))
+    cancel = draw(st.booleans())
+    seed = draw(st.integers(0, 2**32 - 1))
+    mode = draw(st.sampled_from(codec.MODES))
+    group = draw(st.sampled_from([0, 1, 2, 8, 256]))
+    lanes = draw(st.sampled_from([LANES, 64, 7]))
+    return workers, length, density, support, dtype, cancel, seed, mode, group, lanes
+
+
+def random_bitmap(rng, length, density):
+    """A bitmap with clustered and scattered bits, its last element set half the time."""
+    mask = rng.random(length) < density
+    if length > 64:
+        start = int(rng.integers(0, length - 64))
+        mask[start : start + int(rng.integers(1, 64))] = True
+    if rng.random() < 0.5:
+        mask[-1] = True
+    return mask, bitmap.from_positions(np.flatnonzero(mask), length)
+
+
+# -- the host baselines --------------------------------------------------------------------------------
+def torch_missing() -> str | None:
+    """Why the baselines cannot run here (torch with gloo), or None."""
+    from hina.baselines import comm
+
+    try:
+        comm.require_torch()
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+def assert_baseline_exact(run: dict) -> None:
+    """A baseline run is lossless, its ranks agree and every round is within float32 rounding of numpy's sum."""
+    assert not run["lossy"], run["mode"]
+    assert run["identical"], f"{run['mode']}: ranks disagree"
+    for r in run["rounds"]:
+        c = r["check"]
+        assert c["within_bound"] and c["max_diff_over_bound"] <= 1.0, (run["mode"], c)
+        assert c["rel_l2_error"] < 1e-6, (run["mode"], c)
+    assert run["exact"]

@@ -20,9 +20,7 @@ from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw, raw
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from switch_emulator.headers import UDP_PORT, pack_header  # noqa: E402
+from hina.wire.headers import UDP_PORT, pack_header
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 K = 32
@@ -51,7 +49,7 @@ TOPOLOGY = {
 }
 JOB_PORTS = {1: [1, 2, 3], 2: [4, 1]}
 
-# Trees (DESIGN.md section 4): the switch under test is a leaf holding workers 0 and 1 (ports 1, 2) of a
+# Trees (docs/design.md, "Aggregation trees"): the switch under test is a leaf holding workers 0 and 1 (ports 1, 2) of a
 # job of 4; its spines are on ports 5 (even slots) and 6 (odd slots), where it is member 0.  Port 3 is
 # a host of no job.  A spine's vector (SPINE_TOPOLOGY) has two leaves on ports 1 and 2.
 TREE_TOPOLOGY = {

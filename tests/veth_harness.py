@@ -3,7 +3,7 @@
 Each case gets fresh veth pairs hs<p>/ht<p> per host port p and a fresh
 switch on the hs ends, configured through the controller from the case's
 topology; the test sends on and captures from the ht ends with AF_PACKET.
-Two switches: the emulator's raw backend (`python -m switch_emulator
+Two switches: the emulator's raw backend (`python -m hina.emulator
 --raw ...`) and BMv2 (`simple_switch_grpc`, after `make p4`).
 """
 
@@ -17,9 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from switch_emulator.controller import P4_BUILD, Bmv2Target, EmulatorTarget
-from switch_emulator.topology import Topology
 from veth import veth_pairs
+
+from hina.control.controller import Bmv2Target, EmulatorTarget
+from hina.control.topology import Topology
 
 ROOT = Path(__file__).resolve().parent.parent
 ETH_P_ALL = 0x0003
@@ -27,7 +28,7 @@ PACKET_OUTGOING = 4
 
 
 def start_emulator(ports, pipes=1, batch=True):
-    proc = subprocess.Popen([sys.executable, "-m", "switch_emulator", f"--pipes={pipes}",
+    proc = subprocess.Popen([sys.executable, "-m", "hina.emulator", f"--pipes={pipes}",
                              *[f"--raw={p}=hs{p}" for p in ports], *([] if batch else ["--no-batch"])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline()
@@ -44,12 +45,6 @@ def start_bmv2(ports, grpc_port=50151, thrift_port=9190):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for_port(grpc_port, proc)
     return proc, Bmv2Target(f"127.0.0.1:{grpc_port}", thrift_port=thrift_port)
-
-
-def build_p4() -> None:
-    proc = subprocess.run(["make", "-C", str(ROOT), "p4"], capture_output=True, text=True)
-    if proc.returncode != 0 or not (P4_BUILD / "hina.json").exists():
-        raise RuntimeError(f"make p4 failed:\n{proc.stdout}\n{proc.stderr}")
 
 
 def run_case(case: dict, start, settle: float) -> tuple[list[tuple[int, bytes]], dict[str, int]]:

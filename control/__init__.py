@@ -1,0 +1,16 @@
+"""The control plane: what a switch is told about jobs, and the clients that tell it.
+
+`JobConfig` and `Member` describe a job on one switch; `Topology` a switch's
+hosts, ports and jobs; `Fabric` several switches and the tree a job is
+summed over.  `ControlClient` speaks to a running emulator's control port;
+`controller` configures the emulator or BMv2 (through P4Runtime, `p4rt`)
+from one `Topology`.  The control plane configures the switches and is part
+of neither.
+"""
+
+from .client import ControlClient, ControlError
+from .config import JobConfig, Member
+from .fabric import Fabric, TreeJob
+from .topology import Host, Topology
+
+__all__ = ["ControlClient", "ControlError", "Fabric", "Host", "JobConfig", "Member", "Topology", "TreeJob"]

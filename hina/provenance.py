@@ -1,0 +1,132 @@
+"""Where a result came from: the command, machine, date and commit that every result file records.
+
+Every benchmark writes its JSON through `write_result`, which puts one `meta` object first:
+
+    {"meta": {"command": "python benchmarks/soak.py --seconds 60", "date": "2026-11-24T21:03:11+00:00",
+              "machine": "Linux-6.18...-x86_64", "cpu": "AMD EPYC ...", "cpus": 2, "python": "3.11.7",
+              "numpy": "2.4.6", "commit": "6c2ba29c1f0e", "dirty": false, ...}, ...the result...}
+
+`tools/tables.py` prints that line under every table it generates, so a figure in README or
+docs/ always names its run.  `meta_of` also reads the older layouts (command, date and machine at
+the top level, or no commit), and says "not recorded" for what a file lacks.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def commit() -> tuple[str | None, bool]:
+    """The checkout's commit (12 hex digits) and whether the code differs from it (tracked files other than
+    the results and the pages that show them: a campaign rewrites those as it goes); (None, False) outside git."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode:
+            return None, False
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":!benchmarks/results", ":!docs", ":!README.md"],
+                               capture_output=True, text=True, timeout=10)
+        return head.stdout.strip(), bool(dirty.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, False
+
+
+def command_line(script: str, argv: list[str] | None = None) -> str:
+    """`python benchmarks/x.py ARGS` as the user typed it (argv None: this process's own arguments)."""
+    return shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)])
+
+
+def stamp(command: str, **extra: Any) -> dict:
+    """The `meta` object of a result: command, date (UTC), machine, cpu, cpus, versions, commit, dirty."""
+    import numpy as np
+
+    head, dirty = commit()
+    meta = {"command": command, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "machine": platform.platform(), "cpu": cpu_model(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "numpy": np.__version__, "commit": head, "dirty": dirty,
+            "load": _loadavg()}
+    meta.update(extra)
+    return meta
+
+
+def p4_versions() -> dict[str, str]:
+    """The P4 toolchain a BMv2 figure ran on: p4c's and simple_switch_grpc's versions (those installed)."""
+    out = {}
+    for tool in ("p4c", "simple_switch_grpc"):
+        try:
+            run = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        found = re.search(r"\d+\.\d+\.\d+(\.\d+)?", run.stdout or run.stderr or "")
+        if run.returncode == 0 and found:
+            out[tool] = found.group(0)
+    return out
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return None
+
+
+def write_result(path: Path, result: dict, command: str, **extra: Any) -> dict:
+    """Write `result` as JSON with `meta` first (merged over any `meta` the result already has); returns it."""
+    meta = {**result.get("meta", {}), **stamp(command, **extra)}
+    data = {"meta": meta, **{k: v for k, v in result.items() if k != "meta"}}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
+    return data
+
+
+NOT_RECORDED = "not recorded"
+
+
+def meta_of(result: dict) -> dict:
+    """command, date, machine, cpus, commit of a result file in any layout this project has written."""
+    meta = dict(result.get("meta") or {})
+    for key in ("command", "date", "machine", "cpus", "commit"):
+        if key not in meta and key in result:
+            meta[key] = result[key]
+    machine = meta.get("machine")
+    if isinstance(machine, str) and "(" not in machine and meta.get("cpus"):
+        machine = f"{machine} ({meta['cpus']} CPUs)"
+    return {"command": meta.get("command") or NOT_RECORDED, "date": meta.get("date") or NOT_RECORDED,
+            "machine": machine or NOT_RECORDED, "commit": meta.get("commit") or NOT_RECORDED,
+            "dirty": bool(meta.get("dirty"))}
+
+
+def source_line(name: str, result: dict) -> str:
+    """One line naming a result file's run, for under a generated table."""
+    m = meta_of(result)
+    commit_text = m["commit"] + (" with uncommitted changes" if m["dirty"] else "")
+    command = m["command"]
+    if command != NOT_RECORDED and not command.startswith(("python", "sudo", ".venv", "make")):
+        command = "python " + (command if "/" in command.split()[0] else f"benchmarks/{command}")
+    p4 = (result.get("meta") or {}).get("p4") or result.get("p4") or {}
+    tools = "".join(f", {tool} {version}" for tool, version in sorted(p4.items()))
+    return (f"Source: `benchmarks/results/{name}`, from `{command}` on {m['machine']}{tools}, {m['date']}, "
+            f"commit {commit_text}.")

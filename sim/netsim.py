@@ -1,0 +1,265 @@
+"""A deterministic network for sans-I/O tests: workers' PhaseTransfers and the Pipeline on a virtual clock.
+
+Packets take `latency` plus random jitter; jitter reorders packets of
+different flows but each flow (one worker's UPDATEs, or the RESULTs to one
+worker) stays in order, as on a network path.  Each packet is dropped with
+probability `drop` and duplicated with probability `dup`.  With `service`
+the switch is a slow one (BMv2): it serves one UPDATE per `service`
+seconds from a queue of at most `queue` packets and drops what arrives
+when the queue is full (counted in `overflows`).  `links` puts a flow's
+packets through a `Bottleneck` (a link of a given rate with a drop-tail
+queue) before their latency, and a `RenoFlow` (a loss-based TCP flow) can
+share that link with the aggregation.  No sockets, no threads, no sleeps:
+a run is a pure function of its seed.
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import itertools
+
+import numpy as np
+
+from hina.codec.ops import reduce_words
+from hina.emulator.pipeline import Pipeline
+from hina.host.window import PhaseTransfer, RttEstimator, SlotPool
+
+
+class Bottleneck:
+    """A link of `rate` bytes per second behind a drop-tail queue of `queue` packets (Linux's pfifo, as
+    under Mininet's htb): packets leave in the order they came, each `size / rate` after the one
+    before; one that finds the queue full is dropped."""
+
+    def __init__(self, rate: float, queue: int):
+        self.rate, self.queue = rate, queue
+        self.free_at = 0.0  # when the link has sent everything it holds
+        self._leaving: collections.deque[float] = collections.deque()  # when each held packet has left
+        self.carried: dict[str, int] = {}  # bytes sent, by kind
+        self.drops: dict[str, int] = {}
+
+    def enqueue(self, now: float, size: int, kind: str) -> float | None:
+        """When a packet of `size` bytes offered at `now` has left the link; None: dropped."""
+        while self._leaving and self._leaving[0] <= now:
+            self._leaving.popleft()
+        if len(self._leaving) >= self.queue:
+            self.drops[kind] = self.drops.get(kind, 0) + 1
+            return None
+        self.free_at = max(now, self.free_at) + size / self.rate
+        self._leaving.append(self.free_at)
+        self.carried[kind] = self.carried.get(kind, 0) + size
+        return self.free_at
+
+
+class VirtualNetwork:
+    def __init__(self, pipeline: Pipeline, rng: np.random.Generator, *, drop=0.0, dup=0.0,
+                 latency=1e-4, jitter=2e-4, service=0.0, queue=64, links=None):
+        """links: {flow: Bottleneck}, flow ("up", worker) or ("down", ("w", worker))."""
+        self.pipeline, self.rng = pipeline, rng
+        self.links = links or {}
+        self.service, self.queue = service, queue
+        self._busy_until = 0.0
+        self._in_service: list[float] = []  # when each queued packet's service ends
+        self.overflows = 0
+        self.drop, self.dup, self.latency, self.jitter = drop, dup, latency, jitter
+        self.now = 0.0
+        self._events: list = []
+        self._seq = itertools.count()
+        self._flow_last: dict = {}
+        self.sent = 0
+
+    def at(self, when: float, deliver) -> None:
+        """Run `deliver` at `when`."""
+        heapq.heappush(self._events, (when, next(self._seq), deliver))
+
+    def _schedule(self, flow, deliver, size: int = 0) -> None:
+        self.sent += 1
+        if self.rng.random() < self.drop:
+            return
+        copies = 2 if self.rng.random() < self.dup else 1
+        link = self.links.get(flow)
+        for _ in range(copies):
+            at = self.now
+            if link is not None:
+                at = link.enqueue(self.now, size, "hina")
+                if at is None:
+                    continue
+            at += self.latency + self.rng.random() * self.jitter
+            at = max(at, self._flow_last.get(flow, 0.0))  # a flow stays in order
+            self._flow_last[flow] = at
+            heapq.heappush(self._events, (at, next(self._seq), deliver))
+
+    def uplink(self, worker: int, frame: bytes) -> None:
+        self._schedule(("up", worker), lambda: self._arrive(worker, frame), len(frame))
+
+    def _arrive(self, worker: int, frame: bytes) -> None:
+        if not self.service:
+            return self._at_switch(worker, frame)
+        self._in_service = [t for t in self._in_service if t > self.now]
+        if len(self._in_service) >= self.queue:
+            self.overflows += 1
+            return
+        self._busy_until = max(self.now, self._busy_until) + self.service
+        self._in_service.append(self._busy_until)
+        heapq.heappush(self._events, (self._busy_until, next(self._seq), lambda: self._at_switch(worker, frame)))
+
+    def _at_switch(self, worker: int, frame: bytes) -> None:
+        emit = self.pipeline.update(frame, ("w", worker))
+        if emit is not None:
+            for dest in emit.dests:
+                self._schedule(("down", dest), lambda d=dest, f=emit.frame: self.on_result(d[1], f), len(emit.frame))
+
+    def on_result(self, worker: int, frame: bytes) -> None:  # set by run_transfers
+        raise NotImplementedError
+
+    def run(self, until: float) -> bool:
+        """Deliver events until none are left before `until`; False if the queue ran dry."""
+        while self._events and self._events[0][0] <= until:
+            at, _, deliver = heapq.heappop(self._events)
+            self.now = at
+            deliver()
+        return bool(self._events)
+
+
+class RenoFlow:
+    """A bulk TCP flow through `link` (TCP Reno: slow start, then one packet more per window; on a loss,
+    seen a round trip later as duplicate ACKs would show it, the window halves once per round trip).
+    Its ACKs come back `latency` after the link, uncongested.  It sends until `stop`."""
+
+    def __init__(self, net: VirtualNetwork, link: Bottleneck, *, mss: int = 1500, latency: float = 2e-4):
+        self.net, self.link, self.mss, self.latency = net, link, mss, latency
+        self.cwnd, self.ssthresh = 2.0, float("inf")
+        self.in_flight = self.seq = self.recover = 0
+        self.delivered = self.cuts = 0
+        self.running = False
+
+    def start(self) -> None:
+        self.running = True
+        self._send()
+
+    def stop(self) -> None:
+        self.running = False
+
+    def _send(self) -> None:
+        while self.running and self.in_flight < int(self.cwnd):
+            seq, self.seq = self.seq, self.seq + 1
+            self.in_flight += 1
+            left = self.link.enqueue(self.net.now, self.mss, "tcp")
+            if left is None:  # the packets queued ahead of it carry the news back
+                when = max(self.net.now, self.link.free_at) + self.latency
+                self.net.at(when, lambda seq=seq: self._lost(seq))
+            else:
+                self.net.at(left + self.latency, self._acked)
+
+    def _acked(self) -> None:
+        self.in_flight -= 1
+        self.delivered += self.mss
+        self.cwnd += 1.0 if self.cwnd < self.ssthresh else 1.0 / self.cwnd
+        self._send()
+
+    def _lost(self, seq: int) -> None:
+        self.in_flight -= 1
+        if seq >= self.recover:  # not sent before the last cut: a new congestion event
+            self.ssthresh = self.cwnd = max(2.0, self.cwnd / 2)
+            self.recover = self.seq
+            self.cuts += 1
+        self._send()
+
+
+def run_transfers(pipeline: Pipeline, payloads: list[np.ndarray], op: int, *, job_id: int, words: int,
+                  slot_base: int, slots: int, rng: np.random.Generator, drop=0.0, dup=0.0, rounds: int = 1,
+                  deadline: float = 5.0, pools=None, rtts=None, windows=None,
+                  net: VirtualNetwork | None = None, flows=(), before_round=None,
+                  ) -> tuple[list[list[np.ndarray]], VirtualNetwork, list]:
+    """Aggregate `payloads` (one per worker) `rounds` times in a row; return every worker's results.
+
+    windows: each worker's CongestionWindow (default: all `slots` in flight, fixed).
+    flows: RenoFlows sharing the links, stopped once the last round is done.
+    before_round: called with the round's number and the network before each round starts.
+    """
+    n = len(payloads)
+    net = net or VirtualNetwork(pipeline, rng, drop=drop, dup=dup)
+    pools = pools or [SlotPool(slot_base, slots) for _ in range(n)]
+    rtts = rtts or [RttEstimator(initial=2e-3, minimum=1e-3, maximum=0.05) for _ in range(n)]
+    windows = windows or [None] * n
+    results: list[list[np.ndarray]] = [[] for _ in range(n)]
+    stats = []
+    for r in range(rounds):
+        if before_round is not None:
+            before_round(r, net)
+        xfers = [PhaseTransfer(job_id=job_id, worker_id=w, words=words, pool=pools[w], rtt=rtts[w], tag=r,
+                               op=op, payload=payloads[w], name=f"round{r}", now=net.now, deadline=deadline,
+                               window=windows[w])
+                 for w in range(n)]
+
+        def on_result(w: int, frame: bytes, xfers=xfers) -> None:
+            for out in xfers[w].receive(frame, net.now):
+                net.uplink(w, out)
+
+        net.on_result = on_result
+        for w, x in enumerate(xfers):
+            for f in x.start(net.now):
+                net.uplink(w, f)
+        while not all(x.done for x in xfers):
+            timer = min(x.next_timer() for x in xfers if not x.done)
+            net.run(until=timer)
+            net.now = max(net.now, timer)
+            for w, x in enumerate(xfers):
+                for f in x.poll(net.now):
+                    net.uplink(w, f)
+        for w, x in enumerate(xfers):
+            results[w].append(x.result)
+        stats.append([dict(x.stats) for x in xfers])
+    for flow in flows:
+        flow.stop()
+    net.run(until=float("inf"))  # let stray duplicates arrive: they must not disturb anything
+    return results, net, stats
+
+
+def expected(op: int, payloads: list[np.ndarray]) -> np.ndarray:
+    return reduce_words(op, payloads)
+
+
+def beside_reno(contest: float, seed: int, *, queue: int = 128, flow: bool = True, rounds: int = 3,
+                chunks: int = 300, rate_mbps: float = 85.0, workers: int = 4) -> dict:
+    """Dense aggregation of `workers` over `rounds` rounds, rank 0's downlink a `rate_mbps` link with a
+    `queue`-packet drop-tail queue (Mininet's star with 9000-byte frames: K = 2239 words); a Reno flow of
+    8,948-byte segments shares that link from round 1 on (`flow`).  Round 0 runs alone, so the least
+    round trip is the empty path's.  Returns round 0's seconds (`alone`), the later rounds' mean
+    (`later`), hina's share of the link in them (`share`), rank 0's window after each later round
+    (`cwnds`), its `window`, the `flow` and the frames resent per later round (`resent`); every
+    worker's sum is checked."""
+    from hina.codec.ops import Op
+    from hina.control import JobConfig, Member
+    from hina.host.window import CongestionWindow, RttEstimator
+
+    words, slots = 2239, 64
+    rng = np.random.default_rng(seed)
+    p = Pipeline()
+    p.add_job(JobConfig(5, workers, words, 0, slots, tuple(Member(w, ("w", w)) for w in range(workers))))
+    payloads = [rng.integers(-(2**20), 2**20, size=chunks * words).astype(np.int32) for _ in range(workers)]
+    link = Bottleneck(rate_mbps * 1e6 / 8, queue)
+    net = VirtualNetwork(p, rng, latency=1e-4, jitter=5e-5, links={("down", ("w", 0)): link})
+    tcp = RenoFlow(net, link, mss=8948)
+    windows = [CongestionWindow(slots, contest=contest) for _ in range(workers)]
+    marks, cwnds = [], []
+
+    def before_round(r, net):
+        marks.append((net.now, link.carried.get("hina", 0)))
+        cwnds.append(windows[0].cwnd)
+        if r == 1 and flow:
+            tcp.start()
+
+    results, net, stats = run_transfers(p, payloads, Op.ADD, job_id=5, words=words, slot_base=0, slots=slots,
+                                        rng=rng, rounds=rounds, deadline=60.0, net=net, windows=windows,
+                                        rtts=[RttEstimator() for _ in range(workers)], flows=[tcp],
+                                        before_round=before_round)
+    want = expected(Op.ADD, payloads)
+    assert all(np.array_equal(r, want) for per_worker in results for r in per_worker)
+    marks.append((net.now, link.carried["hina"]))
+    cwnds.append(windows[0].cwnd)
+    span = marks[-1][0] - marks[1][0]
+    return {"alone": marks[1][0] - marks[0][0], "later": span / (rounds - 1),
+            "share": (marks[-1][1] - marks[1][1]) / (span * link.rate), "cwnds": cwnds[2:],
+            "window": windows[0], "flow": tcp,
+            "resent": sum(s.get("retransmissions", 0) for rnd in stats[1:] for s in rnd) / (rounds - 1)}

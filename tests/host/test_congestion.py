@@ -1,0 +1,90 @@
+"""Workers against a slow switch on a virtual clock: the congestion window keeps resends few, and exact.
+
+The issue's BMv2 case: simple_switch_grpc forwards a few thousand packets a
+second, and three workers with 64 slots each in flight overran its queues;
+every drop timed out and the resends added load.  Here the switch serves one
+UPDATE per 0.3 ms (3,333 packets/s) from a 64-packet queue and drops the
+rest; 3 workers, K = 32, 64 slots, the workers' own defaults (RFC 6298 timer
+from 100 ms, window from 16 chunks).
+
+And beside a TCP flow: a drop-tail link shared with a Reno flow, where the
+delay rule alone gave the flow the link and the contested window keeps a
+share of it.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from hina.codec.ops import Op
+from hina.control import JobConfig, Member
+from hina.emulator import Pipeline
+from hina.host.window import CongestionWindow, RttEstimator
+from hina.sim.netsim import VirtualNetwork, beside_reno, expected, run_transfers
+
+WORKERS, WORDS, SLOTS = 3, 32, 64
+
+
+def slow_switch_run(adaptive: bool, seed: int = 3, chunks: int = 400, drop: float = 0.0):
+    rng = np.random.default_rng(seed)
+    p = Pipeline()
+    p.add_job(JobConfig(5, WORKERS, WORDS, 0, SLOTS, tuple(Member(w, ("w", w)) for w in range(WORKERS))))
+    payloads = [rng.integers(-(2**20), 2**20, size=chunks * WORDS).astype(np.int32) for _ in range(WORKERS)]
+    net = VirtualNetwork(p, rng, drop=drop, latency=1e-4, jitter=5e-5, service=3e-4, queue=64)
+    windows = [CongestionWindow(SLOTS) for _ in range(WORKERS)] if adaptive else None
+    results, net, stats = run_transfers(p, payloads, Op.ADD, job_id=5, words=WORDS, slot_base=0, slots=SLOTS,
+                                        rng=rng, rounds=2, deadline=30.0, net=net, windows=windows,
+                                        rtts=[RttEstimator() for _ in range(WORKERS)])
+    want = expected(Op.ADD, payloads)
+    assert all(np.array_equal(r, want) for per_worker in results for r in per_worker)
+    resent = sum(s.get("retransmissions", 0) for rnd in stats for s in rnd)
+    useful = 2 * WORKERS * chunks
+    return resent / useful, net
+
+
+def test_the_window_fits_a_slow_switch():
+    share, net = slow_switch_run(adaptive=True)
+    assert share <= 0.03, f"{share:.1%} of useful packets resent"
+    fixed, fixed_net = slow_switch_run(adaptive=False)
+    assert fixed > 3 * max(share, 0.01)  # all 64 slots in flight: the queue overflows
+    assert fixed_net.overflows > net.overflows
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exact_on_a_slow_lossy_switch(seed):
+    share, _ = slow_switch_run(adaptive=True, seed=seed, chunks=150, drop=0.01)
+    assert share < 0.10  # a lost UPDATE costs every worker a resend (none knows whose was lost)
+
+
+# -- beside a loss-based TCP flow: Mininet's 85 Mbit/s star with 9000-byte frames and a drop-tail queue
+# of 128 packets on rank 0's downlink, shared with a Reno flow from round 1 on (netsim.beside_reno) ------
+
+def beside_tcp(contest: float, seed: int, flow: bool = True):
+    r = beside_reno(contest, seed, queue=128, flow=flow)
+    return r["alone"], r["later"], r["share"], r["cwnds"], r["window"], r["flow"]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_beside_a_tcp_flow_the_window_contests_the_queue_instead_of_yielding_the_link(seed):
+    """The delay rule alone gives way: the flow keeps the queue standing, so the window never grows
+    again and each loss halves it to its floor (hina got 2% of the link, its rounds 44x slower).
+    Contested, it grows as Reno does: a share several times that (the window can hold at most
+    64 of the queue's 128 + 64 frames: 33%)."""
+    alone, later, share, cwnds, window, tcp = beside_tcp(CongestionWindow.CONTEST, seed)
+    y_alone, y_later, y_share, y_cwnds, y_window, _ = beside_tcp(math.inf, seed)
+    assert y_share < 0.05 and y_window.contests == 0
+    assert max(y_cwnds) == y_window.minimum  # collapsed: at its floor after every round beside the flow
+    assert window.contests >= 1 and tcp.cuts >= 1
+    assert share >= 0.08 and share >= 3 * y_share
+    assert later <= y_later / 3
+    assert alone == y_alone  # round 0 ran alone, the same either way
+
+
+def test_alone_on_the_same_link_both_rules_run_at_line_rate():
+    """Without the flow, what contests the queue changes nothing that costs time: every round at
+    95% of the link's rate or better."""
+    for contest in (CongestionWindow.CONTEST, math.inf):
+        alone, later, share, _, _, _ = beside_tcp(contest, 0, flow=False)
+        assert share >= 0.95
+        assert later <= alone * 1.05

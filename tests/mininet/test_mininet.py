@@ -1,0 +1,159 @@
+"""Mininet experiments (root + Mininet): a 3-host star through the emulator, ping, exact under 2% loss."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    from hina.mininet import hina_net
+except ImportError:  # Mininet (Debian package) absent: the `mininet` marker skips every test here
+    hina_net = None
+
+pytestmark = [pytest.mark.mininet, pytest.mark.slow]
+
+
+def leftovers():
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    procs = subprocess.run(["pgrep", "-af", "hina.emulator.*hsw-eth|mininet:hw"], capture_output=True, text=True)
+    return [line for line in links.splitlines() if "hsw-eth" in line] + procs.stdout.splitlines()
+
+
+def experiment(**kw):
+    cfg = hina_net.ExperimentConfig(**{"workers": 3, "bw": 100.0, "length": 60_000, "density": 0.05,
+                                       "loss": 2.0, "deadline": 30.0, **kw})
+    return hina_net.Experiment(cfg, log=lambda m: None).run()
+
+
+@pytest.mark.parametrize("mode", ["auto", "dense"])
+def test_star_through_the_emulator_ping_works_and_results_are_exact_under_loss(mode):
+    results = experiment(modes=(mode,), rounds=2)
+    assert results["ping"]["received"] >= 3, results["ping"]  # 5 pings over two lossy links
+    (run,) = results["runs"]
+    assert run["mode"] == mode and run["exact"], run
+    assert run["encoding"] in ("dense", "blocks", "aligned", "sketch") and run["group"] >= 0, run
+    assert mode != "dense" or run["encoding"] == "dense", run
+    assert all(r["exact"] and not r["errors"] for r in run["rounds"])
+    if mode == "dense":  # thousands of packets: the loss was real (auto's few dozen may all get through)
+        assert sum(r["retransmissions"] for r in run["rounds"]) > 0
+    assert results["counters"]["jobs"][1]["results"] > 0
+    assert not leftovers()
+
+
+def test_the_emulator_with_pipes_spreads_the_slots_and_stays_exact_under_loss():
+    """`--pipes 2`: each interface's frames are fanned out to two data-plane processes by slot; both
+    pipes forwarded UPDATEs and completed slots, and every worker's sum is exact."""
+    results = experiment(modes=("dense",), pipes=2, ping=False, mtu=1500)  # ~170 chunks per worker
+    (run,) = results["runs"]
+    assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
+    pipes = results["counters"]["pipes"]
+    assert len(pipes) == 2, pipes
+    assert all(p["frames"] > 200 and p["jobs"]["1"]["results"] > 50 for p in pipes), pipes
+    assert not leftovers()
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--switch", "bmv2", "--pipes", "2"], "pipes must be 1 with BMv2 (one process; pipes are the emulator's), got 2"),
+    (["--pipes", "0"], "argument --pipes: must be an integer from 1 to 64 (processes), got '0'"),
+    (["--workers", "0"], "workers must be between 1 and 32, got 0"),
+    (["--loss", "150"], "loss must be a percentage within [0, 100], got 150.0"),
+    (["--loss", "-1"], "loss must be a percentage within [0, 100], got -1.0"),
+    (["--delay", "-1"], "delay must be a finite number of ms >= 0, got -1.0"),
+    (["--bw", "-5"], "bw must be a positive number of Mbit/s (0 on the command line: unshaped), got -5.0"),
+    (["--mtu", "50"], "mtu must be 68..65535 (Linux's least, IPv4's most), got 50"),
+    (["--density", "2"], "density must be within [0, 1], got 2.0"),
+    (["--rounds", "0"], "rounds must be at least 1, got 0"),
+    (["--deadline", "0"], "deadline must be a positive number of seconds, got 0.0"),
+    (["--workload", "nosuch"], "unknown workload 'nosuch': one of ncf, lstm, bert_base, vgg19, deeplight"),
+    (["--length", "0"], "length must be a positive integer, got 0"),
+    (["--slots", "0"], "job 1: slots [0, 0) must lie within [0, 32768)"),
+    (["--workers", "x"], "argument --workers: invalid int value: 'x'"),
+])
+def test_a_bad_flag_is_one_line_naming_the_value_and_status_2_before_any_network(flags, message):
+    out = subprocess.run([sys.executable, str(Path(hina_net.__file__).with_name("run.py")), *flags],
+                         capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stderr.splitlines()) == (2, [f"mininet/run.py: {message}"]), out.stderr
+    assert not leftovers()
+
+
+def test_switch_bench_runs_each_switch_and_says_why_bmv2_is_missing(tmp_path):
+    """benchmarks/switch_bench.py: one star per switch (the emulator at P = 1 and 2, BMv2 where installed),
+    rows exact, ratios against BMv2 only where BMv2 ran."""
+    bench = Path(hina_net.__file__).resolve().parent.parent / "benchmarks" / "switch_bench.py"
+    out = subprocess.run([sys.executable, str(bench), "--pipes", "1", "2", "--rounds", "2", "--modes", "dense",
+                          "--length", "20000", "--mtu", "1500", "--loss", "0", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "switch_bench.json").read_text())
+    rows = report["rows"]
+    assert [(r["switch"], r["pipes"], r["mode"]) for r in rows if r["switch"] == "emulator"] == [
+        ("emulator", 1, "dense"), ("emulator", 2, "dense")]
+    assert all(r["exact"] and len(r["rounds"]) == 2 and r["best"] <= r["median"] for r in rows), rows
+    bmv2 = [r for r in rows if r["switch"] == "bmv2"]
+    if report["bmv2_missing"]:
+        assert not bmv2 and all(r["bmv2_over_best"] is None for r in rows)
+        assert f"BMv2 not measured: {report['bmv2_missing']}" in (tmp_path / "switch_bench.md").read_text()
+    else:
+        assert len(bmv2) == 1 and all(r["bmv2_over_best"] == bmv2[0]["best"] / r["best"]
+                                      for r in rows if r["switch"] == "emulator")
+    assert not leftovers()
+
+
+def test_a_failed_run_still_cleans_up(monkeypatch):
+    def boom(self, mode, topology):
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(hina_net.Experiment, "_aggregate", boom)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        experiment(loss=0.0)
+    assert not leftovers()
+
+
+def test_transport_is_udp_by_default_and_raw_frames_work_too():
+    auto = experiment(loss=0.0, ping=False)
+    assert auto["runs"][0]["transports"] == ["UdpTransport"]
+    raw = experiment(loss=0.0, ping=False, transport="raw")
+    assert raw["runs"][0]["transports"] == ["RawTransport"] and raw["runs"][0]["exact"]
+
+
+def test_standalone_workers_on_the_hosts_then_a_rerun_refused_until_reset(monkeypatch, tmp_path):
+    """`hina worker --switch IP:PORT` on each Mininet host against the switch's data plane alone (as with
+    BMv2): exact; the same workers again find the first run's slot copies and refuse at once (status 1,
+    naming the earlier run); after the controller resets the job they are exact again."""
+    import numpy as np
+
+    from hina import codec
+    from hina.host.synthetic import synthetic_gradient
+
+    n, length, density = 3, 60_000, 0.05
+    grads = [synthetic_gradient(length, density, seed=1, rank=r) for r in range(n)]
+    want = codec.simulate_allreduce(grads).sum.astype(grads[0].dtype)  # `hina worker --out` writes the input's dtype
+
+    def standalone(self, mode, topology):
+        runs = []
+        for attempt in ("first", "again", "after_reset"):
+            if attempt == "after_reset":
+                self.switch.target.reset_job(1)
+            outs = [tmp_path / f"{attempt}{r}.npy" for r in range(n)]
+            procs = [h.popen([sys.executable, "-m", "hina", "worker", "--switch", f"{hina_net.SWITCH_IP}:20033",
+                              "--rank", str(r), "--workers", str(n), "--length", str(length), "--density",
+                              str(density), "--seed", "1", "--deadline", "10", "--out", str(outs[r])],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for r, h in enumerate(self._hosts())]
+            done = [(p.wait(60), p.stderr.read()) for p in procs]
+            runs.append({"attempt": attempt, "status": [s for s, _ in done], "stderr": [e for _, e in done],
+                         "sums": [np.load(o) if o.exists() else None for o in outs]})
+        return runs
+
+    monkeypatch.setattr(hina_net.Experiment, "_aggregate", standalone)
+    first, again, after = experiment(loss=0.0, ping=False, length=length, density=density)["runs"][0]
+    assert first["status"] == [0] * n, first["stderr"]
+    assert all(np.array_equal(s, want) for s in first["sums"])
+    assert 1 in again["status"] and all(s in (0, 1) for s in again["status"]), again["stderr"]
+    assert any("earlier run" in e for e in again["stderr"]), again["stderr"]
+    assert all(s is None or np.array_equal(s, want) for s in again["sums"])  # never a wrong sum
+    assert after["status"] == [0] * n, after["stderr"]
+    assert all(np.array_equal(s, want) for s in after["sums"])
+    assert not leftovers()

@@ -1,0 +1,145 @@
+"""The repository's shape holds: the import layers of docs/contributing.md, no import circles, no sys.path
+edits, and a wheel that puts only `hina` at the top of site-packages."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# folder -> the subpackage of `hina` it is (pyproject.toml's package-dir)
+FOLDERS = {"codec": "hina.codec", "wire": "hina.wire", "control": "hina.control", "switch_emulator": "hina.emulator",
+           "host": "hina.host", "baselines": "hina.baselines", "sim": "hina.sim", "mininet": "hina.mininet",
+           "benchmarks": "hina.benchmarks"}
+# Who may import whom: a module imports only from lower layers and its own package (docs/contributing.md).
+LAYERS = [
+    {"hina.cliargs", "hina.provenance"},
+    {"hina.codec"},
+    {"hina.wire"},
+    {"hina.control"},
+    {"hina.emulator", "hina.host"},
+    {"hina.sim", "hina.baselines"},
+    {"hina.mininet"},
+    {"hina.benchmarks"},
+    {"hina", "hina.__main__"},
+]
+LAYER = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for folder, pkg in FOLDERS.items():
+        for path in sorted((ROOT / folder).glob("*.py")):
+            found[pkg if path.stem == "__init__" else f"{pkg}.{path.stem}"] = path
+    for path in sorted((ROOT / "hina").glob("*.py")):
+        found["hina" if path.stem == "__init__" else f"hina.{path.stem}"] = path
+    return found
+
+
+MODULES = modules()
+
+
+def imports(name: str, path: Path, top_level_only: bool = False) -> set[str]:
+    """The hina modules `name` imports (a `from X import Y` counts as X.Y where that is a module)."""
+    package = name if path.stem == "__init__" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names)
+    return {m for m in found if m in MODULES}
+
+
+def package_of(module: str) -> str:
+    if module in LAYER:
+        return module
+    return module.rpartition(".")[0] if module.rpartition(".")[0] in LAYER else module
+
+
+def test_every_package_has_a_layer():
+    assert {package_of(m) for m in MODULES} <= set(LAYER), {package_of(m) for m in MODULES} - set(LAYER)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_go_down_the_layers(module):
+    own = package_of(module)
+    wrong = sorted(m for m in imports(module, MODULES[module])
+                   if package_of(m) != own and LAYER[package_of(m)] >= LAYER[own])
+    assert not wrong, f"{module} (layer {LAYER[own]}) imports {wrong}: a module imports only from lower layers"
+
+
+def test_no_import_circles():
+    """Between modules, counting imports inside functions too (they hide a circle, they do not break it)."""
+    graph = {m: imports(m, p) - {m} for m, p in MODULES.items()}
+    # packages import their own modules in __init__ and the modules import the package's names: that is
+    # one package, not a circle, so a package's __init__ is left out of its own modules' edges
+    for m in graph:
+        graph[m] = {d for d in graph[m] if not (d == package_of(m) and d != m)}
+    index, low, stack, on, circles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert not circles, circles
+
+
+def test_sys_path_is_edited_only_in_the_tests_conftest():
+    edits = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in (".venv", "build", "hina") and rel.parts[:2] != ("hina", "__init__.py") or \
+                path == ROOT / "tests" / "conftest.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys":
+                edits.append(f"{rel}:{node.lineno}")
+    assert not edits, edits
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_hina_alone_at_the_top(tmp_path):
+    """The wheel CI installs: one top-level package, with every subpackage (the Mininet one included)."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+    wheel = next(tmp_path.glob("hina-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"hina"}, top
+    for pkg in FOLDERS.values():
+        sub = pkg.replace(".", "/")
+        assert any(n.startswith(sub + "/") for n in names), f"{pkg} is missing from the wheel"
+    assert "hina/wire/headers.py" in names and "hina/mininet/hina_net.py" in names

@@ -1,0 +1,271 @@
+"""Every measured figure of README.md and docs/, re-run in order on this checkout, then every table.
+
+    sudo .venv/bin/python tools/campaign.py              # everything this machine can run (hours)
+    sudo .venv/bin/python tools/campaign.py --list       # the steps, what each needs, its result files
+    sudo .venv/bin/python tools/campaign.py --only bmv2 tree-compare --dry-run
+
+A figure is only worth its seconds when the emulated links, not this machine, set them
+(docs/fidelity.md), so the campaign runs one experiment at a time and says the load average before
+each; run it on an otherwise idle machine.  Steps are grouped: `loopback` (no root), `model` (virtual
+clocks, no sockets), `mininet` (root and Debian's mininet), `bmv2` (also simple_switch_grpc and
+`make p4`'s p4/build).  A step whose group cannot run here is skipped with the reason; naming it in
+--only makes that an error instead.  Every result goes to a fixed path under benchmarks/results/
+(what `tools/tables.py` reads), so a re-run replaces the figures it measured and nothing else.
+After the last step the tables are regenerated (--no-tables to skip).
+
+Exit status: 0 when every step that ran succeeded, 1 when one failed (the rest still run with
+--keep-going), 2 on a bad argument.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hina.cliargs import OneLineParser
+
+ROOT = Path(__file__).resolve().parent.parent
+
+R = "benchmarks/results"
+GROUPS = ("loopback", "model", "mininet", "bmv2")
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    name: str
+    group: str
+    args: tuple[str, ...]  # a script under this checkout and its arguments (run with this Python)
+    what: str
+    outputs: tuple[str, ...] = ()
+
+    def command(self) -> list[str]:
+        return [sys.executable, *self.args]
+
+
+def _run_py(name: str, group: str, what: str, *args: str, outputs: tuple[str, ...] = ()) -> Step:
+    return Step(name, group, args, what, outputs)
+
+
+# the 8-worker and 4-worker stars and the tree: where dense aggregation stays network-bound
+CALIBRATIONS = (("calibrate-star-8w", ("--workers", "8")), ("calibrate-star-4w", ("--workers", "4")),
+                ("calibrate-leafspine214-8w", ("--topology", "leafspine:2,1,4", "--oversubscription", "4")))
+# the link rates the comparisons run at, from those calibrations (docs/fidelity.md says why these)
+STAR_MBPS, TREE_MBPS = "100", "80"
+# the scale model's validation: 4 and 8 workers, uniform and DeepLight-shaped, at two rates each
+VALIDATION = tuple((f"star-{n}w-{bw}-{kind}", n, bw, data)
+                   for n in (4, 8) for bw in (100, 50)
+                   for kind, data in (("uniform", ("--length", "16777216", "--density", "0.01")),
+                                      ("deeplight", ("--workload", "deeplight", "--scale", "0.02"))))
+TREE = ("--topology", "leafspine:2,1,4", "--oversubscription", "4")
+# every mode through emulator trees: the 4:1 tree without and with loss on every link, two spines
+EXACT_TREES = (("exact-leafspine214", ()), ("exact-leafspine214-loss1", ("--loss", "1")),
+               ("exact-leafspine422-loss1", ("--topology", "leafspine:4,2,2", "--oversubscription", "2",
+                                             "--loss", "1")))
+# the same tree with hina's leaves summing their racks, then plain leaves (the spine sums alone)
+LEAVES = (("lstm", "0.01"), ("deeplight", "0.007"))
+# BMv2 in trees: BMv2 everywhere, mixed both ways, the spine alone, two spines; 1% loss on every link
+BMV2_TREES = (("bmv2-leafspine214", ("--switch", "bmv2")),
+              ("bmv2-leaves-emulator-spine", ("--switch", "bmv2", "--spine-switch", "emulator")),
+              ("emulator-leaves-bmv2-spine", ("--switch", "emulator", "--spine-switch", "bmv2")),
+              ("bmv2-spine-plain-leaves", ("--switch", "bmv2", "--leaves", "plain")),
+              ("bmv2-leafspine422", ("--switch", "bmv2", "--topology", "leafspine:4,2,2",
+                                     "--oversubscription", "2")))
+
+
+def steps() -> list[Step]:
+    out: list[Step] = []
+    run = "mininet/run.py"
+    for name, args in CALIBRATIONS:
+        out.append(_run_py(name, "mininet", "--calibrate: the highest rate at which dense aggregation is "
+                           "network-bound", run, "--calibrate", *args, "--bw", "1000", "--rounds", "2",
+                           "--calibrate-steps", "5", "--out", f"{R}/calibrate", "--name", name,
+                           outputs=(f"{R}/calibrate/{name}.json",)))
+    compare = "benchmarks/compare.py"
+    star = ("--workers", "8", "--rounds", "2", "--bws", STAR_MBPS, "--loopback", "off")
+    out += [
+        _run_py("compare-faithful", "mininet", "every system and preset on the 8-worker star at a calibrated "
+                "rate", compare, *star, "--name", "compare_faithful", outputs=(f"{R}/compare_faithful.json",)),
+        _run_py("compare-straggler", "mininet", "LSTM and DeepLight with rank 7 starting 50% of a 1 s step late",
+                compare, "--presets", "lstm", "deeplight", *star, "--straggler", "rank7:+50%", "--compute", "1000",
+                "--name", "compare_straggler", outputs=(f"{R}/compare_straggler.json",)),
+        _run_py("compare-cross", "mininet", "LSTM and DeepLight beside an iperf3 flow from rank 1 to rank 0",
+                compare, "--presets", "lstm", "deeplight", *star, "--cross", "1>0", "--name", "compare_cross",
+                outputs=(f"{R}/compare_cross.json",)),
+        _run_py("slowdown-straggler", "loopback", "each system's slowdown under the straggler",
+                "benchmarks/slowdown.py", f"{R}/compare_faithful.json", f"{R}/compare_straggler.json",
+                "--out", f"{R}/slowdown_straggler.md", outputs=(f"{R}/slowdown_straggler.json",)),
+        _run_py("slowdown-cross", "loopback", "each system's slowdown beside the flow", "benchmarks/slowdown.py",
+                f"{R}/compare_faithful.json", f"{R}/compare_cross.json", "--out", f"{R}/slowdown_cross.md",
+                outputs=(f"{R}/slowdown_cross.json",)),
+        _run_py("cross-traffic", "mininet", "hina's congestion windows alone and beside an iperf3 flow",
+                "benchmarks/cross_traffic.py", "--workers", "4", "--bw", STAR_MBPS, "--length", "4000000",
+                "--rounds", "2", outputs=(f"{R}/cross_traffic.json",)),
+        _run_py("compare-gbit", "mininet", "the 1 and 10 Gbit/s comparison again, for its verdicts", compare,
+                "--workers", "8", "--rounds", "1", "--bws", "1000", "10000", "--loopback", "off",
+                "--name", "compare_gbit_verdicts", outputs=(f"{R}/compare_gbit_verdicts.json",)),
+    ]
+    trees = f"{R}/trees"
+    for name, extra in EXACT_TREES:
+        topo = extra if "--topology" in extra else (*TREE, *extra)
+        out.append(_run_py(name, "mininet", "every mode through an emulator tree, against numpy", run, *topo,
+                           "--mode", "all", "--bw", TREE_MBPS, "--rounds", "2", "--out", trees, "--name", name,
+                           outputs=(f"{trees}/{name}.json",)))
+    out.append(_run_py("tree-compare", "mininet", "every system and preset on the 4:1 leaf/spine tree", compare,
+                       *TREE, "--bws", TREE_MBPS, "--rounds", "2", "--loopback", "off", "--out", trees,
+                       "--name", "tree-compare",
+                       outputs=(f"{trees}/tree-compare.json",)))
+    for preset, scale in LEAVES:
+        for leaves in ("hina", "plain"):
+            name = f"leaves-{preset}-{leaves}"
+            out.append(_run_py(name, "mininet", "leaves summing their rack, or the spine alone", run, *TREE,
+                               "--leaves", leaves, "--mode", "both", "--bw", TREE_MBPS, "--rounds", "2",
+                               "--workload", preset, "--scale", scale, "--out", trees, "--name", name,
+                               outputs=(f"{trees}/{name}.json",)))
+    valid = f"{R}/validation"
+    for name, n, bw, data in VALIDATION:
+        out.append(_run_py(f"validate-{name}", "mininet", "a star run the scale model is checked against", run,
+                           "--switch", "emulator", "--mode", "both", "--workers", str(n), "--bw", str(bw),
+                           "--rounds", "2", *data, "--out", valid, "--name", name,
+                           outputs=(f"{valid}/{name}.json",)))
+    model = "benchmarks/scale_model.py"
+    out += [
+        _run_py("scale-model", "model", "validation against the runs above, then the projection to 1,024 "
+                "workers", model, "--validate", *(f"{valid}/{name}.json" for name, *_ in VALIDATION),
+                outputs=(f"{R}/scale_model.json",)),
+        _run_py("scale-model-k32-w64", "model", "K = 32 words, 64 slots", model, "--presets", "deeplight", "vgg19",
+                "--workers", "1024", "--gbps", "100", "--topologies", "tree2", "--mtu", "172", "--slots", "64",
+                "--out", f"{R}/scale_model_k32_w64.json", outputs=(f"{R}/scale_model_k32_w64.json",)),
+        _run_py("scale-model-k32-w1024", "model", "K = 32 words, 1,024 slots", model, "--presets", "deeplight",
+                "vgg19", "--workers", "1024", "--gbps", "100", "--topologies", "tree2", "--mtu", "172", "--slots",
+                "1024", "--out", f"{R}/scale_model_k32_w1024.json", outputs=(f"{R}/scale_model_k32_w1024.json",)),
+        _run_py("contest-model", "model", "hina's window beside a Reno flow on a virtual clock",
+                "benchmarks/contest_model.py", outputs=(f"{R}/contest_model.json",)),
+        _run_py("loss-model", "model", "the sender's recovery under loss on a virtual clock",
+                "benchmarks/loss_model.py", outputs=(f"{R}/loss_model.json",)),
+    ]
+    bmv2 = f"{trees}/bmv2"
+    for name, extra in BMV2_TREES:
+        topo = () if "--topology" in extra else TREE
+        out.append(_run_py(f"tree-{name}", "bmv2", "every mode through a BMv2 or mixed tree, 1% loss on every "
+                           "link", run, *topo, *extra, "--mode", "all", "--bw", TREE_MBPS, "--loss", "1",
+                           "--length", "50000", "--density", "0.01", "--rounds", "1", "--out", bmv2,
+                           "--name", name, outputs=(f"{bmv2}/{name}.json",)))
+    out += [
+        _run_py("switch-bench", "bmv2", "the emulator at 1, 2 and 4 pipes and BMv2 in one 32-word star, 1% loss",
+                "benchmarks/switch_bench.py", outputs=(f"{R}/switch_bench.json",)),
+        _run_py("demo", "loopback", "README's main job", "benchmarks/demo_result.py", outputs=(f"{R}/demo.json",)),
+        _run_py("sender-bench", "loopback", "the sender's own cost per chunk", "benchmarks/sender_bench.py",
+                outputs=(f"{R}/sender_bench.json",)),
+        _run_py("reliability", "loopback", "seconds and overhead against the drop rate",
+                "benchmarks/reliability_bench.py", outputs=(f"{R}/reliability_bench.json",)),
+        _run_py("soak", "loopback", "a minute of impaired rounds, memory flat", "benchmarks/soak.py", "--seconds",
+                "60", outputs=(f"{R}/soak.json",)),
+        _run_py("fuzz", "loopback", "2,000,000 hostile frames", "benchmarks/fuzz_bench.py", "--frames", "2000000",
+                outputs=(f"{R}/fuzz_bench.json",)),
+        _run_py("emulator-bench", "loopback", "the switch's packet rate against an echo server",
+                "benchmarks/emulator_bench.py", outputs=(f"{R}/emulator_bench.json",)),
+        _run_py("train-ddp", "loopback", "DDP training steps through hina against gloo's allreduce",
+                "benchmarks/train_ddp.py", "--workers", "4", "8", "--steps", "10",
+                outputs=(f"{R}/train_ddp.json",)),
+        _run_py("train-ddp-mininet", "mininet", "the same on a star of shaped links", "benchmarks/train_ddp.py",
+                "--workers", "4", "8", "--steps", "10", "--env", "mininet", "--out", f"{R}/train_ddp_mininet.json",
+                outputs=(f"{R}/train_ddp_mininet.json",)),
+    ]
+    return out
+
+
+@functools.cache
+def unavailable(group: str) -> str | None:
+    """Why this machine cannot run a group's steps, or None."""
+    if group in ("loopback", "model"):
+        return None
+    if os.geteuid() != 0:
+        return "needs root (sudo)"
+    try:
+        from hina.mininet import hina_net
+    except ImportError:
+        return "needs Debian's mininet package (make install links it into .venv)"
+    return hina_net.missing_requirements("bmv2" if group == "bmv2" else "emulator")
+
+
+def select(all_steps: list[Step], only: list[str], skip: list[str], start: str | None) -> list[Step]:
+    names = {s.name for s in all_steps}
+    for word in [*only, *skip, *([start] if start else [])]:
+        if word not in names and word not in GROUPS:
+            raise ValueError(f"no step or group named {word!r} (--list shows them)")
+    chosen = [s for s in all_steps if not only or s.name in only or s.group in only]
+    chosen = [s for s in chosen if s.name not in skip and s.group not in skip]
+    if start:
+        first = next((i for i, s in enumerate(chosen) if s.name == start or s.group == start), None)
+        if first is None:
+            raise ValueError(f"--from {start}: not among the chosen steps")
+        chosen = chosen[first:]
+    return chosen
+
+
+def clock(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="campaign.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--list", action="store_true", help="print the steps and exit")
+    ap.add_argument("--only", nargs="+", default=[], metavar="STEP|GROUP",
+                    help=f"run these steps or groups only ({', '.join(GROUPS)})")
+    ap.add_argument("--skip", nargs="+", default=[], metavar="STEP|GROUP", help="leave these out")
+    ap.add_argument("--from", dest="start", metavar="STEP|GROUP", help="start at this step (resume a campaign)")
+    ap.add_argument("--dry-run", action="store_true", help="print each command instead of running it")
+    ap.add_argument("--keep-going", action="store_true", help="run the remaining steps after a failure")
+    ap.add_argument("--no-tables", action="store_true", help="do not regenerate the tables at the end")
+    args = ap.parse_args(argv)
+    try:
+        chosen = select(steps(), args.only, args.skip, args.start)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.list:
+        for s in chosen:
+            why = unavailable(s.group)
+            print(f"{s.name:<30} {s.group:<9} {s.what}" + (f"  [skipped here: {why}]" if why else ""))
+            print(f"{'':<30} {shlex.join(['python', *s.args])}")
+        return 0
+    runnable = []
+    for s in chosen:
+        why = unavailable(s.group)
+        if why is None:
+            runnable.append(s)
+        elif s.name in args.only or s.group in args.only:
+            print(f"campaign.py: {s.name}: {why}", file=sys.stderr)
+            return 2
+        else:
+            print(f"skip {s.name}: {why}", file=sys.stderr)
+    began, failed, done = time.monotonic(), [], []
+    for i, s in enumerate(runnable, 1):
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"[{i}/{len(runnable)}] {s.name} ({s.group}, load {load}): {shlex.join(['python', *s.args])}",
+              file=sys.stderr, flush=True)
+        if args.dry_run:
+            continue
+        t0 = time.monotonic()
+        code = subprocess.run(s.command(), cwd=ROOT).returncode
+        took = time.monotonic() - t0
+        (done if code == 0 else failed).append(s.name)
+        print(f"[{i}/{len(runnable)}] {s.name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {clock(took)}, "
+              f"{clock(time.monotonic() - began)} so far", file=sys.stderr, flush=True)
+        if code and not args.keep_going:
+            break
+    if not args.dry_run and not args.no_tables and done:
+        subprocess.run([sys.executable, "tools/tables.py"], cwd=ROOT, check=False)
+    if failed:
+        print(f"campaign.py: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

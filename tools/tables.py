@@ -1,0 +1,901 @@
+"""Every benchmark table in README.md and docs/ is generated here, from `benchmarks/results/*.json`.
+
+    python tools/tables.py            # rewrite every generated table in README.md and docs/*.md
+    python tools/tables.py --check    # exit 1 naming each table that differs from its JSON (tests run this)
+    python tools/tables.py --list     # the table names, and the page that shows each
+
+A page asks for a table with two markers; what lies between them is this script's:
+
+    <!-- table: codec-case -->
+    ...
+    <!-- end table -->
+
+So re-running a benchmark and then this script updates every page that shows its figures, and a
+figure typed by hand into a generated table fails the test suite.  Under each table a line names
+the result file, its command, machine, date and commit (`provenance.meta_of`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import campaign
+
+from hina.cliargs import OneLineParser
+from hina.provenance import source_line
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+MARKER = re.compile(r"(<!-- table: ([a-z0-9-]+) -->\n)(.*?)(<!-- end table -->)", re.S)
+TABLES: dict[str, Callable[[], str]] = {}
+
+
+def table(name: str):
+    def register(fn: Callable[[], str]) -> Callable[[], str]:
+        TABLES[name] = fn
+        return fn
+    return register
+
+
+def load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def rows_md(header: list[str], rows: list[list]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(str(c) for c in r) + " |" for r in rows)]
+
+
+def block(lines: list[str], *sources: tuple[str, dict]) -> str:
+    """The table's lines, then per result file its source line and, for a Mininet run, what set its time."""
+    tail = []
+    for name, data in sources:
+        tail.append(source_line(name, data))
+        fidelity = fidelity_line(data)
+        if fidelity:
+            tail.append(fidelity)
+    return "\n".join([*lines, "", *tail]) + "\n"
+
+
+def verdicts_in(data) -> list[str]:
+    """Every fidelity verdict a result file holds, wherever its rows keep it."""
+    found, stack = [], [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            v = x.get("fidelity")
+            if isinstance(v, dict):
+                v = v.get("verdict")
+            if v is None and "mbps" in x and isinstance(x.get("verdict"), str):  # a --calibrate trial
+                v = x["verdict"]
+            if isinstance(v, str):
+                found.append(v)
+            stack.extend(val for key, val in x.items() if key != "fidelity")
+        elif isinstance(x, list):
+            stack.extend(x)
+    return found
+
+
+def fidelity_line(data: dict) -> str | None:
+    """For a result with Mininet runs: how many were network-bound, CPU-bound or neither, or that none was judged."""
+    text = json.dumps(data.get("meta", {})) + json.dumps(data.get("command", "")) + json.dumps(data.get("env", ""))
+    rows = data.get("rows") if isinstance(data.get("rows"), list) else []
+    mininet = (any(w in text.lower() for w in ("mininet", "switch_bench"))
+               or any("mininet" in str(r.get("env", "")).lower() for r in rows if isinstance(r, dict)))
+    verdicts = verdicts_in(data)
+    if not verdicts:
+        return ("What set the time: not monitored (this Mininet run predates the fidelity monitor: "
+                "[fidelity](fidelity.md) has the verdicts of a re-run).") if mininet else None
+    kinds = {"network-bound": 0, "CPU-bound": 0, "neither": 0}
+    for v in verdicts:
+        key = next((k for k in kinds if v.startswith(k)), "neither")
+        kinds[key] += 1
+    return "What set the time (fidelity monitor, per run or round): " + ", ".join(
+        f"{k} {n}" for k, n in kinds.items() if n) + "."
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
+
+
+# -- the comparison (benchmarks/compare.py) ---------------------------------------------------------
+
+SYSTEMS = (("auto", "hina auto"), ("dense", "hina dense (SwitchML-style)"), ("blocks", "blocks (OmniReduce-style)"),
+           ("ring", "ring allreduce (gloo)"), ("sparcml", "SparCML"), ("oktopk", "Ok-Topk"),
+           ("oktopk_topk", "Ok-Topk top-k (lossy)"), ("zen", "Zen"))
+PRESETS = ("deeplight", "lstm", "ncf", "bert_base", "vgg19")
+# the result file and environment README's headline shows: the comparison at the rate --calibrate found
+# network-bound for dense aggregation of 8 workers (docs/fidelity.md)
+HEADLINE = ("compare_faithful.json", "mininet 0.1 Gbit/s")
+
+
+def verdict_text(r: dict) -> str:
+    """The fidelity monitor's verdict of a row, or why there is none."""
+    v = r.get("verdict") or r.get("fidelity")
+    if isinstance(v, dict):
+        v = v.get("verdict") or v.get("text")
+    return str(v) if v else "not monitored (run before the fidelity monitor)"
+
+
+def short_verdict(r: dict) -> str:
+    """A table cell's verdict: network, CPU: <who>, neither, or not monitored."""
+    v = verdict_text(r)
+    if v.startswith("network-bound"):
+        return "network"
+    if v.startswith("CPU-bound: "):
+        who = v[len("CPU-bound: "):].split(",")[0]
+        return "CPU: " + (who.split(" at ")[0] if " at " in who else who.replace("the ", ""))
+    return v.split(":")[0].split(" (")[0]
+
+
+def compare_cells(name: str, env: str, with_verdict: bool) -> tuple[list[str], list[list], dict]:
+    data = load(name)
+    rows = {(r["preset"], r["mode"]): r for r in data["rows"] if r["env"] == env}
+    presets = [p for p in PRESETS if any(k[0] == p for k in rows)]
+    out = []
+    for mode, label in SYSTEMS:
+        cells = []
+        for p in presets:
+            r = rows.get((p, mode))
+            if r is None:
+                cells.append("-")
+                continue
+            text = f"{r['seconds']:.3f} s, {mb(r['bytes_per_worker'])}"
+            if not r.get("exact", True) and r.get("system") != "baseline":
+                text += " **NOT EXACT**"
+            if with_verdict:
+                text += f" ({short_verdict(r)})"
+            cells.append(text)
+        if any(c != "-" for c in cells):
+            out.append([label, *cells])
+    header = ["system", *(f"{p} ({data['meta']['scales'][p]} scale)" for p in presets)]
+    return header, out, data
+
+
+@table("headline")
+def headline() -> str:
+    name, env = HEADLINE
+    header, cells, data = compare_cells(name, env, with_verdict=True)
+    lines = [f"{data['meta']['workers']} workers, {env}; best of {data['meta']['rounds']} rounds, bytes sent per "
+             "worker, and what set each run's time by the fidelity monitor's verdict (network: the busiest link at "
+             ">= 90% of its rate while sending; CPU: a process or the whole machine).", "",
+             *rows_md(header, cells)]
+    return block(lines, (name, data))
+
+
+@table("compare-summary")
+def compare_summary() -> str:
+    data = load("compare.json")
+    envs = list(dict.fromkeys(r["env"] for r in data["rows"]))
+    lines = []
+    for env in envs:
+        header, cells, _ = compare_cells("compare.json", env, with_verdict=False)
+        lines += [f"**{env}**", "", *rows_md(header, cells), ""]
+    return block(lines[:-1], ("compare.json", data))
+
+
+@table("compare")
+def compare_full() -> str:
+    from hina.benchmarks import compare
+
+    data = load("compare.json")
+    text = compare.markdown(data["rows"], data["auto_rule"], data["meta"])
+    lines = [line for line in text.splitlines() if not line.startswith("Measured ")]
+    while lines and not lines[0]:
+        lines.pop(0)
+    return block(lines, ("compare.json", data))
+
+
+# -- the codec (benchmarks/codec_bench.py) -------------------------------------------------------
+
+@table("codec-case")
+def codec_case() -> str:
+    from hina.benchmarks import codec_bench
+
+    data = load("codec_bench_numba_2e25.json")  # the headline case, run on the codec with its kernel seam
+    rows = [r for r in data["rows"] if r["kind"] == "uniform" and r["length"] == 1 << 25 and r["density"] == 0.01
+            and r["workers"] == 8]
+    body = [[f"{r['mode']} ({codec_bench.encoding_label(r)})", f"{r['encode_x_copy']:.2f}",
+             f"{r['decode_x_copy']:.2f}", f"{r['first_encode_x_copy']:.2f} / {r['first_decode_x_copy']:.2f}",
+             f"{r['bytes_per_bound']:.3f}", f"{r['bytes_per_dense']:.1%}", "yes" if r["exact"] else "**NO**"]
+            for r in rows]
+    copy_ms = 1e3 * rows[0]["copy_s"] if rows else float("nan")
+    lines = [f"d = 2^25, 1% per worker, 8 workers ({rows[0]['union_density']:.1%} union); a numpy copy of the d "
+             f"float32 values took {copy_ms:.1f} ms in the same run.", "",
+             *rows_md(["mode (ran)", "encode / copy", "decode / copy", "first aggregation enc / dec",
+                       "bytes / bound", "bytes / dense", "exact"], body), "",
+             "Targets:", "", *(f"- {codec_bench.target_line(t)}" for t in data["targets"])]
+    return block(lines, ("codec_bench_numba_2e25.json", data))
+
+
+@table("codec-all")
+def codec_all() -> str:
+    from hina.benchmarks import codec_bench
+
+    data = load("codec_bench.json")
+    return block([codec_bench.markdown_table(data["rows"])], ("codec_bench.json", data))
+
+
+@table("codec-torch-cpu")
+def codec_torch_cpu() -> str:
+    """docs/gpu.md: the torch backend on CPU tensors beside numba at d = 2^22."""
+    return torch_beside_numba("codec_bench_torch_cpu.json", "codec_bench_numba_2e22.json")
+
+
+@table("codec-torch-cpu-2e25")
+def codec_torch_cpu_2e25() -> str:
+    """docs/gpu.md: the same at d = 2^25."""
+    return torch_beside_numba("codec_bench_torch_cpu_2e25.json", "codec_bench_numba_2e25.json")
+
+
+def torch_beside_numba(torch_file: str, numba_file: str) -> str:
+    """The torch backend's codec_bench rows beside numba's, the same cases, each against its own copy."""
+    from hina.benchmarks import codec_bench
+
+    torch_run, numba_run = load(torch_file), load(numba_file)
+    ref = {(r["case"], r["workers"], r["mode"]): r for r in numba_run["rows"]}
+    pairs = [(ref[key], r) for r in torch_run["rows"] if (key := (r["case"], r["workers"], r["mode"])) in ref]
+
+    def ms(row: dict, key: str) -> str:
+        return f"{1e3 * row[key]:.1f}"
+
+    body = [[f"{r['case']} ({r['union_density']:.1%} union)", f"{r['mode']} ({codec_bench.encoding_label(r)})",
+             f"{ms(n, 'encode_s')} / {ms(r, 'encode_s')}", f"{ms(n, 'decode_s')} / {ms(r, 'decode_s')}",
+             f"{n['encode_x_copy']:.1f} / {r['encode_x_copy']:.1f}",
+             f"{n['decode_x_copy']:.1f} / {r['decode_x_copy']:.1f}",
+             f"{r['first_encode_x_copy']:.1f} / {r['first_decode_x_copy']:.1f}",
+             "yes" if r["exact"] and n["exact"] else "**NO**"] for n, r in pairs]
+    copies = dict.fromkeys(f"{r['case']}: numpy {1e3 * n['copy_s']:.2f} ms, torch {1e3 * r['copy_s']:.2f} ms"
+                           for n, r in pairs)
+    lines = [f"N = 8, worker 0, best of the steady-state aggregations; numba / torch on CPU tensors "
+             f"({torch_run['meta'].get('torch_threads', '?')} torch thread). The copies of the d float32 values each "
+             f"ratio divides by, timed in the same runs: {'; '.join(copies)}.", "",
+             *rows_md(["case", "mode (ran)", "encode ms", "decode ms", "encode / copy", "decode / copy",
+                       "torch first aggregation enc / dec (x copy)", "exact"], body)]
+    return block(lines, (numba_file, numba_run), (torch_file, torch_run))
+
+
+@table("capture-torch")
+def capture_torch() -> str:
+    data = load("capture_torch.json")
+    body = []
+    for c in data["cases"]:
+        real, gen, cod = c["real"], c["generated"], c.get("codec", {})
+        codec_text = (f"{'exact' if cod.get('exact') else 'NOT EXACT'}, "
+                      f"{cod['bytes_per_worker']['total'] / cod['dense_bytes']:.0%} of dense bytes") if cod else "-"
+        body.append([c["model"], f"{real['per_worker']:.2%} / {real['union']:.2%}",
+                     f"{gen['per_worker']:.2%} / {gen['union']:.2%}", codec_text])
+    return block(rows_md(["model", "real: per worker / union", "generator: per worker / union", "codec"], body),
+                 ("capture_torch.json", data))
+
+
+# -- the switch emulator (benchmarks/emulator_bench.py, switch_bench.py) --------------------------
+
+@table("emulator-rate")
+def emulator_rate() -> str:
+    data = load("emulator_bench.json")
+    rate = {(r["server"], r["words"], r["pipes"]): r["achieved_pps"] for r in data["packet_rate"]}
+    words = sorted({r["words"] for r in data["packet_rate"]})
+    pipes = sorted({r["pipes"] for r in data["packet_rate"]})
+    header = ["K", "P = 1", "P = 1, `--no-batch`", *(f"P = {p}" for p in pipes if p > 1)]
+    body = []
+    for k in words:
+        def cell(kind: str, p: int) -> str:
+            r, echo = rate.get((kind, k, p)), rate.get(("echo", k, p))
+            return f"{r / 1e3:.0f}k pkt/s, {r / echo:.2f} of echo" if r and echo else "-"
+        body.append([f"{k:,}", cell("emulator", 1), cell("emulator-per-packet", 1),
+                     *(cell("emulator", p) for p in pipes if p > 1)])
+    return block(rows_md(header, body), ("emulator_bench.json", data))
+
+
+@table("emulator-e2e")
+def emulator_e2e() -> str:
+    data = load("emulator_bench.json")
+    e2e = data["end_to_end"]
+    by = {(r["density"], r["mode"]): r for r in e2e}
+    body = []
+    for d in sorted({r["density"] for r in e2e}):
+        dense, blocks, auto = (by.get((d, m)) for m in ("dense", "blocks", "auto"))
+        if not (dense and auto):
+            continue
+        best = min(x["seconds"] for x in (dense, blocks) if x)
+        body.append([f"{d:.1%}", f"{dense['seconds']:.3f} s", f"{blocks['seconds']:.3f} s" if blocks else "-",
+                     f"{auto['seconds']:.3f} s ({auto.get('encoding', '?')})",
+                     f"{dense['seconds'] / auto['seconds']:.1f}x", f"{auto['seconds'] / best:.2f}",
+                     "yes" if all(x["exact"] for x in (dense, blocks, auto) if x) else "**NO**"])
+    w, n = e2e[0]["workers"], e2e[0]["length"]
+    lines = [f"{w} workers, d = 2^{n.bit_length() - 1}, loopback; steady state (best round after the first).", "",
+             *rows_md(["density per worker", "dense", "blocks", "auto (ran)", "auto vs dense",
+                       "auto / best of dense, blocks", "exact"], body)]
+    for r in data.get("pipes_end_to_end", []):
+        lines += ["", f"Pipes, {r['workers']} workers, d = 2^{r['length'].bit_length() - 1} at {r['density']:.0%}: "
+                      f"P = {r['pipes']} {r['mode']} {r['seconds']:.3f} s "
+                      f"({r['dense_equivalent_gbps']:.2f} Gbit/s dense-equivalent), exact: {r['exact']}."]
+    lines += ["", "Targets:", "", *(f"- {t}" for t in data.get("targets", []))]
+    return block(lines, ("emulator_bench.json", data))
+
+
+@table("switch-bench")
+def switch_bench_table() -> str:
+    from hina.benchmarks import switch_bench
+
+    data = load("switch_bench.json")
+    return block(switch_bench.markdown(data["rows"], data.get("bmv2_missing"), data["config"]).splitlines(),
+                 ("switch_bench.json", data))
+
+
+# -- the sender (sender_bench.py, loss_model.py) ----------------------------------------------------
+
+@table("sender")
+def sender() -> str:
+    data = load("sender_bench.json")
+    body = [[f"{r['words']:,}", f"{r['receive_us_per_chunk']:.2f}",
+             f"{r['take_us_per_chunk']:.2f}" if "take_us_per_chunk" in r else "-", f"{r['copy_us_per_chunk']:.3f}",
+             f"{r['take_us_per_chunk'] / r['copy_us_per_chunk']:.1f}x" if "take_us_per_chunk" in r else "-"]
+            for r in data["rows"]]
+    return block(rows_md(["K", "`receive`, us per chunk", "`take`, us per chunk", "memory copy, us per chunk",
+                          "`take` / copy"], body), ("sender_bench.json", data))
+
+
+@table("loss-model")
+def loss_model() -> str:
+    data = load("loss_model.json")
+    body = [[r["case"], f"{r['seconds_per_round']:.3f}", ", ".join(f"{x:.3f}" for x in r["seconds_per_seed"]),
+             f"{r['resent_share']:.1%}", f"{r['timeouts_per_worker_round']:.1f}"] for r in data["rows"]]
+    lines = [f"Virtual seconds per round, {data['seeds']} seeds x {data['rounds']} rounds each; every sum exact.", "",
+             *rows_md(["case", "seconds per round (mean)", "per seed", "resent per useful frame",
+                       "timeouts per worker and round"], body)]
+    return block(lines, ("loss_model.json", data))
+
+
+@table("demo")
+def demo() -> str:
+    from hina.host.demo import format_summary
+
+    data = load("demo.json")
+    text = ["```text", f"$ {data['demo']}", format_summary(data["summary"]), "```"]
+    return block(text, ("demo.json", data))
+
+
+# -- reliability (reliability_bench.py, soak.py, fuzz_bench.py) -----------------------------------
+
+@table("reliability")
+def reliability() -> str:
+    data = load("reliability_bench.json")
+    body = [[f"{r['drop']:.1%}", f"{r['dup']:.0%} / {r['reorder']:.0%}", r["mode"], f"{r['seconds']:.3f}",
+             f"{r['packets_per_useful_packet']:.3f}", f"{r['retransmissions']:,}", "yes" if r["exact"] else "**NO**"]
+            for r in data["rows"]]
+    return block(rows_md(["drop (each direction)", "dup / reorder", "mode", "seconds",
+                          "packets sent per useful packet", "retransmissions", "exact"], body),
+                 ("reliability_bench.json", data))
+
+
+@table("soak-fuzz")
+def soak_fuzz() -> str:
+    soak, fuzz = load("soak.json"), load("fuzz_bench.json")
+    rss = soak["rss_kib"]
+    w0, w1 = rss["start"]["workers"], rss["end"]["workers"]
+    body = [["fuzzing", f"{fuzz['frames']:,} random and mutated frames: {fuzz['failures']} failures, idle job "
+                        f"{'CHANGED' if fuzz['victim_changed'] else 'untouched'}, "
+                        f"{fuzz['frames_per_second']:,.0f} frames/s"],
+            ["soak", f"{soak['workers']} workers, d = {soak['length']:,}, {soak['drop']:.0%} drop + {soak['dup']:.0%} "
+                     f"dup + {soak['reorder']:.0%} reorder: {soak['rounds']} rounds in {soak['seconds']:.0f} s, "
+                     f"every result exact: {'yes' if soak['all_exact'] else '**NO**'}; emulator RSS "
+                     f"{rss['start']['switch'] / 1024:.1f} -> {rss['end']['switch'] / 1024:.1f} MiB, workers "
+                     f"{min(w0) / 1024:.0f}-{max(w0) / 1024:.0f} -> {min(w1) / 1024:.0f}-{max(w1) / 1024:.0f} MiB"]]
+    return block(rows_md(["test", "result"], body), ("fuzz_bench.json", fuzz), ("soak.json", soak))
+
+
+# -- training (train_ddp.py) ----------------------------------------------------------------------
+
+@table("train-ddp")
+def train_ddp() -> str:
+    body, sources = [], []
+    for name in ("train_ddp.json", "train_ddp_mininet.json"):
+        data = load(name)
+        sources.append((name, data))
+        env = "loopback" if data["env"] == "loopback" else data["env"].split(":")[0]
+        by = {(r["model"], r["workers"], r["backend"]): r for r in data["table"]}
+        for (model, workers, backend), r in by.items():
+            if backend != "hina":
+                continue
+            gloo, dense = by.get((model, workers, "gloo")), by.get((model, workers, "hina-dense"))
+
+            def cell(x: dict | None) -> str:
+                return f"{x['seconds_per_iteration']:.3f} ({x['comm_seconds']:.3f})" if x and "error" not in x else "-"
+
+            def ratio(key: str) -> str:
+                it, comm = r.get(f"speedup_vs_{key}"), r.get(f"comm_speedup_vs_{key}")
+                return f"{it:.2f}x / {comm:.2f}x" if it and comm else "-"
+
+            same = all(x.get("identical_every_step") for x in (r, gloo, dense) if x)
+            body.append([env, model, workers, cell(gloo), cell(r), cell(dense), ratio("gloo"), ratio("hina-dense"),
+                         "yes" if same else "**NO**"])
+    return block(rows_md(["env", "model", "N", "gloo s/iter (comm)", "hina auto (comm)", "hina dense (comm)",
+                          "hina vs gloo, iter / comm", "hina vs dense, iter / comm",
+                          "parameters identical on every rank"], body), *sources)
+
+
+# -- the scale model (benchmarks/scale_model.py) ---------------------------------------------------
+
+@table("scale-model-validation")
+def scale_model_validation() -> str:
+    """docs/scale_model.md: the model against every Mininet run it was validated on."""
+    from hina.benchmarks import scale_model
+
+    data = load("scale_model.json")
+    nb = data.get("validation_network_bound") or {}
+    lines = scale_model.validation_table(data)
+    if nb.get("runs"):
+        lines += ["", f"Network-bound runs within 20% of the model: {nb['within_20pct']} of {nb['runs']} "
+                      f"(measured / model {', '.join(f'{x:.2f}' for x in nb['ratios'])})."]
+    return block(lines, ("scale_model.json", data))
+
+
+@table("scale-model-projection")
+def scale_model_projection() -> str:
+    """docs/scale_model.md: every preset and topology at the largest worker count, 100 Gbit/s."""
+    from hina.benchmarks import scale_model
+
+    data = load("scale_model.json")
+    return block(scale_model.projection_table(data), ("scale_model.json", data))
+
+
+@table("scale-model-workers")
+def scale_model_workers() -> str:
+    """docs/scale_model.md: hina auto over dense INA against the worker count, the 2-tier tree at 100 Gbit/s."""
+    data = load("scale_model.json")
+    rows = [r for r in data["projection"] if r["topology"] == "tree2" and r["gbps"] == 100.0]
+    workers = sorted({r["workers"] for r in rows})
+    by = {(r["preset"], r["workers"]): r for r in rows}
+
+    def cell(r: dict | None) -> str:
+        if r is None:
+            return "-"
+        return f"{r['speedup_vs_dense']:.2f}x ({r['hina_auto']['encoding']}, union {r['union_density']:.1%})"
+
+    body = [[name, *(cell(by.get((name, n))) for n in workers)]
+            for name in dict.fromkeys(r["preset"] for r in rows)]
+    lines = ["hina auto's speedup over dense INA (what auto ran, the union's share of the elements), 2-tier tree, "
+             "100 Gbit/s:", "", *rows_md(["preset", *(f"{n} workers" for n in workers)], body)]
+    return block(lines, ("scale_model.json", data))
+
+
+@table("scale-model-k32")
+def scale_model_k32() -> str:
+    """docs/scale_model.md: K = 32 words (MTU 172, the P4 program's) with 64 and with 1,024 slots."""
+    from hina.benchmarks import scale_model
+
+    names = ("scale_model_k32_w64.json", "scale_model_k32_w1024.json")
+    runs = [(name, load(name)) for name in names]
+    lines = []
+    for _name, data in runs:
+        p = data["parameters"]
+        lines += [f"**MTU {p['mtu']}, {p['slots']} slots**", "", *scale_model.projection_table(data), ""]
+    return block(lines[:-1], *runs)
+
+
+# -- trees (mininet/run.py --topology, benchmarks/compare.py --topology) ------------------------------
+
+# the campaign's runs (tools/campaign.py writes them under these names)
+TREE_RUNS = tuple(f"trees/{name}.json" for name, _ in campaign.EXACT_TREES)
+# leafspine:2,1,4 at 80 Mbit/s, 4:1: hina's leaves summing their racks, then plain leaves (the spine only)
+LEAVES_RUNS = {preset: (f"trees/leaves-{preset}-hina.json", f"trees/leaves-{preset}-plain.json")
+               for preset, _ in campaign.LEAVES}
+
+
+def tree_setting(data: dict) -> str:
+    """A Mininet tree run's topology, link rates and loss, in words."""
+    cfg, args = data["config"], data["command"].split()
+    topology = args[args.index("--topology") + 1] if "--topology" in args else "star"
+    over = cfg.get("oversubscription") or 1
+    tree = data.get("topology") or {}
+    rates = sorted(set((tree.get("uplink_mbps") or {}).values()))
+    spines = {k.split("-")[1] for k in tree.get("uplink_mbps") or {}}
+    uplinks = (f"uplinks at {'/'.join(f'{x:g}' for x in rates)} Mbit/s ({over:g}:1)" if rates
+               else f"uplinks {over:g}:1 oversubscribed")
+    if len(spines) > 1:
+        uplinks += f", slots spread over {len(spines)} spines"
+    everywhere = data.get("loss_by") in ("tc netem", "nftables on host interfaces and uplinks")
+    return (f"{topology}, {cfg['bw']:g} Mbit/s host links, {uplinks}, "
+            + (f"{cfg['loss']:g}% loss on {'every link' if everywhere else 'host links'}" if cfg.get("loss")
+               else "no loss"))
+
+
+def ran_text(r: dict) -> str:
+    return r["mode"] + (f" (ran {r['encoding']})" if r["mode"] == "auto" and r.get("encoding") else "")
+
+
+def switches_text(data: dict) -> str:
+    """Which target each tier of a tree ran: "emulator", "BMv2", "BMv2 leaves, emulator spine", ..."""
+    kinds = (data.get("topology") or {}).get("switches") or {}
+    label = {"bmv2": "BMv2", "emulator": "emulator", "bridge": "plain"}
+    leaves = {label[k] for n, k in kinds.items() if n.startswith("l")}
+    spines = {label[k] for n, k in kinds.items() if n.startswith("s")}
+    if leaves == spines:
+        return "/".join(sorted(leaves))
+    return f"{'/'.join(sorted(leaves))} leaves, {'/'.join(sorted(spines))} spine"
+
+
+def resent_up(runs: list[dict]) -> int | None:
+    """Partials the switches sent up again over every mode and round of one network (a duplicate UPDATE
+    for a copy already sent up, no total yet: the partial or the total was lost, or a worker's timer
+    fired first); None where no switch counts them (BMv2).  The counters run for the network's life,
+    so the last mode's are the total."""
+    counts = [job.get("resent_up") for c in (runs[-1].get("switches") or {}).values()
+              for job in (c.get("jobs") or {}).values()]
+    counts = [n for n in counts if n is not None]
+    return sum(counts) if counts else None
+
+
+def tree_exactness(names, first: str) -> str:
+    runs = [(name, load(name)) for name in names]
+    body = []
+    for _, data in runs:
+        rs = data["runs"]
+        rounds = {len(r["rounds"]) for r in rs}
+        dropped = [sum(v[way] for r in rs for v in (r.get("uplink_drops") or {}).values()) for way in ("up", "down")]
+        again = resent_up(rs)
+        body.append([tree_setting(data), switches_text(data), ", ".join(ran_text(r) for r in rs),
+                     "/".join(map(str, sorted(rounds))),
+                     "exact" if all(r["exact"] for r in rs) else
+                     "**NOT EXACT**: " + ", ".join(r["mode"] for r in rs if not r["exact"]),
+                     f"{sum(x['retransmissions'] for r in rs for x in r['rounds']):,}",
+                     f"{dropped[0]:,} / {dropped[1]:,}", "-" if again is None else f"{again:,}",
+                     "/".join(f"{r['seconds']:.2f}" for r in rs)])
+    return block(rows_md([first, "switches", "modes", "rounds each", "result", "workers' resends, every round",
+                          "frames dropped on the uplinks, up / down", "partials sent up again",
+                          "seconds, mode by mode"], body), *runs)
+
+
+@table("trees-mininet-exact")
+def trees_mininet_exact() -> str:
+    """docs/trees.md: every mode's result in each Mininet tree run, against numpy."""
+    return tree_exactness(TREE_RUNS, "Mininet tree")
+
+
+@table("trees-bmv2")
+def trees_bmv2() -> str:
+    """docs/trees.md: the same through BMv2 and mixed trees."""
+    return tree_exactness([f"trees/bmv2/{name}.json" for name, _ in campaign.BMV2_TREES], "Mininet tree")
+
+
+def tree_uplinks(name: str, ranges: bool) -> str:
+    data = load(name)
+    links = list(data["runs"][0]["uplinks"])
+    if ranges:
+        header = ["mode", "bytes per worker on its host link", f"each of the {len(links)} uplinks, up (MB)",
+                  "down (MB)"]
+    else:
+        header = ["mode", "bytes per worker on its host link", *(f"uplink {k} up / down" for k in links)]
+    body = []
+    for r in data["runs"]:
+        up = r["uplinks"]
+        if ranges:
+            ups, downs = [v["up"] / 1e6 for v in up.values()], [v["down"] / 1e6 for v in up.values()]
+            cells = [f"{min(ups):.2f} to {max(ups):.2f}", f"{min(downs):.2f} to {max(downs):.2f}"]
+        else:
+            cells = [f"{up[k]['up']:,.0f} / {up[k]['down']:,.0f}" for k in links]
+        body.append([ran_text(r), f"{r['wire_bytes_per_worker']:,.0f}", *cells])
+    lines = [f"{tree_setting(data)}; best of {data['config']['rounds']} rounds, bytes on the wire (headers "
+             "included) per aggregation.", "", *rows_md(header, body)]
+    return block(lines, (name, data))
+
+
+@table("trees-leaves")
+def trees_leaves() -> str:
+    """docs/trees.md: aggregation at every tier against the spine only (plain leaves), same wires."""
+    body, runs = [], []
+    for preset, (summed, plain) in LEAVES_RUNS.items():
+        a, b = load(summed), load(plain)
+        runs += [(summed, a), (plain, b)]
+        for ra, rb in zip(a["runs"], b["runs"]):
+            def per_uplink(r, way):
+                return sum(v[way] for v in r["uplinks"].values()) / len(r["uplinks"])
+            body.append([preset, ran_text(ra),
+                         f"{ra['seconds']:.3f} ({short_verdict(ra)})", f"{rb['seconds']:.3f} ({short_verdict(rb)})",
+                         f"{rb['seconds'] / ra['seconds']:.2f}x",
+                         f"{per_uplink(ra, 'up') / 1e6:.2f} / {per_uplink(ra, 'down') / 1e6:.2f}",
+                         f"{per_uplink(rb, 'up') / 1e6:.2f} / {per_uplink(rb, 'down') / 1e6:.2f}",
+                         f"{per_uplink(rb, 'up') / per_uplink(ra, 'up'):.2f}x"])
+    lines = [f"{tree_setting(runs[0][1])}; best of {runs[0][1]['config']['rounds']} rounds; uplink MB per "
+             "aggregation, the mean of the two uplinks.", "",
+             *rows_md(["model", "mode", "seconds, leaves sum their rack", "seconds, spine only (plain leaves)",
+                       "spine only is slower", "uplink MB up / down, leaves sum", "uplink MB up / down, spine only",
+                       "uplink bytes up, spine only / leaves"], body)]
+    return block(lines, *runs)
+
+
+@table("readme-trees")
+def readme_trees() -> str:
+    """README: every system on the leaf/spine tree, the sparse presets: seconds, uplink bytes against the ring's."""
+    name = "trees/tree-compare.json"
+    data = load(name)
+    rows = [r for r in data["rows"] if not r["env"].startswith("loopback")]
+    env = rows[0]["env"]
+    find = {(r["preset"], r["mode"]): r for r in rows}
+    presets = [p for p in ("deeplight", "lstm") if (p, "ring") in find]
+    dense = [p for p in PRESETS if p not in presets and (p, "ring") in find]
+    body = []
+    for mode, label in SYSTEMS:
+        if not any((p, mode) in find for p in presets):
+            continue
+        cells = []
+        for p in presets:
+            r, ring = find.get((p, mode)), find[p, "ring"]
+            if r is None:
+                cells += ["-", "-"]
+                continue
+            cells += [f"{r['seconds']:.3f} ({short_verdict(r)})",
+                      f"{r['uplink_bytes_per_aggregation'] / ring['uplink_bytes_per_aggregation']:.3f}"]
+        ratios = [find[p, mode]["uplink_bytes_per_aggregation"] / find[p, "ring"]["uplink_bytes_per_aggregation"]
+                  for p in dense if (p, mode) in find]
+        cells.append(f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-")
+        body.append([label, *cells])
+    header = ["system", *(h for p in presets for h in (f"{p} s (verdict)", f"{p} uplink bytes / ring's")),
+              f"uplink bytes / ring's, {', '.join(dense)}"]
+    over = data["meta"].get("oversubscription") or 1
+    lines = [f"{data['meta']['workers']} workers, {env} (host links and uplinks at that rate: {over:g}:1 "
+             f"oversubscribed), best of {data['meta']['rounds']} rounds; uplink bytes summed over every uplink "
+             "both ways, per aggregation.", "", *rows_md(header, body)]
+    return block(lines, (name, data))
+
+
+@table("readme-scale")
+def readme_scale() -> str:
+    """README: the scale model at its largest worker count, 100 Gbit/s, the 2-tier tree: hina auto against dense
+    INA and the ring, per preset."""
+    data = load("scale_model.json")
+    rows = [r for r in data["projection"] if r["topology"] == "tree2" and r["gbps"] == 100.0]
+    n = max(r["workers"] for r in rows)
+    body = [[r["preset"], f"{r['union_density']:.1%}", r["hina_auto"]["encoding"],
+             f"{r['speedup_vs_dense']:.2f}x", f"{r['speedup_vs_ring']:.2f}x"]
+            for r in rows if r["workers"] == n]
+    nb = data.get("validation_network_bound") or {}
+    lines = [f"{n:,} workers under a 2-tier tree of switches, 100 Gbit/s links, modelled (the model was within 20% "
+             f"of {nb.get('within_20pct', '?')} of {nb.get('runs', '?')} network-bound Mininet runs).", "",
+             *rows_md(["preset", "union of the supports", "hina auto runs", "hina auto over dense INA",
+                       "hina auto over the ring"], body)]
+    return block(lines, ("scale_model.json", data))
+
+
+@table("trees-uplinks")
+def trees_uplinks() -> str:
+    """docs/trees.md: the bytes each uplink carried per mode, leafspine:2,1,4 without loss."""
+    return tree_uplinks(TREE_RUNS[0], ranges=False)
+
+
+@table("trees-uplinks-spread")
+def trees_uplinks_spread() -> str:
+    """docs/trees.md: the same for leafspine:4,2,2 (slots spread over two spines), as ranges over the uplinks."""
+    return tree_uplinks(TREE_RUNS[2], ranges=True)
+
+
+@table("trees-compare")
+def trees_compare() -> str:
+    """docs/trees.md: every system on the leaf/spine wires: seconds and uplink bytes against the ring's."""
+    from hina.benchmarks import compare
+
+    name = "trees/tree-compare.json"
+    data = load(name)
+    rows = [r for r in data["rows"] if not r["env"].startswith("loopback")]
+    return block(compare.uplink_table(rows, seconds=True), (name, data))
+
+
+# -- fidelity (mininet/run.py --calibrate, benchmarks/slowdown.py, benchmarks/cross_traffic.py) ----------
+
+def calibrations() -> list[str]:
+    """The campaign's `--calibrate` results: stars first, most workers first, then the tree."""
+    return [f"calibrate/{name}.json" for name, _ in campaign.CALIBRATIONS]
+
+
+def rates(mbps: list[float]) -> str:
+    return ", ".join(f"{x:g}" if x == int(x) else f"{x:.1f}" for x in mbps)
+
+
+@table("fidelity-contest")
+def fidelity_contest() -> str:
+    """docs/fidelity.md: the window beside a Reno flow on the virtual clock, delay rule alone or contested."""
+    from hina.benchmarks import contest_model
+
+    name = "contest_model.json"
+    data = load(name)
+    seeds = data["rows"][0]["seeds"]
+    lines = [f"{data['workers']} workers, {data['link_mbps']:g} Mbit/s, {data['frame_bytes']:,}-byte frames; "
+             f"the mean of {seeds} seeds (windows: the least and most over them).", "",
+             *contest_model.table(data)]
+    return block(lines, (name, data))
+
+
+@table("fidelity-calibrate")
+def fidelity_calibrate() -> str:
+    """docs/fidelity.md: each --calibrate run: the highest network-bound rate and every trial's verdict."""
+    runs = [(name, load(name)) for name in calibrations()]
+    body = []
+    for _name, data in runs:
+        trials = sorted(data["trials"], key=lambda t: t["mbps"])
+        best = data["highest_network_bound_mbps"]
+        above = [t["mbps"] for t in trials if best is None or t["mbps"] > best]
+        found = ("none" if best is None
+                 else f"**{best:.0f} Mbit/s**" + (f" (not at {min(above):.0f})" if above else ""))
+        groups: dict[str, list[float]] = {}
+        for t in trials:
+            groups.setdefault(short_verdict({"verdict": t["verdict"]}), []).append(t["mbps"])
+        command = re.sub(r" --(out|name) \S+", "", data["command"])  # where it wrote is not what it measured
+        body.append([data.get("topology", "star"), data["config"]["workers"], f"`{command}`", found,
+                     "; ".join(f"{rates(v)}: {k}" for k, v in groups.items()),
+                     "-".join(f"{x:.1f}" for x in (min(data["loadavg"]), max(data["loadavg"])))])
+    lines = rows_md(["topology", "workers", "command", "highest network-bound rate",
+                     "trials (Mbit/s: verdict of the best round)", "load average at the start"], body)
+    return block(lines, *runs)
+
+
+@table("fidelity-compare")
+def fidelity_compare() -> str:
+    """docs/fidelity.md: the comparison at the calibrated rate, seconds, bytes and verdicts."""
+    name, env = HEADLINE
+    header, cells, data = compare_cells(name, env, with_verdict=True)
+    return block(rows_md(header, cells), (name, data))
+
+
+@table("fidelity-gbit")
+def fidelity_gbit() -> str:
+    """docs/fidelity.md: the 1 and 10 Gbit/s comparison with its verdicts."""
+    name = "compare_gbit_verdicts.json"
+    data = load(name)
+    lines = []
+    for env in dict.fromkeys(r["env"] for r in data["rows"]):
+        header, cells, _ = compare_cells(name, env, with_verdict=True)
+        lines += [f"**{env}**", "", *rows_md(header, cells), ""]
+    return block(lines[:-1], (name, data))
+
+
+def slowdown_rows(base_name: str, with_name: str) -> tuple[list[dict], dict, dict, dict]:
+    """benchmarks/slowdown.py's rows for two compare.py results, and each (env, preset, mode)'s row of WITH."""
+    from hina.benchmarks import slowdown
+
+    base, hetero = load(base_name), load(with_name)
+    rows, _ = slowdown.table(base, hetero)
+    return rows, {(r["env"], r["preset"], r["mode"]): r for r in hetero["rows"]}, base, hetero
+
+
+def label(mode: str) -> str:
+    from hina.benchmarks.compare import MODE_LABEL
+
+    return MODE_LABEL.get(mode, mode)
+
+
+def verdicts(r: dict) -> str:
+    return f"{short_verdict({'fidelity': r['base_fidelity']})} / {short_verdict({'fidelity': r['fidelity']})}"
+
+
+@table("fidelity-straggler")
+def fidelity_straggler() -> str:
+    """docs/fidelity.md: every system with a straggler against the same runs without (benchmarks/slowdown.py)."""
+    from hina.benchmarks import slowdown
+
+    names = ("compare_faithful.json", "compare_straggler.json")
+    rows, _, base, hetero = slowdown_rows(*names)
+    body = [[r["preset"], label(r["mode"]), f"{r['base_seconds']:.3f}", f"{r['seconds']:.3f}",
+             f"{r['slowdown']:.2f}x", "-" if r["lost_beyond_delay"] is None else f"{r['lost_beyond_delay']:+.3f} s",
+             "-" if r["most_waited"] != r["most_waited"] else f"{r['most_waited']:.3f} s", verdicts(r)] for r in rows]
+    delay = slowdown.largest_delay(hetero["meta"], hetero["meta"]["workers"])
+    lines = [f"{rows[0]['env']}; the straggler's largest start delay {delay:.3f} s (\"lost beyond the delay\": the "
+             "seconds with it less the base seconds less that delay).", "",
+             *rows_md(["model", "system", "seconds (base)", "seconds (with)", "slowdown", "lost beyond the delay",
+                       "most a worker waited", "verdict (base / with)"], body)]
+    return block(lines, *zip(names, (base, hetero)))
+
+
+@table("fidelity-cross")
+def fidelity_cross() -> str:
+    """docs/fidelity.md: every system beside an iperf3 flow against the same runs alone (benchmarks/slowdown.py)."""
+    names = ("compare_faithful.json", "compare_cross.json")
+    rows, beside, base, hetero = slowdown_rows(*names)
+    alone = {(r["env"], r["preset"], r["mode"]): r for r in base["rows"]}
+
+    def resent(r: dict) -> str:
+        key = (r["env"], r["preset"], r["mode"])
+        a, b = alone[key].get("retransmissions"), beside[key].get("retransmissions")
+        return "-" if a is None or b is None else f"{a} / {b}"
+
+    body = [[r["preset"], label(r["mode"]), f"{r['base_seconds']:.3f}", f"{r['seconds']:.3f}",
+             f"{r['slowdown']:.2f}x", resent(r), verdicts(r)] for r in rows]
+    lines = [f"{rows[0]['env']}; resent frames are hina's (the baselines' TCP retransmissions are not counted: -).", "",
+             *rows_md(["model", "system", "seconds alone", "seconds beside the flow", "slowdown",
+                       "resent frames (alone / beside)", "verdict (alone / beside)"], body)]
+    return block(lines, *zip(names, (base, hetero)))
+
+
+@table("fidelity-window")
+def fidelity_window() -> str:
+    """docs/fidelity.md: hina's congestion window per round, alone and beside a TCP flow (cross_traffic.py)."""
+    name = "cross_traffic.json"
+    data = load(name)
+
+    def spread(values: list[float], fmt: str = ".1f") -> str:
+        lo, hi = min(values), max(values)
+        return f"{lo:{fmt}}" if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}}-{hi:{fmt}}"
+
+    body = []
+    for run in data["runs"]:
+        what = "with the TCP flow " + ", ".join(run["cross"]) if run["cross"] else "alone"
+        best = min(range(len(run["rounds"])), key=lambda i: run["rounds"][i]["seconds"])
+        for i, rd in enumerate(run["rounds"]):
+            win = [w["window"] for w in rd["workers"]]
+            shown = i == best
+            body.append([what, i + 1, f"{rd['seconds']:.3f}" + (" (best)" if shown else ""),
+                         f"{run['line_rate_seconds']:.2f}",
+                         " / ".join(spread([w[k] for w in win]) for k in ("least", "mean", "last")),
+                         spread([w["cuts"] for w in win], "d"), run["retransmissions"] if shown else "-",
+                         rd["fidelity"] + (f" ({run['fidelity_detail']})" if shown and run["fidelity_detail"] else "")])
+    flows = [f"{f['src']}>{f['dst']}: {f['bytes'] / 1e6:.1f} MB in {f['seconds']:.1f} s ({f['mbps']:.1f} Mbit/s, "
+             f"{f['retransmits']} TCP retransmits)" for run in data["runs"] for f in run.get("flow") or []]
+    lines = [*rows_md(["run", "round", "seconds", "line rate seconds", "every worker's window: least / mean / last "
+                       "(chunks)", "cuts per worker", "resent (best round)", "verdict (detail: best round)"], body),
+             "", "The iperf3 flow: " + "; ".join(flows) + "."]
+    return block(lines, (name, data))
+
+
+# -- the pages ------------------------------------------------------------------------------------
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def render(text: str, where: Path) -> tuple[str, list[str]]:
+    """The page with every generated block rewritten; the names of the blocks that changed."""
+    changed = []
+
+    def fill(m: re.Match) -> str:
+        name = m.group(2)
+        if name not in TABLES:
+            raise ValueError(f"{where.relative_to(ROOT)}: unknown table {name!r} (known: {', '.join(sorted(TABLES))})")
+        new = TABLES[name]()
+        if new != m.group(3):
+            changed.append(name)
+        return m.group(1) + new + m.group(4)
+
+    return MARKER.sub(fill, text), changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="tables.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs from its JSON")
+    ap.add_argument("--list", action="store_true", help="print each table's name and the pages that show it")
+    args = ap.parse_args(argv)
+    stale, shown = [], {name: [] for name in TABLES}
+    for page in pages():
+        text = page.read_text()
+        try:
+            new, changed = render(text, page)
+        except (ValueError, OSError, KeyError) as exc:
+            print(f"tables.py: {exc}", file=sys.stderr)
+            return 2
+        for m in MARKER.finditer(text):
+            shown[m.group(2)].append(str(page.relative_to(ROOT)))
+        stale += [f"{page.relative_to(ROOT)}: {name}" for name in changed]
+        if changed and not args.check:
+            page.write_text(new)
+    if args.list:
+        for name, where in shown.items():
+            print(f"{name}: {', '.join(where) or '(shown nowhere)'}")
+        return 0
+    if args.check:
+        if stale:
+            print("tables differ from benchmarks/results (run python tools/tables.py): " + "; ".join(stale),
+                  file=sys.stderr)
+            return 1
+        print("every generated table matches benchmarks/results")
+        return 0
+    print(f"rewrote {len(stale)} table(s)" + (": " + "; ".join(stale) if stale else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
