@@ -12,7 +12,11 @@ A page asks for a table with two markers; what lies between them is this script'
 
 So re-running a benchmark and then this script updates every page that shows its figures, and a
 figure typed by hand into a generated table fails the test suite.  Under each table a line names
-the result file, its command, machine, date and commit (`provenance.meta_of`).
+the result file, its command, machine, date and commit (`provenance.meta_of`).  Where a page sums
+a table up in a sentence, the sentence is generated here too, as the table's last line (`summary`
+lines: the headline, the leaves against the spine, the torch backend against numba), so that prose
+beside a table cannot drift from it; figures quoted further away are checked by
+tests/docs/test_docs.py against the same JSON.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 import campaign
 
 from hina.cliargs import OneLineParser
-from hina.provenance import source_line
+from hina.provenance import NOT_RECORDED, meta_of, source_line
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -51,11 +55,25 @@ def rows_md(header: list[str], rows: list[list]) -> list[str]:
             *("| " + " | ".join(str(c) for c in r) + " |" for r in rows)]
 
 
+def source(name: str, data: dict) -> str:
+    """`provenance.source_line`, or for a result written before results kept their provenance (no machine,
+    date or commit at all) a line that says so once instead of three "not recorded"s."""
+    m = meta_of(data)
+    if not all(m[k] == NOT_RECORDED for k in ("machine", "date", "commit")):
+        return source_line(name, data)
+    command = m["command"]
+    if command != NOT_RECORDED and not command.startswith(("python", "sudo", ".venv", "make")):
+        command = "python " + (command if "/" in command.split()[0] else f"benchmarks/{command}")
+    versions = ", ".join(f"{k} {data[k]}" for k in ("torch",) if isinstance(data.get(k), str))
+    return (f"Source: `benchmarks/results/{name}`, from `{command}`" + (f" ({versions})" if versions else "")
+            + ", recorded before provenance was kept: its machine, date and commit are unknown.")
+
+
 def block(lines: list[str], *sources: tuple[str, dict]) -> str:
     """The table's lines, then per result file its source line and, for a Mininet run, what set its time."""
     tail = []
     for name, data in sources:
-        tail.append(source_line(name, data))
+        tail.append(source(name, data))
         fidelity = fidelity_line(data)
         if fidelity:
             tail.append(fidelity)
@@ -101,6 +119,21 @@ def fidelity_line(data: dict) -> str | None:
 
 def mb(n: float) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
+
+
+def times(x: float) -> str:
+    """A speedup as prose gives it: 2.5x, 34x."""
+    return f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
+
+
+def span(values: list[float], fmt: str = ".2f") -> str:
+    """A range as prose gives it: 1.64-1.76, or one figure where both ends print alike."""
+    lo, hi = f"{min(values):{fmt}}", f"{max(values):{fmt}}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def and_list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 # -- the comparison (benchmarks/compare.py) ---------------------------------------------------------
@@ -157,6 +190,43 @@ def compare_cells(name: str, env: str, with_verdict: bool) -> tuple[list[str], l
     return header, out, data
 
 
+def compare_summary_line(data: dict, env: str) -> str:
+    """One sentence on a compare.py result: hina auto against the fastest lossless baseline and dense where it
+    ran sparse, against dense where it ran dense, and dense in-network aggregation against gloo's ring."""
+    from hina.baselines import LOSSY
+
+    rows = {(r["preset"], r["mode"]): r for r in data["rows"] if r["env"] == env}
+    label = dict(SYSTEMS)
+    presets = [p for p in PRESETS if (p, "auto") in rows and (p, "dense") in rows]
+    sparse = [p for p in presets if rows[p, "auto"].get("encoding") != "dense"]
+    dense = [p for p in presets if p not in sparse]
+    text = []
+    if sparse:
+        best = []
+        for p in sparse:
+            lossless = [(rows[p, m]["seconds"], m) for m, _ in SYSTEMS
+                        if (p, m) in rows and rows[p, m].get("system") == "baseline" and m not in LOSSY]
+            best.append(min(lossless))
+        text.append(f"Where hina auto ran sparse ({and_list(sparse)}) it was "
+                    f"{and_list([times(s / rows[p, 'auto']['seconds']) for p, (s, _) in zip(sparse, best)])} faster "
+                    f"than the fastest lossless baseline ({and_list([label[m] for _, m in best])}) and "
+                    f"{and_list([times(rows[p, 'dense']['seconds'] / rows[p, 'auto']['seconds']) for p in sparse])} "
+                    "faster than dense in-network aggregation")
+    if dense:
+        text.append(("; where" if text else "Where") + f" it ran dense ({and_list(dense)}) it took "
+                    f"{span([rows[p, 'auto']['seconds'] / rows[p, 'dense']['seconds'] for p in dense])} of dense's "
+                    "seconds")
+    ring = [p for p in presets if (p, "ring") in rows]
+    if ring:
+        bound = [p for p in ring for m in ("dense", "ring") if verdict_text(rows[p, m]).startswith("network-bound")]
+        text.append(f". Dense in-network aggregation was "
+                    f"{span([rows[p, 'ring']['seconds'] / rows[p, 'dense']['seconds'] for p in ring])}x faster than "
+                    f"gloo's ring on {'every model' if len(ring) == len(PRESETS) else and_list(ring)}, and "
+                    + ("every dense and ring run was network-bound" if len(bound) == 2 * len(ring) else
+                       f"{len(bound)} of its {2 * len(ring)} dense and ring runs were network-bound"))
+    return "".join(text) + "."
+
+
 @table("headline")
 def headline() -> str:
     name, env = HEADLINE
@@ -164,7 +234,7 @@ def headline() -> str:
     lines = [f"{data['meta']['workers']} workers, {env}; best of {data['meta']['rounds']} rounds, bytes sent per "
              "worker, and what set each run's time by the fidelity monitor's verdict (network: the busiest link at "
              ">= 90% of its rate while sending; CPU: a process or the whole machine).", "",
-             *rows_md(header, cells)]
+             *rows_md(header, cells), "", compare_summary_line(data, env)]
     return block(lines, (name, data))
 
 
@@ -252,11 +322,15 @@ def torch_beside_numba(torch_file: str, numba_file: str) -> str:
              "yes" if r["exact"] and n["exact"] else "**NO**"] for n, r in pairs]
     copies = dict.fromkeys(f"{r['case']}: numpy {1e3 * n['copy_s']:.2f} ms, torch {1e3 * r['copy_s']:.2f} ms"
                            for n, r in pairs)
+    slower = {kind: [r[f"{kind}_s"] / n[f"{kind}_s"] for n, r in pairs if r["mode"] in ("aligned", "sketch")]
+              for kind in ("encode", "decode")}
     lines = [f"N = 8, worker 0, best of the steady-state aggregations; numba / torch on CPU tensors "
              f"({torch_run['meta'].get('torch_threads', '?')} torch thread). The copies of the d float32 values each "
              f"ratio divides by, timed in the same runs: {'; '.join(copies)}.", "",
              *rows_md(["case", "mode (ran)", "encode ms", "decode ms", "encode / copy", "decode / copy",
-                       "torch first aggregation enc / dec (x copy)", "exact"], body)]
+                       "torch first aggregation enc / dec (x copy)", "exact"], body), "",
+             f"The torch backend against numba, steady state, the aligned and sketch modes: "
+             f"{span(slower['encode'], '.0f')}x numba's time to encode, {span(slower['decode'], '.0f')}x to decode."]
     return block(lines, (numba_file, numba_run), (torch_file, torch_run))
 
 
@@ -607,8 +681,38 @@ def trees_leaves() -> str:
              "aggregation, the mean of the two uplinks.", "",
              *rows_md(["model", "mode", "seconds, leaves sum their rack", "seconds, spine only (plain leaves)",
                        "spine only is slower", "uplink MB up / down, leaves sum", "uplink MB up / down, spine only",
-                       "uplink bytes up, spine only / leaves"], body)]
+                       "uplink bytes up, spine only / leaves"], body), "", leaves_summary(runs)]
     return block(lines, *runs)
+
+
+def leaves_summary(runs: list[tuple[str, dict]]) -> str:
+    """The trees-leaves table in one sentence: bytes up, dense's and auto's seconds, what the uplink's rate
+    allows the spine-only dense run."""
+    pairs = {}  # (preset, mode) -> (leaves summing, spine only)
+    for preset, (summed, plain) in LEAVES_RUNS.items():
+        a, b = dict(runs)[summed], dict(runs)[plain]
+        for ra, rb in zip(a["runs"], b["runs"]):
+            pairs[preset, ra["mode"]] = (ra, rb)
+
+    def up(r: dict) -> float:
+        return sum(v["up"] for v in r["uplinks"].values()) / len(r["uplinks"])
+
+    ratio_up = [up(rb) / up(ra) for ra, rb in pairs.values()]
+    dense = [pairs[k] for k in pairs if k[1] == "dense"]
+    auto = [(k[0], *pairs[k]) for k in pairs if k[1] == "auto"]
+    cfg = runs[0][1]["config"]
+    worst_up = max(up(rb) for _, rb in dense)
+    text = (f"Summing at the leaf sends {span(ratio_up)}x fewer bytes up each uplink; dense runs "
+            f"{span([rb['seconds'] / ra['seconds'] for ra, rb in dense])}x faster "
+            f"({span([ra['seconds'] for ra, _ in dense], '.3f')} s against "
+            f"{span([rb['seconds'] for _, rb in dense], '.3f')} s: with plain leaves an uplink carries up to "
+            f"{worst_up / 1e6:.1f} MB up per aggregation, {8 * worst_up / (cfg['bw'] * 1e6):.1f} s at "
+            f"{cfg['bw']:g} Mbit/s)")
+    for preset, ra, rb in auto:
+        slower = rb["seconds"] / ra["seconds"]
+        text += (f"; auto {times(slower)} faster on {preset} ({ra['seconds']:.3f} s against {rb['seconds']:.3f} s, "
+                 f"{mb(ra['wire_bytes_per_worker'])} per worker)")
+    return text + "."
 
 
 @table("readme-trees")
@@ -740,7 +844,7 @@ def fidelity_compare() -> str:
     """docs/fidelity.md: the comparison at the calibrated rate, seconds, bytes and verdicts."""
     name, env = HEADLINE
     header, cells, data = compare_cells(name, env, with_verdict=True)
-    return block(rows_md(header, cells), (name, data))
+    return block([*rows_md(header, cells), "", compare_summary_line(data, env)], (name, data))
 
 
 @table("fidelity-gbit")
