@@ -164,62 +164,17 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
     data, control = tuple(where["data"]), tuple(where["control"])
     log(f"switch emulator on {data[0]}:{data[1]} (control {control[1]}), drop={cfg.drop} dup={cfg.dup} "
         f"reorder={cfg.reorder}")
-    ctx = mp.get_context("spawn")
-    procs, conns = [], []
+    procs: list = []
     try:
-        for rank in range(cfg.workers):
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=_worker_main, args=(cfg, rank, data, child), daemon=True)
-            p.start()
-            procs.append(p)
-            conns.append(parent)
-        members = []
-        for rank, conn in enumerate(conns):
-            kind, value = _expect(conn, cfg.deadline + 60, rank)
-            if kind != "ready":
-                raise RuntimeError(f"worker {rank} failed before starting: {value}")
-            members.append(Member(rank, tuple(value)))
+        conns, members = _start_workers(cfg, data, procs)
         with ControlClient(control) as ctl:
             ctl.add_job(cfg.job.switch_config(cfg.workers, members))
-            if cfg.workload:
-                dens = workloads.densities([cfg.gradient(w) for w in range(cfg.workers)])
-                what = (f"workload {cfg.workload} (scale {cfg.scale}): {dens['per_worker']:.2%} per worker, "
-                        f"{dens['union']:.2%} union")
-            else:
-                what = f"{cfg.density:.2%} per worker"
             log(f"{cfg.workers} workers ready; job {cfg.job.job_id}: K={cfg.job.words} words/packet, "
-                f"{cfg.job.slots} slots; aggregating {cfg.length:,} elements, {what}, mode {cfg.mode}, "
+                f"{cfg.job.slots} slots; aggregating {cfg.length:,} elements, {_what(cfg)}, mode {cfg.mode}, "
                 f"{cfg.rounds} round(s)")
             log("computing numpy's reference sum ...")
             expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed, cfg.workload, cfg.scale))
-            errors, failed = [], set()
-            wait = cfg.deadline * 20 + 60
-            for r in range(cfg.rounds):
-                for rank, conn in enumerate(conns):
-                    if rank not in failed:
-                        conn.send("go")
-                if r == cfg.rounds - 1:
-                    break
-                for rank, conn in enumerate(conns):  # between rounds: wait until every worker is ready
-                    if rank not in failed:
-                        kind, value = _expect(conn, wait, rank)
-                        if kind != "round":
-                            failed.add(rank)
-                            errors.append(f"worker {rank}: {value}")
-                            log(f"worker {rank} FAILED: {value}")
-            per_worker = []
-            for rank, conn in enumerate(conns):
-                if rank in failed:
-                    continue
-                kind, value = _expect(conn, wait, rank)
-                if kind == "done":
-                    per_worker.append(value)
-                    times = ", ".join(f"{v['seconds']:.3f}" for v in value)
-                    log(f"worker {rank}: {times} s, "
-                        f"{sum(v['retransmissions'] for v in value)} retransmissions")
-                else:
-                    errors.append(f"worker {rank}: {value}")
-                    log(f"worker {rank} FAILED: {value}")
+            per_worker, errors = _run_rounds(cfg, conns, log)
             counters = ctl.counters()
             ctl.shutdown()
     finally:
@@ -230,7 +185,72 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         if switch.poll() is None:
             switch.terminate()
         switch.wait(5)
+    return _summary(cfg, per_worker, errors, counters, expected)
 
+
+def _start_workers(cfg: DemoConfig, data: tuple[str, int], procs: list) -> tuple[list, list[Member]]:
+    """One process per worker (appended to `procs`), each bound to its own port: (its pipe, the members)."""
+    ctx = mp.get_context("spawn")
+    conns = []
+    for rank in range(cfg.workers):
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_worker_main, args=(cfg, rank, data, child), daemon=True)
+        p.start()
+        procs.append(p)
+        conns.append(parent)
+    members = []
+    for rank, conn in enumerate(conns):
+        kind, value = _expect(conn, cfg.deadline + 60, rank)
+        if kind != "ready":
+            raise RuntimeError(f"worker {rank} failed before starting: {value}")
+        members.append(Member(rank, tuple(value)))
+    return conns, members
+
+
+def _what(cfg: DemoConfig) -> str:
+    """The gradients, as the log names them."""
+    if not cfg.workload:
+        return f"{cfg.density:.2%} per worker"
+    dens = workloads.densities([cfg.gradient(w) for w in range(cfg.workers)])
+    return (f"workload {cfg.workload} (scale {cfg.scale}): {dens['per_worker']:.2%} per worker, "
+            f"{dens['union']:.2%} union")
+
+
+def _run_rounds(cfg: DemoConfig, conns: list, log) -> tuple[list[list[dict]], list[str]]:
+    """Start every round on every worker still alive; (each finished worker's reports by round, the errors)."""
+    errors, failed = [], set()
+    wait = cfg.deadline * 20 + 60
+    for r in range(cfg.rounds):
+        for rank, conn in enumerate(conns):
+            if rank not in failed:
+                conn.send("go")
+        if r == cfg.rounds - 1:
+            break
+        for rank, conn in enumerate(conns):  # between rounds: wait until every worker is ready
+            if rank not in failed:
+                kind, value = _expect(conn, wait, rank)
+                if kind != "round":
+                    failed.add(rank)
+                    errors.append(f"worker {rank}: {value}")
+                    log(f"worker {rank} FAILED: {value}")
+    per_worker = []
+    for rank, conn in enumerate(conns):
+        if rank in failed:
+            continue
+        kind, value = _expect(conn, wait, rank)
+        if kind == "done":
+            per_worker.append(value)
+            times = ", ".join(f"{v['seconds']:.3f}" for v in value)
+            log(f"worker {rank}: {times} s, {sum(v['retransmissions'] for v in value)} retransmissions")
+        else:
+            errors.append(f"worker {rank}: {value}")
+            log(f"worker {rank} FAILED: {value}")
+    return per_worker, errors
+
+
+def _summary(cfg: DemoConfig, per_worker: list[list[dict]], errors: list[str], counters: dict,
+             expected: str) -> dict[str, Any]:
+    """The job's summary from every worker's reports: exact or not, the steady state's round, bytes, resends."""
     exact = not errors and all(r["digest"] == expected for rounds in per_worker for r in rounds)
     # each round's time is its slowest worker's; past the first, the best round is the steady state
     round_seconds = ([max(rounds[i]["seconds"] for rounds in per_worker) for i in range(cfg.rounds)]
@@ -239,7 +259,8 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
     best = round_seconds.index(seconds) if per_worker else 0
     reports = [rounds[best] for rounds in per_worker]
     n = max(len(reports), 1)
-    summary = {
+    first = reports[0] if reports else {}
+    return {
         "exact": exact,
         "mode": cfg.mode,
         "workers": cfg.workers,
@@ -261,17 +282,16 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         "switch_drop_reasons": counters["drops"],
         "payload_bytes_per_worker": round(sum(r["payload_bytes"] for r in reports) / n),
         "frames_per_worker": round(sum(r["frames"] for r in reports) / n),
-        "phase_seconds": reports[0]["phases"] if reports else {},
-        "payload_by_phase": reports[0]["payload_by_phase"] if reports else {},
-        "encoding": reports[0]["encoding"] if reports else None,
-        "group": reports[0]["group"] if reports else None,
-        "compute_seconds": reports[0]["compute"] if reports else {},
-        "union": reports[0]["union"] if reports else None,
-        "residual": reports[0]["residual"] if reports else None,
+        "phase_seconds": first.get("phases", {}),
+        "payload_by_phase": first.get("payload_by_phase", {}),
+        "encoding": first.get("encoding"),
+        "group": first.get("group"),
+        "compute_seconds": first.get("compute", {}),
+        "union": first.get("union"),
+        "residual": first.get("residual"),
         "impairments": {k: counters.get(k, {}) for k in ("impair_in", "impair_out")},
         "errors": errors,
     }
-    return summary
 
 
 def _expect(conn, timeout: float, rank: int):

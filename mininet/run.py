@@ -128,7 +128,7 @@ def calibrate(cfg, steps: int, experiment, log, topology: str = "star") -> dict:
             "trials": trials, "summary": summary}
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> OneLineParser:
     ap = OneLineParser(prog="mininet/run.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=3, help="worker hosts in the star (default: 3)")
     ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=(*MODES, "both", "all"), default="auto",
                     help=f"the codec mode to run ({', '.join(MODES)}); both: auto and dense; all: every mode "
                          "(default: auto)")
-    ap.add_argument("--workload", help="a model-shaped preset of benchmarks/workloads.py; sets --length "
+    ap.add_argument("--workload", help="a model-shaped preset of hina.host.workloads; sets --length "
                                        "(default: none, uniform sparsity at --density)")
     ap.add_argument("--scale", type=float, default=0.02,
                     help="with --workload: shrink the preset by this factor (default: 0.02)")
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json",
                     help="the network: a star of --workers around one switch, L leaves of H hosts under S spines "
                          "(the job rooted at the spines, slot s at spine s mod S; --workers is L x H), or a "
-                         "fabric file (switch_emulator/fabric.py; mininet/topo.py, docs/trees.md) (default: star)")
+                         "fabric file (hina.control.fabric; mininet/topo.py, docs/trees.md) (default: star)")
     ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
                     help="trees: each leaf's uplinks run at hosts x --bw / (R x uplinks) (default: 1)")
     ap.add_argument("--spine-switch", choices=("emulator", "bmv2"),
@@ -184,74 +184,48 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", metavar="STEM",
                     help="the result files' stem, NAME.json and NAME.png (default: SWITCH[-SHAPE]-MODE-Nw-DATE, "
                          "with --calibrate calibrate-SWITCH[-SHAPE]-Nw-DATE)")
-    args = ap.parse_args(argv)
-    if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
-        ap.error(f"--name must be a file stem (letters, digits, '.', '_', '-'), got {args.name!r}")
+    return ap
 
-    try:
-        from hina.mininet.hina_net import Experiment, ExperimentConfig, missing_requirements, plot
-        from hina.mininet.topo import TreeConfig, TreeExperiment, parse_topology
-    except ImportError as exc:
-        print(f"mininet/run.py: {exc}", file=sys.stderr)
-        return 2
-    try:
-        fabric = parse_topology(args.topology)
-        config, experiment = ExperimentConfig, Experiment
-        if fabric is not None:  # a tree: the workers are the fabric's hosts
-            args.workers = len(fabric.hosts)
-            config = functools.partial(TreeConfig, spine_switch=args.spine_switch,
-                                       oversubscription=args.oversubscription, leaves=args.leaves)
-            experiment = functools.partial(TreeExperiment, fabric=fabric)
-        elif args.leaves != "hina":
-            raise ValueError("--leaves plain needs a --topology with leaves")
-        cfg = config(workers=args.workers, switch=args.switch, modes=modes_for(args.mode),
-                     bw=args.bw or None, delay=args.delay, loss=args.loss, length=args.length,
-                     density=args.density, mtu=args.mtu, slots=args.slots, rounds=args.rounds,
-                     seed=args.seed, deadline=args.deadline, transport=args.transport,
-                     workload=args.workload, scale=args.scale, pipes=args.pipes,
-                     host_bw=args.host_bw, host_delay=args.host_delay, straggler=args.straggler,
-                     compute=args.compute, cross=tuple(args.cross))
-        if args.calibrate and (not args.bw or args.bw <= CALIBRATE_LOW or args.calibrate_steps < 1):
-            raise ValueError(f"--calibrate needs --bw above {CALIBRATE_LOW:g} Mbit/s (the top of the search) and "
-                             f"--calibrate-steps >= 1, got --bw {args.bw:g}, --calibrate-steps {args.calibrate_steps}")
-    except ValueError as exc:  # a bad value, named before any host or link exists
-        print(f"mininet/run.py: {exc}", file=sys.stderr)
-        return 2
-    problem = missing_requirements(args.switch)
-    if problem:
-        print(f"mininet/run.py: {problem}", file=sys.stderr)
-        return 2
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    command = " ".join(["mininet/run.py"] + (argv if argv is not None else sys.argv[1:]))
-    if args.calibrate:
-        try:
-            found = calibrate(cfg, args.calibrate_steps, experiment, log, topology=describe_topology(args))
-        except (RuntimeError, ValueError) as exc:
-            print(f"mininet/run.py: {exc}", file=sys.stderr)
-            return 2
-        found.update(command=command, **provenance())
-        args.out.mkdir(parents=True, exist_ok=True)
-        stem = args.name or f"calibrate-{args.switch}{shape_of(args)}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
-        path = args.out / f"{stem}.json"
-        path.write_text(json.dumps(found, indent=1))
-        print(found["summary"])
-        print(f"wrote {path}")
-        return 0
-    try:
-        results = experiment(cfg, log=log).run()
-    except (RuntimeError, ValueError) as exc:
-        print(f"mininet/run.py: {exc}", file=sys.stderr)
-        return 2
-    results["command"] = command
-    results.update(provenance())
-    if "bmv2" in (args.switch, args.spine_switch):  # the toolchain its figures are BMv2's on
-        from hina.provenance import p4_versions
 
-        results["p4"] = p4_versions()
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.name or f"{args.switch}{shape_of(args)}-{args.mode}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
-    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
-    png = args.out / f"{stem}.png"
+def configure(args) -> tuple:
+    """(the experiment's configuration, the experiment class to run it) from the flags; a bad value raises
+    ValueError and an absent Mininet ImportError, before any host or link exists."""
+    from hina.mininet.hina_net import Experiment, ExperimentConfig
+    from hina.mininet.topo import TreeConfig, TreeExperiment, parse_topology
+
+    fabric = parse_topology(args.topology)
+    config, experiment = ExperimentConfig, Experiment
+    if fabric is not None:  # a tree: the workers are the fabric's hosts
+        args.workers = len(fabric.hosts)
+        config = functools.partial(TreeConfig, spine_switch=args.spine_switch,
+                                   oversubscription=args.oversubscription, leaves=args.leaves)
+        experiment = functools.partial(TreeExperiment, fabric=fabric)
+    elif args.leaves != "hina":
+        raise ValueError("--leaves plain needs a --topology with leaves")
+    cfg = config(workers=args.workers, switch=args.switch, modes=modes_for(args.mode),
+                 bw=args.bw or None, delay=args.delay, loss=args.loss, length=args.length,
+                 density=args.density, mtu=args.mtu, slots=args.slots, rounds=args.rounds,
+                 seed=args.seed, deadline=args.deadline, transport=args.transport,
+                 workload=args.workload, scale=args.scale, pipes=args.pipes,
+                 host_bw=args.host_bw, host_delay=args.host_delay, straggler=args.straggler,
+                 compute=args.compute, cross=tuple(args.cross))
+    if args.calibrate and (not args.bw or args.bw <= CALIBRATE_LOW or args.calibrate_steps < 1):
+        raise ValueError(f"--calibrate needs --bw above {CALIBRATE_LOW:g} Mbit/s (the top of the search) and "
+                         f"--calibrate-steps >= 1, got --bw {args.bw:g}, --calibrate-steps {args.calibrate_steps}")
+    return cfg, experiment
+
+
+def stem_of(args, kind: str = "") -> str:
+    """The result files' stem: --name, or what ran and when."""
+    if args.name:
+        return args.name
+    what = f"calibrate-{args.switch}{shape_of(args)}" if kind == "calibrate" else \
+        f"{args.switch}{shape_of(args)}-{args.mode}"
+    return f"{what}-{args.workers}w-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def report(results: dict, args) -> None:
+    """Each mode's line (exact, what ran, seconds, bytes, verdict), the uplinks of a tree, ping, pipes."""
     for r in results["runs"]:
         line = f" (line rate {r['line_rate_seconds']:.3f} s)" if r["line_rate_seconds"] else ""
         index = "" if not r.get("group") else (" (one-level index)" if r["group"] == 1
@@ -272,11 +246,54 @@ def main(argv: list[str] | None = None) -> int:
     pipes = results.get("counters", {}).get("pipes")
     if pipes:
         print(f"switch: {args.pipes} pipes, frames per pipe {[p['frames'] for p in pipes]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
+        ap.error(f"--name must be a file stem (letters, digits, '.', '_', '-'), got {args.name!r}")
+    fail = lambda why: print(f"mininet/run.py: {why}", file=sys.stderr) or 2  # noqa: E731
+    try:
+        cfg, experiment = configure(args)
+        from hina.mininet.hina_net import missing_requirements, plot
+    except (ImportError, ValueError) as exc:  # no Mininet, or a bad value: named before anything runs
+        return fail(exc)
+    problem = missing_requirements(args.switch)
+    if problem:
+        return fail(problem)
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    command = " ".join(["mininet/run.py"] + (argv if argv is not None else sys.argv[1:]))
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.calibrate:
+        try:
+            found = calibrate(cfg, args.calibrate_steps, experiment, log, topology=describe_topology(args))
+        except (RuntimeError, ValueError) as exc:
+            return fail(exc)
+        found.update(command=command, **provenance())
+        path = args.out / f"{stem_of(args, 'calibrate')}.json"
+        path.write_text(json.dumps(found, indent=1))
+        print(found["summary"])
+        print(f"wrote {path}")
+        return 0
+    try:
+        results = experiment(cfg, log=log).run()
+    except (RuntimeError, ValueError) as exc:
+        return fail(exc)
+    results["command"] = command
+    results.update(provenance())
+    if "bmv2" in (args.switch, args.spine_switch):  # the toolchain its figures are BMv2's on
+        from hina.provenance import p4_versions
+
+        results["p4"] = p4_versions()
+    stem = stem_of(args)
+    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
+    png = args.out / f"{stem}.png"
+    report(results, args)
     print(f"wrote {args.out / (stem + '.json')}" + (f" and {png}" if plot(results, png) else ""))
     for line in comparisons(results["runs"]):  # last: the summary
         print(line)
     return 0 if all(r["exact"] for r in results["runs"]) else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

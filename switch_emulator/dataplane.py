@@ -202,54 +202,77 @@ def _send_up(out, o, data, at, values, row, words, member):
     out[o + AT_WORKER_ID] = member
 
 
+@njit(cache=True, inline="always")
+def _job_config(job_index, meta, data, at, present, claimed):
+    """job_config: (0, the frame's job row), or (the reason it is dropped, the row it counts against or -1).
+
+    Fewer bytes present or claimed than a header, or than header + K words, is TRUNCATED; more claimed
+    is BAD_LENGTH, as in the P4 program.  Only a switch with a parent takes RESULTs."""
+    if present < HEADER_BYTES or claimed < HEADER_BYTES:
+        return TRUNCATED, -1
+    msg_type = data[at + AT_MSG_TYPE]
+    if msg_type != _UPDATE and msg_type != _RESULT:
+        return BAD_MSG_TYPE, -1
+    if np.int64(data[at + AT_OP]) > _MAX_OP:
+        return BAD_OP, -1
+    j = np.int64(job_index[_be16(data, at + AT_JOB_ID)])
+    if j < 0:
+        return (BAD_MSG_TYPE if msg_type == _RESULT else UNKNOWN_JOB), -1
+    if msg_type == _RESULT and meta[j, PARENTS] == 0:
+        return BAD_MSG_TYPE, j
+    frame_bytes = meta[j, FRAME_BYTES]
+    if claimed != frame_bytes or present < frame_bytes:
+        if claimed > frame_bytes and present >= frame_bytes:
+            return BAD_LENGTH, j
+        return TRUNCATED, j
+    return 0, j
+
+
+@njit(cache=True, inline="always")
+def _slot_of(meta, j, data, at):
+    """The frame's `count` and pool index against job row j (an UPDATE's and a RESULT's alike):
+    (0 or the drop reason, the pool index, the slot within the job's range)."""
+    if _be16(data, at + AT_COUNT) > meta[j, WORDS]:
+        return BAD_COUNT, 0, 0
+    pool_index = _be16(data, at + AT_POOL_INDEX)
+    slot = (pool_index & _SLOT_MASK) - meta[j, SLOT_BASE]
+    if slot < 0 or slot >= meta[j, SLOTS]:
+        return BAD_SLOT, pool_index, slot
+    return 0, pool_index, slot
+
+
 @njit(cache=True)
 def ingress(job_index, meta, auth, copies, values, counts, data, at, present, claimed, source, out, o):
     """Process the hina frame at data[at:at + present] (header + K words) from source id `source`.
 
     `claimed` is the hina length the frame claims (UDP length - 8 on raw frames; else `present`).
-    Fewer bytes present or claimed than a header, or than header + K words, is TRUNCATED; more
-    claimed is BAD_LENGTH, as in the P4 program.  Returns (action, job row, size): with action
-    TO_GROUP or TO_SENDER a frame of `size` bytes was written at out[o:] for the job's members or
-    for the sender alone; NOTHING: absorbed or dropped (and counted).
+    Returns (action, job row, size): with action TO_GROUP or TO_SENDER a frame of `size` bytes was
+    written at out[o:] for the job's members or for the sender alone, with TO_PARENT + k for parent
+    k; NOTHING: absorbed or dropped (and counted).  The steps are the P4 program's controls.
     """
     counts[0] += 1
-    if present < HEADER_BYTES or claimed < HEADER_BYTES:
-        return _drop(meta, counts, -1, TRUNCATED)
-    msg_type = data[at + AT_MSG_TYPE]
-    if msg_type != _UPDATE and msg_type != _RESULT:
-        return _drop(meta, counts, -1, BAD_MSG_TYPE)
-    op = np.int64(data[at + AT_OP])
-    if op > _MAX_OP:
-        return _drop(meta, counts, -1, BAD_OP)
-    # job_config
-    j = np.int64(job_index[_be16(data, at + AT_JOB_ID)])
-    if j < 0:
-        return _drop(meta, counts, -1, BAD_MSG_TYPE if msg_type == _RESULT else UNKNOWN_JOB)
-    if msg_type == _RESULT and meta[j, PARENTS] == 0:  # only a switch with a parent takes RESULTs
-        return _drop(meta, counts, j, BAD_MSG_TYPE)
-    frame_bytes = meta[j, FRAME_BYTES]
-    if claimed != frame_bytes or present < frame_bytes:
-        if claimed > frame_bytes and present >= frame_bytes:
-            return _drop(meta, counts, j, BAD_LENGTH)
-        return _drop(meta, counts, j, TRUNCATED)
-    if msg_type == _RESULT:
-        return _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_bytes, out, o)
+    reason, j = _job_config(job_index, meta, data, at, present, claimed)
+    if reason:
+        return _drop(meta, counts, j, reason)
+    if data[at + AT_MSG_TYPE] == _RESULT:
+        return _from_parent(meta, auth, counts, copies, values, data, at, source, j, out, o)
+    # worker_auth: a member of the job, speaking from its own source
     worker = np.int64(data[at + AT_WORKER_ID])
-    workers = meta[j, WORKERS]
-    if worker >= workers:
+    if worker >= meta[j, WORKERS]:
         return _drop(meta, counts, j, BAD_WORKER)
-    # worker_auth
     if auth[j, worker] != source:
         return _drop(meta, counts, j, UNAUTHORIZED)
-    words = meta[j, WORDS]
-    if _be16(data, at + AT_COUNT) > words:
-        return _drop(meta, counts, j, BAD_COUNT)
-    pool_index = _be16(data, at + AT_POOL_INDEX)
-    slot = (pool_index & _SLOT_MASK) - meta[j, SLOT_BASE]
-    if slot < 0 or slot >= meta[j, SLOTS]:
-        return _drop(meta, counts, j, BAD_SLOT)
+    reason, pool_index, slot = _slot_of(meta, j, data, at)
+    if reason:
+        return _drop(meta, counts, j, reason)
+    return _arrival_bitmap(meta, counts, copies, values, data, at, j, worker, pool_index, slot, out, o)
 
-    # arrival_bitmap
+
+@njit(cache=True, inline="always")
+def _arrival_bitmap(meta, counts, copies, values, data, at, j, worker, pool_index, slot, out, o):
+    """arrival_bitmap: first arrival, duplicate, stale, another run's copy; then the value processor and,
+    when the copy completes, the RESULT (or on a switch with a parent, one UPDATE up)."""
+    frame_bytes = meta[j, FRAME_BYTES]
     local = 2 * slot + (pool_index >> _VERSION_SHIFT)
     copy = meta[j, COPY_BASE] + local
     other = meta[j, COPY_BASE] + (local ^ 1)
@@ -266,6 +289,7 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
         _header(out, o, data, at, _STALE_RUN_FLAG)
         out[o + HEADER_BYTES : o + frame_bytes] = data[at + HEADER_BYTES : at + frame_bytes]
         return TO_GROUP, j, frame_bytes
+    words = meta[j, WORDS]
     row = meta[j, VALUE_BASE] + local * words
     needed = meta[j, NEEDED]
     if seen & bit:
@@ -284,32 +308,14 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
     copies[other, BITMAP] &= ~bit
     seen |= bit
     copies[copy, BITMAP] = seen
-
-    # value_processor: the words are big-endian int32
-    incoming = _words(data, at + HEADER_BYTES, words)
-    stored = values[row : row + words]
-    if seen == bit:  # first arrival: write
-        raw = stored.view(np.uint32)
-        for i in range(words):
-            raw[i] = _bswap(incoming[i])
+    first = seen == bit
+    _value_processor(values, row, words, data, at, np.int64(data[at + AT_OP]), first)
+    if first:
         copies[copy, OFFSET] = offset
         copies[copy, PHASE] = phase
         copies[copy, COUNTER] = 1
         copies[copy, TOTAL] = 0
     else:
-        if op == _ADD:  # modulo 2**32
-            raw = stored.view(np.uint32)
-            for i in range(words):
-                raw[i] = raw[i] + _bswap(incoming[i])
-        elif op == _OR:
-            raw = stored.view(np.uint32)
-            for i in range(words):
-                raw[i] = raw[i] | _bswap(incoming[i])
-        else:  # MAX, signed
-            for i in range(words):
-                x = np.int32(_bswap(incoming[i]))
-                if x > stored[i]:
-                    stored[i] = x
         copies[copy, COUNTER] += 1
     meta[j, UPDATES] += 1
     if seen != meta[j, FULL]:
@@ -323,8 +329,33 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
     return TO_GROUP, j, frame_bytes
 
 
+@njit(cache=True, inline="always")
+def _value_processor(values, row, words, data, at, op, first):
+    """value_processor: the frame's K big-endian int32 words written into the copy (first arrival) or
+    combined with it: ADD modulo 2**32, OR, or signed MAX."""
+    incoming = _words(data, at + HEADER_BYTES, words)
+    stored = values[row : row + words]
+    if first:
+        raw = stored.view(np.uint32)
+        for i in range(words):
+            raw[i] = _bswap(incoming[i])
+    elif op == _ADD:
+        raw = stored.view(np.uint32)
+        for i in range(words):
+            raw[i] = raw[i] + _bswap(incoming[i])
+    elif op == _OR:
+        raw = stored.view(np.uint32)
+        for i in range(words):
+            raw[i] = raw[i] | _bswap(incoming[i])
+    else:  # MAX, signed
+        for i in range(words):
+            x = np.int32(_bswap(incoming[i]))
+            if x > stored[i]:
+                stored[i] = x
+
+
 @njit(cache=True)
-def _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_bytes, out, o):
+def _from_parent(meta, auth, counts, copies, values, data, at, source, j, out, o):
     """A RESULT (right length) for job row j, which has parents: `from_parent`, the tree's one new rule.
 
     Only the slot's parent may send it (else NOT_PARENT).  A STALE_RUN refusal is multicast down as it
@@ -334,13 +365,10 @@ def _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_
     DUPLICATE: it answers a partial sent up again, and a child still missing it asks again and gets the
     stored copy).
     """
-    words = meta[j, WORDS]
-    if _be16(data, at + AT_COUNT) > words:
-        return _drop(meta, counts, j, BAD_COUNT)
-    pool_index = _be16(data, at + AT_POOL_INDEX)
-    slot = (pool_index & _SLOT_MASK) - meta[j, SLOT_BASE]
-    if slot < 0 or slot >= meta[j, SLOTS]:
-        return _drop(meta, counts, j, BAD_SLOT)
+    frame_bytes = meta[j, FRAME_BYTES]
+    reason, pool_index, slot = _slot_of(meta, j, data, at)
+    if reason:
+        return _drop(meta, counts, j, reason)
     # tree_parent: the slot's parent, the only source a RESULT is taken from
     if source != auth[j, MAX_WORKERS + (pool_index & _SLOT_MASK) % meta[j, PARENTS]]:
         return _drop(meta, counts, j, NOT_PARENT)
@@ -356,11 +384,9 @@ def _from_parent(meta, auth, counts, copies, values, data, at, source, j, frame_
     out[o : o + frame_bytes] = data[at : at + frame_bytes]
     if copies[copy, TOTAL]:
         return _drop(meta, counts, j, DUPLICATE)
+    words = meta[j, WORDS]
     row = meta[j, VALUE_BASE] + local * words
-    incoming = _words(data, at + HEADER_BYTES, words)
-    raw = values[row : row + words].view(np.uint32)
-    for i in range(words):
-        raw[i] = _bswap(incoming[i])
+    _value_processor(values, row, words, data, at, _OR, True)  # the total, as it came: written
     copies[copy, TOTAL] = 1
     meta[j, RESULTS] += 1
     out[o + AT_FLAGS] = 0  # a fresh multicast down, whatever the parent's flags

@@ -143,3 +143,22 @@ def test_the_wheel_holds_hina_alone_at_the_top(tmp_path):
         sub = pkg.replace(".", "/")
         assert any(n.startswith(sub + "/") for n in names), f"{pkg} is missing from the wheel"
     assert "hina/wire/headers.py" in names and "hina/mininet/hina_net.py" in names
+
+
+@pytest.mark.slow
+def test_the_front_doors_examples_run():
+    """`help(hina)` opens on two examples (the codec alone; four workers through the emulator): they run."""
+    import doctest
+
+    import hina
+
+    failures, tried = doctest.testmod(hina, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert tried >= 10 and failures == 0
+
+
+def test_the_front_door_names_what_it_exports():
+    import hina
+
+    for name in hina.__all__:
+        assert getattr(hina, name) is not None, name
+    assert {"codec", "wire", "control", "emulator", "host", "sim"} <= set(dir(hina))
