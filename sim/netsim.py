@@ -7,70 +7,51 @@ probability `drop` and duplicated with probability `dup`.  With `service`
 the switch is a slow one (BMv2): it serves one UPDATE per `service`
 seconds from a queue of at most `queue` packets and drops what arrives
 when the queue is full (counted in `overflows`).  `links` puts a flow's
-packets through a `Bottleneck` (a link of a given rate with a drop-tail
-queue) before their latency, and a `RenoFlow` (a loss-based TCP flow) can
-share that link with the aggregation.  No sockets, no threads, no sleeps:
-a run is a pure function of its seed.
+packets through a `Link` (sim/links.py: a link of a given rate with a
+drop-tail queue) before their latency, and a `RenoFlow` (a loss-based TCP
+flow) can share that link with the aggregation.  Time is a `Clock`
+(sim/clock.py).  No sockets, no threads, no sleeps: a run is a pure
+function of its seed.
 """
 
 from __future__ import annotations
-
-import collections
-import heapq
-import itertools
 
 import numpy as np
 
 from hina.codec.ops import reduce_words
 from hina.emulator.pipeline import Pipeline
 from hina.host.window import PhaseTransfer, RttEstimator, SlotPool
-
-
-class Bottleneck:
-    """A link of `rate` bytes per second behind a drop-tail queue of `queue` packets (Linux's pfifo, as
-    under Mininet's htb): packets leave in the order they came, each `size / rate` after the one
-    before; one that finds the queue full is dropped."""
-
-    def __init__(self, rate: float, queue: int):
-        self.rate, self.queue = rate, queue
-        self.free_at = 0.0  # when the link has sent everything it holds
-        self._leaving: collections.deque[float] = collections.deque()  # when each held packet has left
-        self.carried: dict[str, int] = {}  # bytes sent, by kind
-        self.drops: dict[str, int] = {}
-
-    def enqueue(self, now: float, size: int, kind: str) -> float | None:
-        """When a packet of `size` bytes offered at `now` has left the link; None: dropped."""
-        while self._leaving and self._leaving[0] <= now:
-            self._leaving.popleft()
-        if len(self._leaving) >= self.queue:
-            self.drops[kind] = self.drops.get(kind, 0) + 1
-            return None
-        self.free_at = max(now, self.free_at) + size / self.rate
-        self._leaving.append(self.free_at)
-        self.carried[kind] = self.carried.get(kind, 0) + size
-        return self.free_at
+from hina.sim.clock import Clock
+from hina.sim.links import Link, Server
 
 
 class VirtualNetwork:
+    """Workers and one `Pipeline` (subclasses add switches) on a `Clock`: what each packet meets on its way."""
+
     def __init__(self, pipeline: Pipeline, rng: np.random.Generator, *, drop=0.0, dup=0.0,
                  latency=1e-4, jitter=2e-4, service=0.0, queue=64, links=None):
-        """links: {flow: Bottleneck}, flow ("up", worker) or ("down", ("w", worker))."""
+        """links: {flow: Link}, flow ("up", worker) or ("down", ("w", worker))."""
         self.pipeline, self.rng = pipeline, rng
         self.links = links or {}
         self.service, self.queue = service, queue
-        self._busy_until = 0.0
-        self._in_service: list[float] = []  # when each queued packet's service ends
-        self.overflows = 0
+        self._server = Server(queue)  # the slow switch's queue, with `service`
         self.drop, self.dup, self.latency, self.jitter = drop, dup, latency, jitter
-        self.now = 0.0
-        self._events: list = []
-        self._seq = itertools.count()
+        self.clock = Clock()
         self._flow_last: dict = {}
         self.sent = 0
 
+    @property
+    def now(self) -> float:
+        return self.clock.now
+
+    @property
+    def overflows(self) -> int:
+        """UPDATEs the slow switch dropped, its queue full."""
+        return self._server.dropped
+
     def at(self, when: float, deliver) -> None:
         """Run `deliver` at `when`."""
-        heapq.heappush(self._events, (when, next(self._seq), deliver))
+        self.clock.at(when, deliver)
 
     def _schedule(self, flow, deliver, size: int = 0) -> None:
         self.sent += 1
@@ -81,13 +62,13 @@ class VirtualNetwork:
         for _ in range(copies):
             at = self.now
             if link is not None:
-                at = link.enqueue(self.now, size, "hina")
+                at = link.send(self.now, size, "hina")
                 if at is None:
                     continue
             at += self.latency + self.rng.random() * self.jitter
             at = max(at, self._flow_last.get(flow, 0.0))  # a flow stays in order
             self._flow_last[flow] = at
-            heapq.heappush(self._events, (at, next(self._seq), deliver))
+            self.clock.at(at, deliver)
 
     def uplink(self, worker: int, frame: bytes) -> None:
         self._schedule(("up", worker), lambda: self._arrive(worker, frame), len(frame))
@@ -95,13 +76,9 @@ class VirtualNetwork:
     def _arrive(self, worker: int, frame: bytes) -> None:
         if not self.service:
             return self._at_switch(worker, frame)
-        self._in_service = [t for t in self._in_service if t > self.now]
-        if len(self._in_service) >= self.queue:
-            self.overflows += 1
-            return
-        self._busy_until = max(self.now, self._busy_until) + self.service
-        self._in_service.append(self._busy_until)
-        heapq.heappush(self._events, (self._busy_until, next(self._seq), lambda: self._at_switch(worker, frame)))
+        done = self._server.serve(self.now, self.service)
+        if done is not None:
+            self.clock.at(done, self._at_switch, worker, frame)
 
     def _at_switch(self, worker: int, frame: bytes) -> None:
         emit = self.pipeline.update(frame, ("w", worker))
@@ -114,11 +91,7 @@ class VirtualNetwork:
 
     def run(self, until: float) -> bool:
         """Deliver events until none are left before `until`; False if the queue ran dry."""
-        while self._events and self._events[0][0] <= until:
-            at, _, deliver = heapq.heappop(self._events)
-            self.now = at
-            deliver()
-        return bool(self._events)
+        return self.clock.run(until)
 
 
 class RenoFlow:
@@ -126,7 +99,7 @@ class RenoFlow:
     seen a round trip later as duplicate ACKs would show it, the window halves once per round trip).
     Its ACKs come back `latency` after the link, uncongested.  It sends until `stop`."""
 
-    def __init__(self, net: VirtualNetwork, link: Bottleneck, *, mss: int = 1500, latency: float = 2e-4):
+    def __init__(self, net: VirtualNetwork, link: Link, *, mss: int = 1500, latency: float = 2e-4):
         self.net, self.link, self.mss, self.latency = net, link, mss, latency
         self.cwnd, self.ssthresh = 2.0, float("inf")
         self.in_flight = self.seq = self.recover = 0
@@ -144,7 +117,7 @@ class RenoFlow:
         while self.running and self.in_flight < int(self.cwnd):
             seq, self.seq = self.seq, self.seq + 1
             self.in_flight += 1
-            left = self.link.enqueue(self.net.now, self.mss, "tcp")
+            left = self.link.send(self.net.now, self.mss, "tcp")
             if left is None:  # the packets queued ahead of it carry the news back
                 when = max(self.net.now, self.link.free_at) + self.latency
                 self.net.at(when, lambda seq=seq: self._lost(seq))
@@ -203,7 +176,7 @@ def run_transfers(pipeline: Pipeline, payloads: list[np.ndarray], op: int, *, jo
         while not all(x.done for x in xfers):
             timer = min(x.next_timer() for x in xfers if not x.done)
             net.run(until=timer)
-            net.now = max(net.now, timer)
+            net.clock.advance(timer)
             for w, x in enumerate(xfers):
                 for f in x.poll(net.now):
                     net.uplink(w, f)
@@ -238,7 +211,7 @@ def beside_reno(contest: float, seed: int, *, queue: int = 128, flow: bool = Tru
     p = Pipeline()
     p.add_job(JobConfig(5, workers, words, 0, slots, tuple(Member(w, ("w", w)) for w in range(workers))))
     payloads = [rng.integers(-(2**20), 2**20, size=chunks * words).astype(np.int32) for _ in range(workers)]
-    link = Bottleneck(rate_mbps * 1e6 / 8, queue)
+    link = Link(rate_mbps * 1e6, queue=queue)
     net = VirtualNetwork(p, rng, latency=1e-4, jitter=5e-5, links={("down", ("w", 0)): link})
     tcp = RenoFlow(net, link, mss=8948)
     windows = [CongestionWindow(slots, contest=contest) for _ in range(workers)]
@@ -260,6 +233,6 @@ def beside_reno(contest: float, seed: int, *, queue: int = 128, flow: bool = Tru
     cwnds.append(windows[0].cwnd)
     span = marks[-1][0] - marks[1][0]
     return {"alone": marks[1][0] - marks[0][0], "later": span / (rounds - 1),
-            "share": (marks[-1][1] - marks[1][1]) / (span * link.rate), "cwnds": cwnds[2:],
+            "share": (marks[-1][1] - marks[1][1]) / (span * link.rate / 8), "cwnds": cwnds[2:],
             "window": windows[0], "flow": tcp,
             "resent": sum(s.get("retransmissions", 0) for rnd in stats[1:] for s in rnd) / (rounds - 1)}
