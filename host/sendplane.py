@@ -1,6 +1,6 @@
 """The sender's rules, compiled: what `PhaseTransfer` does per RESULT, per chunk sent and per timer.
 
-Layering: this module is the bottom layer, rules over arrays that take
+Layering: this module is the bottom layer, rules over records that take
 `now` and frames and nothing else; `window.py` above it owns the arrays,
 drives these functions and explains the rules (slots and copies, the
 congestion window, RACK loss detection per pipe, the retransmission
@@ -15,13 +15,20 @@ into place and answered with the frames it lets out, written into a
 `PhaseTransfer` (one frame in, a list of frames out) call the same
 functions, so every window test exercises them.
 
-State lives in numpy arrays the Python objects own (column names below):
-the transfer's scalars `t` (int64) and `f` (float64), its chunk table, and
-per slot the chunk in flight (`fl_i`, `fl_f`); the worker's RTT estimate
-`r` and congestion window `cw` (shared by its transfers), and its slot
-copies (`SlotPool.version`).  Outgoing frames are written one after another
-into `tx`, and message m's (address, length) into `iov[2 m : 2 m + 2]`,
-the address being `base` plus the frame's offset (`base` 0 gives offsets).
+State lives in numpy structured arrays the Python objects own, records
+that the rules read and write by name (`t.next`, `fl[slot].chunk`; the
+dtypes below): the transfer's scalars `t` (`TRANSFER`, its integers and
+times in one record), its chunk table (`CHUNK`, a row per chunk), a row
+per slot (`fl`, `SLOT`: the chunk in flight there and the last one
+answered there), a row per pipe for RACK (`rack`, `RACK`) and its counts
+(`stats`, `STATS`); the worker's RTT estimate `r` (`RTT`) and congestion
+window `cw` (`WINDOW`), one record each, shared by its transfers, their
+sample rings as array fields; and its slot copies (`SlotPool.version`, a
+plain array).  window.py hands the record arrays over as their bytes, to
+the `*_bytes` entry points at the end (which say why).  Outgoing frames
+are written one after another into `tx`, and message m's (address,
+length) into `iov[2 m : 2 m + 2]`, the address being `base` plus the
+frame's offset (`base` 0 gives offsets).
 
 RACK and the timers look at every slot: each RESULT costs O(W) compares
 (W = 64 by default, well under a microsecond; a job with thousands of
@@ -55,40 +62,65 @@ from hina.wire.headers import (
 _UPDATE, _RESULT, _STALE_RUN_FLAG = int(MsgType.UPDATE), int(MsgType.RESULT), int(Flags.STALE_RUN)
 _VERSION_SHIFT = VERSION_BIT.bit_length() - 1
 
-# t: the transfer's integers
-(T_NEXT, T_RECEIVED, T_SEQ, T_HEARD, T_PROBING, T_CHUNKS, T_WORDS, T_JOB, T_WORKER, T_TAG, T_SLOT_BASE,
- T_SLOTS, T_PIPES, T_IN_FLIGHT, T_STALE_SLOT) = range(15)
-T_SIZE = 15
-# f: the transfer's times
-F_LAST_PROGRESS, F_EARLIEST, F_RACK_AT, F_DEADLINE, F_PROBE_AT = range(5)
-F_SIZE = 5
-# fl_i[slot]: the chunk in flight in that slot (-1: none) and its integers; then the last chunk answered
-# there, its copy and how often it went (-1 once a duplicate answer was taken)
-I_CHUNK, I_VERSION, I_SEQ, I_RETRIES, I_SUPPRESSED, I_OVERTAKEN, I_DONE_CHUNK, I_DONE_VERSION, I_DONE_RETRIES = range(9)
-I_SIZE = 9
-# fl_f[slot]: its latest transmission, its own timeout, when that expires, its first transmission; the
-# last chunk answered there: its first transmission, when its answer came
-L_SENT, L_RTO, L_DUE, L_FIRST, L_DONE_FIRST, L_DONE_AT = range(6)
-L_SIZE = 6
+# The state, as records (numpy structured dtypes; `t.next`, `fl[slot].chunk` compile to a load at a fixed
+# offset).  One record each: the transfer, the RTT estimator, the congestion window, the counts; one per
+# slot, one per pipe, one per chunk.
+TRANSFER = np.dtype([
+    # the next chunk to send, the chunks answered, transmissions so far (RACK orders by them), chunks in flight
+    ("next", np.int64), ("received", np.int64), ("seq", np.int64), ("in_flight", np.int64),
+    # what the frames say: chunks, K, job, worker, phase tag; the job's first slot, W, the switch's pipes
+    ("chunks", np.int64), ("words", np.int64), ("job", np.int64), ("worker", np.int64), ("tag", np.int64),
+    ("slot_base", np.int64), ("slots", np.int64), ("pipes", np.int64),
+    ("stale_slot", np.int64),  # the slot a STALE_RUN answer named
+    # last progress, the earliest timeout, the RACK timer, the deadline, the tail probe
+    ("last_progress", np.float64), ("earliest", np.float64), ("rack_at", np.float64), ("deadline", np.float64),
+    ("probe_at", np.float64),
+    # a RESULT came since the last timeout; a timeout's probe went, and no chunk sent once was answered since
+    ("heard", np.bool_), ("probing", np.bool_),
+], align=True)
+# fl[slot]: the chunk in flight in that slot, and the last chunk answered there
+SLOT = np.dtype([
+    # the chunk in flight (-1: none), its copy, its latest transmission's seq, how often it was resent
+    ("chunk", np.int64), ("version", np.int64), ("seq", np.int64), ("retries", np.int64),
+    # its latest transmission, its own timeout, when that expires, its first transmission
+    ("sent", np.float64), ("rto", np.float64), ("due", np.float64), ("first", np.float64),
+    # the last chunk answered, its copy, how often it went (-1 once a duplicate answer was taken), its first
+    # transmission, when its answer came
+    ("done_chunk", np.int64), ("done_version", np.int64), ("done_retries", np.int64),
+    ("done_first", np.float64), ("done_at", np.float64),
+    # the chunk in flight's timer waits for progress; RACK resent it
+    ("suppressed", np.bool_), ("overtaken", np.bool_),
+], align=True)
 # rack[pipe]: the latest transmission answered of a chunk sent once, its round trip; same for resent chunks
-K_FRESH_SEQ, K_FRESH_RTT, K_RESENT_SEQ, K_RESENT_RTT = range(4)
-# r: the RTT estimator (RttEstimator)
-(R_RTO, R_SRTT, R_RTTVAR, R_MIN_RTT, R_SCALE, R_RECOVERIES, R_MINIMUM, R_MAXIMUM, R_BACKOFF_LIMIT,
- R_DECAY, R_PROBE_FLOOR, R_NEXT, R_SAMPLE) = range(13)
-R_SAMPLES = 4  # the last round trips whose least a standing queue raises (from R_SAMPLE on)
-R_SIZE = R_SAMPLE + R_SAMPLES
-# cw: the congestion window (CongestionWindow); the last SAMPLES round trips from CW_SAMPLE on
-(CW_CWND, CW_SSTHRESH, CW_CUT_AT, CW_RECENT, CW_LIMIT, CW_MINIMUM, CW_CUTS, CW_COUNT, CW_NEXT,
- CW_QUEUE_DELAY, CW_QUEUED, CW_CONTEST, CW_CONTESTS, CW_RATE_AT, CW_RATE_N, CW_RATE, CW_RATE_NOW,
- CW_RATE_PREV, CW_SAMPLE) = range(19)
+RACK = np.dtype([("fresh_seq", np.int64), ("fresh_rtt", np.float64), ("resent_seq", np.int64),
+                 ("resent_rtt", np.float64)])
+# chunks[chunk]: its words' offset in the phase, how many, the op, the offset the wire carries (salted)
+CHUNK = np.dtype([("offset", np.int64), ("count", np.int64), ("op", np.int64), ("wire_offset", np.int64)])
+R_SAMPLES = 4  # the last round trips whose least a standing queue raises (`recent`)
+# r: the RTT estimator (RttEstimator): its parameters, the allowance's scale and the recoveries since it
+# last changed, and a ring of the last R_SAMPLES round trips
+RTT = np.dtype([
+    ("rto", np.float64), ("srtt", np.float64), ("rttvar", np.float64), ("min_rtt", np.float64),
+    ("reorder_scale", np.float64), ("recoveries", np.int64), ("minimum", np.float64), ("maximum", np.float64),
+    ("backoff_limit", np.float64), ("decay", np.int64), ("probe_floor", np.float64),
+    ("next", np.int64), ("recent", np.float64, (R_SAMPLES,)),
+])
 SQUEEZED = 0.75  # a delivery rate under this share of the fastest seen: something else takes the link
 RATE_RTTS = 4  # round trips a delivery rate is measured over
 SAMPLES = 3
-CW_SIZE = CW_SAMPLE + SAMPLES
-# stats, in the order of STATS
-STATS = ("frames", "bytes", "retransmissions", "fast_retransmissions", "timeouts", "spurious_resends", "ignored",
-         "probes")
-S_FRAMES, S_BYTES, S_RETRANSMISSIONS, S_FAST, S_TIMEOUTS, S_SPURIOUS, S_IGNORED, S_PROBES = range(len(STATS))
+# cw: the congestion window (CongestionWindow); a ring of the last SAMPLES round trips (`samples`, `count` of
+# them taken, the next at `next`), their least (`recent`); the delivery rate: RESULTs (`rate_n`) since
+# `rate_at`, the last two measurements and the fastest
+WINDOW = np.dtype([
+    ("cwnd", np.float64), ("ssthresh", np.float64), ("cut_at", np.float64), ("recent", np.float64),
+    ("limit", np.float64), ("minimum", np.float64), ("cuts", np.int64), ("count", np.int64), ("next", np.int64),
+    ("queue_delay", np.float64), ("queued", np.float64), ("contest", np.float64), ("contests", np.int64),
+    ("rate_at", np.float64), ("rate_n", np.int64), ("rate", np.float64), ("rate_now", np.float64),
+    ("rate_prev", np.float64), ("samples", np.float64, (SAMPLES,)),
+])
+# stats: what a transfer counts (`PhaseTransfer.stats`)
+STATS = np.dtype([(name, np.int64) for name in ("frames", "bytes", "retransmissions", "fast_retransmissions",
+                                                 "timeouts", "spurious_resends", "ignored", "probes")])
 
 # what a call reports besides its frames
 OK, STALE_RUN, DEADLINE = 0, 1, 2
@@ -108,33 +140,33 @@ def recent_least(r):
     chunk held up by a late peer does not (the chunks around it came back sooner)."""
     least = math.inf
     for i in range(R_SAMPLES):
-        least = min(least, r[R_SAMPLE + i])
+        least = min(least, r.recent[i])
     return least
 
 
 @njit(cache=True)
 def backoff_cap(r):
     recent = recent_least(r)
-    return min(r[R_MAXIMUM], max(r[R_BACKOFF_LIMIT], r[R_MINIMUM], 8.0 * r[R_MIN_RTT],
-                                 0.0 if math.isinf(recent) else 2.0 * recent))
+    return min(r.maximum, max(r.backoff_limit, r.minimum, 8.0 * r.min_rtt,
+                              0.0 if math.isinf(recent) else 2.0 * recent))
 
 
 @njit(cache=True)
 def rtt_sample(r, rtt):
-    if math.isnan(r[R_SRTT]):
-        r[R_SRTT], r[R_RTTVAR] = rtt, rtt / 2
+    if math.isnan(r.srtt):
+        r.srtt, r.rttvar = rtt, rtt / 2
     else:
-        r[R_RTTVAR] = 0.75 * r[R_RTTVAR] + 0.25 * abs(r[R_SRTT] - rtt)
-        r[R_SRTT] = 0.875 * r[R_SRTT] + 0.125 * rtt
-    r[R_MIN_RTT] = min(r[R_MIN_RTT], rtt)
-    r[R_SAMPLE + int(r[R_NEXT])] = rtt
-    r[R_NEXT] = (r[R_NEXT] + 1) % R_SAMPLES
-    r[R_RTO] = min(backoff_cap(r), max(r[R_MINIMUM], r[R_SRTT] + 4 * r[R_RTTVAR]))
+        r.rttvar = 0.75 * r.rttvar + 0.25 * abs(r.srtt - rtt)
+        r.srtt = 0.875 * r.srtt + 0.125 * rtt
+    r.min_rtt = min(r.min_rtt, rtt)
+    r.recent[r.next] = rtt
+    r.next = (r.next + 1) % R_SAMPLES
+    r.rto = min(backoff_cap(r), max(r.minimum, r.srtt + 4 * r.rttvar))
 
 
 @njit(cache=True)
 def rtt_backoff(r):
-    r[R_RTO] = min(backoff_cap(r), 2 * r[R_RTO])
+    r.rto = min(backoff_cap(r), 2 * r.rto)
 
 
 @njit(cache=True)
@@ -142,55 +174,55 @@ def probe_after(r):
     """How long a silent path (no answer, nothing sent) waits before one chunk goes again as a probe:
     two smoothed round trips, at least the floor (RACK's tail loss probe, RFC 8985 7.2); never without
     a round trip measured."""
-    return math.inf if math.isnan(r[R_SRTT]) else max(2 * r[R_SRTT], r[R_PROBE_FLOOR])
+    return math.inf if math.isnan(r.srtt) else max(2 * r.srtt, r.probe_floor)
 
 
 @njit(cache=True)
 def reordering(r):
-    srtt = 0.0 if math.isnan(r[R_SRTT]) else r[R_SRTT]
-    return max(1e-4, r[R_SCALE] * srtt / 4)
+    srtt = 0.0 if math.isnan(r.srtt) else r.srtt
+    return max(1e-4, r.reorder_scale * srtt / 4)
 
 
 @njit(cache=True)
 def rtt_reordered(r):
-    r[R_SCALE] = min(8.0, 2 * r[R_SCALE])
-    r[R_RECOVERIES] = 0.0
+    r.reorder_scale = min(8.0, 2 * r.reorder_scale)
+    r.recoveries = 0
 
 
 @njit(cache=True)
 def rtt_recovered(r):
-    r[R_RECOVERIES] += 1
-    if r[R_RECOVERIES] >= r[R_DECAY]:
-        r[R_RECOVERIES] = 0.0
-        r[R_SCALE] = max(1.0, r[R_SCALE] / 2)
+    r.recoveries += 1
+    if r.recoveries >= r.decay:
+        r.recoveries = 0
+        r.reorder_scale = max(1.0, r.reorder_scale / 2)
 
 
 # -- the congestion window -------------------------------------------------------------------
 @njit(cache=True)
 def queueing(cw, rtt, min_rtt):
     """NaN (no sample) is never queueing; neither is anything against an infinite least RTT."""
-    return rtt > min_rtt + max(cw[CW_QUEUE_DELAY], min_rtt)
+    return rtt > min_rtt + max(cw.queue_delay, min_rtt)
 
 
 @njit(cache=True)
 def contested(cw):
-    """Whether another flow holds the queue: for `CW_CONTEST` windows of RESULTs in a row the round
+    """Whether another flow holds the queue: for `cw.contest` windows of RESULTs in a row the round
     trips showed more queueing than the window's own chunks could make (`foreign`)."""
-    return cw[CW_QUEUED] >= cw[CW_CONTEST]
+    return cw.queued >= cw.contest
 
 
 @njit(cache=True)
 def foreign(cw, min_rtt):
     """Whether another flow holds the queue: the recent round trips queued more than twice what the
     window's own chunks could (at most cwnd of them wait in a queue, which drains at least as fast
-    as the fastest the RESULTs ever came, `CW_RATE`), and the RESULTs now come at under `SQUEEZED`
-    of that fastest rate (`CW_RATE_NOW`, the last round trip's).  The second condition tells another
+    as the fastest the RESULTs ever came, `cw.rate`), and the RESULTs now come at under `SQUEEZED`
+    of that fastest rate (`cw.rate_now`, the last round trip's).  The second condition tells another
     flow from the job's own peers: a worker's round trip also holds the wait for the slowest
     worker's UPDATE, which its own window does not bound, but a job waiting on its own workers still
     keeps its links busy, while a flow that takes a share of a link slows the RESULTs down.  Never
     before a rate is measured."""
-    return (cw[CW_RATE] > 0 and cw[CW_RECENT] - min_rtt > 2.0 * cw[CW_CWND] / cw[CW_RATE]
-            and cw[CW_RATE_NOW] < SQUEEZED * cw[CW_RATE])
+    return (cw.rate > 0 and cw.recent - min_rtt > 2.0 * cw.cwnd / cw.rate
+            and cw.rate_now < SQUEEZED * cw.rate)
 
 
 @njit(cache=True)
@@ -199,45 +231,45 @@ def window_result(cw, rtt, min_rtt, now):
     # rate counts only what two intervals in a row sustained: RESULTs held up come in a burst (a
     # phase's first window, the end of a stall), which one interval would take for the path's.
     # An interval over an idle gap (between phases or steps) measures the gap: dropped.
-    cw[CW_RATE_N] += 1
-    recent = cw[CW_RECENT]
-    if math.isnan(cw[CW_RATE_AT]) or now < cw[CW_RATE_AT] or (
-            not math.isnan(recent) and now - cw[CW_RATE_AT] > 4 * RATE_RTTS * recent + 0.01):
-        cw[CW_RATE_AT], cw[CW_RATE_N], cw[CW_RATE_NOW] = now, 0.0, 0.0
-    elif not math.isnan(recent) and now - cw[CW_RATE_AT] >= RATE_RTTS * recent > 0:
-        cw[CW_RATE_PREV], cw[CW_RATE_NOW] = cw[CW_RATE_NOW], cw[CW_RATE_N] / (now - cw[CW_RATE_AT])
-        cw[CW_RATE] = max(cw[CW_RATE], min(cw[CW_RATE_PREV], cw[CW_RATE_NOW]))
-        cw[CW_RATE_AT], cw[CW_RATE_N] = now, 0.0
+    cw.rate_n += 1
+    recent = cw.recent
+    if math.isnan(cw.rate_at) or now < cw.rate_at or (
+            not math.isnan(recent) and now - cw.rate_at > 4 * RATE_RTTS * recent + 0.01):
+        cw.rate_at, cw.rate_n, cw.rate_now = now, 0, 0.0
+    elif not math.isnan(recent) and now - cw.rate_at >= RATE_RTTS * recent > 0:
+        cw.rate_prev, cw.rate_now = cw.rate_now, cw.rate_n / (now - cw.rate_at)
+        cw.rate = max(cw.rate, min(cw.rate_prev, cw.rate_now))
+        cw.rate_at, cw.rate_n = now, 0
     if not math.isnan(rtt):
-        cw[CW_SAMPLE + int(cw[CW_NEXT])] = rtt
-        cw[CW_NEXT] = (cw[CW_NEXT] + 1) % SAMPLES
-        cw[CW_COUNT] = min(SAMPLES, cw[CW_COUNT] + 1)
+        cw.samples[cw.next] = rtt
+        cw.next = (cw.next + 1) % SAMPLES
+        cw.count = min(SAMPLES, cw.count + 1)
         least = math.inf
-        for i in range(int(cw[CW_COUNT])):
-            least = min(least, cw[CW_SAMPLE + i])
-        cw[CW_RECENT] = least
+        for i in range(cw.count):
+            least = min(least, cw.samples[i])
+        cw.recent = least
         if queueing(cw, least, min_rtt) and foreign(cw, min_rtt):
             was = contested(cw)
-            cw[CW_QUEUED] += 1.0 / cw[CW_CWND]  # a window of such RESULTs: about one round trip
+            cw.queued += 1.0 / cw.cwnd  # a window of such RESULTs: about one round trip
             if contested(cw) and not was:
-                cw[CW_CONTESTS] += 1
+                cw.contests += 1
         else:
-            cw[CW_QUEUED] = 0.0  # no queue, or one our own chunks could hold: the delay rule's case
-    if queueing(cw, cw[CW_RECENT], min_rtt) and not contested(cw):
+            cw.queued = 0.0  # no queue, or one our own chunks could hold: the delay rule's case
+    if queueing(cw, cw.recent, min_rtt) and not contested(cw):
         return
-    grow = 1.0 if cw[CW_CWND] < cw[CW_SSTHRESH] else 1.0 / cw[CW_CWND]
-    cw[CW_CWND] = min(cw[CW_LIMIT], cw[CW_CWND] + grow)
+    grow = 1.0 if cw.cwnd < cw.ssthresh else 1.0 / cw.cwnd
+    cw.cwnd = min(cw.limit, cw.cwnd + grow)
 
 
 @njit(cache=True)
 def window_loss(cw, sent_at, now, min_rtt):
-    if sent_at <= cw[CW_CUT_AT] or not queueing(cw, cw[CW_RECENT], min_rtt):
+    if sent_at <= cw.cut_at or not queueing(cw, cw.recent, min_rtt):
         return
     # contested, give back what CUBIC (Linux's TCP) does, 30%; else half, as Reno
     keep = 0.7 if contested(cw) else 0.5
-    cw[CW_SSTHRESH] = cw[CW_CWND] = max(cw[CW_MINIMUM], cw[CW_CWND] * keep)
-    cw[CW_CUT_AT] = now
-    cw[CW_CUTS] += 1
+    cw.ssthresh = cw.cwnd = max(cw.minimum, cw.cwnd * keep)
+    cw.cut_at = now
+    cw.cuts += 1
 
 
 # -- frames ------------------------------------------------------------------------------------
@@ -265,136 +297,141 @@ def _copy(dst, d, src, s, n):
 @njit(cache=True)
 def _frame(t, chunks, wire, slot, chunk, version, tx, iov, m, base, stats):
     """UPDATE for `chunk` in `slot`, copy `version`, as message m, at byte m (16 + 4 K) of `tx`."""
-    words = t[T_WORDS]
+    words = t.words
     size = HEADER_BYTES + 4 * words
     at = m * size  # every frame of a worker's job is K words long
     if at + size > tx.size or 2 * m + 1 >= iov.size:
         return m  # never past the ring (callers leave room; were one not to, the chunk counts as lost)
+    c = chunks[chunk]
     tx[at + AT_MSG_TYPE] = _UPDATE
-    tx[at + AT_OP] = chunks[chunk, 2]
-    _put16(tx, at + AT_JOB_ID, t[T_JOB])
-    tx[at + AT_WORKER_ID] = t[T_WORKER]
+    tx[at + AT_OP] = c.op
+    _put16(tx, at + AT_JOB_ID, t.job)
+    tx[at + AT_WORKER_ID] = t.worker
     tx[at + AT_FLAGS] = 0
-    _put16(tx, at + AT_POOL_INDEX, (version << _VERSION_SHIFT) | (t[T_SLOT_BASE] + slot))
-    wire_offset = chunks[chunk, 3]
-    _put16(tx, at + AT_OFFSET, wire_offset >> 16)
-    _put16(tx, at + AT_OFFSET + 2, wire_offset & 0xFFFF)
-    _put16(tx, at + AT_COUNT, chunks[chunk, 1])
-    _put16(tx, at + AT_PHASE, t[T_TAG])
-    _copy(tx, at + HEADER_BYTES, wire, 4 * chunks[chunk, 0], 4 * words)
+    _put16(tx, at + AT_POOL_INDEX, (version << _VERSION_SHIFT) | (t.slot_base + slot))
+    _put16(tx, at + AT_OFFSET, c.wire_offset >> 16)
+    _put16(tx, at + AT_OFFSET + 2, c.wire_offset & 0xFFFF)
+    _put16(tx, at + AT_COUNT, c.count)
+    _put16(tx, at + AT_PHASE, t.tag)
+    _copy(tx, at + HEADER_BYTES, wire, 4 * c.offset, 4 * words)
     iov[2 * m] = base + at
     iov[2 * m + 1] = size
-    stats[S_FRAMES] += 1
-    stats[S_BYTES] += size
+    stats.frames += 1
+    stats.bytes += size
     return m + 1
 
 
 @njit(cache=True)
-def _send_new(t, f, fl_i, fl_f, slot, chunk, version, now, rto):
-    fl_i[slot, I_CHUNK] = chunk
-    fl_i[slot, I_VERSION] = version
-    fl_i[slot, I_SEQ] = t[T_SEQ]
-    fl_i[slot, I_RETRIES] = 0
-    fl_i[slot, I_SUPPRESSED] = 0
-    fl_i[slot, I_OVERTAKEN] = 0
-    fl_f[slot, L_SENT] = fl_f[slot, L_FIRST] = now
-    fl_f[slot, L_RTO] = rto
-    fl_f[slot, L_DUE] = now + rto
-    t[T_SEQ] += 1
-    t[T_IN_FLIGHT] += 1
-    f[F_EARLIEST] = min(f[F_EARLIEST], now + rto)
+def _send_new(t, fl, slot, chunk, version, now, rto):
+    s = fl[slot]
+    s.chunk = chunk
+    s.version = version
+    s.seq = t.seq
+    s.retries = 0
+    s.suppressed = False
+    s.overtaken = False
+    s.sent = s.first = now
+    s.rto = rto
+    s.due = now + rto
+    t.seq += 1
+    t.in_flight += 1
+    t.earliest = min(t.earliest, now + rto)
 
 
 @njit(cache=True)
-def _resend(t, f, chunks, wire, fl_i, fl_f, slot, now, tx, iov, m, base, stats):
-    fl_i[slot, I_RETRIES] += 1
-    fl_f[slot, L_SENT] = now
-    fl_f[slot, L_DUE] = now + fl_f[slot, L_RTO]
-    fl_i[slot, I_SEQ] = t[T_SEQ]
-    t[T_SEQ] += 1
-    fl_i[slot, I_SUPPRESSED] = 0
-    f[F_EARLIEST] = min(f[F_EARLIEST], fl_f[slot, L_DUE])
-    stats[S_RETRANSMISSIONS] += 1
-    return _frame(t, chunks, wire, slot, fl_i[slot, I_CHUNK], fl_i[slot, I_VERSION], tx, iov, m, base, stats)
+def _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats):
+    s = fl[slot]
+    s.retries += 1
+    s.sent = now
+    s.due = now + s.rto
+    s.seq = t.seq
+    t.seq += 1
+    s.suppressed = False
+    t.earliest = min(t.earliest, s.due)
+    stats.retransmissions += 1
+    return _frame(t, chunks, wire, slot, s.chunk, s.version, tx, iov, m, base, stats)
 
 
 @njit(cache=True)
-def fill(t, f, r, cw, version, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats):
+def fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats):
     """Send the next chunks while the window has room and their slots are free (in order: chunk
     c waits for chunk c - W, as every worker's does)."""
-    room = np.int64(cw[CW_CWND]) - t[T_IN_FLIGHT]
-    slots = t[T_SLOTS]
-    first = t[T_NEXT]
-    while room > 0 and t[T_NEXT] < t[T_CHUNKS]:
-        chunk = t[T_NEXT]
+    room = np.int64(cw.cwnd) - t.in_flight
+    slots = t.slots
+    first = t.next
+    while room > 0 and t.next < t.chunks:
+        chunk = t.next
         slot = chunk % slots
-        if fl_i[slot, I_CHUNK] >= 0:
+        if fl[slot].chunk >= 0:
             break
-        _send_new(t, f, fl_i, fl_f, slot, chunk, version[slot], now, r[R_RTO])
+        _send_new(t, fl, slot, chunk, version[slot], now, r.rto)
         m = _frame(t, chunks, wire, slot, chunk, version[slot], tx, iov, m, base, stats)
-        t[T_NEXT] += 1
+        t.next += 1
         room -= 1
-    if t[T_NEXT] > first:
-        f[F_PROBE_AT] = now + probe_after(r)
+    if t.next > first:
+        t.probe_at = now + probe_after(r)
     return m
 
 
 @njit(cache=True)
-def _by_seq(fl_i, picked, n):
+def _by_seq(fl, picked, n):
     """The first n slots of `picked`, oldest transmission first."""
-    order = np.argsort(fl_i[picked[:n], I_SEQ], kind="mergesort")
+    seqs = np.empty(n, np.int64)
+    for i in range(n):
+        seqs[i] = fl[picked[i]].seq
+    order = np.argsort(seqs, kind="mergesort")
     return picked[:n][order]
 
 
 @njit(cache=True)
-def _oldest(fl_i, picked, n):
+def _oldest(fl, picked, n):
     """Of the first n slots of `picked`, the one holding the oldest chunk: what a probe resends."""
     probe = picked[0]
     for i in range(1, n):
-        if fl_i[picked[i], I_CHUNK] < fl_i[probe, I_CHUNK]:
+        if fl[picked[i]].chunk < fl[probe].chunk:
             probe = picked[i]
     return probe
 
 
 @njit(cache=True)
-def overtaken(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats):
+def overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
     """RACK: resend the chunks a later-sent, answered chunk of their pipe overtook by more than the
     allowance (or, among resent chunks, a later resend answered a round trip or more after it went)."""
-    f[F_RACK_AT] = math.inf
+    t.rack_at = math.inf
     allowance = reordering(r)
-    slots, pipes = t[T_SLOTS], t[T_PIPES]
+    slots, pipes = t.slots, t.pipes
     lost = np.empty(slots, np.int64)
     n = 0
     for slot in range(slots):
-        if fl_i[slot, I_CHUNK] < 0:
+        s = fl[slot]
+        if s.chunk < 0:
             continue
-        p = (t[T_SLOT_BASE] + slot) % pipes
-        seq = fl_i[slot, I_SEQ]
-        if seq < rack[p, K_FRESH_SEQ]:
-            due = fl_f[slot, L_SENT] + rack[p, K_FRESH_RTT] + allowance
-        elif fl_i[slot, I_RETRIES] > 0 and seq < rack[p, K_RESENT_SEQ]:
-            due = fl_f[slot, L_SENT] + rack[p, K_RESENT_RTT] + allowance
+        pipe = rack[(t.slot_base + slot) % pipes]
+        if s.seq < pipe.fresh_seq:
+            due = s.sent + pipe.fresh_rtt + allowance
+        elif s.retries > 0 and s.seq < pipe.resent_seq:
+            due = s.sent + pipe.resent_rtt + allowance
         else:
             continue
         if now < due:
-            f[F_RACK_AT] = min(f[F_RACK_AT], due)
+            t.rack_at = min(t.rack_at, due)
         else:
             lost[n] = slot
             n += 1
     if n == 0:
         return m
-    for slot in _by_seq(fl_i, lost, n):
-        window_loss(cw, fl_f[slot, L_SENT], now, r[R_MIN_RTT])
-        fl_i[slot, I_OVERTAKEN] = 1
+    for slot in _by_seq(fl, lost, n):
+        window_loss(cw, fl[slot].sent, now, r.min_rtt)
+        fl[slot].overtaken = True
         rtt_recovered(r)
-        stats[S_FAST] += 1
-        m = _resend(t, f, chunks, wire, fl_i, fl_f, slot, now, tx, iov, m, base, stats)
-    f[F_PROBE_AT] = now + probe_after(r)
+        stats.fast_retransmissions += 1
+        m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+    t.probe_at = now + probe_after(r)
     return m
 
 
 @njit(cache=True)
-def _duplicate(t, r, chunks, fl_i, fl_f, frame, at, slot, pool_index, offset, stats):
+def _duplicate(t, r, chunks, fl, frame, at, slot, pool_index, offset, stats):
     """A second answer to the chunk last answered in `slot`, which went exactly twice: both
     transmissions reached the switch, so the resend was spurious and the first answer answered the
     first transmission, whose round trip is then a sample (the switch answers a resend of a
@@ -402,114 +439,117 @@ def _duplicate(t, r, chunks, fl_i, fl_f, frame, at, slot, pool_index, offset, st
     (another flow's) makes every chunk time out, and Karn's rule would keep srtt, and so the timeout,
     from ever learning the longer round trip; the answers that come too soon after a resend to be
     its own (`receive`) tell only of a queue shorter than the timeout."""
-    if (frame[at + AT_MSG_TYPE] != _RESULT or slot < 0 or slot >= t[T_SLOTS]
-            or _get16(frame, at + AT_JOB_ID) != t[T_JOB] or _get16(frame, at + AT_PHASE) != t[T_TAG]):
+    if (frame[at + AT_MSG_TYPE] != _RESULT or slot < 0 or slot >= t.slots
+            or _get16(frame, at + AT_JOB_ID) != t.job or _get16(frame, at + AT_PHASE) != t.tag):
         return
-    done = fl_i[slot, I_DONE_CHUNK]
-    if (done < 0 or fl_i[slot, I_DONE_RETRIES] != 1 or fl_i[slot, I_DONE_VERSION] != pool_index >> _VERSION_SHIFT
-            or offset != chunks[done, 3]):
+    s = fl[slot]
+    done = s.done_chunk
+    if (done < 0 or s.done_retries != 1 or s.done_version != pool_index >> _VERSION_SHIFT
+            or offset != chunks[done].wire_offset):
         return
-    fl_i[slot, I_DONE_RETRIES] = -1  # one sample per chunk
-    stats[S_SPURIOUS] += 1
-    rtt_sample(r, fl_f[slot, L_DONE_AT] - fl_f[slot, L_DONE_FIRST])
+    s.done_retries = -1  # one sample per chunk
+    stats.spurious_resends += 1
+    rtt_sample(r, s.done_at - s.done_first)
 
 
 @njit(cache=True)
-def receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, frame, at, length, now,
-            tx, iov, m, base, stats):
+def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, length, now, tx, iov, m, base, stats):
     """Take in one frame (`frame[at : at + length]`); return the message count after the frames it
-    lets out, and OK or STALE_RUN (then t[T_STALE_SLOT] names the slot, and nothing changed)."""
+    lets out, and OK or STALE_RUN (then `t.stale_slot` names the slot, and nothing changed)."""
     if length < HEADER_BYTES:
-        stats[S_IGNORED] += 1
+        stats.ignored += 1
         return m, OK
     pool_index = _get16(frame, at + AT_POOL_INDEX)
-    slot = (pool_index & (VERSION_BIT - 1)) - t[T_SLOT_BASE]
+    slot = (pool_index & (VERSION_BIT - 1)) - t.slot_base
     if (frame[at + AT_MSG_TYPE] == _RESULT and frame[at + AT_FLAGS] & _STALE_RUN_FLAG
-            and _get16(frame, at + AT_JOB_ID) == t[T_JOB] and _get16(frame, at + AT_PHASE) == t[T_TAG]
-            and 0 <= slot < t[T_SLOTS]):
+            and _get16(frame, at + AT_JOB_ID) == t.job and _get16(frame, at + AT_PHASE) == t.tag
+            and 0 <= slot < t.slots):
         # the switch refused a chunk of this phase, ours or another worker's (it tells every member):
         # the run cannot finish, so stop now rather than wait for chunks that never complete
-        t[T_STALE_SLOT] = slot
+        t.stale_slot = slot
         return m, STALE_RUN
     offset = (_get16(frame, at + AT_OFFSET) << 16) | _get16(frame, at + AT_OFFSET + 2)
-    if slot < 0 or slot >= t[T_SLOTS] or fl_i[slot, I_CHUNK] < 0:
-        _duplicate(t, r, chunks, fl_i, fl_f, frame, at, slot, pool_index, offset, stats)
-        stats[S_IGNORED] += 1
+    if slot < 0 or slot >= t.slots or fl[slot].chunk < 0:
+        _duplicate(t, r, chunks, fl, frame, at, slot, pool_index, offset, stats)
+        stats.ignored += 1
         return m, OK
-    chunk = fl_i[slot, I_CHUNK]
+    s = fl[slot]
+    chunk = s.chunk
+    c = chunks[chunk]
     count = _get16(frame, at + AT_COUNT)
-    if (frame[at + AT_MSG_TYPE] != _RESULT or _get16(frame, at + AT_JOB_ID) != t[T_JOB]
-            or _get16(frame, at + AT_PHASE) != t[T_TAG] or fl_i[slot, I_VERSION] != pool_index >> _VERSION_SHIFT
-            or offset != chunks[chunk, 3] or count != chunks[chunk, 1] or length < HEADER_BYTES + 4 * count):
-        _duplicate(t, r, chunks, fl_i, fl_f, frame, at, slot, pool_index, offset, stats)
-        stats[S_IGNORED] += 1
+    if (frame[at + AT_MSG_TYPE] != _RESULT or _get16(frame, at + AT_JOB_ID) != t.job
+            or _get16(frame, at + AT_PHASE) != t.tag or s.version != pool_index >> _VERSION_SHIFT
+            or offset != c.wire_offset or count != c.count or length < HEADER_BYTES + 4 * count):
+        _duplicate(t, r, chunks, fl, frame, at, slot, pool_index, offset, stats)
+        stats.ignored += 1
         return m, OK
     if frame[at + AT_FLAGS] & _STALE_RUN_FLAG:
-        t[T_STALE_SLOT] = slot
+        t.stale_slot = slot
         return m, STALE_RUN
-    _copy(answers, 4 * chunks[chunk, 0], frame, at + HEADER_BYTES, 4 * count)
-    rtt = now - fl_f[slot, L_SENT]
-    min_rtt = r[R_MIN_RTT]
-    fresh = fl_i[slot, I_RETRIES] == 0
+    _copy(answers, 4 * c.offset, frame, at + HEADER_BYTES, 4 * count)
+    rtt = now - s.sent
+    min_rtt = r.min_rtt
+    fresh = s.retries == 0
     # answered sooner after its resend than any round trip seen: it answers an earlier transmission
     late = not fresh and rtt < min_rtt / 2 < math.inf
-    if late and fl_i[slot, I_OVERTAKEN]:
+    if late and s.overtaken:
         # this answers the first transmission, which was late, not lost
         rtt_reordered(r)
     if late:
-        stats[S_SPURIOUS] += 1
-    p = (t[T_SLOT_BASE] + slot) % t[T_PIPES]
-    seq = fl_i[slot, I_SEQ]
+        stats.spurious_resends += 1
+    pipe = rack[(t.slot_base + slot) % t.pipes]
+    seq = s.seq
     if fresh:  # Karn: a resent chunk's answer may answer either transmission
         rtt_sample(r, rtt)
-        t[T_PROBING] = 0  # chunks sent once are answered again: the flow is back
-        if seq > rack[p, K_FRESH_SEQ]:
-            rack[p, K_FRESH_SEQ], rack[p, K_FRESH_RTT] = seq, rtt
-    elif late and fl_i[slot, I_RETRIES] == 1:
+        t.probing = False  # chunks sent once are answered again: the flow is back
+        if seq > pipe.fresh_seq:
+            pipe.fresh_seq, pipe.fresh_rtt = seq, rtt
+    elif late and s.retries == 1:
         # Karn's ambiguity does not hold here: sent twice, and answered too soon after the second, so
         # the first is answered, and its round trip is a sample.  A queue that grew past the timeout
         # (another flow's) makes every chunk time out: without these samples srtt, and so the
         # timeout, would never learn the longer round trip, and every chunk would go twice.
-        rtt = now - fl_f[slot, L_FIRST]
+        rtt = now - s.first
         rtt_sample(r, rtt)
         fresh = True
     elif rtt >= min_rtt:
         # a resent chunk's answer, too late to answer its first transmission
-        if seq > rack[p, K_RESENT_SEQ]:
-            rack[p, K_RESENT_SEQ], rack[p, K_RESENT_RTT] = seq, rtt
-    window_result(cw, rtt if fresh else math.nan, r[R_MIN_RTT], now)
-    t[T_RECEIVED] += 1
-    f[F_LAST_PROGRESS] = now
-    f[F_PROBE_AT] = now + probe_after(r)
-    if not t[T_HEARD]:
-        t[T_HEARD] = 1
-        for s in range(t[T_SLOTS]):
-            if fl_i[s, I_CHUNK] >= 0 and fl_i[s, I_SUPPRESSED]:  # progress again: a full timeout first
-                fl_i[s, I_SUPPRESSED] = 0
-                fl_f[s, L_RTO] = r[R_RTO]
-                fl_f[s, L_DUE] = now + r[R_RTO]
-                f[F_EARLIEST] = min(f[F_EARLIEST], fl_f[s, L_DUE])
-    fl_i[slot, I_DONE_CHUNK], fl_i[slot, I_DONE_VERSION] = chunk, fl_i[slot, I_VERSION]
-    fl_i[slot, I_DONE_RETRIES] = -1 if late else fl_i[slot, I_RETRIES]  # late: its sample is taken
-    fl_f[slot, L_DONE_FIRST], fl_f[slot, L_DONE_AT] = fl_f[slot, L_FIRST], now
+        if seq > pipe.resent_seq:
+            pipe.resent_seq, pipe.resent_rtt = seq, rtt
+    window_result(cw, rtt if fresh else math.nan, r.min_rtt, now)
+    t.received += 1
+    t.last_progress = now
+    t.probe_at = now + probe_after(r)
+    if not t.heard:
+        t.heard = True
+        for other in range(t.slots):
+            o = fl[other]
+            if o.chunk >= 0 and o.suppressed:  # progress again: a full timeout first
+                o.suppressed = False
+                o.rto = r.rto
+                o.due = now + r.rto
+                t.earliest = min(t.earliest, o.due)
+    s.done_chunk, s.done_version = chunk, s.version
+    s.done_retries = -1 if late else s.retries  # late: its sample is taken
+    s.done_first, s.done_at = s.first, now
     version[slot] ^= 1
-    fl_i[slot, I_CHUNK] = -1
-    t[T_IN_FLIGHT] -= 1
-    m = overtaken(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats)
-    return fill(t, f, r, cw, version, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats), OK
+    s.chunk = -1
+    t.in_flight -= 1
+    m = overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats)
+    return fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats), OK
 
 
 @njit(cache=True)
-def take(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, rx, entry_bytes, lengths, start, n,
-         now, tx, iov, m, base, capacity, stats):
+def take(t, r, cw, rack, version, chunks, wire, answers, fl, rx, entry_bytes, lengths, start, n, now, tx, iov, m,
+         base, capacity, stats):
     """`receive` for entries start..n-1 of a `recvmmsg` batch, while the ring keeps room for what one
     more frame may let out (`burst`); return the next
     entry to take, the message count and OK, or STALE_RUN at the entry that was refused."""
-    room = burst(t[T_SLOTS])
+    room = burst(t.slots)
     i = start
     while i < n and m + room <= capacity:
-        m, status = receive(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, rx,
-                            i * entry_bytes, np.int64(lengths[i]), now, tx, iov, m, base, stats)
+        m, status = receive(t, r, cw, rack, version, chunks, wire, answers, fl, rx, i * entry_bytes,
+                            np.int64(lengths[i]), now, tx, iov, m, base, stats)
         if status != OK:
             return i, m, status
         i += 1
@@ -517,66 +557,119 @@ def take(t, f, r, cw, rack, version, chunks, wire, answers, fl_i, fl_f, rx, entr
 
 
 @njit(cache=True)
-def poll(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats):
+def poll(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
     """Retransmissions that are due; DEADLINE when nothing progressed for the deadline."""
-    if t[T_RECEIVED] == t[T_CHUNKS]:
+    if t.received == t.chunks:
         return m, OK
-    if now - f[F_LAST_PROGRESS] >= f[F_DEADLINE]:
+    if now - t.last_progress >= t.deadline:
         return m, DEADLINE
-    if now >= f[F_RACK_AT]:
-        m = overtaken(t, f, r, cw, rack, chunks, wire, fl_i, fl_f, now, tx, iov, m, base, stats)
-    if now >= f[F_PROBE_AT]:
+    if now >= t.rack_at:
+        m = overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats)
+    if now >= t.probe_at:
         # Nothing answered and nothing sent for two round trips: the last answers or a resend may be
         # lost with nothing sent after them that could say so (a phase's tail; or a chunk whose slot
         # the next chunk waits for, so the window drained behind it).  One chunk, the oldest, goes
         # again without waiting for the timeout; if it is answered, RACK and the window resume.  Once
         # per silence (a timeout's probes own the stall once one fired), without backoff or a window
         # cut: on a late peer it costs one frame.
-        f[F_PROBE_AT] = math.inf
-        if t[T_IN_FLIGHT] > 0 and not t[T_PROBING]:
-            in_flight = np.flatnonzero(fl_i[:, I_CHUNK] >= 0)
-            stats[S_PROBES] += 1
-            m = _resend(t, f, chunks, wire, fl_i, fl_f, _oldest(fl_i, in_flight, in_flight.size), now, tx, iov, m,
-                        base, stats)
-    if now >= f[F_EARLIEST]:
-        slots = t[T_SLOTS]
+        t.probe_at = math.inf
+        if t.in_flight > 0 and not t.probing:
+            in_flight = np.empty(t.slots, np.int64)
+            n = 0
+            for slot in range(t.slots):
+                if fl[slot].chunk >= 0:
+                    in_flight[n] = slot
+                    n += 1
+            stats.probes += 1
+            m = _resend(t, chunks, wire, fl, _oldest(fl, in_flight, n), now, tx, iov, m, base, stats)
+    if now >= t.earliest:
+        slots = t.slots
         due = np.empty(slots, np.int64)
         n = 0
         for slot in range(slots):
-            if fl_i[slot, I_CHUNK] >= 0 and now >= fl_f[slot, L_DUE]:
+            if fl[slot].chunk >= 0 and now >= fl[slot].due:
                 due[n] = slot
                 n += 1
         cap = backoff_cap(r)
-        if n and t[T_PROBING] and t[T_HEARD]:
+        if n and t.probing and t.heard:
             # The last probe was answered, and these waited a full timeout after that progress
             # without being overtaken: the tail of the phase was lost.  All of it goes again.
-            for slot in _by_seq(fl_i, due, n):
-                window_loss(cw, fl_f[slot, L_SENT], now, r[R_MIN_RTT])
-                fl_f[slot, L_RTO] = min(2 * fl_f[slot, L_RTO], cap)
-                m = _resend(t, f, chunks, wire, fl_i, fl_f, slot, now, tx, iov, m, base, stats)
-            stats[S_TIMEOUTS] += 1
-            t[T_HEARD] = 0
+            for slot in _by_seq(fl, due, n):
+                window_loss(cw, fl[slot].sent, now, r.min_rtt)
+                fl[slot].rto = min(2 * fl[slot].rto, cap)
+                m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+            stats.timeouts += 1
+            t.heard = False
         elif n:
             # Nothing overtook these: a tail, a late peer or a stalled path.  Resend the oldest
             # chunk only and back off; the rest wait, backing off alike, until a RESULT shows progress.
-            probe = _oldest(fl_i, due, n)
+            probe = _oldest(fl, due, n)
             for i in range(n):
                 slot = due[i]
                 if slot != probe:
-                    fl_f[slot, L_RTO] = min(2 * fl_f[slot, L_RTO], cap)
-                    fl_f[slot, L_DUE] = now + fl_f[slot, L_RTO]
-                    fl_i[slot, I_SUPPRESSED] = 1
-            window_loss(cw, fl_f[probe, L_SENT], now, r[R_MIN_RTT])
+                    s = fl[slot]
+                    s.rto = min(2 * s.rto, cap)
+                    s.due = now + s.rto
+                    s.suppressed = True
+            window_loss(cw, fl[probe].sent, now, r.min_rtt)
             rtt_backoff(r)
-            stats[S_TIMEOUTS] += 1
-            fl_f[probe, L_RTO] = min(2 * fl_f[probe, L_RTO], cap)
-            m = _resend(t, f, chunks, wire, fl_i, fl_f, probe, now, tx, iov, m, base, stats)
-            t[T_HEARD] = 0
-            t[T_PROBING] = 1
+            stats.timeouts += 1
+            fl[probe].rto = min(2 * fl[probe].rto, cap)
+            m = _resend(t, chunks, wire, fl, probe, now, tx, iov, m, base, stats)
+            t.heard = False
+            t.probing = True
         earliest = math.inf
         for slot in range(slots):
-            if fl_i[slot, I_CHUNK] >= 0:
-                earliest = min(earliest, fl_f[slot, L_DUE])
-        f[F_EARLIEST] = earliest
+            if fl[slot].chunk >= 0:
+                earliest = min(earliest, fl[slot].due)
+        t.earliest = earliest
     return m, OK
 
+
+@njit(cache=True)
+def next_timer(t):
+    """When `poll` has something to do next: a timeout, RACK's timer, the tail probe or the deadline."""
+    return min(t.earliest, t.rack_at, t.probe_at, t.last_progress + t.deadline)
+
+
+# -- what window.py calls: its record arrays as bytes ---------------------------------------------------
+# A structured array passed from Python costs numba's dispatcher 0.1-0.15 us a call to type (a lookup keyed
+# by its dtype), a plain array next to nothing: over the seven a RESULT takes, more than its rules cost.  So
+# window.py hands each over as its bytes (a uint8 view of the same memory), and these name them again
+# (`view`, about 30 ns each); below them everything is records.
+@njit(cache=True)
+def fill_bytes(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats):
+    """`fill`, from window.py."""
+    return fill(t.view(TRANSFER)[0], r.view(RTT)[0], cw.view(WINDOW)[0], version, chunks.view(CHUNK), wire,
+                fl.view(SLOT), now, tx, iov, m, base, stats.view(STATS)[0])
+
+
+@njit(cache=True)
+def receive_bytes(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, length, now, tx, iov, m, base,
+                  stats):
+    """`receive`, from window.py."""
+    return receive(t.view(TRANSFER)[0], r.view(RTT)[0], cw.view(WINDOW)[0], rack.view(RACK), version,
+                   chunks.view(CHUNK), wire, answers, fl.view(SLOT), frame, at, length, now, tx, iov, m, base,
+                   stats.view(STATS)[0])
+
+
+@njit(cache=True)
+def take_bytes(t, r, cw, rack, version, chunks, wire, answers, fl, rx, entry_bytes, lengths, start, n, now, tx,
+               iov, m, base, capacity, stats):
+    """`take`, from window.py."""
+    return take(t.view(TRANSFER)[0], r.view(RTT)[0], cw.view(WINDOW)[0], rack.view(RACK), version,
+                chunks.view(CHUNK), wire, answers, fl.view(SLOT), rx, entry_bytes, lengths, start, n, now, tx, iov,
+                m, base, capacity, stats.view(STATS)[0])
+
+
+@njit(cache=True)
+def poll_bytes(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
+    """`poll`, from window.py."""
+    return poll(t.view(TRANSFER)[0], r.view(RTT)[0], cw.view(WINDOW)[0], rack.view(RACK), chunks.view(CHUNK), wire,
+                fl.view(SLOT), now, tx, iov, m, base, stats.view(STATS)[0])
+
+
+@njit(cache=True)
+def next_timer_bytes(t):
+    """`next_timer`, from window.py."""
+    return next_timer(t.view(TRANSFER)[0])

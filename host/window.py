@@ -41,8 +41,9 @@ match the chunk that slot is waiting for; anything else is ignored and
 counted, so stale or duplicated RESULTs can never land in the wrong place.
 
 Layering: the rules run compiled in `sendplane.py` (below: functions of
-`now`, frames and arrays, importing nothing from here), over arrays these
-objects own; `agent.py` (above) drives these objects with sockets.
+`now`, frames and records, importing nothing from here), over records
+(numpy structured arrays of its dtypes) these objects own; `agent.py`
+(above) drives these objects with sockets.
 `warm()` compiles the rules once per process by driving a tiny transfer.
 """
 
@@ -75,15 +76,25 @@ def stale_message(job_id: int, worker_id: int, what: str) -> str:
             f"reset_job({job_id})")
 
 
-def _column(index: int, doc: str | None = None, kind: type = float) -> property:
-    """An attribute kept in column `index` of the object's `state` array, read as `kind`."""
+def _field(name: str, doc: str | None = None, kind: type = float) -> property:
+    """An attribute kept in field `name` of the object's record (`state`), read as `kind`."""
     def get(self):
-        return kind(self.state[index])
+        return kind(self.state[name][0])
 
     def set(self, value: float) -> None:
-        self.state[index] = value
+        self.state[name] = value
 
     return property(get, set, doc=doc)
+
+
+def _records(dtype: np.dtype, n: int = 1, **fields: float) -> tuple[np.ndarray, np.ndarray]:
+    """n records of `dtype`, zero but for `fields`, and their bytes, which the compiled sender takes (a
+    structured array costs numba 0.1 us a call to type: sendplane's `*_bytes` functions).  Python reads a
+    field as `records[name][0]` (a field of a record, `records[0][name]`, takes 0.7 us)."""
+    records = np.zeros(n, dtype)
+    for name, value in fields.items():
+        records[name] = value
+    return records, records.view(np.uint8)
 
 
 class RttEstimator:
@@ -97,8 +108,9 @@ class RttEstimator:
     protects, a slow or congested switch, is protected by the congestion window and by
     resending one probe chunk per timeout, not the window.
 
-    The state is one float64 array (`state`, columns `sendplane.R_*`), which the compiled sender
-    updates in place; these methods call the same functions.
+    The state is one record (`state`, a structured array of one `sendplane.RTT`; `state_bytes`, its
+    bytes, which the compiled sender takes and updates in place); these methods call the same functions
+    on the record (`state[0]`).
     """
 
     REORDER_DECAY = 8  # loss recoveries without evidence of reordering after which the allowance halves
@@ -109,37 +121,34 @@ class RttEstimator:
                  backoff_limit: float = 0.05, probe_floor: float = PROBE_FLOOR):
         """probe_floor: a silent path's probe goes after max(2 srtt, probe_floor); inf: never (the
         timeout alone)."""
-        self.state = np.zeros(sp.R_SIZE)
-        r = self.state
-        r[sp.R_RTO], r[sp.R_SRTT], r[sp.R_MIN_RTT], r[sp.R_SCALE] = initial, math.nan, math.inf, 1.0
-        r[sp.R_MINIMUM], r[sp.R_MAXIMUM], r[sp.R_BACKOFF_LIMIT] = minimum, maximum, backoff_limit
-        r[sp.R_DECAY] = self.REORDER_DECAY
-        r[sp.R_PROBE_FLOOR] = probe_floor
-        r[sp.R_SAMPLE : sp.R_SAMPLE + sp.R_SAMPLES] = math.inf
+        self.state, self.state_bytes = _records(
+            sp.RTT, rto=initial, srtt=math.nan, min_rtt=math.inf, reorder_scale=1.0, minimum=minimum,
+            maximum=maximum, backoff_limit=backoff_limit, decay=self.REORDER_DECAY, probe_floor=probe_floor,
+            recent=math.inf)
 
-    rto = _column(sp.R_RTO)
-    rttvar = _column(sp.R_RTTVAR)
-    min_rtt = _column(sp.R_MIN_RTT)
-    minimum = _column(sp.R_MINIMUM)
-    maximum = _column(sp.R_MAXIMUM)
-    backoff_limit = _column(sp.R_BACKOFF_LIMIT)
-    reorder_scale = _column(sp.R_SCALE, "doubles on evidence that RESULTs reorder, halves without it")
-    probe_floor = _column(sp.R_PROBE_FLOOR, "the least silence before a tail probe")
+    rto = _field("rto")
+    rttvar = _field("rttvar")
+    min_rtt = _field("min_rtt")
+    minimum = _field("minimum")
+    maximum = _field("maximum")
+    backoff_limit = _field("backoff_limit")
+    reorder_scale = _field("reorder_scale", "doubles on evidence that RESULTs reorder, halves without it")
+    probe_floor = _field("probe_floor", "the least silence before a tail probe")
 
     @property
     def probe_after(self) -> float:
         """How long a silent path waits before a tail probe: 2 srtt, at least `probe_floor` (inf before
         the first round trip)."""
-        return float(sp.probe_after(self.state))
+        return float(sp.probe_after(self.state[0]))
 
     @property
     def srtt(self) -> float | None:
-        srtt = float(self.state[sp.R_SRTT])
+        srtt = float(self.state["srtt"][0])
         return None if math.isnan(srtt) else srtt
 
     def sample(self, rtt: float) -> None:
         """One RTT measured on a chunk sent once (Karn: never on a resent one)."""
-        sp.rtt_sample(self.state, rtt)
+        sp.rtt_sample(self.state[0], rtt)
 
     @property
     def backoff_cap(self) -> float:
@@ -151,30 +160,30 @@ class RttEstimator:
         timeout short of them would send every chunk twice; a chunk a late peer held up lengthens
         its own round trip only, and srtt, which the cap once followed, ratcheted up on those
         (each longer sample a longer timeout, each timeout a longer stall)."""
-        return float(sp.backoff_cap(self.state))
+        return float(sp.backoff_cap(self.state[0]))
 
     def backoff(self) -> None:
         """A retransmission timer expired: double the timeout until the next fresh sample."""
-        sp.rtt_backoff(self.state)
+        sp.rtt_backoff(self.state[0])
 
     @property
     def reordering(self) -> float:
         """How much later than a chunk sent after it a RESULT may come before its chunk counts as lost:
         a quarter of srtt (RACK's reo_wnd, RFC 8985 6.2) times the reordering seen, at least 0.1 ms."""
-        return float(sp.reordering(self.state))
+        return float(sp.reordering(self.state[0]))
 
     def reordered(self) -> None:
         """A chunk resent as overtaken was not lost: its first transmission's answer came after all
         (a switch with pipes answers each pipe's slots in its own time).  Allow twice as much, up
         to two round trips."""
-        sp.rtt_reordered(self.state)
+        sp.rtt_reordered(self.state[0])
 
     def recovered(self) -> None:
         """A chunk was resent as overtaken.  After `REORDER_DECAY` of them with no evidence of
         reordering, the allowance halves: on a lossy path the evidence is sometimes wrong (another
         worker's resend completed the chunk just after ours), and a wide allowance delays every
         recovery (RFC 8985 resets its multiplier after 16 recoveries the same way)."""
-        sp.rtt_recovered(self.state)
+        sp.rtt_recovered(self.state[0])
 
 
 class CongestionWindow:
@@ -206,8 +215,8 @@ class CongestionWindow:
     CUBIC (Linux's TCP) cuts, so it keeps a share of the link instead of its floor.  A round trip
     near the least (the queue drained), or a queue its own chunks could account for, hands it
     back to the delay rule (the mode switch of Copa, Arun and Balakrishnan, NSDI 2018).  Alone
-    nothing changes: a queue of the window's own is never contested.  The state is one float64
-    array (`state`, columns `sendplane.CW_*`).
+    nothing changes: a queue of the window's own is never contested.  The state is one record
+    (`state`, a structured array of one `sendplane.WINDOW`, and its bytes `state_bytes`).
     """
 
     QUEUE_DELAY = 5e-3  # queueing the window may add before it stops growing
@@ -217,43 +226,39 @@ class CongestionWindow:
     def __init__(self, limit: int, initial: int = 16, minimum: int = 2, contest: float = CONTEST):
         """contest: windows of RESULTs queued more than the window's own chunks could after which the
         queue is contested (inf: never, the delay rule alone)."""
-        self.state = np.zeros(sp.CW_SIZE)
-        cw = self.state
-        cw[sp.CW_LIMIT], cw[sp.CW_MINIMUM] = limit, min(minimum, limit)
-        cw[sp.CW_CWND] = max(cw[sp.CW_MINIMUM], min(initial, limit))
-        cw[sp.CW_SSTHRESH], cw[sp.CW_CUT_AT], cw[sp.CW_RECENT] = limit, -math.inf, math.nan
-        cw[sp.CW_QUEUE_DELAY] = self.QUEUE_DELAY
-        cw[sp.CW_CONTEST] = contest
-        cw[sp.CW_RATE_AT] = math.nan
+        minimum = min(minimum, limit)
+        self.state, self.state_bytes = _records(
+            sp.WINDOW, limit=limit, minimum=minimum, cwnd=max(minimum, min(initial, limit)), ssthresh=limit,
+            cut_at=-math.inf, recent=math.nan, queue_delay=self.QUEUE_DELAY, contest=contest, rate_at=math.nan)
 
-    cwnd = _column(sp.CW_CWND)
-    ssthresh = _column(sp.CW_SSTHRESH)
-    cut_at = _column(sp.CW_CUT_AT, "when the window was last cut")
+    cwnd = _field("cwnd")
+    ssthresh = _field("ssthresh")
+    cut_at = _field("cut_at", "when the window was last cut")
 
-    limit = _column(sp.CW_LIMIT, kind=int)
-    minimum = _column(sp.CW_MINIMUM, kind=int)
-    cuts = _column(sp.CW_CUTS, kind=int)
-    chunks = _column(sp.CW_CWND, "whole chunks the window allows in flight", kind=int)
-    contests = _column(sp.CW_CONTESTS, "how often another flow's standing queue made the window contested", kind=int)
-    delivery_rate = _column(sp.CW_RATE, "the fastest RESULT rate two measurements in a row sustained, per second")
-    recent_rate = _column(sp.CW_RATE_NOW, "the RESULT rate of the last measurement (4 round trips), per second")
+    limit = _field("limit", kind=int)
+    minimum = _field("minimum", kind=int)
+    cuts = _field("cuts", kind=int)
+    chunks = _field("cwnd", "whole chunks the window allows in flight", kind=int)
+    contests = _field("contests", "how often another flow's standing queue made the window contested", kind=int)
+    delivery_rate = _field("rate", "the fastest RESULT rate two measurements in a row sustained, per second")
+    recent_rate = _field("rate_now", "the RESULT rate of the last measurement (4 round trips), per second")
 
     @property
     def contested(self) -> bool:
         """Whether the round trips have queued more than the window's own chunks could for `CONTEST`
         windows of RESULTs: another flow's queue, so the window grows as Reno's does rather than
         yield the link to it."""
-        return bool(sp.contested(self.state))
+        return bool(sp.contested(self.state[0]))
 
     @property
     def recent_rtt(self) -> float | None:
         """The least of the last SAMPLES round trips."""
-        recent = float(self.state[sp.CW_RECENT])
+        recent = float(self.state["recent"][0])
         return None if math.isnan(recent) else recent
 
     def queueing(self, rtt: float | None, min_rtt: float) -> bool:
         """Whether a round trip says a queue is building: `QUEUE_DELAY` (or the least RTT) over the least."""
-        return bool(sp.queueing(self.state, math.nan if rtt is None else rtt, min_rtt))
+        return bool(sp.queueing(self.state[0], math.nan if rtt is None else rtt, min_rtt))
 
     def on_result(self, rtt: float | None = None, min_rtt: float = math.inf, now: float = 0.0) -> None:
         """A RESULT came; `rtt`: its round trip if its chunk went once, `min_rtt`: the least seen.
@@ -261,14 +266,14 @@ class CongestionWindow:
         The window grows only while the recent round trips stay near the least: past that the
         switch's queue is filling, and a full queue drops (a drop-tail BMv2 switch); or while
         `contested`, when that queue is another flow's."""
-        sp.window_result(self.state, math.nan if rtt is None else rtt, min_rtt, now)
+        sp.window_result(self.state[0], math.nan if rtt is None else rtt, min_rtt, now)
 
     def on_loss(self, sent_at: float, now: float, min_rtt: float = 0.0) -> None:
         """The chunk sent at `sent_at` was lost (or timed out) at `now`.
 
         A loss while round trips show no queue is the link's, not congestion (the window is not
         what caused it, and halving it would only slow a lossy path down): the window stays."""
-        sp.window_loss(self.state, sent_at, now, min_rtt)
+        sp.window_loss(self.state[0], sent_at, now, min_rtt)
 
 
 class SlotPool:
@@ -313,17 +318,18 @@ class PhaseTransfer:
         self.length = int(payload.size)
         if ops is None:
             ops = ((int(op), 0, self.length),)
-        # chunk i: words [offset, offset + count) combined with op, sent at offset + salt
+        # chunk i: words [offset, offset + count) combined with op, sent at offset + salt (`sendplane.CHUNK`)
         parts = []
         for seg_op, start, stop in ops:
             offsets = np.arange(start, max(stop, start + 1), words, dtype=np.int64)
-            part = np.empty((offsets.size, 4), np.int64)
-            part[:, 0] = offsets
-            part[:, 1] = np.minimum(words, stop - offsets)
-            part[:, 2] = int(seg_op)
-            part[:, 3] = (offsets + salt) & 0xFFFFFFFF
+            part = np.empty(offsets.size, sp.CHUNK)
+            part["offset"] = offsets
+            part["count"] = np.minimum(words, stop - offsets)
+            part["op"] = int(seg_op)
+            part["wire_offset"] = (offsets + salt) & 0xFFFFFFFF
             parts.append(part)
-        self._chunks = np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)
+        self._chunks = np.concatenate(parts) if parts else np.zeros(0, sp.CHUNK)
+        self._chunk_bytes = self._chunks.view(np.uint8)
         self.chunks = len(self._chunks)
         wire = np.zeros(self.length + words, dtype=">i4")  # a last chunk reads K words
         wire[: self.length] = payload
@@ -333,18 +339,18 @@ class PhaseTransfer:
         self._answer_bytes = self._answers.view(np.uint8)
         self._result: np.ndarray | None = None
         slots = pool.slots
-        self._t = np.zeros(sp.T_SIZE, np.int64)
-        t = self._t
-        t[sp.T_CHUNKS], t[sp.T_WORDS], t[sp.T_JOB], t[sp.T_WORKER] = self.chunks, words, job_id, worker_id
-        t[sp.T_TAG], t[sp.T_SLOT_BASE], t[sp.T_SLOTS], t[sp.T_PIPES] = self.tag, pool.slot_base, slots, self.pipes
-        # last progress, earliest timeout, RACK timer, deadline, tail probe
-        self._f = np.array([now, math.inf, math.inf, deadline, math.inf])
-        self._fl_i = np.full((slots, sp.I_SIZE), -1, np.int64)  # slot -> the chunk in flight there
-        self._fl_f = np.zeros((slots, sp.L_SIZE))
+        # the compiled sender's records (`sendplane`), each with its bytes, which it takes
+        self._t, self._t_bytes = _records(  # the transfer's scalars
+            sp.TRANSFER, chunks=self.chunks, words=words, job=job_id, worker=worker_id, tag=self.tag,
+            slot_base=pool.slot_base, slots=slots, pipes=self.pipes, last_progress=now, earliest=math.inf,
+            rack_at=math.inf, deadline=deadline, probe_at=math.inf)
+        # slot -> the chunk in flight there (-1: none), and the last one answered there
+        self._fl, self._fl_bytes = _records(sp.SLOT, slots, chunk=-1, version=-1, seq=-1, retries=-1, done_chunk=-1,
+                                            done_version=-1, done_retries=-1)
         # RACK, per pipe: the latest transmission answered of a chunk sent once and its round trip,
         # then the same for resent chunks answered late enough
-        self._rack = np.tile(np.array([-1.0, 0.0, -1.0, 0.0]), (self.pipes, 1))
-        self._stats = np.zeros(len(sp.STATS), np.int64)
+        self._rack, self._rack_bytes = _records(sp.RACK, self.pipes, fresh_seq=-1, resent_seq=-1)
+        self._stats, self._stats_bytes = _records(sp.STATS)
         self.ring = ring or Ring(words, slots)
         if self.ring.frame_bytes != Ring.frame_size(words) or not self.room(0):
             raise ValueError(f"a ring of {self.ring.capacity} frames of {self.ring.frame_bytes} bytes does not fit "
@@ -353,26 +359,25 @@ class PhaseTransfer:
     @property
     def stats(self) -> collections.Counter[str]:
         """frames, bytes, retransmissions (fast_retransmissions, timeouts, probes), spurious_resends, ignored."""
-        return collections.Counter({k: int(v) for k, v in zip(sp.STATS, self._stats) if v})
+        return collections.Counter({k: v for k, v in zip(sp.STATS.names, self._stats.tolist()[0]) if v})
 
     @property
     def done(self) -> bool:
-        return self._t[sp.T_RECEIVED] == self.chunks
+        return self._t["received"][0] == self.chunks
 
     @property
     def result(self) -> np.ndarray:
         """The aggregated words (int32), once `done`."""
         if self._result is None:
             if not self.done:
-                answered = self._t[sp.T_RECEIVED]
+                answered = self._t["received"][0]
                 raise RuntimeError(f"phase {self.name!r}: {answered}/{self.chunks} chunks answered so far")
             self._result = self._answers.astype(np.int32)
         return self._result
 
     def next_timer(self) -> float:
         """When `poll` has something to do next (a retransmission or the deadline)."""
-        f = self._f
-        return min(f[sp.F_EARLIEST], f[sp.F_RACK_AT], f[sp.F_PROBE_AT], f[sp.F_LAST_PROGRESS] + f[sp.F_DEADLINE])
+        return sp.next_timer_bytes(self._t_bytes)
 
     # -- sans-I/O: frames as bytes ------------------------------------------------------------
     def start(self, now: float) -> list[bytes]:
@@ -382,10 +387,10 @@ class PhaseTransfer:
     def receive(self, frame: bytes, now: float) -> list[bytes]:
         """Take in one frame from the switch; return the frames it lets us send."""
         data = np.frombuffer(frame, np.uint8)
-        m, status = sp.receive(self._t, self._f, self.rtt.state, self.window.state, self._rack,
-                               self.pool.version, self._chunks, self._wire, self._answer_bytes, self._fl_i,
-                               self._fl_f, data, 0, data.size, now, self.ring.tx, self.ring.iov, 0,
-                               self.ring.base, self._stats)
+        m, status = sp.receive_bytes(self._t_bytes, self.rtt.state_bytes, self.window.state_bytes, self._rack_bytes,
+                                     self.pool.version, self._chunk_bytes, self._wire, self._answer_bytes,
+                                     self._fl_bytes, data, 0, data.size, now, self.ring.tx, self.ring.iov, 0,
+                                     self.ring.base, self._stats_bytes)
         self._check(status)
         return self.ring.frames(m)
 
@@ -396,18 +401,18 @@ class PhaseTransfer:
     # -- batched: frames into the ring --------------------------------------------------------
     def start_into(self, now: float) -> int:
         """The first window, as ring messages 0..m-1; returns m."""
-        return sp.fill(self._t, self._f, self.rtt.state, self.window.state, self.pool.version, self._chunks,
-                       self._wire, self._fl_i, self._fl_f, now, self.ring.tx, self.ring.iov, 0, self.ring.base,
-                       self._stats)
+        return sp.fill_bytes(self._t_bytes, self.rtt.state_bytes, self.window.state_bytes, self.pool.version,
+                             self._chunk_bytes, self._wire, self._fl_bytes, now, self.ring.tx, self.ring.iov, 0,
+                             self.ring.base, self._stats_bytes)
 
     def take(self, rx: np.ndarray, entry_bytes: int, lengths: np.ndarray, start: int, n: int, now: float,
              m: int = 0) -> tuple[int, int]:
         """Take in received entries start..n-1 (entry i: `rx[i * entry_bytes:]`, `lengths[i]` bytes)
         while the ring has room; returns (the next entry to take, ring messages so far)."""
-        i, m, status = sp.take(self._t, self._f, self.rtt.state, self.window.state, self._rack, self.pool.version,
-                               self._chunks, self._wire, self._answer_bytes, self._fl_i, self._fl_f, rx,
-                               entry_bytes, lengths, start, n, now, self.ring.tx, self.ring.iov, m, self.ring.base,
-                               self.ring.capacity, self._stats)
+        i, m, status = sp.take_bytes(self._t_bytes, self.rtt.state_bytes, self.window.state_bytes, self._rack_bytes,
+                                     self.pool.version, self._chunk_bytes, self._wire, self._answer_bytes,
+                                     self._fl_bytes, rx, entry_bytes, lengths, start, n, now, self.ring.tx,
+                                     self.ring.iov, m, self.ring.base, self.ring.capacity, self._stats_bytes)
         self._check(status)
         return i, m
 
@@ -417,28 +422,28 @@ class PhaseTransfer:
 
     def poll_into(self, now: float, m: int) -> int:
         """`poll`, appending to ring messages 0..m-1 (`room(m)` must hold); returns the new message count."""
-        m, status = sp.poll(self._t, self._f, self.rtt.state, self.window.state, self._rack, self._chunks,
-                            self._wire, self._fl_i, self._fl_f, now, self.ring.tx, self.ring.iov, m,
-                            self.ring.base, self._stats)
+        m, status = sp.poll_bytes(self._t_bytes, self.rtt.state_bytes, self.window.state_bytes, self._rack_bytes,
+                                  self._chunk_bytes, self._wire, self._fl_bytes, now, self.ring.tx, self.ring.iov, m,
+                                  self.ring.base, self._stats_bytes)
         self._check(status)
         return m
 
     def _check(self, status: int) -> None:
         if status == sp.STALE_RUN:
-            slot = int(self._t[sp.T_STALE_SLOT])
-            chunk, version = self._fl_i[slot, sp.I_CHUNK], self._fl_i[slot, sp.I_VERSION]
-            what = f"at offset {self._chunks[chunk, 0]}" if chunk >= 0 else "(another worker's chunk)"
+            slot = int(self._t["stale_slot"][0])
+            chunk, version = self._fl["chunk"][slot], self._fl["version"][slot]
+            what = f"at offset {self._chunks['offset'][chunk]}" if chunk >= 0 else "(another worker's chunk)"
             raise StaleSwitchState(stale_message(
                 self.job_id, self.worker_id, f"holds slot {self.pool.slot_base + slot} (copy {version}) "
                 f"from an earlier run of this job, so it refused phase {self.name!r} {what}"))
         if status == sp.DEADLINE:
-            waiting = np.flatnonzero(self._fl_i[:, sp.I_CHUNK] >= 0)
-            slot = waiting[np.argmin(self._fl_i[waiting, sp.I_CHUNK])]
-            chunk, version = self._fl_i[slot, sp.I_CHUNK], self._fl_i[slot, sp.I_VERSION]
-            received = int(self._t[sp.T_RECEIVED])
+            waiting = np.flatnonzero(self._fl["chunk"] >= 0)
+            slot = waiting[np.argmin(self._fl["chunk"][waiting])]
+            chunk, version = self._fl["chunk"][slot], self._fl["version"][slot]
+            received = int(self._t["received"][0])
             raise AggregationTimeout(
                 f"job {self.job_id}, worker {self.worker_id}: phase {self.name!r} (tag {self.tag}) got no "
-                f"RESULT for offset {self._chunks[chunk, 0]} (slot {self.pool.slot_base + slot}, "
+                f"RESULT for offset {self._chunks['offset'][chunk]} (slot {self.pool.slot_base + slot}, "
                 f"copy {version}) within {self.deadline:g} s; {received}/{self.chunks} chunks done"
                 + ("" if received else " (is the job on the switch, and are all its workers running?)"))
 
@@ -492,6 +497,7 @@ def warm() -> None:
                       window=CongestionWindow(2), tag=0, op=0, payload=np.zeros(3, np.int32), name="warm",
                       now=0.0, deadline=1.0)
     sent = x.start(0.0)
+    x.next_timer()
     x.poll(0.5)
     x.receive(sent[0][:HEADER_BYTES], 0.5)
     rx = np.zeros(4 * HEADER_BYTES, np.uint8)
