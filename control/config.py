@@ -18,35 +18,87 @@ several parents (spines), slot s goes up to parents[s mod len(parents)].
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, NamedTuple
 
-from hina.wire.headers import HEADER_BYTES, MAX_FRAME_BYTES, MAX_SLOTS, MAX_WORKERS, WORD_BYTES
+from hina.wire.headers import HEADER_BYTES, MAX_FRAME_BYTES, MAX_SLOTS, MAX_WORKERS, UDP_PORT, WORD_BYTES
 
 MAX_PARENTS = 8  # spines a job's slots may spread over (the emulator's registers hold their addresses)
 
 
+class PortAddress(NamedTuple):
+    """A worker behind a switch port, as the raw-frame data plane names a source: the port, and the IPv4
+    address and UDP port its UPDATEs come from (where its RESULTs go back)."""
+
+    port: int
+    ip: str
+    udp_port: int
+
+
 @dataclasses.dataclass(frozen=True)
 class Member:
+    """A worker (or, in a tree, a switch below) and where it is.
+
+    On UDP (the emulator as a server) `source` is the worker's (host, port): its UPDATEs must come from
+    there and its RESULTs go there.  On raw frames (Mininet, BMv2, a P4 switch) `source` is the switch
+    port the worker is behind, and `address` is the worker's (IPv4, UDP port) behind it, `mac` its
+    Ethernet address: several workers (ranks) can share a host and a port, each with its own UDP port;
+    an UPDATE must come from the port, address and UDP port of its worker_id, and each member's RESULT
+    is a replica of its own, addressed to it.  Unset, `address` and `mac` are the host's on that port
+    (`Topology`) and UDP port 0x4E41.
+    """
+
     worker_id: int
     source: Hashable  # (host, port) for UDP, an int port for raw interfaces
+    address: tuple[str, int] | None = None  # raw interfaces: the worker's (IPv4, UDP port) behind the port
+    mac: str | None = None  # raw interfaces: the worker's MAC (default: the host's on the port)
+
+    def __post_init__(self) -> None:
+        if self.address is not None:
+            if isinstance(self.source, tuple):
+                raise ValueError(f"worker {self.worker_id}: a UDP member's address is its source; "
+                                 "`address` is for members behind a switch port")
+            host, port = self.address
+            ipaddress.IPv4Address(host)  # a ValueError naming it otherwise
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 1 << 16:
+                raise ValueError(f"worker {self.worker_id}: UDP port must be 1..65535, got {port!r}")
+            object.__setattr__(self, "address", (str(host), int(port)))
 
     def to_config(self) -> dict[str, Any]:
+        if isinstance(self.source, PortAddress):  # as a raw-frame switch holds it: resolved
+            cfg = {"worker_id": self.worker_id, "port": self.source.port, "ip": self.source.ip,
+                   "udp_port": self.source.udp_port}
+            return cfg | ({"mac": self.mac} if self.mac else {})
         if isinstance(self.source, tuple):
             return {"worker_id": self.worker_id, "address": list(self.source)}
-        return {"worker_id": self.worker_id, "port": self.source}
+        cfg: dict[str, Any] = {"worker_id": self.worker_id, "port": self.source}
+        if self.address is not None:
+            cfg["ip"], cfg["udp_port"] = self.address
+        if self.mac is not None:
+            cfg["mac"] = self.mac
+        return cfg
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> Member:
         if not isinstance(cfg, dict) or "worker_id" not in cfg:
             raise ValueError(f"a member is {{\"worker_id\": N, \"address\": [host, port]}} or "
-                             f"{{\"worker_id\": N, \"port\": P}}, got {json.dumps(cfg)}")
+                             f"{{\"worker_id\": N, \"port\": P, optional \"ip\", \"udp_port\", \"mac\"}}, "
+                             f"got {json.dumps(cfg)}")
+        unknown = set(cfg) - {"worker_id", "address", "port", "ip", "udp_port", "mac"}
+        if unknown:
+            raise ValueError(f"member {json.dumps(cfg)}: unknown fields {', '.join(sorted(unknown))}")
         if "address" in cfg:
             host, port = cfg["address"]
             return cls(int(cfg["worker_id"]), (str(host), int(port)))
         if "port" in cfg:
-            return cls(int(cfg["worker_id"]), int(cfg["port"]))
+            address = None
+            if "ip" in cfg or "udp_port" in cfg:
+                address = (cfg.get("ip"), cfg.get("udp_port", UDP_PORT))
+                if address[0] is None:
+                    raise ValueError(f"member {json.dumps(cfg)}: a udp_port needs the worker's ip too")
+            return cls(int(cfg["worker_id"]), int(cfg["port"]), address, cfg.get("mac"))
         raise ValueError(f"member {cfg!r} needs an 'address' [host, port] or a 'port'")
 
 

@@ -13,7 +13,7 @@ arbitration (primary with election id (0, 1)), and errors as
     info = P4Info.load(Path("p4/build/hina.p4info.txtpb"))
     client.set_pipeline(info, Path("p4/build/hina.json"))
     client.write([info.table_entry("jobs", {"hdr.hina.job_id": "1"}, "set_job", {...}),
-                  info.multicast_group(3, [1, 2, 4])])
+                  info.multicast_group(3, [(1, 1), (2, 2), (4, 3)])])   # (port, replica id)
     client.read_counter(info, "drops")                       # {index: packets}
     client.close()
 
@@ -106,14 +106,16 @@ class P4Info:
         return entity
 
     @staticmethod
-    def multicast_group(group: int, ports: list[int] | tuple[int, ...]) -> object:
+    def multicast_group(group: int, replicas) -> object:
+        """A multicast group of (egress port, instance) replicas: the instance is the replica id the
+        egress sees (`egress_rid`)."""
         entity = p4runtime.Entity()
         mg = entity.packet_replication_engine_entry.multicast_group_entry
         mg.multicast_group_id = group
-        for port in ports:
+        for port, instance in replicas:
             r = mg.replicas.add()
             r.egress_port = port
-            r.instance = 1
+            r.instance = instance
         return entity
 
 

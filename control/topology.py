@@ -8,7 +8,12 @@ targets with one flag and nothing else.
     {"switch": {"mac": "02:00:00:00:00:fe", "ip": "10.0.0.254"},
      "hosts": [{"port": 1, "mac": "02:00:00:00:00:01", "ip": "10.0.0.1"}, ...],
      "jobs": [{"job_id": 1, "workers": 2, "words": 32, "slot_base": 0, "slots": 8,
-               "members": [{"worker_id": 0, "port": 1}, {"worker_id": 1, "port": 2}]}]}
+               "members": [{"worker_id": 0, "port": 1}, {"worker_id": 1, "port": 2, "udp_port": 40001,
+                            "ip": "10.0.0.2"}]}]}
+
+A member behind a port may name its IPv4 address and UDP port (and MAC): several workers then share a
+host and a port, each receiving its own replica of every RESULT (`replicas`); unnamed, they are the
+host's on that port and UDP port 0x4E41.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import dataclasses
 from typing import Any
 
 from hina.wire.frames import ip_bytes, mac_bytes
+from hina.wire.headers import UDP_PORT
 
-from .config import JobConfig
+from .config import JobConfig, Member, PortAddress
 
 FLOOD_GROUP = 1  # multicast group of all host ports, for broadcasts (ARP)
 BROADCAST_MAC = "ff:ff:ff:ff:ff:ff"
@@ -101,6 +107,43 @@ class Topology:
             groups[job_group(job.job_id)] = tuple(dict.fromkeys(
                 m.source for m in sorted(job.members, key=lambda m: m.worker_id)))
         return groups
+
+    def resolve(self, member: Member) -> Member:
+        """A member as the raw-frame data plane holds it: one that names its address behind a port gets a
+        `PortAddress` source (port, IPv4, UDP port) and its MAC (the host's on the port where it names
+        none); one known by its port alone stays so (any sender on that port may speak for it, and its
+        RESULTs go to the port's host at UDP port 0x4E41, as before workers had ports of their own)."""
+        if isinstance(member.source, bool) or not isinstance(member.source, int) or member.address is None:
+            return member
+        host = self.host_on(member.source)
+        mac = (member.mac or host.mac).lower()
+        return Member(member.worker_id, PortAddress(member.source, *member.address), mac=mac)
+
+    def destination(self, member: Member) -> tuple[int, str, str, int]:
+        """Where member's RESULT replica goes: (port, MAC, IPv4, UDP port)."""
+        m = self.resolve(member)
+        if isinstance(m.source, PortAddress):
+            return m.source.port, m.mac, m.source.ip, m.source.udp_port
+        host = self.host_on(m.source)
+        return m.source, host.mac.lower(), host.ip, UDP_PORT
+
+    def replicas(self) -> tuple[dict[int, tuple[tuple[int, int], ...]], dict[int, tuple[str, str, int]]]:
+        """Each job's RESULT group as (port, replica id) pairs, one replica per distinct destination (ranks
+        sharing a port get one each; members known by their port alone share the port's), and each replica
+        id's destination: (MAC, IPv4, UDP port).  Ids are unique on the switch, from 1."""
+        groups: dict[int, tuple[tuple[int, int], ...]] = {}
+        rewrites: dict[int, tuple[str, str, int]] = {}
+        rid = 0
+        for job in self.jobs:
+            seen: dict[tuple, int] = {}
+            for m in sorted(job.members, key=lambda m: m.worker_id):
+                where = self.destination(m)
+                if where not in seen:
+                    rid += 1
+                    seen[where] = rid
+                    rewrites[rid] = where[1:]
+            groups[job_group(job.job_id)] = tuple((where[0], r) for where, r in seen.items())
+        return groups, rewrites
 
     # -- serialization ---------------------------------------------------------
     def to_config(self) -> dict[str, Any]:

@@ -10,7 +10,8 @@
  *   it is complete but was sent up and no total came back yet (trees), else
  *   DUPLICATE.  The counter, not the bitmap, says "complete" here: the bitmap
  *   of a complete copy loses bits as workers move to the other copy.
- * - copy non-empty and complete: STALE (the sender already left it).
+ * - copy non-empty and complete (the sender already left it): RESEND where it holds the total (a late
+ *   duplicate is ignored by its sender; a new run's hello learns it met an earlier run's copy), else STALE.
  * - otherwise clear the sender's bit in the other copy, set it here; an
  *   empty copy is written (first), a non-empty one combined; when the bitmap
  *   reaches the children's mask: COMPLETE on the root, SEND_UP below it.
@@ -69,8 +70,15 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
                 meta.drop_reason = DROP_DUPLICATE;
             }
         } else if (seen != 0 && count == meta.children) {
-            meta.verdict = VERDICT_DROP;
-            meta.drop_reason = DROP_STALE;
+            /* the sender already left this complete copy: answered as a duplicate (its sender ignores a
+             * late one; a restarted run's hello learns that it met an earlier run) where the copy holds the
+             * total, else (sent up, no total yet) stale */
+            if (meta.has_parent == 0 || total != 0) {
+                meta.verdict = VERDICT_RESEND;
+            } else {
+                meta.verdict = VERDICT_DROP;
+                meta.drop_reason = DROP_STALE;
+            }
         } else {
             bit<32> other_seen;
             bitmap.read(other_seen, meta.copy ^ 1);

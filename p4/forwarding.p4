@@ -28,9 +28,12 @@ control Forwarding(inout headers_t hdr, inout metadata_t meta,
     }
 }
 
-/* Per egress port: the address of the host behind it, so each replica of a
- * RESULT reaches its worker (and the switch's own address as the source). */
-control EgressRewrite(inout headers_t hdr, in standard_metadata_t standard_metadata) {
+/* Where a frame the switch emits goes.  Per egress port (`hosts`): the switch's own address as the source
+ * and the port's host (or neighbour switch) as the destination, at UDP port 0x4E41: a partial up, and the
+ * default.  Per replica id (`replicas`, each job's multicast group has a replica per member address): the
+ * member's MAC, IPv4 address and UDP port, so ranks that share a host each get their RESULT.  A RESULT
+ * unicast back to its sender (`meta.to_sender`) goes to where its UPDATE came from. */
+control EgressRewrite(inout headers_t hdr, in metadata_t meta, in standard_metadata_t standard_metadata) {
     action rewrite(bit<48> switch_mac, bit<32> switch_ip, bit<48> host_mac, bit<32> host_ip) {
         hdr.ethernet.src_addr = switch_mac;
         hdr.ethernet.dst_addr = host_mac;
@@ -46,8 +49,29 @@ control EgressRewrite(inout headers_t hdr, in standard_metadata_t standard_metad
         default_action = NoAction();
         size = 512;
     }
+    action to_member(bit<48> host_mac, bit<32> host_ip, bit<16> host_port) {
+        hdr.ethernet.dst_addr = host_mac;
+        hdr.ipv4.dst_addr = host_ip;
+        hdr.udp.dst_port = host_port;
+    }
+    table replicas {
+        key = { standard_metadata.egress_rid: exact; }
+        actions = { to_member; NoAction; }
+        default_action = NoAction();
+        size = 8192;
+    }
     apply {
+        bit<48> sender_mac = hdr.ethernet.src_addr;
+        bit<32> sender_ip = hdr.ipv4.src_addr;
+        bit<16> sender_port = hdr.udp.src_port;
         hosts.apply();
+        if (standard_metadata.egress_rid != 0) {
+            replicas.apply();
+        } else if (meta.to_sender == 1) {
+            hdr.ethernet.dst_addr = sender_mac;
+            hdr.ipv4.dst_addr = sender_ip;
+            hdr.udp.dst_port = sender_port;
+        }
     }
 }
 

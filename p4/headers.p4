@@ -83,6 +83,8 @@ struct metadata_t {
     /* ingress decisions carried to egress */
     drop_reason_t drop_reason;
     bit<1>  is_result;      /* the switch emits a frame (a RESULT, or an UPDATE up): rewrite addresses per egress port */
+    bit<1>  to_sender;      /* a RESULT unicast back: addressed to where its UPDATE came from */
+    bit<1>  by_address;     /* the sender was authorized by its address and UDP port (worker_addresses) */
     bit<1>  is_flood;       /* a broadcast: never back out of its ingress port */
 }
 

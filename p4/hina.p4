@@ -44,6 +44,8 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
         bool from_parent = false;
         meta.drop_reason = DROP_NONE;
         meta.is_result = 0;
+        meta.to_sender = 0;
+        meta.by_address = 0;
         meta.is_flood = 0;
         meta.has_parent = 0;
 
@@ -107,6 +109,7 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
                             hdr.hina.flags = FLAG_RESEND;
                             standard_metadata.egress_spec = standard_metadata.ingress_port;
                             meta.is_result = 1;
+                            meta.to_sender = meta.by_address;   /* back to its address, or the port's host */
                         } else if (meta.verdict == VERDICT_RESEND_UP) {
                             value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, 0, 1);
                             send_up();
@@ -150,7 +153,7 @@ control HinaEgress(inout headers_t hdr, inout metadata_t meta,
         if (meta.is_flood == 1 && standard_metadata.egress_port == standard_metadata.ingress_port) {
             mark_to_drop(standard_metadata);   /* a broadcast never goes back where it came from */
         } else if (meta.is_result == 1) {
-            egress_rewrite.apply(hdr, standard_metadata);
+            egress_rewrite.apply(hdr, meta, standard_metadata);
         }
     }
 }

@@ -51,11 +51,30 @@ control TreeParent(inout headers_t hdr, inout metadata_t meta) {
     }
 }
 
-/* (job, worker_id, ingress port) -> allowed, with the worker's bitmap bit. */
+/* May this frame speak for (job, worker_id)?  A worker that named its address (several ranks share a host
+ * and a port, each at its own UDP port) only from that port, IPv4 address and UDP port (`worker_addresses`);
+ * one known by its port alone (a neighbour switch, workers behind a plain switch) from anything on that
+ * port (`workers`).  Either gives the worker's bitmap bit. */
 control WorkerAuth(inout headers_t hdr, inout metadata_t meta,
                    in standard_metadata_t standard_metadata, out bool allowed) {
     action allow(bit<32> worker_bit) {
         meta.worker_bit = worker_bit;
+    }
+    action allow_address(bit<32> worker_bit) {
+        meta.worker_bit = worker_bit;
+        meta.by_address = 1;   /* a RESULT sent back to it goes to that address */
+    }
+    table worker_addresses {
+        key = {
+            hdr.hina.job_id: exact;
+            hdr.hina.worker_id: exact;
+            standard_metadata.ingress_port: exact;
+            hdr.ipv4.src_addr: exact;
+            hdr.udp.src_port: exact;
+        }
+        actions = { allow_address; NoAction; }
+        default_action = NoAction();
+        size = 8192;
     }
     table workers {
         key = {
@@ -68,7 +87,11 @@ control WorkerAuth(inout headers_t hdr, inout metadata_t meta,
         size = 8192;
     }
     apply {
-        allowed = workers.apply().hit;
+        meta.by_address = 0;
+        allowed = worker_addresses.apply().hit;
+        if (!allowed) {
+            allowed = workers.apply().hit;
+        }
     }
 }
 

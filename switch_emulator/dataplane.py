@@ -141,11 +141,30 @@ def udp_source_id(host: str, port: int) -> int | None:
 
 PORT_IDS = 1 << 48  # source ids below are UDP addresses (48 bits: address, port); from here, ports
 OTHER_IDS = 1 << 49  # from here, ids given out to any other kind of source (an in-process port name)
+RAW_IDS = 1 << 62  # from here, workers behind a port: the port above bit 48, IPv4 address and UDP port below
+RAW_PORTS = 1 << 13  # raw ids hold ports below this (BMv2's are 9 bits)
 
 
 def port_source_id(port: int) -> int:
-    """The source id of a switch port (raw frames)."""
+    """The source id of a switch port (raw frames): a neighbouring switch, whatever its address."""
     return PORT_IDS | port
+
+
+def raw_source_id(port: int, host: str, udp_port: int) -> int | None:
+    """The source id of a worker behind switch port `port` sending from IPv4 `host`, UDP port `udp_port`
+    (raw frames), as `raw_batch` computes it from a frame; None if it is not one."""
+    udp = udp_source_id(host, udp_port)
+    if udp is None or isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < RAW_PORTS:
+        return None
+    return RAW_IDS | port << 48 | udp
+
+
+@njit(cache=True, inline="always")
+def _port_id(source):
+    """A raw source's port as a port's source id (a parent switch is known by its port alone)."""
+    if source >= RAW_IDS:
+        return PORT_IDS | ((source >> 48) & (RAW_PORTS - 1))
+    return source
 
 
 def sockaddr(host: str, port: int) -> bytes:
@@ -260,7 +279,8 @@ def ingress(job_index, meta, auth, copies, values, counts, data, at, present, cl
     worker = np.int64(data[at + AT_WORKER_ID])
     if worker >= meta[j, WORKERS]:
         return _drop(meta, counts, j, BAD_WORKER)
-    if auth[j, worker] != source:
+    member = auth[j, worker]
+    if member != source and member != _port_id(source):  # its own address, or (known by its port) any there
         return _drop(meta, counts, j, UNAUTHORIZED)
     reason, pool_index, slot = _slot_of(meta, j, data, at)
     if reason:
@@ -304,6 +324,14 @@ def _arrival_bitmap(meta, counts, copies, values, data, at, j, worker, pool_inde
             return TO_PARENT + (pool_index & _SLOT_MASK) % meta[j, PARENTS], j, frame_bytes
         return _drop(meta, counts, j, DUPLICATE)
     if seen != 0 and copies[copy, COUNTER] == needed:  # the sender already left this complete copy
+        if meta[j, PARENTS] == 0 or copies[copy, TOTAL]:
+            # Answered as when its bit is set: a late duplicate is ignored by its sender (that slot waits on
+            # the other copy now), and a new run's hello that meets an earlier run's complete hello copy gets
+            # words without its nonce and refuses them (StaleSwitchState), instead of waiting for an answer
+            # that never comes while the workers whose bits are still set are refused.
+            meta[j, RESENDS] += 1
+            _result(out, o, data, at, _RESEND_FLAG, values, row, words)
+            return TO_SENDER, j, frame_bytes
         return _drop(meta, counts, j, STALE)
     copies[other, BITMAP] &= ~bit
     seen |= bit
@@ -370,7 +398,7 @@ def _from_parent(meta, auth, counts, copies, values, data, at, source, j, out, o
     if reason:
         return _drop(meta, counts, j, reason)
     # tree_parent: the slot's parent, the only source a RESULT is taken from
-    if source != auth[j, MAX_WORKERS + (pool_index & _SLOT_MASK) % meta[j, PARENTS]]:
+    if _port_id(source) != auth[j, MAX_WORKERS + (pool_index & _SLOT_MASK) % meta[j, PARENTS]]:
         return _drop(meta, counts, j, NOT_PARENT)
     if data[at + AT_FLAGS] & _STALE_RUN_FLAG:
         _drop(meta, counts, j, STALE_RUN)  # counted on every tier it passes
@@ -461,10 +489,11 @@ def _ipv4_checksum(b, at):
 
 
 @njit(cache=True, inline="always")
-def _egress(tx, at, port, rewrite):
-    """Rewrite the frame at tx[at:] for egress `port` as the P4 egress does: the switch's MAC
-    and IP as source, the port's host's as destination, UDP ports 0x4E41 and checksum 0 (only where
-    the topology has a host on the port), then the IPv4 checksum."""
+def _egress(tx, at, port, rewrite, dest, d):
+    """Rewrite the frame at tx[at:] for egress `port` as the P4 egress does: the switch's MAC and IP as
+    source, UDP ports 0x4E41 and checksum 0 (only where the topology has a host on the port); as
+    destination the port's host, or with d >= 0 the MAC, IPv4 address and UDP port at dest[d : d + 12]
+    (a member's replica, or the sender a RESULT goes back to); then the IPv4 checksum."""
     if port < rewrite.shape[0] and rewrite[port, 20]:
         for b in range(12):
             tx[at + b] = rewrite[port, b]
@@ -473,14 +502,22 @@ def _egress(tx, at, port, rewrite):
         tx[at + IP_END] = tx[at + IP_END + 2] = UDP_PORT >> 8
         tx[at + IP_END + 1] = tx[at + IP_END + 3] = UDP_PORT & 0xFF
         tx[at + UDP_END - 2] = tx[at + UDP_END - 1] = 0
+        if d >= 0:
+            for b in range(6):
+                tx[at + b] = dest[d + b]
+            for b in range(4):
+                tx[at + ETH + 16 + b] = dest[d + 6 + b]
+            tx[at + IP_END + 2] = dest[d + 10]
+            tx[at + IP_END + 3] = dest[d + 11]
     checksum = _ipv4_checksum(tx, at + ETH)
     tx[at + ETH + 10] = checksum >> 8
     tx[at + ETH + 11] = checksum & 0xFF
 
 
 @njit(cache=True)
-def _port_before(auth, j, w, member):
-    """Whether a member before worker w of job row j is on the same port: one copy per port."""
+def _sent_before(auth, j, w, member):
+    """Whether a member before worker w of job row j has the same source: one replica per address (and
+    per port for members known by their port alone, behind a plain switch)."""
     for v in range(w):
         if auth[j, v] == member:
             return True
@@ -488,7 +525,7 @@ def _port_before(auth, j, w, member):
 
 
 @njit(cache=True)
-def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths, rx_names, check_outgoing,
+def raw_batch(job_index, meta, auth, copies, values, counts, names, rx, stride, lengths, rx_names, check_outgoing,
               start, n, ingress_port, rewrite, port_names, punt, tx, tx_names, tx_iov, tx_at, capacity):
     """Run the parser, `ingress` and the egress rewrite on raw frames start..n-1 received on switch
     port `ingress_port` (entry i: rx[i * stride:], lengths[i] bytes, its sockaddr_ll at
@@ -497,9 +534,12 @@ def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths
     A hina frame (IPv4 without options, UDP to port 0x4E41, as the P4 parser takes it) goes through
     the rules with UDP length - 8 as its claimed length; each frame it emits is the received one
     (headers, the RESULT, the bytes that followed the hina frame) rewritten for its egress port
-    (`rewrite[port]`: 12 bytes of MACs, 8 of IPs, then whether the port has a host) and queued in the
-    transmit ring for the interface `port_names[port]` (a sockaddr_ll; all zero where no interface
-    serves the port: not sent, counted as unsent).  Any other frame (ARP, other traffic, frames too
+    (`rewrite[port]`: 12 bytes of MACs, 8 of IPs, then whether the port has a host) and for whom it is:
+    a RESULT's replica per member behind a port goes to that member (`names[j, w]`: its MAC, IPv4
+    address and UDP port), a RESULT unicast back to its sender, a partial up to the parent's port, and
+    is queued in the transmit ring for the interface `port_names[port]` (a sockaddr_ll; all zero
+    where no interface serves the port: not sent, counted as unsent).  A frame's source is its ingress
+    port, IPv4 source and UDP source port (`raw_source_id`).  Any other frame (ARP, other traffic, frames too
     short for the headers) is left to the caller: its entry index is put in `punt`.
 
     Returns (next entry, messages queued, ring bytes used, frames punted, outputs without an
@@ -509,6 +549,8 @@ def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths
     used = 0
     punted = 0
     unsent = 0
+    sender = np.zeros(12, np.uint8)  # a RESULT unicast back: the received frame's source, as a destination
+    port_part = np.int64(ingress_port) << 48 if ingress_port < RAW_PORTS else np.int64(0)
     for i in range(start, n):
         length = np.int64(lengths[i])
         if m + MAX_WORKERS > capacity or used + MAX_WORKERS * length > tx.size:
@@ -530,8 +572,10 @@ def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths
             counts[0] += 1
             _drop(meta, counts, -1, BAD_CHECKSUM)
             continue
+        source = (RAW_IDS | port_part | (_be32(rx, base + ETH + 12) << 16) | _be16(rx, base + IP_END)
+                  if port_part or ingress_port == 0 else NO_SOURCE)
         action, j, size = ingress(job_index, meta, auth, copies, values, counts, rx, base + UDP_END,
-                                  length - UDP_END, claimed, PORT_IDS | ingress_port, tx, used + UDP_END)
+                                  length - UDP_END, claimed, source, tx, used + UDP_END)
         if action == NOTHING:
             continue
         # the frame around the RESULT: the received headers, and what followed the hina frame
@@ -539,26 +583,39 @@ def raw_batch(job_index, meta, auth, copies, values, counts, rx, stride, lengths
         tail = UDP_END + size
         tx[used + tail : used + length] = rx[base + tail : base + length]
         first = used
-        for w in range(meta[j, WORKERS] if action == TO_GROUP else 1):  # each member's port, in worker order
+        for w in range(meta[j, WORKERS] if action == TO_GROUP else 1):  # each member's replica, in worker order
+            d = -1
+            dest = sender
             if action == TO_GROUP:
                 member = auth[j, w]
-                if member < PORT_IDS or member >= OTHER_IDS or _port_before(auth, j, w, member):
-                    continue  # not on a port, or a port already sent to (workers behind a plain switch)
-                port = member - PORT_IDS
+                if member < PORT_IDS or OTHER_IDS <= member < RAW_IDS or _sent_before(auth, j, w, member):
+                    continue  # not behind a port, or its address (or port) already has its replica
+                if member >= RAW_IDS:  # a worker at its own address behind the port
+                    port = (member >> 48) & (RAW_PORTS - 1)
+                    dest, d = names[j, w], 0
+                else:  # a neighbour known by its port alone
+                    port = member - PORT_IDS
             elif action >= TO_PARENT:
                 port = auth[j, MAX_WORKERS + action - TO_PARENT] - PORT_IDS
                 if port < 0 or port >= PORT_IDS:  # a parent that is not a port: unreachable from here
                     unsent += 1
                     continue
-            else:
+            else:  # back to the sender: where it sent from, or (a member known by its port) the port's host
                 port = ingress_port
+                if auth[j, rx[base + UDP_END + AT_WORKER_ID]] >= RAW_IDS:
+                    for b in range(6):
+                        sender[b] = rx[base + 6 + b]
+                    for b in range(4):
+                        sender[6 + b] = rx[base + ETH + 12 + b]
+                    sender[10], sender[11] = rx[base + IP_END], rx[base + IP_END + 1]
+                    d = 0
             if port >= port_names.shape[0] or port_names[port, 0] == 0:
                 unsent += 1
                 continue
             if used != first:  # another copy: the received headers again, the RESULT and tail as built
                 tx[used : used + UDP_END] = rx[base : base + UDP_END]
                 tx[used + UDP_END : used + length] = tx[first + UDP_END : first + length]
-            _egress(tx, used, port, rewrite)
+            _egress(tx, used, port, rewrite, dest, d)
             for b in range(SOCKADDR_LL):
                 tx_names[SOCKADDR_LL * m + b] = port_names[port, b]
             tx_iov[2 * m] = tx_at + used
@@ -595,7 +652,8 @@ def warm(batch: bool = False, raw: bool = False) -> None:
                   np.zeros(SOCKADDR, np.uint8), 0, 1, out, np.zeros(SOCKADDR * MAX_WORKERS, np.uint8),
                   np.zeros(2 * MAX_WORKERS, np.uint64), 0, MAX_WORKERS)
     if raw:  # one frame too short to parse: punted
-        raw_batch(job_index, meta, auth, copies, values, counts, frame, HEADER_BYTES, lengths,
+        names = np.zeros((0, MAX_WORKERS + MAX_PARENTS, SOCKADDR), np.uint8)
+        raw_batch(job_index, meta, auth, copies, values, counts, names, frame, HEADER_BYTES, lengths,
                   np.zeros(SOCKADDR_LL, np.uint8), True, 0, 1, 1, np.zeros((2, 21), np.uint8),
                   np.zeros((2, SOCKADDR_LL), np.uint8), np.zeros(1, np.int64), out,
                   np.zeros(SOCKADDR_LL * MAX_WORKERS, np.uint8), np.zeros(2 * MAX_WORKERS, np.uint64), 0,

@@ -156,7 +156,8 @@ class RawSwitch(SwitchServer):
             done = 0
             while done < n:  # the ring holds at least one entry's outputs: each call gets past one
                 done, messages, _, punted, unsent = raw_batch(
-                    p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, rx, io.entry_bytes, io.rx_lengths,
+                    p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, p.names, rx, io.entry_bytes,
+                    io.rx_lengths,
                     io.rx_names_array, check_outgoing, done, n, port, rewrite, self._port_names, punt,
                     io.tx_array, io.tx_names_array, io.tx_iov, io.tx_address, io.tx_capacity)
                 if messages:

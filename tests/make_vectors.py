@@ -63,6 +63,17 @@ TREE_TOPOLOGY = {
     ],
 }
 TREE_CHILDREN = [1, 2]
+# Ranks that share a host: workers 0 and 1 on the host of port 1 (UDP ports 40001 and 40011), worker 2 on
+# port 2's; each names its address, so each gets its own replica of every RESULT.
+RANKS = {0: (1, 40001), 1: (1, 40011), 2: (2, 40002)}
+RANKS_TOPOLOGY = {
+    "switch": {"mac": SWITCH_MAC, "ip": SWITCH_IP},
+    "hosts": [{"port": p, "mac": host_mac(p), "ip": host_ip(p)} for p in (1, 2, 3)],
+    "jobs": [
+        {"job_id": 1, "workers": 3, "words": K, "slot_base": 0, "slots": 4,
+         "members": [{"worker_id": w, "port": p, "ip": host_ip(p), "udp_port": u} for w, (p, u) in RANKS.items()]},
+    ],
+}
 SPINE_TOPOLOGY = {
     "switch": {"mac": SWITCH_MAC, "ip": SWITCH_IP},
     "hosts": [{"port": p, "mac": host_mac(p), "ip": host_ip(p)} for p in (1, 2)],
@@ -84,30 +95,34 @@ def hina(words, *, msg_type=0, op=ADD, job=1, worker=0, flags=0, slot=0, version
         words_bytes(words, k)
 
 
-def frame(port, payload, *, ip_id=7, udp_len=None, chksum=None):
-    """A frame as the host on `port` sends it to the switch."""
+def frame(port, payload, *, ip_id=7, udp_len=None, chksum=None, sport=None):
+    """A frame as the host on `port` sends it to the switch (from UDP port 40000 + port by default)."""
     pkt = (Ether(src=host_mac(port), dst=SWITCH_MAC) /
            IP(src=host_ip(port), dst=SWITCH_IP, id=ip_id, ttl=64, chksum=chksum) /
-           UDP(sport=40000 + port, dport=UDP_PORT, len=udp_len) / Raw(payload))
+           UDP(sport=40000 + port if sport is None else sport, dport=UDP_PORT, len=udp_len) / Raw(payload))
     return raw(pkt)
 
 
-def update(port, words, **kw):
-    return frame(port, hina(words, **kw), ip_id=kw.get("offset", 0) + port)
+def update(port, words, sport=None, **kw):
+    return frame(port, hina(words, **kw), ip_id=kw.get("offset", 0) + port, sport=sport)
 
 
-def result(to_port, sent_frame, words, *, flags=0, msg_type=1, worker=None):
+def result(to_port, sent_frame, words, *, flags=0, msg_type=1, worker=None, to=None, back=False):
     """What leaves `to_port` when `sent_frame` (an UPDATE) completes its copy (or asks again); with
-    msg_type 0 and `worker` the member id, what a leaf sends up when it completes its copy."""
+    msg_type 0 and `worker` the member id, what a leaf sends up when it completes its copy.  Addressed to
+    the port's host at UDP port 0x4E41; `to` (MAC, IPv4, UDP port): to a member that named its address;
+    `back`: to where `sent_frame` came from (a RESULT unicast back to its sender)."""
     pkt = Ether(sent_frame)
     udp_len = pkt[UDP].len
     payload = sent_frame[42 : 42 + udp_len - 8]  # the hina frame
     trailer = sent_frame[42 + udp_len - 8 :]  # past the UDP length: rides along
     worker_byte = payload[4:5] if worker is None else bytes([worker])
     out_hina = bytes([msg_type]) + payload[1:4] + worker_byte + bytes([flags]) + payload[6:16] + words_bytes(words)
-    out = (Ether(src=SWITCH_MAC, dst=host_mac(to_port)) /
-           IP(src=SWITCH_IP, dst=host_ip(to_port), id=pkt[IP].id, ttl=pkt[IP].ttl, len=pkt[IP].len, chksum=None) /
-           UDP(sport=UDP_PORT, dport=UDP_PORT, len=pkt[UDP].len, chksum=0) / Raw(out_hina))
+    mac, ip, port = to or ((pkt[Ether].src, pkt[IP].src, pkt[UDP].sport) if back
+                           else (host_mac(to_port), host_ip(to_port), UDP_PORT))
+    out = (Ether(src=SWITCH_MAC, dst=mac) /
+           IP(src=SWITCH_IP, dst=ip, id=pkt[IP].id, ttl=pkt[IP].ttl, len=pkt[IP].len, chksum=None) /
+           UDP(sport=UDP_PORT, dport=port, len=pkt[UDP].len, chksum=0) / Raw(out_hina))
     return raw(out) + trailer
 
 
@@ -169,9 +184,11 @@ def build_cases() -> list[dict]:
                       multicast(c, [111]) + [(3, result(3, c, [111], flags=RESEND))]))
 
     late = update(1, [1], worker=0)
-    cases.append(case("stale_after_leaving", "a late UPDATE from a worker that already left a complete copy "
-                      "is stale", [(1, a), (2, b), (3, c), (1, nxt0), (1, late)], multicast(c, [111]),
-                      {"stale": 1}))
+    cases.append(case("late_after_leaving_answered", "a late UPDATE from a worker that already left a complete "
+                      "copy is answered from the copy, as a duplicate (its sender ignores it; a restarted run's "
+                      "hello learns it met an earlier run), the copy untouched",
+                      [(1, a), (2, b), (3, c), (1, nxt0), (1, late)],
+                      multicast(c, [111]) + [(1, result(1, late, [111], flags=RESEND))]))
 
     off = update(2, [1], worker=1, offset=K)
     cases.append(case("stale_offset", "an offset that disagrees with a non-empty copy is another run's chunk: "
@@ -328,6 +345,37 @@ def tree_cases() -> list[dict]:
     leaf_case("tree_stale_run_on_the_leaf", "a restarted child meets the earlier run's partial on the leaf "
               "itself (another salt in the offset): refused there, nothing goes up", [(1, a), (2, fresh)],
               refused(fresh, TREE_CHILDREN), {"stale_run": 1})
+
+    # several ranks per host: a replica per rank, addressed to its own UDP port; a frame from a port
+    # and address that is no member's is dropped and counted
+    def rank(w, words, **kw):
+        port, udp = RANKS[w]
+        return port, update(port, words, sport=udp, worker=w, **kw)
+
+    def to_ranks(sent, words, flags=0):
+        return [(p, result(p, sent, words, flags=flags, to=(host_mac(p), host_ip(p), u))) for p, u in RANKS.values()]
+
+    r0, r1, r2 = rank(0, [1]), rank(1, [10]), rank(2, [100])
+    cases.append(case("ranks_share_a_host", "workers 0 and 1 run on one host (port 1, UDP ports 40001 and "
+                      "40011): the RESULT leaves port 1 twice, once to each rank's UDP port, and port 2 once",
+                      [r0, r1, r2], to_ranks(r2[1], [111]), topology=RANKS_TOPOLOGY))
+    stranger = (1, update(1, [5], sport=40021, worker=0))
+    swapped = (1, update(1, [5], sport=40011, worker=0))
+    cases.append(case("rank_from_another_udp_port", "an UPDATE from the right host and port but a UDP port that "
+                      "is not its worker's (another process, or another rank's port) is unauthorized",
+                      [stranger, swapped, r0, r1, r2], to_ranks(r2[1], [111]), {"unauthorized": 2},
+                      topology=RANKS_TOPOLOGY))
+    cases.append(case("rank_resend_goes_back_to_its_port", "a rank that lost its RESULT asks again: the copy is "
+                      "complete, so the stored RESULT goes back to that rank's UDP port alone",
+                      [r0, r1, r2, r1], to_ranks(r2[1], [111]) + [(1, result(1, r1[1], [111], flags=RESEND,
+                                                                                 back=True))],
+                      topology=RANKS_TOPOLOGY))
+    old = rank(1, [9], offset=0x5A17)
+    new = rank(0, [1])
+    cases.append(case("rank_refusal_reaches_every_rank", "a rank restarted into a copy holding another run's "
+                      "chunk is refused (STALE_RUN) to every rank, each at its own UDP port",
+                      [old, new], to_ranks(new[1], [1], flags=STALE_RUN), {"stale_run": 1},
+                      topology=RANKS_TOPOLOGY))
     return cases
 
 

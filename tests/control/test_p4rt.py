@@ -107,8 +107,8 @@ def test_a_table_entry_carries_the_p4info_ids_and_canonical_values():
         info.table_entry("jobs", {"hdr.hina.slot": "1"}, "set_job", {})
     with pytest.raises(ControlError, match=r"0 tables named \*nope"):
         info.table_entry("nope", {}, "set_job", {})
-    mg = info.multicast_group(5, [1, 2, 4]).packet_replication_engine_entry.multicast_group_entry
-    assert mg.multicast_group_id == 5 and [r.egress_port for r in mg.replicas] == [1, 2, 4]
+    mg = info.multicast_group(5, [(1, 1), (2, 2), (1, 3)]).packet_replication_engine_entry.multicast_group_entry
+    assert mg.multicast_group_id == 5 and [(r.egress_port, r.instance) for r in mg.replicas] == [(1, 1), (2, 2), (1, 3)]
 
 
 def test_two_switches_two_sessions_every_write_reaches_its_own_switch(switches, tmp_path):
@@ -121,7 +121,7 @@ def test_two_switches_two_sessions_every_write_reaches_its_own_switch(switches, 
             client.set_pipeline(info, config)
             client.write([info.table_entry("jobs", {"hdr.hina.job_id": str(10 + i)}, "set_job", {"workers": "2"})])
         # the first switch again, after the second connected: p4runtime-shell sent this to the second
-        clients[0].write([info.multicast_group(7, [1, 2])])
+        clients[0].write([info.multicast_group(7, [(1, 1), (2, 2)])])
         for (fake, _, _), job in zip(switches, (10, 11)):
             assert len(fake.arbitrations) == 1 and len(fake.pipelines) == 1
             assert fake.pipelines[0].config.p4_device_config == b'{"program": "hina"}'

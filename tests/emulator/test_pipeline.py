@@ -94,13 +94,17 @@ def test_resend_still_works_after_the_others_moved_to_the_other_copy():
     assert emit is not None and emit.dests == (src(2),) and payload(emit.frame)[0] == 6
 
 
-def test_late_duplicate_from_a_worker_that_left_a_complete_copy_is_stale():
+def test_late_duplicate_from_a_worker_that_left_a_complete_copy_is_answered_from_the_copy():
+    """Answered as a duplicate of a complete copy is: the sender ignores it (its slot waits on the other copy);
+    a restarted run's hello that meets an earlier run's complete hello copy learns from it that it met another
+    run.  The copy is untouched."""
     p = make_pipeline()
     for w in range(3):
         p.update(update(w, [w + 1]), src(w))
     p.update(update(0, [9], version=1, offset=16), src(0))  # worker 0 moved on: its bit in copy 0 is cleared
-    assert p.update(update(0, [1]), src(0)) is None  # its old retransmission arrives late
-    assert p.drops[Drop.STALE] == 1
+    emit = p.update(update(0, [1]), src(0))  # its old retransmission arrives late
+    assert emit.dests == (src(0),) and HinaHeader.unpack(emit.frame).flags == Flags.RESEND
+    assert payload(emit.frame)[0] == 6 and not p.drops.get(Drop.STALE)
     assert payload(p.update(update(2, [3]), src(2)).frame)[0] == 6  # copy 0 untouched
 
 

@@ -230,8 +230,11 @@ def test_bad_pipes_argument_is_refused_by_the_class():
 
 # -- the packet vectors' UDP-level cases through P pipes ---------------------------------
 def _udp_level(case) -> bool:
-    """A case every frame of which is a well-formed hina datagram (what a UDP socket can carry):
-    the others test the Ethernet/IPv4 parser, which the kernel does in UDP mode."""
+    """A case every frame of which is a well-formed hina datagram (what a UDP socket can carry), each port one
+    worker's: the others test the Ethernet/IPv4 parser, which the kernel does in UDP mode, or ranks that
+    share a port at UDP ports of their own (the raw-frame path's members by address)."""
+    if any("udp_port" in m for job in case["topology"]["jobs"] for m in job["members"]):
+        return False
     for pkt in case["packets"]:
         f = bytes.fromhex(pkt["frame"])
         if not (len(f) >= 42 + 16 and f[12:14] == b"\x08\x00" and f[14] == 0x45 and f[23] == 17
