@@ -4,6 +4,8 @@
     target.configure(topology)
     target.counters()["drops"]        # {"duplicate": 3, ...}
     target.reset_job(1)               # empty a job's slot copies (after a worker failure)
+    target.jobs()                     # every job on the switch: shape, members, counters (`hina switch jobs`)
+    target.remove_job(1)              # its entries and multicast group gone, its slots emptied
     target.close()
 
 For BMv2 (`simple_switch_grpc`) it speaks P4Runtime, a session per switch
@@ -18,6 +20,7 @@ entry.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from typing import Any
 from hina.wire.headers import Drop
 
 from .client import ControlClient, ControlError
-from .topology import Topology, job_group
+from .topology import FLOOD_GROUP, Topology, job_group
 
 P4_BUILD = Path(__file__).resolve().parent.parent / "p4" / "build"
 P4_WORDS = 32  # K the P4 program is compiled for (p4/configuration.p4)
@@ -45,8 +48,9 @@ class Entry:
         return f"{self.table} {self.match} -> {self.action}({self.params})"
 
 
-def p4_entries(topo: Topology) -> tuple[list[Entry], dict[int, tuple[int, ...]]]:
-    """Every table entry and multicast group the P4 program needs for `topo`."""
+def p4_entries(topo: Topology) -> tuple[list[Entry], dict[int, tuple[tuple[int, int], ...]]]:
+    """Every table entry and multicast group (its replicas as (port, replica id) pairs) the P4 program
+    needs for `topo`."""
     entries = []
     for job in topo.jobs:
         if job.words != P4_WORDS:
@@ -63,16 +67,26 @@ def p4_entries(topo: Topology) -> tuple[list[Entry], dict[int, tuple[int, ...]]]
             entries.append(Entry("parents", {"hdr.hina.job_id": str(job.job_id), "hdr.hina.slot": str(slot)},
                                  "set_parent", {"port": str(parent.source), "member": str(parent.worker_id)}))
         for m in job.members:
-            entries.append(Entry("workers", {"hdr.hina.job_id": str(job.job_id), "hdr.hina.worker_id": str(m.worker_id),
-                                             "standard_metadata.ingress_port": str(m.source)},
-                                 "allow", {"worker_bit": str(1 << m.worker_id)}))
+            key = {"hdr.hina.job_id": str(job.job_id), "hdr.hina.worker_id": str(m.worker_id),
+                   "standard_metadata.ingress_port": str(m.source)}
+            if m.address is None:  # known by its port: anything there may speak for it
+                entries.append(Entry("workers", key, "allow", {"worker_bit": str(1 << m.worker_id)}))
+            else:  # its own address and UDP port behind the port
+                key.update({"hdr.ipv4.src_addr": m.address[0], "hdr.udp.src_port": str(m.address[1])})
+                entries.append(Entry("worker_addresses", key, "allow_address", {"worker_bit": str(1 << m.worker_id)}))
     for mac, (kind, arg) in topo.mac_table().items():
         params = {"port": str(arg)} if kind == "forward" else {"group": str(arg)}
         entries.append(Entry("mac_forward", {"hdr.ethernet.dst_addr": mac}, kind, params))
     for h in topo.hosts:
         entries.append(Entry("hosts", {"standard_metadata.egress_port": str(h.port)}, "rewrite", {
             "switch_mac": topo.switch_mac, "switch_ip": topo.switch_ip, "host_mac": h.mac, "host_ip": h.ip}))
-    return entries, topo.groups()
+    groups, rewrites = topo.replicas()
+    for rid, (mac, ip, udp_port) in rewrites.items():
+        entries.append(Entry("replicas", {"standard_metadata.egress_rid": str(rid)}, "to_member",
+                             {"host_mac": mac, "host_ip": ip, "host_port": str(udp_port)}))
+    # the flood group's replicas are never rewritten (not RESULTs): instance 0
+    groups = {FLOOD_GROUP: tuple((port, 0) for port in topo.groups()[FLOOD_GROUP]), **groups}
+    return entries, groups
 
 
 class EmulatorTarget:
@@ -98,17 +112,28 @@ class Bmv2Target:
     """simple_switch_grpc running p4/hina.p4, through its own P4Runtime session (`p4rt`)."""
 
     def __init__(self, grpc_addr: str = "127.0.0.1:9559", *, device_id: int = 0, thrift_port: int = 9090,
-                 p4info: Path = P4_BUILD / "hina.p4info.txtpb", bmv2_json: Path = P4_BUILD / "hina.json",
+                 p4info: Path | None = P4_BUILD / "hina.p4info.txtpb", bmv2_json: Path = P4_BUILD / "hina.json",
                  push_pipeline: bool = True, timeout: float = 10.0):
-        """timeout: how long to wait for the switch's P4Runtime server (a ControlError after it)."""
+        """timeout: how long to wait for the switch's P4Runtime server (a ControlError after it).
+        p4info None (without push_pipeline): the P4Info the switch runs, asked of it (`hina switch --bmv2`)."""
         from .p4rt import P4Info, P4RuntimeClient  # imported here: only BMv2 users need gRPC
 
         self.thrift_port = thrift_port
-        self.p4info = Path(p4info)
-        if not self.p4info.exists() or (push_pipeline and not Path(bmv2_json).exists()):
-            raise ControlError(f"no compiled P4 program at {self.p4info.parent}: run `make p4` (needs p4c)")
-        self._info = P4Info.load(self.p4info)
+        self.p4info = Path(p4info) if p4info is not None else None
+        if push_pipeline and (self.p4info is None or not self.p4info.exists() or not Path(bmv2_json).exists()):
+            raise ControlError(f"no compiled P4 program at {P4_BUILD if self.p4info is None else self.p4info.parent}: "
+                               f"run `make p4` (needs p4c)")
         self._client = P4RuntimeClient(grpc_addr, device_id=device_id, timeout=timeout)
+        if self.p4info is not None and self.p4info.exists():
+            self._info = P4Info.load(self.p4info)
+        else:  # listing or removing jobs on a running switch needs no local build: ask it what it runs
+            from .p4rt_tables import fetch_p4info
+
+            try:
+                self._info = fetch_p4info(self._client)
+            except ControlError:
+                self._client.close()
+                raise
         if push_pipeline:
             try:
                 self._client.set_pipeline(self._info, Path(bmv2_json))
@@ -125,11 +150,11 @@ class Bmv2Target:
         for e in entries:
             self._client.write([self._info.table_entry(e.table, e.match, e.action, e.params)],
                                what=f"inserting {e.describe()}")
-        for group, ports in groups.items():
-            if not ports:  # a spine's flood group (broadcasts are never flooded between switches)
+        for group, replicas in groups.items():
+            if not replicas:  # a spine's flood group (broadcasts are never flooded between switches)
                 continue
-            self._client.write([self._info.multicast_group(group, ports)],
-                               what=f"creating multicast group {group} with ports {list(ports)}")
+            self._client.write([self._info.multicast_group(group, replicas)],
+                               what=f"creating multicast group {group} with replicas {list(replicas)}")
         self._topology = topo
 
     def counters(self) -> dict:
@@ -161,14 +186,120 @@ class Bmv2Target:
 
     def reset_job(self, job_id: int) -> None:
         """Empty every copy of a job's slots: bitmap, arrival counter and total flag to zero."""
-        if self._topology is None:
-            raise ControlError("configure the switch first")
-        job = next((j for j in self._topology.jobs if j.job_id == job_id), None)
-        if job is None:
-            raise ControlError(f"no job {job_id} in the configured topology")
-        copies = range(2 * job.slot_base, 2 * (job.slot_base + job.slots))
+        job = next((j for j in self._topology.jobs if j.job_id == job_id), None) if self._topology else None
+        if job is not None:
+            base, count = job.slot_base, job.slots
+        else:  # a job this session did not configure: its slots from the switch's jobs table
+            entry = self._job_entry(job_id)
+            base, count = entry["params"]["slot_base"], entry["params"]["slot_count"]
+        self._clear_slots(base, count)
+
+    def _clear_slots(self, base: int, count: int) -> None:
+        copies = range(2 * base, 2 * (base + count))
         self.cli([f"register_write {self._register(r)} {i} 0" for r in ("bitmap", "arrivals", "totals")
                   for i in copies])
+
+    # -- jobs on the switch: listing and removal ---------------------------------------------------
+    def _job_entry(self, job_id: int) -> dict:
+        from .p4rt_tables import read_table
+
+        for entry in read_table(self._client, self._info, "jobs"):
+            if entry["match"].get("hdr.hina.job_id") == job_id:
+                return entry
+        raise ControlError(f"no job {job_id} on the switch at {self._client.addr}")
+
+    def jobs(self) -> list[dict]:
+        """Every job in the switch's `jobs` table, as the emulator lists them (`hina switch jobs`): shape,
+        members (worker_id, ingress port and any other key of the `workers` table), parents, and where
+        the program has them, the entry's packets (a direct counter on `jobs`) and seconds since a
+        frame last matched it (idle timeouts on `jobs`).  Drops are per switch: `counters()`."""
+        from .p4rt_tables import read_table
+
+        members: dict[int, list[dict]] = {}
+        for table in ("workers", "worker_addresses"):  # by port alone; at an address and UDP port behind it
+            for e in read_table(self._client, self._info, table) if self._has(table) else ():
+                key = dict(e["match"])
+                job_id = key.pop("hdr.hina.job_id", None)
+                member: dict[str, Any] = {"worker_id": key.pop("hdr.hina.worker_id", None)}
+                if "standard_metadata.ingress_port" in key:
+                    member["port"] = key.pop("standard_metadata.ingress_port")
+                if "hdr.ipv4.src_addr" in key:
+                    member["ip"] = str(ipaddress.IPv4Address(key.pop("hdr.ipv4.src_addr")))
+                if "hdr.udp.src_port" in key:
+                    member["udp_port"] = key.pop("hdr.udp.src_port")
+                member.update({name.rsplit(".", 1)[-1]: value for name, value in key.items()})
+                members.setdefault(job_id, []).append(member)
+        parents: dict[int, set[tuple[int, int]]] = {}
+        if self._has("parents"):
+            for e in read_table(self._client, self._info, "parents"):
+                parents.setdefault(e["match"].get("hdr.hina.job_id"), set()).add(
+                    (e["params"].get("member", 0), e["params"].get("port", 0)))
+        out = []
+        entries = read_table(self._client, self._info, "jobs")
+        for e in sorted(entries, key=lambda e: e["match"].get("hdr.hina.job_id", 0)):
+            job_id, params = e["match"].get("hdr.hina.job_id"), e["params"]
+            workers = params.get("workers", 0)
+            job: dict[str, Any] = {
+                "job_id": job_id, "workers": workers, "words": P4_WORDS, "slot_base": params.get("slot_base"),
+                "slots": params.get("slot_count"),
+                "members": sorted(members.get(job_id, []), key=lambda m: (m["worker_id"] is None, m["worker_id"])),
+            }
+            if params.get("full_mask") not in (None, (1 << workers) - 1):
+                job["mask"] = params["full_mask"]
+            if parents.get(job_id):
+                job["parents"] = [{"worker_id": m, "port": p} for m, p in sorted(parents[job_id])]
+            counters: dict[str, Any] = {}
+            if "packets" in e:
+                counters.update(frames=e["packets"], bytes=e["bytes"])
+            job["counters"] = counters
+            idle = None if e.get("idle_s") is None else round(e["idle_s"], 3)  # the program's idle timeouts, if any
+            job.update(state="unknown" if idle is None else "active" if idle < 5.0 else "idle", idle_s=idle,
+                       frame_s=idle, refused_s=None, origin="controller", pinned=True, lease_left_s=None)
+            out.append(job)
+        return out
+
+    def _has(self, table: str) -> bool:
+        return any(t.preamble.name == table or t.preamble.name.endswith("." + table)
+                   for t in self._info.message.tables)
+
+    def remove_job(self, job_id: int, *, clear_slots: bool = True) -> None:
+        """Delete a job's entries (`jobs`, its `workers`, `worker_addresses` and `parents`, the `replicas`
+        rewrites only its multicast group uses) and that group; with `clear_slots`, empty its slots too
+        (simple_switch_CLI, as `reset_job`), so that the next job on them starts clean."""
+        from .p4rt_tables import delete, multicast_group, read_groups, read_table
+
+        entry = self._job_entry(job_id)
+        doomed = []
+        for table in ("workers", "worker_addresses", "parents"):
+            if self._has(table):
+                doomed += [e["entity"] for e in read_table(self._client, self._info, table)
+                           if e["match"].get("hdr.hina.job_id") == job_id]
+        if self._has("replicas"):  # per member rewrites, named by the replica ids of the job's group
+            try:
+                groups = read_groups(self._client)
+            except ControlError:
+                groups = {}
+            others = {rid for g, replicas in groups.items() if g != job_group(job_id) for _, rid in replicas}
+            rids = {rid for _, rid in groups.get(job_group(job_id), ())} - others - {0}
+            doomed += [e["entity"] for e in read_table(self._client, self._info, "replicas")
+                       if e["match"].get("standard_metadata.egress_rid") in rids]
+        delete(self._client, doomed, what=f"removing job {job_id}'s workers, parents and replicas")
+        delete(self._client, [entry["entity"]], what=f"removing job {job_id} from the jobs table")
+        try:
+            delete(self._client, [multicast_group(job_group(job_id))],
+                   what=f"removing job {job_id}'s multicast group {job_group(job_id)}")
+        except ControlError:
+            pass  # a job configured without members has no group
+        if self._topology is not None:
+            self._topology = dataclasses.replace(self._topology,
+                                                 jobs=tuple(j for j in self._topology.jobs if j.job_id != job_id))
+        if clear_slots:
+            base, count = entry["params"]["slot_base"], entry["params"]["slot_count"]
+            try:
+                self._clear_slots(base, count)
+            except (ControlError, OSError, subprocess.SubprocessError) as exc:
+                raise ControlError(f"job {job_id} removed, but its slots [{base}, {base + count}) were not "
+                                   f"emptied ({exc}); the next job there may be refused until reset_job") from None
 
     def _register(self, short: str) -> str:
         return self._name("registers", short)

@@ -8,7 +8,9 @@ Ethernet interfaces instead (Mininet), configured from a --topology file
 --pipes P the data plane runs as P processes, pipe i serving the slots s
 with s mod P == i (the kernel steers each packet by its slot).  On start it
 prints one JSON line with its bound addresses; with --stats it prints the
-counters every few seconds.
+counters every few seconds.  A job none of whose members was heard for
+--lease seconds is removed (jobs given here are pinned); with a token
+(--token-file, or $HINA_TOKEN) only requests signed with it may change jobs.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import sys
 from pathlib import Path
 
 from hina.cliargs import OneLineParser, non_negative, pipes_flag, probability
+from hina.control.auth import ENV, read_token
 from hina.control.config import JobConfig, Member
 from hina.control.topology import Topology
+from hina.emulator.control_port import handle
 from hina.emulator.impair import ImpairmentConfig
 from hina.emulator.pipeline import Pipeline
 from hina.emulator.raw import RawSwitch
@@ -52,6 +56,10 @@ def address(text: str) -> tuple[str, int]:
 
 
 JOB_FIELDS = ("JOB_ID", "WORKERS", "WORDS", "SLOT_BASE", "SLOTS")
+# Ten minutes: far longer than any pause inside a training run (a checkpoint, an evaluation pass, a
+# worker's restart), far shorter than the weeks a switch runs, so the slots of a job whose workers
+# crashed come back the same hour.  A job given on the command line is pinned (nothing could re-install it).
+DEFAULT_LEASE = 600.0
 
 
 def job_flag(text: str) -> JobConfig:
@@ -111,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "compiled rules, for comparison (default: batches, where Linux's libc has them)")
     ap.add_argument("--topology", type=Path,
                     help="raw mode: JSON topology (hosts, jobs) to start with (default: none)")
+    ap.add_argument("--lease", type=non_negative, default=DEFAULT_LEASE, metavar="SECONDS",
+                    help="remove a job none of whose members was heard for this long, freeing its slots; jobs "
+                         "from --job, --config or --topology are pinned; 0: never (default: "
+                         f"{DEFAULT_LEASE:g})")
+    ap.add_argument("--token-file", type=Path, metavar="PATH",
+                    help="a shared secret (first line): requests that change jobs must be signed with it; reads "
+                         f"stay open (default: ${ENV}, else no token: every request is taken)")
     return ap
 
 
@@ -180,15 +195,25 @@ def main(argv: list[str] | None = None) -> int:
             if jobs:
                 raise ValueError("raw mode takes its jobs from --topology (ports, not addresses), not --job")
             topology = Topology.from_config(json.loads(args.topology.read_text())) if args.topology else None
-            switch = RawSwitch(dict(args.raw), topology, control=args.control, impair=impair,
+            token = read_token(args.token_file)
+            switch = RawSwitch(dict(args.raw), None, control=args.control, impair=impair,
                                stats_every=args.stats, pipes=args.pipes, batch=args.batch)
+            if topology is not None:  # as a controller's configure (every pipe's, pinned there), before any request
+                reply, _ = handle(switch.pipeline, json.dumps({"op": "configure", "topology": topology.to_config()}),
+                                  configure=switch._configure())
+                if not reply["ok"]:
+                    switch.close()
+                    raise ValueError(f"--topology {args.topology}: {reply['error']}")
         else:
+            token = read_token(args.token_file)
             pipeline = Pipeline()
             for job in jobs:
-                pipeline.add_job(job)
+                pipeline.add_job(job, origin="command line")
             switch = UdpSwitch(pipeline, data=args.listen, control=args.control, impair=impair,
                                stats_every=args.stats, pipes=args.pipes, batch=args.batch)
-    except (ValueError, OSError, KeyError, TypeError) as exc:
+        switch.set_lease(args.lease)
+        switch.set_token(token)
+    except (ValueError, OSError, KeyError, TypeError) as exc:  # TokenError is a ValueError
         print(f"switch_emulator: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: switch.stop())

@@ -21,13 +21,15 @@ import collections
 import dataclasses
 import functools
 import itertools
+import time
 from collections.abc import Hashable
 from typing import NamedTuple
 
 import numpy as np
 
-from hina.control.config import JobConfig
-from hina.wire.headers import MAX_FRAME_BYTES, MAX_WORKERS, Drop
+from hina.control.config import JobConfig, PortAddress
+from hina.wire.frames import ip_bytes, mac_bytes
+from hina.wire.headers import AT_WORKER_ID, MAX_FRAME_BYTES, MAX_WORKERS, Drop
 
 from . import dataplane as dp
 
@@ -39,7 +41,29 @@ class UnknownJob(KeyError):
         return str(self.args[0])
 
 
+class JobMismatch(ValueError):
+    """join named a job the switch holds with another shape (workers, words or slots)."""
+
+    def __init__(self, message: str, job_id: int):
+        super().__init__(message)
+        self.job_id = job_id
+
+
 _REASONS = frozenset(Drop)
+ACTIVE_SECONDS = 5.0  # a job heard from (or refusing runs) within this many seconds is "active" ("refusing")
+PINNED = frozenset({"command line", "configure"})  # where a job came from that no lease removes
+# what a member's frame moves once it passed the job's checks of its source: taking it in, answering it,
+# or dropping it as a duplicate, stale, another run's, or out of the job's counts and slots
+_HEARD = (dp.UPDATES, dp.RESULTS, dp.RESENDS, dp.RESENT_UP) + tuple(
+    dp.DROPS + int(d) for d in (Drop.DUPLICATE, Drop.STALE, Drop.STALE_RUN, Drop.BAD_COUNT, Drop.BAD_SLOT))
+
+
+def job_state(frame_s: float | None, refused_s: float | None) -> str:
+    """refusing: the switch refused a run's chunk (STALE_RUN) lately; active: a member's frames came lately; idle.
+    (Seconds since the last such frame and refusal; None: never.)"""
+    if refused_s is not None and refused_s < ACTIVE_SECONDS:
+        return "refusing"
+    return "active" if frame_s is not None and frame_s < ACTIVE_SECONDS else "idle"
 
 
 def _counter(row: np.ndarray) -> collections.Counter:
@@ -60,6 +84,23 @@ class _JobState:
         self.meta[[dp.WORKERS, dp.WORDS, dp.FRAME_BYTES, dp.SLOT_BASE, dp.SLOTS, dp.FULL, dp.NEEDED]] = (
             cfg.workers, cfg.words, cfg.frame_bytes, cfg.slot_base, cfg.slots, cfg.full_mask, cfg.children)
         self.set_members(cfg)
+        # bookkeeping for leases and listings (monotonic seconds): where the job came from, when a member
+        # was last heard (it joined, or its frames moved the counters), its last frame, the last refusal
+        self.origin = "add_job"
+        self.installed = self.heard = time.monotonic()
+        self.framed: float | None = None
+        self.refused: float | None = None
+        self._marks = (0, 0)
+
+    def note(self, now: float) -> None:
+        """Look at the job's counters (the compiled rules move them): heard from, or refused, since the last look?"""
+        heard = int(self.meta[list(_HEARD)].sum())
+        refused = int(self.meta[dp.DROPS + Drop.STALE_RUN])
+        if heard != self._marks[0]:
+            self.heard = self.framed = now
+        if refused != self._marks[1]:
+            self.refused = now
+        self._marks = (heard, refused)
 
     def bind(self, meta: np.ndarray, copies: np.ndarray, values: np.ndarray) -> None:
         """Point the job at its rows (views of the pipeline's registers), already holding its state."""
@@ -187,6 +228,9 @@ class Pipeline:
             sid = self.auth[job.row, m.worker_id] = self.source_id(m.source)
             if sid < dp.PORT_IDS:  # a UDP address: where the batch path sends its RESULTs
                 self.names[job.row, m.worker_id] = np.frombuffer(dp.sockaddr(*m.source), np.uint8)
+            elif sid >= dp.RAW_IDS:  # a worker at its own address behind a port: its replica's destination
+                self.names[job.row, m.worker_id, :12] = np.frombuffer(
+                    mac_bytes(m.mac) + ip_bytes(m.source.ip) + m.source.udp_port.to_bytes(2, "big"), np.uint8)
         job.meta[dp.PARENTS] = len(job.cfg.parents)
         job.meta[dp.MEMBER] = job.cfg.parents[0].worker_id if job.cfg.parents else 0
         for k, parent in enumerate(job.cfg.parents):
@@ -198,7 +242,9 @@ class Pipeline:
         """The integer the registers name `source` by (given out once per source)."""
         sid = self._source_ids.get(source)
         if sid is None:
-            if isinstance(source, tuple) and len(source) == 2:
+            if isinstance(source, PortAddress):
+                sid = dp.raw_source_id(*source)
+            elif isinstance(source, tuple) and len(source) == 2:
                 sid = dp.udp_source_id(*source)
             elif isinstance(source, int) and not isinstance(source, bool) and 0 <= source < 1 << 32:
                 sid = dp.port_source_id(source)
@@ -216,7 +262,7 @@ class Pipeline:
         return _counter(self.counts)
 
     # -- control plane ------------------------------------------------------
-    def add_job(self, cfg: JobConfig) -> None:
+    def add_job(self, cfg: JobConfig, *, origin: str = "add_job") -> None:
         """Install (or replace) a job; its slots start empty.  Slot ranges may not overlap."""
         for other in self.jobs.values():
             if other.cfg.job_id != cfg.job_id and other.cfg.overlaps(cfg):
@@ -226,6 +272,7 @@ class Pipeline:
                 )
         self.jobs.pop(cfg.job_id, None)
         self.jobs[cfg.job_id] = _JobState(cfg, self)
+        self.jobs[cfg.job_id].origin = origin  # "command line" and "configure" are pinned: no lease removes them
         self._layout()
 
     def join(self, cfg: JobConfig, member) -> None:
@@ -233,16 +280,17 @@ class Pipeline:
         lacks it, else check that it has the same shape and add or move the member, keeping the slots."""
         job = self.jobs.get(cfg.job_id)
         if job is None:
-            self.add_job(dataclasses.replace(cfg, members=(member,)))
+            self.add_job(dataclasses.replace(cfg, members=(member,)), origin="join")
             return
         have = job.cfg
         diffs = [f"{k} {getattr(have, k)} on the switch, {getattr(cfg, k)} asked"
                  for k in ("workers", "words", "slot_base", "slots") if getattr(have, k) != getattr(cfg, k)]
-        if diffs:
-            raise ValueError(f"job {cfg.job_id} differs from the one on the switch: {'; '.join(diffs)}")
+        if diffs:  # the control port adds the command that removes it (`control_port.handle`)
+            raise JobMismatch(f"job {cfg.job_id} differs from the one on the switch: {'; '.join(diffs)}", cfg.job_id)
         others = tuple(m for m in have.members if m.worker_id != member.worker_id)
         job.set_members(dataclasses.replace(have, members=others + (member,)))  # mask and parent kept
         job.clear_leftovers(member.worker_id)
+        job.heard = time.monotonic()  # a member joining is a member heard
 
     def remove_job(self, job_id: int) -> None:
         self._job(job_id)
@@ -252,6 +300,31 @@ class Pipeline:
     def reset_job(self, job_id: int) -> None:
         """Empty every slot copy of a job (after a worker failure, before the survivors go on)."""
         self._job(job_id).reset()
+
+    def note_activity(self, now: float | None = None) -> None:
+        """Note which jobs were heard from since the last call (the server calls this every ~0.5 s: the
+        compiled rules only count, they keep no clock)."""
+        now = time.monotonic() if now is None else now
+        for job in self.jobs.values():
+            job.note(now)
+
+    def listing(self, now: float | None = None) -> list[dict]:
+        """Every job: its shape, members, counters, state, seconds since a member was last heard (idle_s:
+        joined, or sent), since its last frame (frame_s) and since a run was last refused (refused_s; None:
+        never), its age, where it came from (origin) and whether it is pinned (no lease removes it)."""
+        now = time.monotonic() if now is None else now
+        self.note_activity(now)
+        out = []
+        for _, st in sorted(self.jobs.items()):
+            entry = st.cfg.to_config()
+            idle = round(now - st.heard, 3)
+            framed = None if st.framed is None else round(now - st.framed, 3)
+            refused = None if st.refused is None else round(now - st.refused, 3)
+            entry.update(counters=self._job_counters(st), state=job_state(framed, refused), idle_s=idle,
+                         frame_s=framed, refused_s=refused, age_s=round(now - st.installed, 3), origin=st.origin,
+                         pinned=st.origin in PINNED)
+            out.append(entry)
+        return out
 
     def job_config(self, job_id: int) -> JobConfig:
         return self._job(job_id).cfg
@@ -297,7 +370,9 @@ class Pipeline:
         """
         frame = np.frombuffer(data, np.uint8)
         present = frame.size
-        sid = self._source_ids.get(source, dp.NO_SOURCE)  # a member's source has its id since it joined
+        sid = self._source_ids.get(source)  # a member's source has its id since it joined
+        if sid is None:  # a frame behind a port (its id is arithmetic), or nobody's
+            sid = (dp.raw_source_id(*source) if isinstance(source, PortAddress) else None) or dp.NO_SOURCE
         action, row, size = dp.ingress(self.job_index, self.meta, self.auth, self.copies, self.values, self.counts,
                                        frame, 0, present, present if length is None else length, sid,
                                        self._out_array, 0)
@@ -305,6 +380,9 @@ class Pipeline:
             return None
         out = self._out_view[:size] if self.reuse_buffers else bytes(self._out_view[:size])
         job = self._rows[row]
-        dests = job.group if action == dp.TO_GROUP else (source,) if action == dp.TO_SENDER \
-            else job.up[action - dp.TO_PARENT]
+        if action == dp.TO_SENDER:  # back where it came from; to the port (its host) for a member known by port
+            back = isinstance(source, PortAddress) and self.auth[row, frame[AT_WORKER_ID]] < dp.RAW_IDS
+            dests = (source.port,) if back else (source,)
+        else:
+            dests = job.group if action == dp.TO_GROUP else job.up[action - dp.TO_PARENT]
         return _emit((dests, out))

@@ -11,6 +11,15 @@ steers by slot (`pipes.py`), and this class forks one process per set
 (`serve_pipe`), each running the loop above on its own copy of the
 pipeline; this process keeps the control port, with `pipes.Pipes` in the
 pipeline's place, and watches the pipes.
+
+Every `TICK` seconds the loop notes which jobs were heard from (the
+compiled rules count UPDATEs per job; `Pipeline.note_activity` compares the
+counts, so nothing is added per packet), and the process that holds the
+control port removes the jobs whose lease ran out (`set_lease`: no member
+heard for that long; jobs from the command line or a `configure` are
+pinned), saying so in one line on stderr.  With a token (`set_token`) the
+requests that change the switch must carry proof of it
+(`hina.control.auth`).
 """
 
 from __future__ import annotations
@@ -24,10 +33,14 @@ import threading
 import time
 from collections.abc import Hashable
 
+from hina.control.auth import Guard
+
 from .control_port import handle
 from .impair import Impairment, ImpairmentConfig
-from .pipeline import Pipeline
-from .pipes import Pipes
+from .pipeline import Pipeline, job_state
+from .pipes import PipeDown, Pipes, merge
+
+TICK = 0.5  # seconds between looks at the jobs' counters (activity, leases)
 
 
 def check_pipes(pipes: int) -> int:
@@ -47,6 +60,11 @@ class SwitchServer:
         self._channel: socket.socket | None = None  # a pipe's control requests from the parent
         self._control = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._control.bind(control)
+        self._control_name = self._control.getsockname()  # kept for the pipes, which close the socket
+        self.started = time.monotonic()
+        self.lease = 0.0  # seconds without a member heard before a job is removed; 0: never (`set_lease`)
+        self.guard: Guard | None = None  # the token's check, where the switch has one (`set_token`)
+        self._log = lambda line: print(f"switch_emulator: {line}", file=sys.stderr, flush=True)
         self._impair_cfg = cfg = impair or ImpairmentConfig()
         self.impair_in = Impairment(cfg, stream=1)
         self.impair_out = Impairment(cfg, stream=2)
@@ -54,6 +72,16 @@ class SwitchServer:
         self._stop = threading.Event()
         self.tx_errors = 0
         self._stats_every, self._stats_stream = stats_every, stats_stream or sys.stderr
+
+    def set_lease(self, seconds: float) -> None:
+        """Remove a job (not pinned) once none of its members has been heard for `seconds`; 0: never."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+            raise ValueError(f"a lease is a finite number of seconds >= 0 (0: none), got {seconds!r}")
+        self.lease = float(seconds)
+
+    def set_token(self, token: bytes | None) -> None:
+        """Refuse state-changing control requests without proof of `token` (None: take them all)."""
+        self.guard = Guard(token) if token else None
 
     def _start_pipes(self) -> None:
         """With pipes > 1, fork the pipe processes (once the backend has filled `_pipe_socks`)."""
@@ -109,7 +137,68 @@ class SwitchServer:
     # -- shared ----------------------------------------------------------------
     @property
     def control_address(self) -> tuple[str, int]:
-        return self._control.getsockname()
+        return self._control_name
+
+    # -- jobs: listing, leases -------------------------------------------------
+    def listing(self) -> list[dict]:
+        """Every job (`Pipeline.listing`, summed over the pipes), with its lease: seconds left (None: pinned
+        or no lease)."""
+        if self.pipe_set is None:
+            jobs = self.pipeline.listing()
+        else:
+            jobs = self._pipe_listing()
+        for job in jobs:
+            job["lease_left_s"] = (None if job["pinned"] or not self.lease
+                                   else round(max(0.0, self.lease - job["idle_s"]), 3))
+        return jobs
+
+    def _pipe_listing(self) -> list[dict]:
+        """Each live pipe's jobs merged: counters summed, the latest activity of any pipe."""
+        merged: dict[int, dict] = {}
+        for index in range(self.pipe_set.count):
+            try:
+                reply = self.pipe_set._ask(index, {"op": "jobs"})
+            except PipeDown:
+                continue
+            for job in reply.get("jobs", []):
+                have = merged.get(job["job_id"])
+                if have is None:
+                    merged[job["job_id"]] = job
+                    continue
+                merge(have["counters"], job["counters"])
+                have["idle_s"] = min(have["idle_s"], job["idle_s"])
+                have["age_s"] = max(have["age_s"], job["age_s"])
+                for key in ("frame_s", "refused_s"):  # None: never
+                    if job[key] is not None:
+                        have[key] = job[key] if have[key] is None else min(have[key], job[key])
+        for job in merged.values():
+            job["state"] = job_state(job["frame_s"], job["refused_s"])
+        return [merged[k] for k in sorted(merged)]
+
+    def info(self) -> dict:
+        """What `status` adds: uptime, the lease, whether a token guards the port, each job's lease left."""
+        jobs = self.listing()
+        return {"uptime_s": round(time.monotonic() - self.started, 3), "lease_s": self.lease,
+                "token": self.guard is not None, "jobs": len(jobs),
+                "leases": {job["job_id"]: job["lease_left_s"] for job in jobs}}
+
+    def _tick(self, now: float) -> None:
+        """Note the jobs' activity; where this process holds the control port, end the leases that ran out."""
+        if self.pipe_set is None:
+            self.pipeline.note_activity(now)
+        if self._channel is not None or not self.lease:
+            return
+        for job in self.listing():
+            if job["lease_left_s"] is None or job["lease_left_s"] > 0:
+                continue
+            try:
+                self.pipeline.remove_job(job["job_id"])
+            except Exception as exc:  # noqa: BLE001 - a pipe down: said in its own line; try again next tick
+                self._log(f"job {job['job_id']}'s lease ran out, but removing it failed: {exc}")
+                continue
+            self._log(f"job {job['job_id']} removed: none of its members heard for {job['idle_s']:.0f} s "
+                      f"(lease {self.lease:g} s); slots [{job['slot_base']}, {job['slot_base'] + job['slots']}) "
+                      f"are free")
 
     def impairment_counters(self) -> dict:
         if self.pipe_set is not None:  # summed over the pipes
@@ -164,10 +253,11 @@ class SwitchServer:
             sel.register(sock, selectors.EVENT_READ, ("data", tag))
         sel.register(self._channel or self._control, selectors.EVENT_READ, ("control", None))
         next_stats = time.monotonic() + self._stats_every if self._stats_every > 0 else None
+        next_tick = time.monotonic() + TICK
         try:
             while not self._stop.is_set():
-                timers = [t for t in (self.impair_in.next_timer(), self.impair_out.next_timer(), next_stats)
-                          if t is not None]
+                timers = [t for t in (self.impair_in.next_timer(), self.impair_out.next_timer(), next_stats,
+                                      next_tick) if t is not None]
                 timeout = max(0.0, min(timers) - time.monotonic()) if timers else 0.2
                 for key, _ in sel.select(timeout):
                     kind, tag = key.data
@@ -180,6 +270,9 @@ class SwitchServer:
                     self._impaired_process(frame, source, now)
                 for frame, dest in self.impair_out.due(now):
                     self._send(frame, dest)
+                if now >= next_tick:
+                    next_tick = now + TICK
+                    self._tick(now)
                 if next_stats is not None and now >= next_stats:
                     next_stats = now + self._stats_every
                     print(json.dumps(self.counters()), file=self._stats_stream, flush=True)
@@ -194,6 +287,7 @@ class SwitchServer:
             sel.register(sentinel, selectors.EVENT_READ, index)
         sel.register(self._control, selectors.EVENT_READ, None)
         next_stats = time.monotonic() + self._stats_every if self._stats_every > 0 else None
+        next_lease = time.monotonic() + 2 * TICK  # a round trip to every pipe: not more often than this
         try:
             while not self._stop.is_set():
                 timeout = max(0.0, next_stats - time.monotonic()) if next_stats is not None else 0.2
@@ -204,6 +298,9 @@ class SwitchServer:
                         sel.unregister(key.fileobj)
                         self._report_down()
                 self._report_down()
+                if self.lease and time.monotonic() >= next_lease:
+                    next_lease = time.monotonic() + 2 * TICK
+                    self._tick(time.monotonic())
                 if next_stats is not None and time.monotonic() >= next_stats:
                     next_stats = time.monotonic() + self._stats_every
                     print(json.dumps(self.counters()), file=self._stats_stream, flush=True)
@@ -227,7 +324,11 @@ class SwitchServer:
             status = self.pipe_set.status
         else:
             extra = {k: v for k, v in self.counters().items() if k not in ("frames", "drops", "jobs")}
-        reply, shutdown = handle(self.pipeline, request, extra=extra, configure=self._configure(), status=status)
+        owner = self._channel is None  # the process holding the control port: a pipe's parent checks for it
+        reply, shutdown = handle(self.pipeline, request, extra=extra, configure=self._configure(), status=status,
+                                 listing=self.listing if owner else None, info=self.info if owner else None,
+                                 guard=self.guard if owner else None, peer=peer if owner else None,
+                                 where=self._control_name)
         try:
             if self._channel is not None:
                 sock.send(json.dumps(reply).encode())

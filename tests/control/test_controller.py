@@ -8,6 +8,7 @@ import pytest
 from hina.control.config import JobConfig, Member
 from hina.control.controller import connect, p4_entries
 from hina.control.topology import FLOOD_GROUP, Host, Topology, job_group
+from hina.wire.headers import UDP_PORT
 
 VECTOR = Path(__file__).resolve().parents[1] / "vectors" / "two_jobs.json"
 
@@ -41,7 +42,29 @@ def test_p4_entries_cover_jobs_workers_macs_and_rewrites():
     assert macs["02:00:00:00:00:03"] == ("forward", {"port": "3"})
     assert by_table["hosts"][1].params == {"switch_mac": "02:00:00:00:00:fe", "switch_ip": "10.0.0.254",
                                            "host_mac": "02:00:00:00:00:02", "host_ip": "10.0.0.2"}
-    assert groups == {FLOOD_GROUP: (1, 2, 3, 4), job_group(1): (1, 2, 3), job_group(2): (4, 1)}
+    # a replica per member address, ids unique on the switch; the flood group's are never rewritten
+    assert groups == {FLOOD_GROUP: ((1, 0), (2, 0), (3, 0), (4, 0)), job_group(1): ((1, 1), (2, 2), (3, 3)),
+                      job_group(2): ((4, 4), (1, 5))}
+    replicas = {e.match["standard_metadata.egress_rid"]: e.params for e in by_table["replicas"]}
+    assert replicas["5"] == {"host_mac": "02:00:00:00:00:01", "host_ip": "10.0.0.1", "host_port": str(UDP_PORT)}
+    assert set(replicas) == {"1", "2", "3", "4", "5"}
+
+
+def test_ranks_sharing_a_port_are_authorized_by_address_and_get_a_replica_each():
+    """Two workers on one host (port 1, UDP ports 40001 and 40011) and one known by its port alone: the
+    first two are authorized only from their address and UDP port, each with its replica; the third from
+    anything on its port, its replica to the port's host at UDP port 0x4E41."""
+    hosts = (Host(1, "02:00:00:00:00:01", "10.0.0.1"), Host(2, "02:00:00:00:00:02", "10.0.0.2"))
+    job = JobConfig(1, 3, 32, 0, 4, (Member(0, 1, ("10.0.0.1", 40001)), Member(1, 1, ("10.0.0.1", 40011)),
+                                     Member(2, 2)))
+    entries, groups = p4_entries(Topology("02:00:00:00:00:fe", "10.0.0.254", hosts, (job,)))
+    by_addr = {(e.match["hdr.hina.worker_id"], e.match["hdr.ipv4.src_addr"], e.match["hdr.udp.src_port"])
+               for e in entries if e.table == "worker_addresses"}
+    assert by_addr == {("0", "10.0.0.1", "40001"), ("1", "10.0.0.1", "40011")}
+    assert [e.match["hdr.hina.worker_id"] for e in entries if e.table == "workers"] == ["2"]
+    assert groups[job_group(1)] == ((1, 1), (1, 2), (2, 3))
+    replicas = {e.match["standard_metadata.egress_rid"]: e.params for e in entries if e.table == "replicas"}
+    assert [replicas[r]["host_port"] for r in ("1", "2", "3")] == ["40001", "40011", str(UDP_PORT)]
 
 
 def test_p4_entries_of_a_leaf_spread_its_slots_over_the_spines():
@@ -54,7 +77,7 @@ def test_p4_entries_of_a_leaf_spread_its_slots_over_the_spines():
     parents = {e.match["hdr.hina.slot"]: e.params for e in entries if e.table == "parents"}
     assert parents == {"0": {"port": "5", "member": "0"}, "1": {"port": "6", "member": "0"},
                        "2": {"port": "5", "member": "0"}, "3": {"port": "6", "member": "0"}}
-    assert groups[job_group(1)] == (1, 2)  # RESULTs go down to the children only
+    assert [port for port, _ in groups[job_group(1)]] == [1, 2]  # RESULTs go down to the children only
 
 
 def test_p4_target_refuses_jobs_it_cannot_hold():
