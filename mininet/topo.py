@@ -1,15 +1,18 @@
-"""hina on Mininet in leaf/spine trees: the `Fabric` (switch_emulator/fabric.py) built as a network.
+"""hina on Mininet in aggregation trees: the `Fabric` (control/fabric.py) built as a network.
 
-    --topology star | leafspine:LEAVES,SPINES,HOSTS_PER_LEAF | FILE.json   (mininet/run.py)
+    --topology star | leafspine:LEAVES,SPINES,HOSTS_PER_LEAF | FILE.json | NAME   (mininet/run.py)
 
-`parse_topology` reads the flag (None: the star of hina_net, unchanged);
+`parse_topology` reads the flag (None: the star of hina_net, unchanged): a
+topology file (docs/trees.md, "Topology files") by its path, or one shipped
+in mininet/topologies/ by its name (`examples()`);
 `FabricTopo.build` declares the fabric's switches (hsw<name>), hosts
 (hw<rank + 1>, in the fabric's host order) and links with the fabric's
-port numbers, host links at --bw and uplinks at the rate
-`--oversubscription` leaves them (`uplink_rate`); `TreeExperiment` is
-hina_net's `Experiment` on that network: every switch is configured with
-its share of the job (its children, its parents, slot s rooted at spine s
-mod S), every mode starts from fresh slot copies on every switch, and each
+port numbers, host links at --bw and the links between switches at the
+rate the file or `--oversubscription` gives them (`uplink_rate`), at any
+depth; `TreeExperiment` is hina_net's `Experiment` on that network: every
+switch is configured with its share of the job (its children, its parents,
+slot s rooted at root s mod S: the spines, a three-tier tree's core), every
+mode starts from fresh slot copies on every switch, and each
 mode's run reports the bytes that crossed each uplink, both ways, per
 aggregation.  Switches holding workers answer them as hina_net's one
 switch does (its MAC and IP), so workers run unchanged; BMv2 switches get
@@ -32,7 +35,6 @@ from hina.control.fabric import Fabric, TreeJob
 from hina.control.topology import BROADCAST_MAC, Host, Topology
 from hina.mininet import hina_net
 from hina.mininet.hina_net import (
-    HOST,
     SWITCH,
     SWITCH_IP,
     SWITCH_MAC,
@@ -48,6 +50,36 @@ from mininet.topo import Topo
 BROADCAST_IP = "255.255.255.255"  # every host takes it (a subnet's broadcast needs the address's brd set)
 
 _LEAFSPINE = re.compile(r"leafspine:(\d+),(\d+),(\d+)$")
+TOPOLOGIES = Path(__file__).resolve().parent / "topologies"  # the shipped example files, --topology NAME
+IFNAMSIZ = 15  # the longest interface name Linux takes: hsw<name>-eth<port> must fit
+
+
+def examples() -> list[str]:
+    """The names of the shipped topology files (mininet/topologies/NAME.json)."""
+    return sorted(p.stem for p in TOPOLOGIES.glob("*.json"))
+
+
+def topology_file(text: str) -> Path | None:
+    """Where --topology TEXT's file is: TEXT as a path, else a shipped example named TEXT (None: neither)."""
+    path = Path(text)
+    if path.is_file() or text.endswith(".json"):
+        return path
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", text) and (TOPOLOGIES / f"{text}.json").is_file():
+        return TOPOLOGIES / f"{text}.json"
+    return None
+
+
+def load_topology(path: Path) -> Fabric:
+    """A topology file, checked (one-line ValueErrors naming the field and the fix)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ValueError(exc.strerror) from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    return Fabric.from_config(cfg)
 
 
 def parse_topology(text: str) -> Fabric | None:
@@ -61,36 +93,42 @@ def parse_topology(text: str) -> Fabric | None:
             raise ValueError(f"--topology {text}: leafspine needs LEAVES >= 2, SPINES >= 1, HOSTS_PER_LEAF >= 1, "
                              f"at most 32 hosts and 32 switches")
         fabric = Fabric.leafspine(leaves, spines, per_leaf)
-    elif text.endswith(".json"):
-        try:
-            fabric = Fabric.from_config(json.loads(Path(text).read_text()))
-        except OSError as exc:
-            raise ValueError(f"--topology {text}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--topology {text}: not JSON ({exc})") from None
     else:
-        raise ValueError(f"--topology must be star, leafspine:LEAVES,SPINES,HOSTS_PER_LEAF or a FILE.json, "
-                         f"got {text!r}")
+        path = topology_file(text)
+        if path is None:
+            raise ValueError(f"--topology must be star, leafspine:LEAVES,SPINES,HOSTS_PER_LEAF, a FILE.json or the "
+                             f"name of a shipped example ({', '.join(examples())}), got {text!r}")
+        try:
+            fabric = load_topology(path)
+        except ValueError as exc:
+            raise ValueError(f"--topology {text}: {exc}") from None
+    for i, s in enumerate(fabric.switches):  # Mininet's interfaces are hsw<name>-eth<port>
+        longest = max([h.port for h in fabric.hosts if h.switch == s.name]
+                      + [my_port for my_port, _, _ in fabric.neighbours(s.name)])
+        room = IFNAMSIZ - len(f"run{SWITCH}-eth{longest}")  # run: the three characters of a run id
+        if not re.fullmatch(r"[a-z][a-z0-9]*", s.name) or len(s.name) > room:
+            raise ValueError(f"--topology {text}: topology switches[{i}].name: {s.name!r} will not do in Mininet: "
+                             f"lower-case letters and digits, at most {room} characters (its interfaces are "
+                             f"<run id>{SWITCH}<name>-eth<port>, at most {IFNAMSIZ} characters)")
     # hosts get hina_net's addresses by rank, which the workers' spec names them by
     hosts = tuple(dataclasses.replace(h, mac=host_mac(i), ip=host_ip(i)) for i, h in enumerate(fabric.hosts, 1))
     if not 1 <= len(hosts) <= 32:
-        raise ValueError(f"--topology {text}: 1..32 hosts, got {len(hosts)}")
-    return Fabric(fabric.switches, hosts, fabric.links)
+        raise ValueError(f"--topology {text}: 1..32 hosts in Mininet (the workers' addresses), got {len(hosts)}")
+    return dataclasses.replace(fabric, hosts=hosts)
 
 
 def uplink_rate(fabric: Fabric, *, bw: float | None, oversubscription: float) -> dict[tuple[str, str], float | None]:
-    """Mbit/s of each uplink: a leaf's hosts' rate over its uplinks, divided by the oversubscription R
-    (R = hosts x host rate / (uplinks x uplink rate), the usual ratio: 4 hosts at 100 Mbit/s on one
-    100 Mbit/s uplink is 4:1)."""
+    """Mbit/s of each link between switches, keyed (lower, upper); None: unshaped.  The link's `rate` where
+    the file gives one; else the rate of the hosts below its lower end over that switch's uplinks, divided
+    by the oversubscription R: the link's, else the file's, else `oversubscription` (R = hosts x host rate
+    / (uplinks x uplink rate), the usual ratio: 4 hosts at 100 Mbit/s on one 100 Mbit/s uplink is 4:1; at
+    every tier, so an aggregation switch's uplinks carry 1/R of the rate of all the hosts below it)."""
     rates = {}
     for ln in fabric.links:
-        rate = None
-        if bw:
-            below = [sw for sw in (ln.a, ln.b) if any(h.switch == sw for h in fabric.hosts)] or [ln.a]
-            sw = below[0]
-            hosts = sum(h.switch == sw for h in fabric.hosts)
-            ups = len(fabric.neighbours(sw))
-            rate = max(hosts, 1) * bw / (oversubscription * ups)
+        rate = ln.rate
+        if rate is None and bw:
+            r = ln.oversubscription or fabric.oversubscription or oversubscription
+            rate = fabric.hosts_under(ln.a) * bw / (r * len(fabric.uplinks(ln.a)))
         rates[ln.a, ln.b] = rate
     return rates
 
@@ -99,15 +137,17 @@ class FabricTopo(Topo):
     """The fabric's switches, hosts and links, declared with their port numbers and link options."""
 
     def build(self, fabric: Fabric | None = None, link: dict | None = None, uplinks: dict | None = None,
-              per_rank: dict[int, dict] | None = None, switch_cls: dict | None = None) -> None:
+              per_rank: dict[int, dict] | None = None, switch_cls: dict | None = None,
+              names: hina_net.Names = hina_net.Names("")) -> None:
+        sw = names.switch  # a switch's Mininet name: the run's switch prefix and its name in the fabric
         for i, s in enumerate(fabric.switches):
             opts = {"cls": switch_cls[s.name]} if switch_cls and s.name in switch_cls else {}
-            self.addSwitch(f"{SWITCH}{s.name}", dpid=f"{i + 1:x}", **opts)
+            self.addSwitch(f"{sw}{s.name}", dpid=f"{i + 1:x}", **opts)
         for r, h in enumerate(fabric.hosts):
-            name = self.addHost(f"{HOST}{r + 1}", ip=f"{h.ip}/24", mac=h.mac)
-            self.addLink(name, f"{SWITCH}{h.switch}", port2=h.port, **{**(link or {}), **(per_rank or {}).get(r, {})})
+            name = self.addHost(names.host(r + 1), ip=f"{h.ip}/24", mac=h.mac)
+            self.addLink(name, f"{sw}{h.switch}", port2=h.port, **{**(link or {}), **(per_rank or {}).get(r, {})})
         for ln in fabric.links:
-            self.addLink(f"{SWITCH}{ln.a}", f"{SWITCH}{ln.b}", port1=ln.a_port, port2=ln.b_port,
+            self.addLink(f"{sw}{ln.a}", f"{sw}{ln.b}", port1=ln.a_port, port2=ln.b_port,
                          **(uplinks or {}).get((ln.a, ln.b), link or {}))
 
 
@@ -119,6 +159,7 @@ class TreeConfig(ExperimentConfig):
     spine_switch: str | None = None
     oversubscription: float = 1.0
     leaves: str = "hina"  # "plain": the leaves are Linux bridges, the job is summed at the spine only
+    fabric_targets: tuple[str, ...] = ()  # the targets a fabric file names for its switches (TreeExperiment)
 
     def __post_init__(self) -> None:
         if self.spine_switch not in (None, "emulator", "bmv2"):
@@ -131,26 +172,25 @@ class TreeConfig(ExperimentConfig):
 
     @property
     def words(self) -> int:
-        return 32 if "bmv2" in (self.switch, self.spine_switch) else max_words(self.mtu)
-
-
-def _bmv2_class(index: int) -> type:
-    """A Bmv2Switch with its own gRPC and thrift ports (several BMv2 processes in one tree)."""
-    return type(f"Bmv2Switch{index}", (Bmv2Switch,), {"grpc_port": Bmv2Switch.grpc_port + index,
-                                                     "thrift_port": Bmv2Switch.thrift_port + index})
+        return 32 if "bmv2" in (self.switch, self.spine_switch, *self.fabric_targets) else max_words(self.mtu)
 
 
 class TreeExperiment(Experiment):
-    """hina_net's experiment over a fabric: one job over every host, rooted at the spines.
+    """hina_net's experiment over a fabric: one job over every host, rooted at the fabric's top (the spines,
+    a three-tier tree's core, or the roots its file names).
 
-    `spine_switch`: the target of switches without hosts ("emulator" or "bmv2"; default: cfg.switch),
-    so that a tree mixes BMv2 and emulator switches."""
+    A switch's target: the file's `target`, else cfg.switch for a switch holding hosts and `spine_switch`
+    ("emulator" or "bmv2"; default: cfg.switch) for the others, so that a tree mixes BMv2 and emulator
+    switches."""
 
-    def __init__(self, cfg: TreeConfig, fabric: Fabric, log=print):
-        super().__init__(cfg, log)
+    def __init__(self, cfg: TreeConfig, fabric: Fabric, log=print, run_id: str | None = None):
+        targets = tuple(sorted({s.target for s in fabric.switches if s.target}))
+        if targets != cfg.fabric_targets:  # K = 32 words on every switch once BMv2 is anywhere
+            cfg = dataclasses.replace(cfg, fabric_targets=targets)
+        super().__init__(cfg, log, run_id)
         self.fabric, self.oversubscription = fabric, cfg.oversubscription
         leaves = {h.switch for h in fabric.hosts}
-        self.kinds = {s.name: cfg.switch if s.name in leaves else (cfg.spine_switch or cfg.switch)
+        self.kinds = {s.name: s.target or (cfg.switch if s.name in leaves else (cfg.spine_switch or cfg.switch))
                       for s in fabric.switches}
         if cfg.leaves == "plain":  # aggregation at the spine only: the leaves forward frames as they are
             spines = [s.name for s in fabric.switches if s.name not in leaves]
@@ -166,21 +206,22 @@ class TreeExperiment(Experiment):
         for key, rate in uplink_rate(self.fabric, bw=self.cfg.bw, oversubscription=self.oversubscription).items():
             uplinks[key] = {**{k: v for k, v in link.items() if k != "bw"}, **({"bw": rate} if rate else {})}
         bmv2 = [name for name, kind in self.kinds.items() if kind == "bmv2"]
-        switch_cls = {name: _bmv2_class(i) for i, name in enumerate(bmv2)}
+        switch_cls = {name: Bmv2Switch for name in bmv2}  # each on gRPC and Thrift ports of its own
         if any(kind == "emulator" for kind in self.kinds.values()) and self.cfg.switch == "bmv2":
             emulator = type("TreeEmulatorSwitch", (hina_net.EmulatorSwitch,), {"pipes": 1})
             switch_cls.update({name: emulator for name, kind in self.kinds.items() if kind == "emulator"})
         switch_cls.update({name: LinuxBridge for name, kind in self.kinds.items() if kind == "bridge"})
-        return FabricTopo(fabric=self.fabric, link=link, uplinks=uplinks, per_rank=per_rank, switch_cls=switch_cls)
+        return FabricTopo(fabric=self.fabric, link=link, uplinks=uplinks, per_rank=per_rank, switch_cls=switch_cls,
+                          names=self.names)
 
     @property
     def switch(self):
         """The root of slot 0 (its counters are the run's `counters`; every switch's are in `switches`)."""
-        return self.net[f"{SWITCH}{self._roots[0]}"]
+        return self.net[f"{self.names.switch}{self._roots[0]}"]
 
     @property
     def _roots(self) -> tuple[str, ...]:
-        return self.fabric.roots(self._job())
+        return self.fabric.roots_of(self._job())
 
     def _job(self) -> TreeJob:
         job = self.cfg.job
@@ -188,7 +229,7 @@ class TreeExperiment(Experiment):
 
     def _switches(self):
         """hina's switches (a plain leaf is a bridge: nothing to configure, reset or count)."""
-        return [(s.name, self.net[f"{SWITCH}{s.name}"]) for s in self.fabric.switches
+        return [(s.name, self.net[f"{self.names.switch}{s.name}"]) for s in self.fabric.switches
                 if self.kinds[s.name] != "bridge"]
 
     def _prepare(self) -> Topology:
@@ -202,7 +243,7 @@ class TreeExperiment(Experiment):
             if cfg.loss and not self.netem:
                 hina_net._nft_loss(h, intf.name, cfg.loss)
         for s in self.fabric.switches:  # every switch, plain leaves too (a bridge drops what exceeds its MTU)
-            sw = self.net[f"{SWITCH}{s.name}"]
+            sw = self.net[f"{self.names.switch}{s.name}"]
             for intf in sw.intfList():
                 if intf.name != "lo":
                     sw.cmd(f"ip link set dev {intf.name} mtu {cfg.mtu}")
@@ -223,8 +264,8 @@ class TreeExperiment(Experiment):
         """nftables chain -> (uplink "a-b", direction, the interface whose egress it drops on)."""
         chains = {}
         for i, ln in enumerate(self.fabric.links):
-            chains[f"u{i}_up"] = (f"{ln.a}-{ln.b}", "up", f"{SWITCH}{ln.a}-eth{ln.a_port}")
-            chains[f"u{i}_down"] = (f"{ln.a}-{ln.b}", "down", f"{SWITCH}{ln.b}-eth{ln.b_port}")
+            chains[f"u{i}_up"] = (f"{ln.a}-{ln.b}", "up", f"{self.names.switch}{ln.a}-eth{ln.a_port}")
+            chains[f"u{i}_down"] = (f"{ln.a}-{ln.b}", "down", f"{self.names.switch}{ln.b}-eth{ln.b_port}")
         return chains
 
     def _uplink_loss(self, percent: float) -> None:
@@ -236,7 +277,7 @@ class TreeExperiment(Experiment):
         rules = "".join(f" chain {chain} {{ type filter hook egress device \"{dev}\" priority 0; "
                         f"numgen random mod 1000000 < {per_million} counter drop; }}\n"
                         for chain, (_, _, dev) in self._uplink_chains().items())
-        out = subprocess.run(["nft", "-f", "-"], input=f"table netdev {hina_net.UPLINK_LOSS_TABLE} {{\n{rules}}}\n",
+        out = subprocess.run(["nft", "-f", "-"], input=f"table netdev {self.names.loss_table} {{\n{rules}}}\n",
                              capture_output=True, text=True)
         if out.returncode:
             raise RuntimeError(f"nftables loss on the uplinks failed: {out.stderr.strip()}")
@@ -248,7 +289,7 @@ class TreeExperiment(Experiment):
         out = {key: {"up": 0, "down": 0} for key, _, _ in chains.values()}
         if not self.uplink_loss:
             return out
-        listing = subprocess.run(["nft", "-j", "list", "table", "netdev", hina_net.UPLINK_LOSS_TABLE],
+        listing = subprocess.run(["nft", "-j", "list", "table", "netdev", self.names.loss_table],
                                  capture_output=True, text=True, check=True).stdout
         for item in json.loads(listing)["nftables"]:
             rule = item.get("rule")
@@ -270,7 +311,7 @@ class TreeExperiment(Experiment):
         hosts = tuple(Host(port, BROADCAST_MAC, BROADCAST_IP) for port in sorted(port_of.values()))
         members = [Member(rank, port_of[h.switch]) for rank, h in enumerate(self.fabric.hosts)]
         topo = Topology(SWITCH_MAC, SWITCH_IP, hosts, (self.cfg.job.switch_config(len(members), members),))
-        self.net[f"{SWITCH}{spine}"].target.configure(topo)
+        self.net[f"{self.names.switch}{spine}"].target.configure(topo)
         return topo
 
     def _answers_to(self) -> dict:
@@ -281,7 +322,7 @@ class TreeExperiment(Experiment):
         out = {}
         for ln in self.fabric.links:
             def tx(sw, port):
-                path = Path(f"/sys/class/net/{SWITCH}{sw}-eth{port}/statistics/tx_bytes")
+                path = Path(f"/sys/class/net/{self.names.switch}{sw}-eth{port}/statistics/tx_bytes")
                 return int(path.read_text())
             out[f"{ln.a}-{ln.b}"] = {"up": tx(ln.a, ln.a_port), "down": tx(ln.b, ln.b_port)}
         return out
@@ -310,7 +351,16 @@ class TreeExperiment(Experiment):
                 raise RuntimeError(problem)
         results = super().run()
         results["topology"] = {"fabric": self.fabric.to_config(), "oversubscription": self.oversubscription,
-                               "switches": self.kinds, "leaves": self.cfg.leaves,
+                               "switches": self.kinds, "leaves": self.cfg.leaves, "tiers": self.fabric.tiers(),
+                               "roots": list(self._roots), "described": self.fabric.describe(),
                                "uplink_mbps": {f"{a}-{b}": r for (a, b), r in uplink_rate(
                                    self.fabric, bw=self.cfg.bw, oversubscription=self.oversubscription).items()}}
         return results
+
+
+if __name__ == "__main__":
+    import sys
+
+    from hina.cliargs import library_only
+
+    sys.exit(library_only(__doc__, "mininet/run.py"))

@@ -1,5 +1,6 @@
-"""Aggregation trees in Mininet (root + Mininet): workers under two leaves under a spine, exact in every
-mode, each uplink carrying one leaf's partial per chunk (not every worker's frames)."""
+"""Aggregation trees in Mininet (root + Mininet): workers under two leaves under a spine, and under three
+tiers (the shipped example files), exact in every mode, each uplink carrying one partial per chunk (not
+every worker's frames)."""
 
 import subprocess
 
@@ -48,7 +49,7 @@ def test_loss_on_the_uplinks_too_is_recovered_exactly():
     leaves = [c["jobs"][1] for name, c in run["switches"].items() if name.startswith("l")]
     assert sum(c["resent_up"] for c in leaves) > 0, leaves
     tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
-    assert hina_net.UPLINK_LOSS_TABLE not in tables  # removed with the network
+    assert hina_net.Names(results["run_id"]).loss_table not in tables  # removed with the network
 
 
 def test_slots_spread_over_two_spines():
@@ -73,6 +74,73 @@ def test_plain_leaves_the_spine_sums_every_worker_and_each_uplink_carries_its_ra
         for k, v in run["uplinks"].items():
             assert 1.7 * per_worker < v["up"] < 2.5 * per_worker, (k, v, per_worker)
             assert v["down"] < 1.5 * per_worker, (k, v, per_worker)
+
+
+def three_tier_runs(results):
+    """Each mode's run through the three-tier file, checked: exact, and every switch below the core sent
+    exactly one partial up per chunk (its `sent_up` against the core's completions, mode by mode: the
+    counters add up over the modes) and took each total once."""
+    topology = results["topology"]
+    assert topology["roots"] == ["c1"] and topology["tiers"] == {"l1": 1, "l2": 1, "l3": 1, "l4": 1, "a1": 2,
+                                                                  "a2": 2, "c1": 3}
+    assert set(topology["switches"].values()) == {"emulator"}
+    # a leaf's uplink at its 2 hosts' rate, an aggregation switch's at its 4 hosts' (oversubscription 1)
+    assert topology["uplink_mbps"] == {"l1-a1": 200.0, "l2-a1": 200.0, "l3-a2": 200.0, "l4-a2": 200.0,
+                                       "a1-c1": 400.0, "a2-c1": 400.0}
+    seen = dict.fromkeys(topology["tiers"], 0)
+    for run in results["runs"]:
+        assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
+        jobs = {name: c["jobs"][1] for name, c in run["switches"].items()}
+        assert set(jobs) == set(topology["tiers"]) and set(run["uplinks"]) == set(topology["uplink_mbps"])
+        chunks = jobs["c1"]["results"] - seen["c1"]  # the core completes each chunk once
+        assert chunks > 0
+        for name, c in jobs.items():
+            if name != "c1":  # one partial up per chunk on every tier, each total taken once
+                assert c["sent_up"] - seen[name] == chunks and c["results"] == c["sent_up"], (run["mode"], name, c)
+        seen = {name: c["results"] for name, c in jobs.items()}
+        yield run, jobs
+
+
+def test_three_tiers_every_mode_exact_one_partial_per_chunk_per_tier():
+    """The shipped three-tier file (4 leaves of 2 hosts, 2 aggregation switches, 1 core), the emulator as
+    every switch: every mode exact; a partial goes up two tiers and the total comes down two, one partial
+    per chunk per tier, so each uplink, a leaf's or an aggregation switch's, carries about one worker's
+    bytes each way (not its subtree's)."""
+    from hina.codec import MODES
+
+    results = tree_experiment("three-tier", modes=MODES)
+    assert [run["mode"] for run in results["runs"]] == list(MODES)
+    for run, _ in three_tier_runs(results):
+        for k, v in run["uplinks"].items():
+            assert v["up"] < 1.5 * run["wire_bytes_per_worker"], (run["mode"], k, v, run["wire_bytes_per_worker"])
+            assert v["down"] < 1.5 * run["wire_bytes_per_worker"], (run["mode"], k, v)
+
+
+def test_three_tiers_recover_loss_on_every_link_exactly():
+    """1% loss on every link, host links and both tiers of uplinks: exact, still one first partial per chunk
+    per tier; a lost partial or total makes the switches below send theirs up again."""
+    results = tree_experiment("three-tier", modes=("dense", "auto"), loss=1.0, length=200_000)
+    resent = {}
+    for _, jobs in three_tier_runs(results):
+        resent = {name: c["resent_up"] for name, c in jobs.items() if name != "c1"}
+    assert sum(resent.values()) > 0, resent
+    if not results["netem"]:
+        drops = results["runs"][0]["uplink_drops"]
+        assert sum(v["up"] + v["down"] for v in drops.values()) > 0, drops
+
+
+@pytest.mark.parametrize("name", ["star4", "leafspine-4to1", "uneven-racks"])
+def test_the_other_shipped_examples_run_exact(name):
+    results = tree_experiment(name, modes=("dense",))
+    (run,) = results["runs"]
+    assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
+    fabric = topo.parse_topology(name)
+    assert results["topology"]["roots"] == list(fabric.top)
+    assert results["topology"]["uplink_mbps"] == {f"{a}-{b}": r for (a, b), r in topo.uplink_rate(
+        fabric, bw=100.0, oversubscription=1.0).items()}
+    for name_, c in run["switches"].items():  # every leaf sends up one partial per chunk, whatever its rack
+        if name_ not in fabric.top:
+            assert c["jobs"][1]["sent_up"] == run["switches"][fabric.top[0]]["jobs"][1]["results"], run["switches"]
 
 
 def test_plain_leaves_need_one_spine():
@@ -104,7 +172,7 @@ def test_the_baselines_run_over_the_same_fabric_of_plain_bridges():
     for v in run["uplinks"].values():  # 1.5 D plus TCP/IP headers and ACKs
         assert 1.5 * dense < v["up"] < 2 * dense and 1.5 * dense < v["down"] < 2 * dense, run["uplinks"]
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    assert f"{plain_star.BRIDGE}l1" not in links
+    assert all(f"{plain_star.Names(r['run_id']).bridge}l1" not in links for r in (run, sparse))
 
 
 @pytest.mark.bmv2
