@@ -13,7 +13,7 @@ the codec (numpy as the switch) and checks the sum exact.
 
     pip install -e '.[torch]'          # CPU PyTorch 2.13 (the wheel on this machine)
     python benchmarks/capture_torch.py [--workers 8 --steps 3 --aggregate]
-Writes benchmarks/results/capture_torch.json.
+Writes capture_torch.json into --out's folder (default: $HINA_RESULTS, else hina-results/).
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from hina.host import workloads
-from hina.provenance import command_line, write_result
-
-ROOT = Path(__file__).resolve().parent.parent
+from hina.provenance import command_line, default_out, out_help, write_result
 
 try:
     import torch
@@ -143,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--aggregate", action="store_true", help="also run the real gradients through the codec")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "capture_torch.json")
+    ap.add_argument("--out", type=Path, default=default_out("capture_torch.json"), help=out_help("capture_torch.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     out = []

@@ -41,8 +41,9 @@ and the torch replay's sum must equal it bit for bit.  --device cuda is
 refused (one line, status 2) where torch sees no CUDA device.
 
 Prints a line per case and mode as it goes, then a Markdown table and the
-targets; writes benchmarks/results/codec_bench.json (--out) and, with
-matplotlib, a PNG next to it (same name, .png).  Exit status 1 if any sum is
+targets; writes codec_bench.json (--out; default: in $HINA_RESULTS, else
+hina-results/ in the current directory) and, with matplotlib, a PNG next to
+it (same name, .png).  Exit status 1 if any sum is
 not exact.
 
     python benchmarks/codec_bench.py                # the full benchmark (make bench)
@@ -69,7 +70,6 @@ from hina.cliargs import OneLineParser, between, fraction, scale_flag
 from hina.codec.params import MAX_WORKERS
 from hina.host import workloads
 
-RESULTS = Path(__file__).resolve().parent / "results"
 FULL_LENGTH = 2**25
 QUICK_LENGTH = 2**20
 PRESET_SCALE = 0.05  # lstm 20.6M (2^24.3), deeplight 30.4M (2^24.9) elements
@@ -434,8 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch-threads", type=between(1, 1024), default=1,
                     help="torch's intra-op threads on the CPU (default 1: numba's kernels run on one core too)")
     ap.add_argument("--out", type=Path, default=None,
-                    help="JSON path (the PNG goes next to it; default results/codec_bench.json, "
-                         "codec_bench_torch_DEVICE.json with --backend torch)")
+                    help=provenance.out_help("codec_bench.json (codec_bench_torch_DEVICE.json with --backend "
+                                             "torch)", "the JSON result, the PNG next to it"))
     args = ap.parse_args(argv)
     backend = backend_for(ap, args.backend, args.device)
     if backend.name == "torch":
@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.torch_threads)
     if args.out is None:
         name = "codec_bench.json" if backend.name == "numba" else f"codec_bench_torch_{backend.device}.json"
-        args.out = RESULTS / name
+        args.out = provenance.default_out(name)
     lengths = [QUICK_LENGTH] if args.quick else args.lengths
     scale = args.preset_scale if args.preset_scale is not None else QUICK_PRESET_SCALE if args.quick else PRESET_SCALE
 

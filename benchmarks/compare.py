@@ -38,9 +38,13 @@ slower than the best of dense and blocks".
 
     python benchmarks/compare.py [--workers 8] [--presets ncf lstm ...] [--modes dense blocks auto]
         [--baselines ring sparcml oktopk oktopk_topk zen | none] [--systems auto ring zen ...] [--mininet auto|off]
-Writes benchmarks/results/compare.json, compare.md and compare_speedup.png, compare_bytes.png (--name: another
-stem).  Every Mininet row carries the fidelity monitor's verdict (mininet/fidelity.py); --host-bw, --host-delay,
---straggler, --compute and --cross make the Mininet runs heterogeneous (mininet/heterogeneity.py).
+Writes compare.json, compare.md and compare_speedup.png, compare_bytes.png (--name: another stem) into --out
+(default: $HINA_RESULTS, else hina-results/ in the current directory; benchmarks/results/ only when named).  The
+Mininet link rates, without --bws: the faithful rate `mininet/run.py --calibrate` recorded on this machine for the
+same star or tree (docs/mininet.md, "Choosing link rates"), else 1 and 10 Gbit/s with a warning; progress goes to
+stderr (a bar on a terminal, a line per step in a log).  Every Mininet row carries the fidelity monitor's
+verdict (mininet/fidelity.py); --host-bw, --host-delay, --straggler, --compute and --cross make the Mininet
+runs heterogeneous (mininet/heterogeneity.py).
 """
 
 from __future__ import annotations
@@ -59,10 +63,11 @@ from hina.cliargs import OneLineParser
 from hina.codec.params import MODES
 from hina.host import workloads
 from hina.host.demo import DemoConfig, run_demo
+from hina.progress import Progress
+from hina.provenance import default_out, out_help
 
 ROOT = Path(__file__).resolve().parent.parent
 
-RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_MODES = ("dense", "blocks", "auto")
 MODE_LABEL = {"dense": "dense (SwitchML-style)", "blocks": "blocks (OmniReduce-style)", "auto": "hina auto",
               "aligned": "hina aligned", "sketch": "hina sketch", **BASELINE_LABEL}
@@ -76,6 +81,7 @@ SEGMENT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c56
                    "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896")  # one per segment, no greys
 RULE_SLACK = 1.05  # the issue's rule: auto never more than 5% slower than the best of dense and blocks
 RULE_COLUMN = "auto vs best of dense/blocks"
+DEFAULT_BWS = [1000.0, 10000.0]  # Mbit/s: --bws when neither given nor calibrated here (a warning says so)
 # scales that put every preset near 2^22 elements: small enough for 8 workers on this machine
 DEFAULT_SCALE = {"ncf": 0.02, "lstm": 0.01, "bert_base": 0.04, "vgg19": 0.03, "deeplight": 0.007}
 PAPER = ("The lossless homomorphic compression paper reports up to 6.33x aggregation throughput over dense "
@@ -438,15 +444,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="auto: also run on Mininet stars when root with Mininet installed (default: auto)")
     ap.add_argument("--loopback", choices=("on", "off"), default="on",
                     help="off: Mininet rows only (a heterogeneity run has nothing to change on loopback) (default: on)")
-    ap.add_argument("--bws", type=float, nargs="+", default=[1000.0, 10000.0],
-                    help="Mininet link rates, Mbit/s (default: 1000 10000)")
-    ap.add_argument("--out", type=Path, default=RESULTS,
-                    help="where the JSON, markdown and PNGs go (default: benchmarks/results of this checkout)")
+    ap.add_argument("--bws", type=float, nargs="+", default=None,
+                    help="Mininet link rates, Mbit/s (default: the faithful rate mininet/run.py --calibrate recorded "
+                         "on this machine for this star or tree and worker count; without one "
+                         f"{' '.join(f'{b:g}' for b in DEFAULT_BWS)}, with a warning that they may be CPU-bound)")
+    ap.add_argument("--out", type=Path, default=default_out(),
+                    help=out_help(what="the folder the JSON, markdown and PNGs go into"))
     ap.add_argument("--name", default="compare",
                     help="the files' stem: NAME.json, NAME.md, NAME_speedup.png, NAME_bytes.png (default: compare)")
-    ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json",
-                    help="Mininet: the network every system runs on (mininet/topo.py; the baselines over plain "
-                         "bridges, one spine); a tree sets --workers to its hosts (default: star)")
+    ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json|NAME",
+                    help="Mininet: the network every system runs on, as mininet/run.py's --topology (a topology "
+                         "file, or the NAME of one in mininet/topologies/; docs/trees.md); the baselines over "
+                         "plain bridges, a tree without cycles; a tree sets --workers to its hosts (default: star)")
     ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
                     help="Mininet trees: uplinks at hosts x --bws / (R x uplinks) (default: 1)")
     from hina.mininet import heterogeneity
@@ -462,7 +471,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             ap.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.scale is not None and not 0 < args.scale <= 1:
         ap.error(f"--scale must be in (0, 1], got {args.scale}")
-    if any(bw <= 0 for bw in args.bws):
+    if args.bws is not None and any(bw <= 0 for bw in args.bws):
         ap.error(f"--bws must be positive Mbit/s, got {' '.join(f'{b:g}' for b in args.bws)}")
     try:  # the heterogeneity and topology flags, checked before anything runs
         args.tree = None
@@ -472,6 +481,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             fabric = topo.parse_topology(args.topology)
             if not 0 < args.oversubscription < float("inf"):
                 raise ValueError(f"--oversubscription must be a positive ratio, got {args.oversubscription:g}")
+            chosen = [s for s in (args.systems or args.baselines) if s in BASELINES]
+            if chosen and not fabric.is_tree:  # said now, not after hina's runs
+                raise ValueError(f"--topology {args.topology}: the baselines ({', '.join(chosen)}) run over plain "
+                                 f"bridges, which loop where switches form a cycle (several spines or cores); "
+                                 f"give a tree, or --baselines none")
             args.workers = len(fabric.hosts)
             args.tree = {"fabric": fabric, "oversubscription": args.oversubscription}
 
@@ -483,6 +497,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"--topology {args.topology}: {exc}")
     except ValueError as exc:
         ap.error(str(exc))
+    # the rates: given, else the faithful one calibrated here for hina's emulator on this network, else the default
+    from hina.mininet import run as mininet_run
+
+    key = mininet_run.rate_key(args.workers, args.topology, args.oversubscription if args.tree else 1.0)
+    args.link_rate = mininet_run.choose_rate(args.bws, key, DEFAULT_BWS, flag="--bws")
+    args.bws = args.link_rate.mbps
     return args
 
 
@@ -503,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     mininet_reason = "disabled with --mininet off" if args.mininet == "off" else mininet_available()
     if mininet_reason:
         log(f"Mininet runs skipped: {mininet_reason}")
+    else:
+        for line in args.link_rate.lines:  # the rates' warning or provenance, before anything runs
+            log(line)
     baseline_reason = baselines_available() if baselines else "none chosen"
     if baselines and baseline_reason:
         log(f"baselines skipped: {baseline_reason}")
@@ -511,19 +534,25 @@ def main(argv: list[str] | None = None) -> int:
     hetero = {"host_bw": args.host_bw, "host_delay": args.host_delay, "straggler": args.straggler,
               "compute": args.compute, "cross": tuple(args.cross)}
     rows = []
-    for preset in args.presets:
-        w = workloads.preset(preset, scales[preset])
-        dens = workloads.densities(w.gradients(args.workers, seed=0))
-        log(f"{preset}: {w.size:,} elements at scale {scales[preset]}, density {dens['per_worker']:.2%} per worker, "
-            f"{dens['union']:.2%} union of {args.workers}")
-        found = (run_loopback(preset, scales[preset], args.workers, args.rounds, modes, log)
-                 if modes and args.loopback == "on" else [])
-        if baselines and args.loopback == "on":
-            found += run_baselines_loopback(preset, scales[preset], args.workers, args.rounds, baselines,
-                                            args.topk_density, log)
-        rows += [row("loopback", preset, r["mode"], w.size, dens, r) for r in found]
-        if not mininet_reason:
-            for bw in args.bws:
+    bws = [] if mininet_reason else args.bws
+    # a step per preset and environment (loopback, each Mininet rate); its lines above the bar
+    with Progress(len(args.presets) * ((args.loopback == "on") + len(bws)), "compare") as bar:
+        log = bar.print
+        for preset in args.presets:
+            w = workloads.preset(preset, scales[preset])
+            dens = workloads.densities(w.gradients(args.workers, seed=0))
+            log(f"{preset}: {w.size:,} elements at scale {scales[preset]}, density {dens['per_worker']:.2%} per "
+                f"worker, {dens['union']:.2%} union of {args.workers}")
+            if args.loopback == "on":
+                bar.start(f"{preset} on loopback")
+                found = run_loopback(preset, scales[preset], args.workers, args.rounds, modes, log) if modes else []
+                if baselines:
+                    found += run_baselines_loopback(preset, scales[preset], args.workers, args.rounds, baselines,
+                                                    args.topk_density, log)
+                rows += [row("loopback", preset, r["mode"], w.size, dens, r) for r in found]
+                bar.done()
+            for bw in bws:
+                bar.start(f"{preset} on Mininet at {bw:g} Mbit/s")
                 found = (run_mininet(preset, scales[preset], args.workers, bw, args.rounds, modes, log, hetero,
                                      args.tree) if modes else [])
                 if baselines:
@@ -531,6 +560,7 @@ def main(argv: list[str] | None = None) -> int:
                                                    args.topk_density, log, hetero, args.tree)
                 env = f"mininet {bw / 1000:g} Gbit/s" + ("" if args.tree is None else f" {args.topology}")
                 rows += [row(env, preset, r["mode"], w.size, dens, r) for r in found]
+                bar.done()
 
     checks = rule_checks(rows)
     meta = {"command": " ".join(["benchmarks/compare.py"] + (argv if argv is not None else sys.argv[1:])),
@@ -539,7 +569,8 @@ def main(argv: list[str] | None = None) -> int:
             "baselines_skipped": None if baselines else baseline_reason, "topk_density": args.topk_density,
             "rounds": args.rounds, "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER,
             "heterogeneity": hetero, "loadavg": os.getloadavg(), "commit": _commit(),
-            "topology": args.topology, "oversubscription": args.oversubscription if args.tree else None}
+            "topology": args.topology, "oversubscription": args.oversubscription if args.tree else None,
+            "link_rate": args.link_rate.as_json(single=False) if not mininet_reason else None}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "auto_rule": checks},
                                                            indent=1))

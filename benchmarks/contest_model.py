@@ -23,10 +23,8 @@ import numpy as np
 
 from hina.cliargs import OneLineParser, between
 from hina.host.window import CongestionWindow
-from hina.provenance import command_line, write_result
+from hina.provenance import command_line, default_out, out_help, write_result
 from hina.sim.netsim import beside_reno
-
-ROOT = Path(__file__).resolve().parent.parent
 
 RULES = {"delay rule alone": math.inf, "contested": CongestionWindow.CONTEST}
 
@@ -47,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queues", type=between(4, 4096), nargs="+", default=[32, 64, 128, 256],
                     help="drop-tail queues to model, packets (default: 32 64 128 256)")
     ap.add_argument("--seeds", type=between(1, 100), default=4, help="seeds per case (default: 4)")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "contest_model.json")
+    ap.add_argument("--out", type=Path, default=default_out("contest_model.json"), help=out_help("contest_model.json"))
     args = ap.parse_args(argv)
     rows = []
     for queue in args.queues:

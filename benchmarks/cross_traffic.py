@@ -11,7 +11,7 @@ the flow's own throughput (iperf3), with the fidelity verdict.
 
     sudo .venv/bin/python benchmarks/cross_traffic.py --workers 4 --bw 100 --length 4000000 --rounds 2
 
-Writes --out (default benchmarks/results/cross_traffic.json).
+Writes --out (default: cross_traffic.json in $HINA_RESULTS, else hina-results/).
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
 
 TRACE_PERIOD = 0.002  # seconds between window samples in a worker
 
@@ -117,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--probe-worker"]:
         return probe_worker(argv[1:])
     from hina.cliargs import OneLineParser, between, positive
+    from hina.provenance import default_out, out_help
 
     ap = OneLineParser(prog="cross_traffic.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=between(2, 32), default=4, help="workers (default: 4)")
@@ -124,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--length", type=between(1), default=4_000_000, help="elements per gradient (default: 4e6)")
     ap.add_argument("--rounds", type=between(1), default=2, help="aggregations per run (default: 2)")
     ap.add_argument("--cap", type=positive, help="cap the iperf3 flow at this many Mbit/s (default: TCP's own)")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cross_traffic.json")
+    ap.add_argument("--out", type=Path, default=default_out("cross_traffic.json"), help=out_help("cross_traffic.json"))
     args = ap.parse_args(argv)
     from hina.mininet import hina_net
 

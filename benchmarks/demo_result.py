@@ -2,8 +2,9 @@
 
     python benchmarks/demo_result.py [hina demo flags]     # default: make demo's job, 3 rounds, 1% loss
 
-Writes benchmarks/results/demo.json (`--out`): the demo's JSON summary under `summary`, with the
-command, machine, date and commit; `tools/tables.py` prints it in README as `hina demo` does.
+Writes demo.json (`--out PATH`; default: in $HINA_RESULTS, else hina-results/): the demo's JSON
+summary under `summary`, with the command, machine, date and commit; `tools/tables.py` prints it in
+README as `hina demo` does.
 Exits 1 unless every worker was exact.
 """
 
@@ -15,9 +16,7 @@ from pathlib import Path
 
 from hina.host.cli import build_parser, demo_config
 from hina.host.demo import format_summary, run_demo
-from hina.provenance import command_line, write_result
-
-ROOT = Path(__file__).resolve().parent.parent
+from hina.provenance import command_line, default_out, out_help, write_result
 
 DEFAULT = ["--workers", "4", "--length", "4194304", "--density", "0.01", "--mode", "auto", "--rounds", "3",
            "--drop", "0.01"]
@@ -26,7 +25,7 @@ DEFAULT = ["--workers", "4", "--length", "4194304", "--density", "0.01", "--mode
 def main(argv: list[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     argv = list(given)
-    out = ROOT / "benchmarks" / "results" / "demo.json"
+    out = default_out("demo.json")
     if "--out" in argv:
         at = argv.index("--out")
         if at + 1 >= len(argv):
@@ -34,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         out = Path(argv[at + 1])
         del argv[at : at + 2]
+    if {"-h", "--help"} & set(argv):  # its own flag, then the demo's
+        print(f"usage: demo_result.py [--out PATH] [hina demo flags]\n\n{__doc__.strip()}\n\n"
+              f"  --out PATH  {out_help('demo.json')}\n\nthe flags of `hina demo`:\n")
     flags = argv or DEFAULT
     args = build_parser().parse_args(["demo", *flags])  # the demo's own checks: one line, status 2
     try:

@@ -12,7 +12,7 @@ jittery hosts), the same on a quiet host, and heavy loss (4 and 8 workers,
     python benchmarks/loss_model.py [--seeds 3]
 Prints one row per case: virtual seconds per round (mean over seeds),
 frames resent per useful frame, and timeouts per worker and round; writes
-them to benchmarks/results/loss_model.json (`--out`).
+them to loss_model.json (`--out`; default: in $HINA_RESULTS, else hina-results/).
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ from hina.codec.ops import Op
 from hina.control import JobConfig, Member
 from hina.emulator import Pipeline
 from hina.host.window import CongestionWindow, RttEstimator
-from hina.provenance import command_line, write_result
+from hina.provenance import command_line, default_out, out_help, write_result
 from hina.sim.netsim import VirtualNetwork, expected, run_transfers
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # name, workers, words (K), chunks per worker, drop per link and direction, latency, jitter (seconds)
 CASES = [
@@ -67,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="loss_model.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=between(1), default=3, help="seeds per case (default: 3)")
     ap.add_argument("--rounds", type=between(1), default=2, help="phases in a row per run (default: 2)")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "loss_model.json",
-                    help="JSON result (default: benchmarks/results/loss_model.json)")
+    ap.add_argument("--out", type=Path, default=default_out("loss_model.json"), help=out_help("loss_model.json"))
     args = ap.parse_args(argv)
     rows = []
     print(f"{'case':40s} {'s/round':>9s} {'(per seed)':>24s} {'resent':>8s} {'timeouts':>9s}")

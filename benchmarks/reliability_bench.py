@@ -7,7 +7,7 @@ exact, the seconds, and packets sent per useful packet: every frame the
 workers sent over the frames a loss-free run needs.
 
     python benchmarks/reliability_bench.py [--length 1048576 --workers 4]
-Writes benchmarks/results/reliability_bench.json and reliability.png.
+Writes reliability_bench.json and reliability.png beside it (--out; default: $HINA_RESULTS, else hina-results/).
 """
 
 from __future__ import annotations
@@ -19,12 +19,8 @@ from hina.cliargs import OneLineParser, between, fraction, probability
 from hina.codec.params import MAX_WORKERS
 from hina.host.demo import DemoConfig, run_demo
 from hina.host.job import JobSpec
-from hina.provenance import command_line, write_result
+from hina.provenance import command_line, default_out, out_help, write_result
 from hina.wire.headers import max_words
-
-ROOT = Path(__file__).resolve().parent.parent
-
-RESULTS = ROOT / "benchmarks" / "results"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=between(1, MAX_WORKERS), default=4)
     ap.add_argument("--words", type=between(1, max_words(65535)), default=256,
                     help="K: smaller packets, more of them to lose")
-    ap.add_argument("--out", type=Path, default=RESULTS / "reliability_bench.json")
+    ap.add_argument("--out", type=Path, default=default_out("reliability_bench.json"),
+                    help=out_help("reliability_bench.json", "the JSON result, reliability.png beside it"))
     args = ap.parse_args(argv)
     rows = []
     for drop in args.drops:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hina.cliargs import OneLineParser, between, non_negative, positive
 from hina.host.workloads import preset
-from hina.provenance import command_line, write_result
+from hina.provenance import command_line, default_out, out_help, write_result
 from hina.sim.scale import (
     EMULATOR_SERVICE,
     Network,
@@ -38,7 +38,6 @@ from hina.wire.headers import FRAME_OVERHEAD, max_words
 
 ROOT = Path(__file__).resolve().parent.parent
 
-RESULTS = ROOT / "benchmarks" / "results"
 
 PAPER_SPEEDUP = {"seed paper (lossless homomorphic compression)": 6.33, "OmniReduce": 8.2}
 DEFAULT_WORKERS = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -290,8 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tables", type=checked(_existing), metavar="RESULT_JSON",
                     help="print the markdown tables of a result file and exit")
     ap.add_argument("--no-project", action="store_true", help="validate only")
-    ap.add_argument("--out", type=Path, default=RESULTS / "scale_model.json",
-                    help="result JSON (default: benchmarks/results/scale_model.json; plots beside it)")
+    ap.add_argument("--out", type=Path, default=default_out("scale_model.json"),
+                    help=out_help("scale_model.json", "the result JSON, plots beside it"))
     args = ap.parse_args(argv)
     if args.tables:
         print(tables(json.loads(args.tables.read_text())))

@@ -15,7 +15,7 @@ ways of feeding it:
 
     python benchmarks/sender_bench.py [--chunks 20000] [--words 32 2239]
 
-Writes benchmarks/results/sender_bench.json (`--out`).
+Writes sender_bench.json (`--out`; default: in $HINA_RESULTS, else hina-results/).
 
 Run from an older checkout, whose PhaseTransfer has no `take`, it times
 `receive` alone (the before figure of a change).
@@ -32,10 +32,8 @@ import numpy as np
 from hina.cliargs import OneLineParser, between
 from hina.codec.ops import Op
 from hina.host.window import PhaseTransfer, Ring, RttEstimator, SlotPool
-from hina.provenance import command_line, write_result
+from hina.provenance import command_line, default_out, out_help, write_result
 from hina.wire.headers import HEADER_BYTES, max_words
-
-ROOT = Path(__file__).resolve().parent.parent
 
 SLOTS = 64
 BATCH = 64
@@ -117,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--words", type=between(1, max_words(65535)), nargs="+", default=[32, 2239],
                     help="K values (default: 32 2239)")
     ap.add_argument("--repeat", type=between(1), default=5, help="runs per figure, the best reported (default: 5)")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sender_bench.json",
-                    help="JSON result (default: benchmarks/results/sender_bench.json)")
+    ap.add_argument("--out", type=Path, default=default_out("sender_bench.json"), help=out_help("sender_bench.json"))
     args = ap.parse_args(argv)
     rows = []
     has_take = hasattr(PhaseTransfer, "take")

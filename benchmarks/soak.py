@@ -9,7 +9,9 @@ the round), and the resident memory (VmRSS) of the emulator and of each
 worker is reported after the first round and at the end.
 
     python benchmarks/soak.py [--seconds 60 --workers 8 --length 4194304]     (make soak)
-Writes benchmarks/results/soak.json.
+Writes soak.json (--out; default: in $HINA_RESULTS, else hina-results/).  Progress on stderr: a bar
+(round, seconds of --seconds, time left) redrawn on a terminal, the round lines above it; in a log, each
+round's line with the same facts appended.
 """
 
 from __future__ import annotations
@@ -29,9 +31,8 @@ from hina.host.demo import DemoConfig, digest, expected_fixed, start_switch
 from hina.host.job import JobSpec
 from hina.host.synthetic import synthetic_gradient
 from hina.host.transport import UdpTransport
-from hina.provenance import command_line, write_result
-
-ROOT = Path(__file__).resolve().parent.parent
+from hina.progress import Progress
+from hina.provenance import command_line, default_out, out_help, write_result
 
 
 def rss_kib(pid: int) -> int:
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drop", type=probability, default=0.05)
     ap.add_argument("--dup", type=probability, default=0.01)
     ap.add_argument("--reorder", type=probability, default=0.01)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "soak.json")
+    ap.add_argument("--out", type=Path, default=default_out("soak.json"), help=out_help("soak.json"))
     args = ap.parse_args(argv)
 
     cfg = DemoConfig(workers=args.workers, length=args.length, density=args.density, drop=args.drop, dup=args.dup,
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     switch, where = start_switch(cfg)
     ctx = mp.get_context("spawn")
     procs, conns = [], []
+    bar = None
     rounds, failures, rss = 0, [], {}
     try:
         for rank in range(args.workers):
@@ -87,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         ctl.add_job(cfg.job.switch_config(args.workers, members))
         start = time.monotonic()
         retransmissions = 0
+        bar = Progress(args.seconds, "soak", unit="s", label="round 1").__enter__()  # closed below, or in finally
         while time.monotonic() - start < args.seconds or rounds == 0:
+            began = time.monotonic()
             for c in conns:
                 c.send(rounds)
             want = digest(expected_fixed(args.workers, args.length, args.density, rounds))
@@ -101,15 +105,19 @@ def main(argv: list[str] | None = None) -> int:
             rss.setdefault("start", now_rss)
             rss.setdefault("per_round", []).append(
                 {"switch": now_rss["switch"], "workers_max": max(now_rss["workers"])})
-            print(f"round {rounds}: {'exact' if not bad else bad} at {time.monotonic() - start:.1f} s, "
-                  f"RSS switch {now_rss['switch'] / 1024:.1f} MiB, workers up to "
-                  f"{max(now_rss['workers']) / 1024:.1f} MiB", file=sys.stderr, flush=True)
+            bar.done(f"round {rounds}: {'exact' if not bad else bad} at {time.monotonic() - start:.1f} s, "
+                     f"RSS switch {now_rss['switch'] / 1024:.1f} MiB, workers up to "
+                     f"{max(now_rss['workers']) / 1024:.1f} MiB", n=time.monotonic() - began,
+                     label=f"round {rounds + 1}")
+        bar.close()
         seconds = time.monotonic() - start
         rss["end"] = {"switch": rss_kib(switch.pid), "workers": [rss_kib(p.pid) for p in procs]}
         counters = ctl.counters()
         ctl.shutdown()
         ctl.close()
     finally:
+        if bar is not None:
+            bar.close()
         for c in conns:
             try:
                 c.send(None)

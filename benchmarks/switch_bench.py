@@ -17,7 +17,7 @@ are still measured and the BMv2 row says why it is missing.
     sudo .venv/bin/python benchmarks/switch_bench.py [--pipes 1 2 4] [--rounds 10] [--modes dense auto]
         [--bmv2 auto|off] [--workers 3 --bw 100 --loss 1 --length 200000 --density 0.01 --mtu 172]
 
-Writes benchmarks/results/switch_bench.json, .md and .png (--out to move them).
+Writes switch_bench.json, .md and .png into --out (default: $HINA_RESULTS, else hina-results/).
 """
 
 from __future__ import annotations
@@ -29,11 +29,7 @@ from pathlib import Path
 
 from hina.cliargs import OneLineParser, between, fraction, non_negative, pipes_flag, positive
 from hina.codec.params import MAX_WORKERS, MODES
-from hina.provenance import command_line, p4_versions, write_result
-
-ROOT = Path(__file__).resolve().parent.parent
-
-RESULTS = ROOT / "benchmarks" / "results"
+from hina.provenance import command_line, default_out, out_help, p4_versions, write_result
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -53,8 +49,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--mtu", type=between(68, 65535), default=172,
                     help="the links' MTU; the emulator's words per packet follow (172: 32, as BMv2's) "
                          "(default: 172)")
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the JSON, markdown and PNG go "
-                                                              "(default: benchmarks/results of this checkout)")
+    ap.add_argument("--out", type=Path, default=default_out(),
+                    help=out_help(what="the folder the JSON, markdown and PNG go into"))
     return ap.parse_args(argv)
 
 

@@ -13,7 +13,10 @@ Every backend starts from the same parameters and sees the same batches;
 after every step each hina run checks that every rank holds bit-identical
 parameters, and the loss of each hina run is compared with gloo's step by
 step.  Writes a JSON (every step of every run) and a PNG (loss against step,
-seconds per iteration), and prints a summary table; progress goes to stderr.
+seconds per iteration) to --out (default: train_ddp.json in $HINA_RESULTS,
+else hina-results/ in the current directory), and prints a summary table;
+progress goes to stderr: a bar redrawn on a terminal (the run under way,
+runs done of all, the time left), a line per run in a log.
 
     pip install -e '.[torch,plot]'
     python benchmarks/train_ddp.py --workers 4 --steps 20 [--models lstm,ncf] [--backends hina,hina-dense,gloo]
@@ -336,8 +339,17 @@ def remove_job(control: tuple[str, int], job_id: int) -> None:
             pass  # no rank got as far as joining: nothing to remove
 
 
-def run_loopback(configs: list[RunConfig], pipes: int, timeout: float, log) -> list[dict[str, Any]]:
-    """Every run on loopback: one emulator process for all, a fresh job (slots emptied) for each hina run."""
+def _started(bar, log, what: str) -> None:
+    """A run begins: the progress bar's step (a line in a log), or a log line without one."""
+    if bar is not None:
+        bar.start(what)
+    else:
+        log(what)
+
+
+def run_loopback(configs: list[RunConfig], pipes: int, timeout: float, log, bar=None) -> list[dict[str, Any]]:
+    """Every run on loopback: one emulator process for all, a fresh job (slots emptied) for each hina run;
+    `bar` (hina.progress.Progress): a step per run."""
     from hina.host.demo import DemoConfig, start_switch
 
     switch, where = start_switch(DemoConfig(workers=1, pipes=pipes)) if any(
@@ -347,8 +359,10 @@ def run_loopback(configs: list[RunConfig], pipes: int, timeout: float, log) -> l
         for job_id, cfg in enumerate(configs, start=1):
             if where is not None:
                 cfg = replace(cfg, job_id=job_id, switch=tuple(where["data"]), control=tuple(where["control"]))
-            log(f"{cfg.model}, {cfg.workers} workers, {cfg.backend}, loopback: {cfg.steps} steps ...")
+            _started(bar, log, f"{cfg.model}, {cfg.workers} workers, {cfg.backend}, loopback: {cfg.steps} steps ...")
             results.append(run(cfg, timeout=timeout))
+            if bar is not None:
+                bar.done()
             if cfg.backend != "gloo":
                 remove_job(cfg.control, job_id)  # its slots are free for the next run's job
     finally:
@@ -358,7 +372,7 @@ def run_loopback(configs: list[RunConfig], pipes: int, timeout: float, log) -> l
     return results
 
 
-def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list[dict[str, Any]]:
+def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log, bar=None) -> list[dict[str, Any]]:
     """The runs of one worker count on Mininet (as root), one rank per host, the same links for every backend.
 
     hina's runs: hina_net's star around the switch (emulator or BMv2), job reset before each run.
@@ -371,7 +385,7 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list
     hina = [(i, c) for i, c in enumerate(configs) if c.backend != "gloo"]
     results: dict[int, dict[str, Any]] = {}
     if gloo:
-        results.update(run_gloo_plain_star(gloo, args, log))
+        results.update(run_gloo_plain_star(gloo, args, log, bar))
 
     class DdpExperiment(hina_net.Experiment):
         """hina_net's star and switch; each "mode" is one training run, its ranks on the hosts."""
@@ -389,9 +403,12 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list
                           link_gbps=args.bw / 1000 if args.bw else cfg.link_gbps,
                           hosts=tuple({"ifname": h.defaultIntf().name, "mac": hina_net.host_mac(i),
                                        "ip": hina_net.host_ip(i)} for i, h in enumerate(hosts, start=1)))
-            log(f"{cfg.model}, {cfg.workers} workers, {cfg.backend}, Mininet {args.switch} at "
-                f"{args.bw or 'unshaped'} Mbit/s: {cfg.steps} steps ...")
-            return launch_on_hosts(hosts, cfg, args.timeout)
+            _started(bar, log, f"{cfg.model}, {cfg.workers} workers, {cfg.backend}, Mininet {args.switch} at "
+                               f"{args.bw or 'unshaped'} Mbit/s: {cfg.steps} steps ...")
+            out = launch_on_hosts(hosts, cfg, args.timeout)
+            if bar is not None:
+                bar.done()
+            return out
 
     if hina:
         ecfg = hina_net.ExperimentConfig(workers=configs[0].workers, switch=args.switch,
@@ -403,7 +420,8 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log) -> list
     return [results[i] for i in range(len(configs))]
 
 
-def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namespace, log) -> dict[int, dict]:
+def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namespace, log,
+                        bar=None) -> dict[int, dict]:
     """gloo's runs on plain_star's bridge star: hina_net's links (rate, MTU 9000), host 1 the rendezvous."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
@@ -414,37 +432,39 @@ def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namesp
     problem = hina_net.missing_requirements()
     if problem:
         raise RuntimeError(problem)
-    plain_star.cleanup()
+    names = plain_star.Names(hina_net.new_run_id())
     setLogLevel("critical")
     link = {"cls": hina_net.FastTCLink, **({"bw": args.bw} if args.bw else {})}
-    net = Mininet(topo=plain_star.PlainStarTopo(workers=runs[0][1].workers, link=link), switch=LinuxBridge,
-                  controller=None, link=hina_net.FastTCLink, build=True)
+    net = Mininet(topo=plain_star.PlainStarTopo(workers=runs[0][1].workers, link=link, names=names),
+                  switch=LinuxBridge, controller=None, link=hina_net.FastTCLink, build=True)
     results = {}
     monitor = None
     try:
         net.start()
-        monitor = fidelity.monitor_for(net).start()
-        hosts = [net[f"{plain_star.HOST}{i}"] for i in range(1, runs[0][1].workers + 1)]
+        monitor = fidelity.monitor_for(net, label=names.label).start()
+        hosts = [net[names.host(i)] for i in range(1, runs[0][1].workers + 1)]
         for h in hosts:
             intf = h.defaultIntf()
             peer = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
             h.cmd(f"ip link set dev {intf.name} mtu 9000")
-            net[plain_star.BRIDGE].cmd(f"ip link set dev {peer.name} mtu 9000")
+            net[names.bridge].cmd(f"ip link set dev {peer.name} mtu 9000")
         for index, cfg in runs:
             cfg = replace(cfg, store=(plain_star.host_ip(1), 29500 + index),
                           hosts=tuple({"ifname": h.defaultIntf().name} for h in hosts))
-            log(f"{cfg.model}, {cfg.workers} workers, gloo, Mininet bridge at {args.bw or 'unshaped'} Mbit/s: "
-                f"{cfg.steps} steps ...")
+            _started(bar, log, f"{cfg.model}, {cfg.workers} workers, gloo, Mininet bridge at "
+                               f"{args.bw or 'unshaped'} Mbit/s: {cfg.steps} steps ...")
             start = monitor.mark().t
             results[index] = launch_on_hosts(hosts, cfg, args.timeout)
             results[index]["fidelity"] = monitor.judge_window(start, monitor.mark().t)  # the whole training run
             log(fidelity.verdict_line(f"[{cfg.model} gloo]", results[index]["fidelity"]))
+            if bar is not None:
+                bar.done()
     finally:
         if monitor is not None:
             monitor.stop()
         with contextlib.suppress(Exception):
             net.stop()
-        plain_star.cleanup()
+        plain_star.cleanup(names.run)
     return results
 
 
@@ -520,6 +540,7 @@ def summarize_all(results: list[dict[str, Any]], log) -> tuple[list[dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     from hina.cliargs import OneLineParser
+    from hina.provenance import OUT_RULE, default_out
 
     ap = OneLineParser(prog="train_ddp.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -549,8 +570,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pipes", type=int, default=1, help="the loopback emulator's data plane processes")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds one run may take")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "train_ddp.json",
-                    help="the JSON written (the PNG beside it, same stem)")
+    ap.add_argument("--out", type=Path, default=default_out("train_ddp.json"),
+                    help=f"the JSON written, the PNG beside it (same stem); when not given, train_ddp.json in "
+                         f"{OUT_RULE} (benchmarks/results/, the committed figures, only when named here)")
     ap.add_argument("--rank-spec", type=Path, help="internal: run one rank of a Mininet run from this spec file")
     ap.add_argument("--rank", type=int, default=0, help="internal: the rank --rank-spec runs")
     args = ap.parse_args(argv)
@@ -578,12 +600,16 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    from hina.progress import Progress
+
     results = []
-    for configs in sweeps:
-        if args.env == "loopback":
-            results += run_loopback(configs, args.pipes, args.timeout, log)
-        else:
-            results += run_mininet(configs, args, log)
+    with Progress(sum(len(configs) for configs in sweeps), "train_ddp") as bar:  # a step per training run
+        log = bar.print
+        for configs in sweeps:
+            if args.env == "loopback":
+                results += run_loopback(configs, args.pipes, args.timeout, log, bar)
+            else:
+                results += run_mininet(configs, args, log, bar)
     runs, failed = summarize_all(results, log)
     env = "loopback" if args.env == "loopback" else (
         f"mininet at {args.bw or 'unshaped'} Mbit/s: hina through the {args.switch}, gloo through a Linux bridge")

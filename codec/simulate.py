@@ -98,10 +98,9 @@ def check_gradients(grads: Sequence[np.ndarray]) -> list[np.ndarray]:
     dtypes = {g.dtype.name for g in grads}
     if len(dtypes) > 1:
         raise ValueError(f"workers' gradients have different dtypes: {sorted(dtypes)}")
-    shapes = {g.shape for g in grads}
-    if len(shapes) > 1:
-        sizes = [g.size for g in grads]
-        raise ValueError(f"workers' gradients have different shapes: {sorted(shapes)} (sizes {sizes})")
+    if len({g.shape for g in grads}) > 1:  # each worker's shape and size, in worker order
+        listing = ", ".join(f"worker {w} {g.shape} ({g.size:,} elements)" for w, g in enumerate(grads))
+        raise ValueError(f"workers' gradients have different shapes: {listing}")
     return grads
 
 

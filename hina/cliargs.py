@@ -80,3 +80,13 @@ def scale_flag(text: str) -> float:
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
     return value
+
+
+def library_only(doc: str | None, instead: str) -> int:
+    """What a library module says when run as a script (`python mininet/topo.py --help`): its purpose, that
+    it is a library, and the command to run instead; exit status 2 (0 for --help)."""
+    import sys
+
+    first = (doc or "").strip().split("\n\n")[0]
+    print(f"{first}\n\nThis module is a library, not a command: run {instead} (--help there).")
+    return 0 if any(a in ("-h", "--help") for a in sys.argv[1:]) else 2

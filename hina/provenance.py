@@ -7,7 +7,9 @@ Every benchmark writes its JSON through `write_result`, which puts one `meta` ob
               "numpy": "2.4.6", "commit": "6c2ba29c1f0e", "dirty": false, ...}, ...the result...}
 
 `tools/tables.py` prints that line under every table it generates, so a figure in README or
-docs/ always names its run.  `meta_of` also reads the older layouts (command, date and machine at
+docs/ always names its run.  Where a result goes when its script is not told (--out) is decided here
+too, once for every script: `default_out` ($HINA_RESULTS, else hina-results/ in the current directory;
+never the committed benchmarks/results/).  `meta_of` also reads the older layouts (command, date and machine at
 the top level, or no commit), and says "not recorded" for what a file lacks.
 """
 
@@ -25,6 +27,36 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Where a benchmark writes when not told (--out): the folder HINA_RESULTS names, else hina-results/ in the
+# current directory (gitignored at the repository's root).  Never benchmarks/results/, the committed figures
+# that tools/tables.py renders: only an explicit --out (as tools/campaign.py passes) writes there.  Not a
+# bare results/: run from benchmarks/, that would be the committed folder.
+RESULTS_ENV = "HINA_RESULTS"
+SCRATCH = "hina-results"
+OUT_RULE = f"${RESULTS_ENV}, else {SCRATCH}/ in the current directory"
+
+
+def results_dir() -> Path:
+    """The folder default outputs go to: $HINA_RESULTS, else ./hina-results (relative: printed as typed)."""
+    return Path(os.environ.get(RESULTS_ENV) or SCRATCH)
+
+
+def default_out(name: str = "") -> Path:
+    """A result's default path: `name` (a file, or "" for the folder itself) in `results_dir()`."""
+    return results_dir() / name if name else results_dir()
+
+
+def out_help(name: str = "", what: str = "the JSON result") -> str:
+    """--out's help: what it is and the rule for its default (the same words in every script's --help)."""
+    where = f"{name} in " if name else ""
+    return (f"{what} (default: {where}{OUT_RULE}; benchmarks/results/, the committed figures, only when "
+            f"named here)")
+
+
+def machine_key() -> dict[str, Any]:
+    """What makes a measurement of this machine's speed valid elsewhere: its CPU model and count."""
+    return {"cpu": cpu_model(), "cpus": os.cpu_count()}
 
 
 def cpu_model() -> str:

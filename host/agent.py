@@ -13,6 +13,7 @@ to a transport and a clock.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import secrets
 import select
@@ -74,6 +75,20 @@ class Worker:
         self._ring = (Ring(job.words, job.slots, tx=self.batch_io.tx_array, iov=self.batch_io.tx_iov,
                            base=self.batch_io.tx_address) if self.batch_io else Ring(job.words, job.slots))
         warm()
+
+    def prepare(self, params: CodecParams, grad: np.ndarray | None = None, *, hello: bool = True) -> None:
+        """What a first aggregation would otherwise spend before its first frame, done now: the codec's
+        compiled kernels loaded for this job's dtype and mode (from numba's disk cache: about 0.7 s in a
+        fresh process), the workspace's buffers for its length touched (`grad`, or zeros), and with `hello`
+        the run's identity agreed with the other workers (which must prepare too).  So a job's first
+        round costs what its later rounds do."""
+        solo = dataclasses.replace(params, workers=1)  # one worker: the switch would hand back its own words
+        grad = np.zeros(params.length, dtype=params.dtype) if grad is None else grad
+        session = codec.WorkerSession(solo, grad, who=f"worker {self.worker_id}'s gradient", workspace=self.workspace)
+        while (phase := session.next_phase()) is not None:
+            session.receive(phase.words)
+        if hello:
+            self.hello()
 
     def aggregate(self, params: CodecParams, grad: np.ndarray, *, out: np.ndarray | None = None) -> WorkerResult:
         """Sum `grad` with the other workers' through the switch; every round, retransmitting on loss.

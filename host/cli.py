@@ -10,6 +10,9 @@
     hina worker --spec SPEC.json --rank R
         one worker of an experiment (Mininet hosts): prints "ready", waits for "go" on stdin,
         aggregates a synthetic gradient through the switch, prints one JSON report per round
+    hina switch jobs|remove JOB_ID|reset JOB_ID|status --control HOST:PORT (or --bmv2 GRPC_ADDR) [--json]
+        a running switch's jobs (members, slots, state, counters, last heard), removing or resetting one,
+        its status (`hina.control.switch_cli`)
 """
 
 from __future__ import annotations
@@ -61,14 +64,35 @@ def _demo(args: argparse.Namespace) -> int:
 def _roundtrip(args: argparse.Namespace) -> int:
     from hina import codec
 
-    grads = []
+    grads, names = [], []
     for path in args.files:
         try:
-            grads.append(np.load(path, allow_pickle=False))
+            loaded = np.load(path, allow_pickle=False)
+            if isinstance(loaded, np.lib.npyio.NpzFile):  # an archive: its arrays are workers, in its order
+                with loaded:
+                    if not loaded.files:
+                        raise ValueError("an .npz archive without arrays")
+                    for key in loaded.files:
+                        grads.append(loaded[key])
+                        names.append(f"{path}:{key}")
+            else:
+                grads.append(loaded)
+                names.append(str(path))
         except (OSError, ValueError, EOFError) as exc:
-            detail = "not a .npy array (or one holding Python objects)" if isinstance(exc, ValueError) else exc
+            detail = ("not a .npy array or .npz archive of arrays (or one holding Python objects)"
+                      if isinstance(exc, ValueError) and "without arrays" not in str(exc) else exc)
             print(f"hina roundtrip: {path}: {detail}", file=sys.stderr)
             return 2
+    for name, g in zip(names, grads):  # a refusal names the file, before the codec refuses the array
+        if g.dtype.kind not in "fi":
+            print(f"hina roundtrip: {name}: dtype {g.dtype} is not a gradient's (float16/32/64 or int32)",
+                  file=sys.stderr)
+            return 2
+    shapes = {g.shape for g in grads}
+    if len(shapes) > 1:
+        listing = ", ".join(f"{name} {g.shape} ({g.size:,} elements)" for name, g in zip(names, grads))
+        print(f"hina roundtrip: the workers' gradients differ in shape: {listing}", file=sys.stderr)
+        return 2
     try:
         result = codec.simulate_allreduce(grads, lanes=args.lanes, cells_per_element=args.cells_per_element,
                                           mode=args.mode, group=args.group, link_gbps=args.link_gbps)
@@ -120,7 +144,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
     from hina.control.client import ControlClient, ControlError
     from hina.control.config import Member
 
-    from .agent import AggregationTimeout, Worker
+    from .agent import AggregationTimeout, StaleSwitchState, Worker
     from .job import JobSpec
     from .synthetic import synthetic_gradient
     from .transport import UdpTransport
@@ -149,21 +173,30 @@ def _standalone_worker(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         return fail(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc))
     loopback = args.switch[0].startswith("127.")
-    bind = ("127.0.0.1", 0) if loopback else ("0.0.0.0", UDP_PORT)  # a P4 switch answers to port 0x4E41
-    with UdpTransport(args.switch, bind=bind) as transport:
+    # a UDP port of its own (the kernel's choice), so that several workers (ranks) share a machine: the
+    # switch learns it from the join, or a job installed without --control names it (--bind)
+    bind = args.bind or (("127.0.0.1", 0) if loopback else ("0.0.0.0", 0))
+    try:
+        transport = UdpTransport(args.switch, bind=bind)
+    except OSError as exc:
+        return fail(f"cannot send from {bind[0]}:{bind[1]}: {exc.strerror or exc}")
+    with transport:
         pipes = 1
         if args.control:
             try:
-                with ControlClient(args.control) as ctl:
+                with ControlClient(args.control, token_file=args.token_file) as ctl:
                     pipes = ctl.join(job.switch_config(args.workers), Member(args.rank, transport.address))
-            except (ControlError, OSError) as exc:
+            except (ControlError, OSError, ValueError) as exc:  # ValueError: a bad --token-file
                 return fail(f"could not join job {args.job_id} at {args.control[0]}:{args.control[1]}: {exc}")
+        here = transport.address
         print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "
-              f"{args.switch[0]}:{args.switch[1]}, mode {args.mode}", file=sys.stderr, flush=True)
+              f"{args.switch[0]}:{args.switch[1]} from {here[0]}:{here[1]}, mode {args.mode}", file=sys.stderr,
+              flush=True)
         worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes)
         out = np.empty(grad.size, dtype=np.int32)
         reports = []
         try:
+            worker.prepare(params, grad)  # kernels loaded, run agreed with the others: not in the first round
             for _ in range(args.rounds):
                 before = worker.stats.copy()
                 start = time.perf_counter()
@@ -176,6 +209,8 @@ def _standalone_worker(args: argparse.Namespace) -> int:
                       f"{stats['bytes']:,} bytes sent", file=sys.stderr, flush=True)
         except AggregationTimeout as exc:
             return fail(str(exc), 1)
+        except StaleSwitchState as exc:  # the switch holds an earlier run's slots: the line says how to clear them
+            return fail(str(exc), 2)
         except ValueError as exc:  # the other workers disagree on the job's parameters
             return fail(str(exc), 1)
     if args.out:
@@ -222,10 +257,15 @@ def _experiment_worker(args: argparse.Namespace) -> int:
         return 2
     transport = open_transport(switch_ip, ifname=me.get("ifname"), src_mac=me.get("mac"),
                                src_ip=me.get("ip"), switch_mac=switch_mac, kind=args.transport,
-                               bind_ip=spec["switch"].get("answers_to", "0.0.0.0"))
-    print(json.dumps({"ready": args.rank, "transport": type(transport).__name__}), flush=True)
+                               bind_ip=spec["switch"].get("answers_to", "0.0.0.0"), port=me.get("udp_port", UDP_PORT))
     # the switch's pipes: with P > 1 loss detection compares a chunk only with chunks of its own pipe
     worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1))
+    try:  # before "ready", as a training job sets up before its first step: kernels loaded, run agreed
+        worker.prepare(params, grad)
+    except Exception as exc:  # reported to the orchestrator, which fails the run
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 1
+    print(json.dumps({"ready": args.rank, "transport": type(transport).__name__}), flush=True)
     out = np.empty(grad.size, dtype=np.int32)  # reused, as a training step (and `hina demo`) reuses its buffers
     status = 0
     for line in sys.stdin:
@@ -293,7 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_demo)
 
     r = sub.add_parser("roundtrip", help="the codec on your .npy gradients, one file per worker", **fmt)
-    r.add_argument("files", nargs="+", help="one .npy gradient per worker, same shape and dtype")
+    r.add_argument("files", nargs="+", help="one .npy gradient per worker (or .npz archives: each array a worker), "
+                                            "same shape and dtype")
     r.add_argument("--lanes", type=int, default=1024, help="L, elements per sketch block")
     r.add_argument("--cells-per-element", type=float, default=1.3, help="c, sketch cells per union element")
     r.add_argument("--mode", choices=MODES, default="auto", help="the encoding")
@@ -321,16 +362,26 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--out-dtype", choices=("input", "float64"), default="input",
                    help="the sum's dtype in --out: input (the gradient's own dtype: the exact fixed-point sum "
                         "rounded once, as the DDP hook writes a bucket) or float64 (the fixed-point sum exactly, "
-                        "for checking bits; int32 input is always written as int32, exactly) (default: input)")
+                        "for checking bits; int32 input is always written as int32, exactly)")
     w.add_argument("--mode", choices=MODES, default="auto", help="the encoding")
     _codec_flags(w)
     w.add_argument("--rounds", type=int, default=1, help="aggregations of the same gradient")
     w.add_argument("--deadline", type=float, default=30.0, help="seconds without progress before giving up")
     w.add_argument("--json", action="store_true", help="print one JSON object instead of a summary line")
+    w.add_argument("--bind", type=_address, help="send from (and take RESULTs at) this HOST:PORT: a job installed "
+                                                 "without --control names its members' addresses and UDP ports; "
+                                                 "default: a port of its own, the kernel's choice (several "
+                                                 "ranks share a machine)")
+    w.add_argument("--token-file", type=Path, help="the switch's shared secret, to sign the join "
+                                                   "(default: $HINA_TOKEN)")
     w.add_argument("--spec", help="experiment spec JSON (mininet/hina_net.py writes it) instead of --switch")
     w.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
                    help="with --spec: UDP to the switch address when routed (auto), or raw frames")
     w.set_defaults(func=_worker)
+
+    from hina.control.switch_cli import add_parser as add_switch
+
+    add_switch(sub)
     return ap
 
 

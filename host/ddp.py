@@ -98,22 +98,24 @@ class SwitchAllreduce:
 
     @classmethod
     def connect(cls, switch: tuple[str, int], rank: int, world_size: int, *, control: tuple[str, int] | None = None,
-                job: JobSpec = JobSpec(), deadline: float = 10.0, transport=None, **codec_options) -> SwitchAllreduce:
-        """A UDP worker for `rank` (or the given transport: `host.transport.open_transport` for raw frames).
+                job: JobSpec = JobSpec(), deadline: float = 10.0, transport=None, bind: tuple[str, int] | None = None,
+                **codec_options) -> SwitchAllreduce:
+        """A UDP worker for `rank` (or the given transport: `hina.host.transport.open_transport` for raw frames).
 
-        control: the emulator's control port; joining there authorizes this rank's address and
-        clears what an earlier run of the job left.  Without it (BMv2) the job must already list
-        this rank, which then sends from UDP port 0x4E41.
+        control: the emulator's control port; joining there authorizes this rank's address and UDP port
+        and clears what an earlier run of the job left.  bind: the address and UDP port this rank sends
+        from and takes its RESULTs at (default: a port of its own, the kernel's choice, so that the ranks
+        of a machine do not collide); without `control` (BMv2, a P4 switch) the job installed on the
+        switch must list this rank at that address, so give it.
         """
         from hina.control.client import ControlClient
         from hina.control.config import Member
-        from hina.wire.headers import UDP_PORT
 
         from .transport import UdpTransport
 
         owned = transport is None
         if owned:
-            bind = ("127.0.0.1", 0) if switch[0].startswith("127.") else ("0.0.0.0", UDP_PORT)
+            bind = bind or (("127.0.0.1", 0) if switch[0].startswith("127.") else ("0.0.0.0", 0))
             transport = UdpTransport(switch, bind=bind)
         try:
             pipes = 1
@@ -121,6 +123,9 @@ class SwitchAllreduce:
                 with ControlClient(control) as ctl:
                     pipes = ctl.join(job.switch_config(world_size), Member(rank, transport.address))
             worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes)
+            # the codec's kernels loaded now, not in the first step's first bucket (the hello waits for that
+            # bucket: the ranks need not connect together)
+            worker.prepare(codec.CodecParams(length=1 << 12, workers=world_size), hello=False)
         except BaseException:
             if owned:
                 transport.close()

@@ -119,9 +119,16 @@ def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> N
         grad = cfg.gradient(rank)
         with UdpTransport(switch) as transport:
             conn.send(("ready", transport.address))
+            if conn.recv() != "prepare":
+                return
+            # before the first round, as a training job sets up before its first step: the codec's kernels
+            # loaded, the buffers touched, the run's identity agreed (with every worker, the job installed)
+            start = time.perf_counter()
+            worker = Worker(transport, cfg.job, rank, deadline=cfg.deadline, pipes=cfg.pipes)
+            worker.prepare(cfg.params, grad)
+            conn.send(("prepared", time.perf_counter() - start))
             if conn.recv() != "go":
                 return
-            worker = Worker(transport, cfg.job, rank, deadline=cfg.deadline, pipes=cfg.pipes)
             out = np.empty(grad.size, dtype=np.int32)  # reused, as a training step reuses its buffers
             reports = []
             for r in range(cfg.rounds):
@@ -137,20 +144,29 @@ def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> N
         conn.close()
 
 
-def start_switch(cfg: DemoConfig) -> tuple[subprocess.Popen, dict]:
+def start_switch(cfg: DemoConfig, warn=lambda line: print(line, file=sys.stderr, flush=True)) -> tuple[
+        subprocess.Popen, dict]:
     """`python -m hina.emulator` with the demo's impairments; returns the process and its addresses.
 
     It listens on UDP port 0x4E41, hina's port, so that captures of the demo dissect as hina in
-    scapy and Wireshark as they are; if another switch holds that port, on a free one.
+    scapy and Wireshark as they are; if another process holds that port, on a free one, and `warn`
+    says so (a capture filtered on port 20033 would then see nothing of the demo).
     """
     for port in (UDP_PORT, 0):
+        if port == 0:
+            warn(f"hina demo: UDP port {UDP_PORT} (hina's) is in use, by another switch or demo: this demo's "
+                 f"switch listens on a free port instead (captures: filter on the port printed below, and "
+                 f"decode it as hina: tshark -d udp.port==PORT,hina)")
         cmd = [sys.executable, "-m", "hina.emulator", "--listen", f"127.0.0.1:{port}", "--drop", str(cfg.drop),
                "--dup", str(cfg.dup), "--reorder", str(cfg.reorder), "--seed", str(cfg.seed),
                "--pipes", str(cfg.pipes)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = proc.stdout.readline()
         if line:
-            return proc, json.loads(line)
+            where = json.loads(line)
+            if port == 0:
+                warn(f"hina demo: the switch listens on {where['data'][0]}:{where['data'][1]}")
+            return proc, where
         proc.wait(5)
         error = proc.stderr.read().strip()
         if "in use" not in error:
@@ -174,6 +190,8 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
                 f"{cfg.rounds} round(s)")
             log("computing numpy's reference sum ...")
             expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed, cfg.workload, cfg.scale))
+            prepare = _prepare_workers(cfg, conns)
+            log(f"workers prepared (kernels loaded, run agreed) in {max(prepare):.3f} s")
             per_worker, errors = _run_rounds(cfg, conns, log)
             counters = ctl.counters()
             ctl.shutdown()
@@ -185,7 +203,22 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         if switch.poll() is None:
             switch.terminate()
         switch.wait(5)
-    return _summary(cfg, per_worker, errors, counters, expected)
+    summary = _summary(cfg, per_worker, errors, counters, expected)
+    summary["prepare_seconds"] = max(prepare)
+    return summary
+
+
+def _prepare_workers(cfg: DemoConfig, conns: list) -> list[float]:
+    """Every worker prepares at once (the run's identity is agreed between them); each one's seconds."""
+    for conn in conns:
+        conn.send("prepare")
+    seconds = []
+    for rank, conn in enumerate(conns):
+        kind, value = _expect(conn, cfg.deadline + 60, rank)
+        if kind != "prepared":
+            raise RuntimeError(f"worker {rank} failed to prepare: {value}")
+        seconds.append(value)
+    return seconds
 
 
 def _start_workers(cfg: DemoConfig, data: tuple[str, int], procs: list) -> tuple[list, list[Member]]:

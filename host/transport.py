@@ -80,19 +80,20 @@ class UdpTransport:
 class RawTransport:
     """hina over raw Ethernet frames on one interface (AF_PACKET, root): for hosts without an IP route.
 
-    Builds Ethernet / IPv4 / UDP (port 0x4E41 both ways, UDP checksum 0)
-    itself and reads back only UDP-0x4E41 frames addressed to its MAC.
+    Builds Ethernet / IPv4 / UDP (from UDP port `port`, 0x4E41 by default, to the switch's 0x4E41, UDP
+    checksum 0) itself and reads back only UDP frames to that port addressed to its MAC.
     """
 
-    def __init__(self, ifname: str, *, src_mac: str, src_ip: str, switch_mac: str, switch_ip: str):
+    def __init__(self, ifname: str, *, src_mac: str, src_ip: str, switch_mac: str, switch_ip: str,
+                 port: int = UDP_PORT):
         self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
         set_buffers(self._sock)
         self._sock.bind((ifname, 0))
         self._mac = mac_bytes(src_mac)
         self._addresses = dict(src_mac=self._mac, dst_mac=mac_bytes(switch_mac), src_ip=ip_bytes(src_ip),
-                               dst_ip=ip_bytes(switch_ip), sport=UDP_PORT, dport=UDP_PORT)
-        self._port = UDP_PORT.to_bytes(2, "big")
-        self.address = (src_ip, UDP_PORT)
+                               dst_ip=ip_bytes(switch_ip), sport=port, dport=UDP_PORT)
+        self._port = port.to_bytes(2, "big")
+        self.address = (src_ip, port)
         self._ident = 0
 
     def send(self, frame: bytes) -> None:
@@ -130,10 +131,11 @@ class RawTransport:
 
 def open_transport(switch_ip: str, *, ifname: str | None = None, src_mac: str | None = None,
                    src_ip: str | None = None, switch_mac: str | None = None, kind: str = "auto",
-                   bind_ip: str = "0.0.0.0"):
+                   bind_ip: str = "0.0.0.0", port: int = UDP_PORT):
     """A transport to a switch at `switch_ip`: UDP when this host has a route to it, else raw frames.
 
-    UDP binds port 0x4E41, where the switch addresses RESULTs; raw needs the
+    Both send from UDP port `port` and take RESULTs there: 0x4E41 for a worker the switch knows by
+    its port alone, a port of its own for one of several ranks on the host; raw needs the
     interface, this host's MAC and IP and the switch's MAC.  `bind_ip`
     255.255.255.255: the switch answers at the broadcast address (several
     workers behind one of its ports, a plain switch between), which a socket
@@ -144,7 +146,7 @@ def open_transport(switch_ip: str, *, ifname: str | None = None, src_mac: str | 
         raise ValueError(f"transport must be auto, udp or raw, got {kind!r}")
     if kind in ("auto", "udp"):
         try:
-            return UdpTransport((switch_ip, UDP_PORT), bind=(bind_ip, UDP_PORT))
+            return UdpTransport((switch_ip, UDP_PORT), bind=(bind_ip, port))
         except OSError as exc:
             if kind == "udp":
                 raise
@@ -155,4 +157,4 @@ def open_transport(switch_ip: str, *, ifname: str | None = None, src_mac: str | 
                               ("switch_mac", switch_mac)) if v is None]
     if missing:
         raise ValueError(f"raw transport needs {', '.join(missing)}" + (f" (UDP failed: {reason})" if reason else ""))
-    return RawTransport(ifname, src_mac=src_mac, src_ip=src_ip, switch_mac=switch_mac, switch_ip=switch_ip)
+    return RawTransport(ifname, src_mac=src_mac, src_ip=src_ip, switch_mac=switch_mac, switch_ip=switch_ip, port=port)

@@ -346,9 +346,9 @@ class Monitor:
         return judge(self.window(start, end), self.links, self.names, self.cpus)
 
 
-def links_of(net) -> list[Link]:
+def links_of(net, label=lambda name: name) -> list[Link]:
     """Every link of a Mininet network, read at its end in the root namespace (a switch's interface);
-    its rate from the link's `bw` option."""
+    its rate from the link's `bw` option; its ends named by `label` (a run's names without its run id)."""
     out = []
     for link in net.links:
         i1, i2 = link.intf1, link.intf2
@@ -356,10 +356,18 @@ def links_of(net) -> list[Link]:
         if end.node.inNamespace:
             continue  # host to host: no end where the runner can read it
         bw = end.params.get("bw") or other.params.get("bw")
-        out.append(Link(other.node.name, end.node.name, end.name, float(bw) if bw else None))
+        out.append(Link(label(other.node.name), label(end.node.name), end.name, float(bw) if bw else None))
     return out
 
 
-def monitor_for(net, period: float = PERIOD) -> Monitor:
-    """A monitor of every link of `net` and of the runner's processes, named by their hosts."""
-    return Monitor(links_of(net), {h.name: h.pid for h in net.hosts}, period=period)
+def monitor_for(net, period: float = PERIOD, label=lambda name: name) -> Monitor:
+    """A monitor of every link of `net` and of the runner's processes, named by their hosts (by `label`)."""
+    return Monitor(links_of(net, label), {label(h.name): h.pid for h in net.hosts}, period=period)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from hina.cliargs import library_only
+
+    sys.exit(library_only(__doc__, "mininet/run.py"))

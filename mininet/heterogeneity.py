@@ -203,3 +203,11 @@ class CrossTraffic:
         self.procs = []
         self.report = out
         return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    from hina.cliargs import library_only
+
+    sys.exit(library_only(__doc__, "mininet/run.py"))

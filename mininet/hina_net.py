@@ -22,7 +22,10 @@ import dataclasses
 import json
 import os
 import re
+import secrets
 import shutil
+import socket
+import string
 import subprocess
 import sys
 import tempfile
@@ -50,10 +53,11 @@ from hina.host.demo import digest, expected_fixed
 from hina.host.job import JobSpec
 from hina.host.synthetic import workload_preset
 from hina.mininet import fidelity, heterogeneity
-from hina.wire.headers import FRAME_OVERHEAD, max_words
+from hina.wire.headers import FRAME_OVERHEAD, UDP_PORT, max_words
 
-SWITCH = "hsw"  # names distinctive enough to clean up after a crash without touching anything else
+SWITCH = "hsw"  # each run's names: its run id, then these (k3fhsw, k3fhw1): it cleans up only its own
 HOST = "hw"
+RUN_ID = re.compile(r"[a-z][a-z0-9]{2}")  # three characters: interface names (k3fhswl1-eth12) stay under 16
 SWITCH_MAC, SWITCH_IP = "02:00:00:00:00:fe", "10.0.0.254"
 MIN_MTU = 68  # Linux refuses less on an interface
 MAX_MTU = 65535  # IPv4's largest packet
@@ -67,9 +71,47 @@ def host_ip(i: int) -> str:
     return f"10.0.0.{i}"
 
 
+def new_run_id() -> str:
+    """A fresh run id: a letter and two letters or digits, not one a live run on this machine uses."""
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    while True:
+        run = secrets.choice(string.ascii_lowercase) + "".join(secrets.choice(string.ascii_lowercase + string.digits)
+                                                               for _ in range(2))
+        if f": {run}" not in links:
+            return run
+
+
+def check_run_id(run: str) -> str:
+    if not isinstance(run, str) or not RUN_ID.fullmatch(run):
+        raise ValueError(f"a run id is a lowercase letter and two lowercase letters or digits, got {run!r}")
+    return run
+
+
+@dataclasses.dataclass(frozen=True)
+class Names:
+    """One run's names: its switches, hosts, bridges and nftables table all begin with its run id."""
+
+    run: str
+
+    @property
+    def switch(self) -> str:
+        return f"{self.run}{SWITCH}"  # the star's switch; a tree's are switch + the fabric's name
+
+    def host(self, i: int) -> str:
+        return f"{self.run}{HOST}{i}"
+
+    @property
+    def loss_table(self) -> str:
+        return f"{UPLINK_LOSS_TABLE}_{self.run}"
+
+    def label(self, name: str) -> str:
+        """A node's name as results show it, without the run id (hw1, hsw): runs compare by name."""
+        return name[len(self.run):] if name.startswith(self.run) else name
+
+
 def netem_available() -> bool:
-    """Does this kernel's tc know netem?  Tried on a throwaway dummy interface."""
-    name = "hinanetem0"
+    """Does this kernel's tc know netem?  Tried on a throwaway dummy interface (named for this process)."""
+    name = f"hinanetem{os.getpid() % 100000}"
     subprocess.run(["ip", "link", "del", name], capture_output=True)
     if subprocess.run(["ip", "link", "add", name, "type", "dummy"], capture_output=True).returncode != 0:
         return False
@@ -96,17 +138,19 @@ def missing_requirements(switch: str = "emulator") -> str | None:
     return None
 
 
-def cleanup() -> None:
-    """Remove what a crashed run of ours may have left: only our switch, host shells and links."""
-    # {SWITCH}-eth: the star's switch; {SWITCH}<leaf or spine>-eth: a tree's (mininet/topo.py)
-    subprocess.run(["pkill", "-f", f"hina[.]emulator.*--raw=[0-9]+={SWITCH}[a-z0-9]*-eth"], capture_output=True)
-    subprocess.run(["pkill", "-f", f"simple_switch_grpc.*@{SWITCH}[a-z0-9]*-eth"], capture_output=True)
-    subprocess.run(["pkill", "-f", f"mininet:{HOST}[0-9]+$"], capture_output=True)
+def cleanup(run: str) -> None:
+    """Remove what run `run` (a crashed one, named explicitly) left: its switches, host shells, links and loss
+    table, and nothing of any other run's or anyone else's."""
+    names = Names(check_run_id(run))
+    # {run}hsw-eth: the star's switch; {run}hsw<leaf or spine>-eth: a tree's (mininet/topo.py)
+    subprocess.run(["pkill", "-f", f"hina[.]emulator.*--raw=[0-9]+={names.switch}[a-z0-9]*-eth"], capture_output=True)
+    subprocess.run(["pkill", "-f", f"simple_switch_grpc.*@{names.switch}[a-z0-9]*-eth"], capture_output=True)
+    subprocess.run(["pkill", "-f", f"mininet:{names.run}{HOST}[0-9]+$"], capture_output=True)
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    for name in set(re.findall(rf"\d+: ({SWITCH}[a-z0-9]*-eth\d+)[@:]", links)):
+    for name in set(re.findall(rf"\d+: ({names.switch}[a-z0-9]*-eth\d+)[@:]", links)):
         subprocess.run(["ip", "link", "del", name], capture_output=True)
     # a tree's loss between switches lives in the root namespace (mininet/topo.py), not in a host's
-    subprocess.run(["nft", "delete", "table", "netdev", UPLINK_LOSS_TABLE], capture_output=True)
+    subprocess.run(["nft", "delete", "table", "netdev", names.loss_table], capture_output=True)
 
 
 class FastTCIntf(TCIntf):
@@ -127,11 +171,12 @@ class FastTCLink(Link):
 class StarTopo(Topo):
     """N worker hosts, each on its own shaped link to one switch."""
 
-    def build(self, workers: int = 3, link: dict | None = None, per_rank: dict[int, dict] | None = None) -> None:
-        """`per_rank`: link options that replace `link`'s for rank r's host (hw{r+1})."""
-        sw = self.addSwitch(SWITCH, dpid="1")
+    def build(self, workers: int = 3, link: dict | None = None, per_rank: dict[int, dict] | None = None,
+              names: Names = Names("")) -> None:
+        """`per_rank`: link options that replace `link`'s for rank r's host (hw{r+1}); names: the run's."""
+        sw = self.addSwitch(names.switch, dpid="1")
         for i in range(1, workers + 1):
-            h = self.addHost(f"{HOST}{i}", ip=f"{host_ip(i)}/24", mac=host_mac(i))
+            h = self.addHost(names.host(i), ip=f"{host_ip(i)}/24", mac=host_mac(i))
             self.addLink(h, sw, **{**(link or {}), **(per_rank or {}).get(i - 1, {})})
 
 
@@ -177,15 +222,22 @@ class EmulatorSwitch(Switch):
         super().stop(deleteIntfs)
 
 
-class Bmv2Switch(Switch):
-    """BMv2 simple_switch_grpc running p4/hina.p4 (pushed over P4Runtime by the controller)."""
+def free_tcp_port() -> int:
+    """A TCP port nothing listens on now (BMv2's gRPC and Thrift servers: several runs share the machine)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
-    grpc_port, thrift_port = 50051, 9090
+
+class Bmv2Switch(Switch):
+    """BMv2 simple_switch_grpc running p4/hina.p4 (pushed over P4Runtime by the controller); its gRPC and
+    Thrift servers on free ports of their own."""
 
     def __init__(self, name: str, **params):
         super().__init__(name, **params)
         self.proc: subprocess.Popen | None = None
         self.target = None
+        self.grpc_port, self.thrift_port = free_tcp_port(), free_tcp_port()
 
     def start(self, controllers) -> None:
         cmd = ["simple_switch_grpc", "--device-id", "0", "--thrift-port", str(self.thrift_port), "--no-p4"]
@@ -237,6 +289,9 @@ class ExperimentConfig:
     straggler: str | None = None
     compute: float = 0.0
     cross: tuple[str, ...] = ()
+    # workers per host: each rank of a host sends from a UDP port of its own (0x4E41 + its index there), and
+    # the switch knows it by that address (1: one worker per host, known by its switch port, as before)
+    ranks_per_host: int = 1
 
     def __post_init__(self) -> None:
         """Refuse bad parameters here, before any host, link or process exists (one-line ValueErrors)."""
@@ -270,6 +325,10 @@ class ExperimentConfig:
         codec.CodecParams(length=self.length, workers=self.workers,
                           **({"link_gbps": self.bw / 1000} if self.bw else {}))
         self.job.switch_config(self.workers)  # words per packet, slots
+        if not 1 <= self.ranks_per_host <= self.workers or self.workers % self.ranks_per_host:
+            raise ValueError(f"ranks_per_host must divide the workers ({self.workers}), got {self.ranks_per_host}")
+        if self.ranks_per_host > 1 and (self.host_bw or self.host_delay or self.cross):
+            raise ValueError("--host-bw, --host-delay and --cross name ranks as hosts: not with several ranks per host")
 
     def per_rank_links(self) -> dict[int, dict]:
         """Link options of the ranks whose link differs (--host-bw, --host-delay)."""
@@ -288,8 +347,10 @@ class ExperimentConfig:
 class Experiment:
     """Start, run and always stop one star network; `run()` returns the results as a dict."""
 
-    def __init__(self, cfg: ExperimentConfig, log=print):
+    def __init__(self, cfg: ExperimentConfig, log=print, run_id: str | None = None):
+        """run_id: the names this run gives its switches, hosts and links (default: a fresh one)."""
         self.cfg, self.log = cfg, log
+        self.names = Names(check_run_id(run_id) if run_id is not None else new_run_id())
         self.netem = netem_available()
         self.net = None
         self.monitor: fidelity.Monitor | None = None
@@ -302,7 +363,8 @@ class Experiment:
             raise RuntimeError(problem)
         if cfg.switch == "bmv2" and cfg.delay and not self.netem:
             raise RuntimeError("--delay needs tc netem, which this kernel lacks (the emulator can delay instead)")
-        cleanup()
+        cleanup(self.names.run)  # a crashed earlier run of this id
+        self.log(f"run {self.names.run}: switches, hosts and links named {self.names.run}*")
         setLogLevel("critical")  # tc prints htb quantum warnings for jumbo frames as errors
         link = {"cls": FastTCLink}
         if cfg.bw:
@@ -325,11 +387,12 @@ class Experiment:
         try:
             self.net.start()
             topology = self._prepare()
-            results = {"config": dataclasses.asdict(cfg), "netem": self.netem, "loss_by": self._loss_by(),
+            results = {"run_id": self.names.run, "config": dataclasses.asdict(cfg), "netem": self.netem,
+                       "loss_by": self._loss_by(),
                        "delay_by": self._delay_by(), "runs": []}
             if cfg.ping:
                 results["ping"] = self._ping()
-            self.monitor = fidelity.monitor_for(self.net).start()
+            self.monitor = fidelity.monitor_for(self.net, label=self.names.label).start()
             flows = heterogeneity.flows(cfg.cross, cfg.workers)
             with heterogeneity.CrossTraffic(self._hosts(), flows, lambda r: host_ip(r + 1)) as cross:
                 for mode in cfg.modes:
@@ -351,18 +414,19 @@ class Experiment:
 
     def _topo(self, link: dict, per_rank: dict[int, dict]) -> Topo:
         """The network to build (a subclass builds another shape: mininet/topo.py's trees)."""
-        return StarTopo(workers=self.cfg.workers, link=link, per_rank=per_rank)
+        return StarTopo(workers=self.cfg.workers // self.cfg.ranks_per_host, link=link, per_rank=per_rank,
+                        names=self.names)
 
     def stop(self) -> None:
         if self.net is not None:
             with contextlib.suppress(Exception):
                 self.net.stop()
             self.net = None
-        cleanup()
+        cleanup(self.names.run)
 
     @property
     def switch(self):
-        return self.net[SWITCH]
+        return self.net[self.names.switch]
 
     def _loss_by(self) -> str:
         return "none" if not self.cfg.loss else ("tc netem" if self.netem else "nftables on host interfaces")
@@ -371,13 +435,19 @@ class Experiment:
         return "none" if not self.cfg.delay else ("tc netem" if self.netem else "emulator delay line")
 
     def _hosts(self):
-        return [self.net[f"{HOST}{i}"] for i in range(1, self.cfg.workers + 1)]
+        """The worker hosts, one per rank (a host appears once per rank it runs)."""
+        per = self.cfg.ranks_per_host
+        return [self.net[self.names.host(r // per + 1)] for r in range(self.cfg.workers)]
+
+    def _rank_port(self, rank: int) -> int:
+        """The UDP port rank `rank` sends from on its host: 0x4E41 plus its index among the host's ranks."""
+        return UDP_PORT + rank % self.cfg.ranks_per_host
 
     def _prepare(self) -> Topology:
         """MTU, offloads, static ARP and loss on the hosts; the topology into the switch."""
         cfg, sw = self.cfg, self.switch
         hosts = []
-        for i, h in enumerate(self._hosts(), start=1):
+        for i, h in enumerate(dict.fromkeys(self._hosts()), start=1):
             intf = h.defaultIntf()
             peer = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
             for node, name in ((h, intf.name), (sw, peer.name)):
@@ -388,7 +458,13 @@ class Experiment:
             if cfg.loss and not self.netem:
                 _nft_loss(h, intf.name, cfg.loss)
             hosts.append(Host(sw.ports[peer], host_mac(i), host_ip(i)))
-        job = cfg.job.switch_config(cfg.workers, [Member(i, hosts[i].port) for i in range(cfg.workers)])
+        per = cfg.ranks_per_host
+        if per == 1:  # one worker per host: known by its switch port
+            members = [Member(r, hosts[r].port) for r in range(cfg.workers)]
+        else:  # several: each by its address and UDP port behind its host's port, a RESULT replica each
+            members = [Member(r, hosts[r // per].port, (hosts[r // per].ip, self._rank_port(r)))
+                       for r in range(cfg.workers)]
+        job = cfg.job.switch_config(cfg.workers, members)
         topology = Topology(SWITCH_MAC, SWITCH_IP, tuple(hosts), (job,))
         sw.target.configure(topology)
         return topology
@@ -402,7 +478,8 @@ class Experiment:
         return self._expected_digest
 
     def _ping(self) -> dict:
-        h1, h2 = self._hosts()[:2] if self.cfg.workers > 1 else (self._hosts()[0],) * 2
+        distinct = list(dict.fromkeys(self._hosts()))
+        h1, h2 = distinct[:2] if len(distinct) > 1 else (distinct[0],) * 2
         out = h1.cmd(f"ping -c 5 -i 0.2 -W 2 {h2.IP()}")
         m = re.search(r"(\d+) received", out)
         return {"from": h1.name, "to": h2.name, "received": int(m.group(1)) if m else 0, "sent": 5}
@@ -424,8 +501,9 @@ class Experiment:
                 "workload": cfg.workload, "scale": cfg.scale,
                 "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC, **self._answers_to()},
                 "pipes": cfg.pipes,
-                "hosts": [{"ifname": h.defaultIntf().name, "mac": host_mac(i), "ip": host_ip(i)}
-                          for i, h in enumerate(hosts, start=1)]}
+                "hosts": [{"ifname": h.defaultIntf().name, "mac": host_mac(r // cfg.ranks_per_host + 1),
+                           "ip": host_ip(r // cfg.ranks_per_host + 1), "udp_port": self._rank_port(r)}
+                          for r, h in enumerate(hosts)]}
         with tempfile.NamedTemporaryFile("w", prefix="hina-spec-", suffix=".json", delete=False) as f:
             json.dump(spec, f)
         self.log(f"[{mode}] {cfg.workers} workers, d={cfg.length:,}, density {cfg.density:.2%}, "
@@ -444,7 +522,10 @@ class Experiment:
                 ready = p.stdout.readline()
                 if not ready:
                     raise RuntimeError(f"worker {r} did not start: {p.stderr.read()}")
-                transports.add(json.loads(ready)["transport"])
+                said = json.loads(ready)
+                if "error" in said:  # it could not prepare (the hello with the others, its kernels)
+                    raise RuntimeError(f"worker {r} did not start: {said['error']}")
+                transports.add(said["transport"])
             for rnd in range(cfg.rounds):
                 start = self.monitor.mark().t if self.monitor else None
                 delays = (straggler.delays(cfg.workers, cfg.compute, rng) if straggler
@@ -505,7 +586,8 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
     ok = [x for x in reports if "error" not in x]
     n = max(len(ok), 1)
     wire = sum(x["wire_bytes"] + FRAME_OVERHEAD * x["frames"] for x in ok) / n
-    line_rate = wire * 8 / (cfg.bw * 1e6) if cfg.bw else None
+    # a host's ranks share its link: the line-rate time is its ranks' bytes together
+    line_rate = wire * cfg.ranks_per_host * 8 / (cfg.bw * 1e6) if cfg.bw else None
     phases: dict[str, float] = {}
     for x in ok:
         for k, v in x["phases"].items():
@@ -589,3 +671,11 @@ def plot(results: dict, path: Path) -> bool:
                  f"d={c['length']:,}, density {c['density']:.1%}", fontsize=9)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     return True
+
+
+if __name__ == "__main__":
+    import sys
+
+    from hina.cliargs import library_only
+
+    sys.exit(library_only(__doc__, "mininet/run.py"))

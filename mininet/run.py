@@ -1,7 +1,7 @@
 """Run a hina experiment on Mininet (as root): a star of workers around the switch, every result checked.
 
     sudo .venv/bin/python mininet/run.py --workers 8 --switch emulator --mode both \\
-        --bw 1000 --length 16777216 --density 0.01
+        --bw 100 --length 16777216 --density 0.01
 
 --mode is one of the codec's modes (auto, dense, blocks, aligned, sketch),
 "both" (auto and dense) or "all" (every mode).  Writes a JSON result and a
@@ -9,7 +9,11 @@ PNG plot (time per phase, bytes on the wire per mode) into --out, exits
 non-zero unless every worker's result is exact.  Every run carries the
 fidelity monitor's verdict (mininet/fidelity.py): network-bound, or which
 CPU set the time.  --calibrate instead bisects the link rate for the
-highest at which dense aggregation stays network-bound on this machine.
+highest at which dense aggregation stays network-bound on this machine,
+and records it in a per-machine cache (~/.cache/hina/calibrate.json):
+a run without --bw then uses half that rate (docs/mininet.md, "Choosing
+link rates").  Its trials' progress goes to stderr: a bar redrawn on a
+terminal, one line per trial in a log.
 Heterogeneity: --host-bw, --host-delay, --straggler, --compute, --cross
 (mininet/heterogeneity.py).  See docs/fidelity.md.
 """
@@ -20,6 +24,7 @@ import dataclasses
 import functools
 import json
 import math
+import os
 import platform
 import re
 import subprocess
@@ -30,6 +35,7 @@ from pathlib import Path
 from hina.cliargs import OneLineParser, pipes_flag
 from hina.codec.params import MODES
 from hina.mininet import heterogeneity
+from hina.provenance import default_out, out_help
 
 MODE_SETS = {"both": ("auto", "dense"), "all": MODES}
 
@@ -86,13 +92,16 @@ def describe_topology(args) -> str:
             + (", plain leaves" if args.leaves == "plain" else ""))
 
 
-def calibrate(cfg, steps: int, experiment, log, topology: str = "star") -> dict:
+def calibrate(cfg, steps: int, experiment, log, topology: str = "star", bar=None) -> dict:
     """The highest rate in [CALIBRATE_LOW, cfg.bw] at which dense aggregation's best round is network-bound,
-    by bisection on a log scale; every trial with its verdict."""
+    by bisection on a log scale; every trial with its verdict.  `bar` (a hina.progress.Progress of steps + 2
+    trials at most): each trial is a step, its line the step's result (else the line goes to `log`)."""
     trials = []
 
     def network_bound(bw: float) -> bool:
         length = int(min(max(bw * 1e6 / 8 / 4 * CALIBRATE_SECONDS, CALIBRATE_LENGTH[0]), CALIBRATE_LENGTH[1]))
+        if bar is not None:
+            bar.start(f"dense aggregation at {bw:.1f} Mbit/s, {length:,} elements")
         trial = dataclasses.replace(cfg, bw=bw, modes=("dense",), length=length, density=1.0, workload=None,
                                     ping=False)
         run = experiment(trial, log=lambda m: None).run()["runs"][0]
@@ -102,8 +111,9 @@ def calibrate(cfg, steps: int, experiment, log, topology: str = "star") -> dict:
                        "detail": fid.get("detail"), "rounds": [r["fidelity"]["verdict"] for r in run["rounds"]],
                        "busiest": fid.get("busiest"), "cpu": fid.get("cpu"),
                        "machine_cores_busy": fid.get("machine_cores_busy")})
-        log(f"calibrate: {bw:.1f} Mbit/s, {length:,} elements: {run['seconds']:.3f} s "
-            f"(line rate {run['line_rate_seconds']:.3f} s), {fid['verdict']}")
+        line = (f"calibrate: {bw:.1f} Mbit/s, {length:,} elements: {run['seconds']:.3f} s "
+                f"(line rate {run['line_rate_seconds']:.3f} s), {fid['verdict']}")
+        bar.done(line) if bar is not None else log(line)
         return fid["bound"] == "network" and run["exact"]
 
     lo, hi = CALIBRATE_LOW, cfg.bw
@@ -119,6 +129,8 @@ def calibrate(cfg, steps: int, experiment, log, topology: str = "star") -> dict:
             else:
                 hi = mid
         best = lo
+    if bar is not None:  # the search may end before its last step
+        bar.total = bar.count
     where = f"{cfg.workers} workers, {cfg.switch}, {topology}"
     summary = (f"calibrate ({where}): dense aggregation stays network-bound up to {best:.0f} Mbit/s per link "
                f"(not at {hi:.0f})" if best is not None and best < cfg.bw else
@@ -128,9 +140,168 @@ def calibrate(cfg, steps: int, experiment, log, topology: str = "star") -> dict:
             "trials": trials, "summary": summary}
 
 
+# -- link rates: the calibrated cache, and the rate a run uses when --bw (--bws) is not given ------------------
+
+DEFAULT_BW = 1000.0  # Mbit/s: --bw when it is neither given nor calibrated on this machine
+CALIBRATE_TOP = 1000.0  # Mbit/s: the top of --calibrate's search when --bw is not given
+FAITHFUL_SHARE = 0.5  # the faithful rate: this share of the highest rate --calibrate found network-bound, so that
+# systems busier per byte than dense aggregation (the baselines' all-to-all exchanges) stay within it too
+CALIBRATE_HOW = "sudo .venv/bin/python mininet/run.py --calibrate"
+
+
+def cache_path() -> Path:
+    """The per-machine calibration cache: $XDG_CACHE_HOME/hina/calibrate.json, else ~/.cache/hina/calibrate.json
+    (root's under sudo, as Mininet runs are)."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "hina" / "calibrate.json"
+
+
+def rate_key(workers: int, topology: str = "star", oversubscription: float = 1.0, leaves: str = "hina",
+             switch: str = "emulator", spine_switch: str | None = None, pipes: int = 1, mtu: int = 9000,
+             ranks_per_host: int = 1) -> dict:
+    """What a calibrated rate holds for: this machine (CPU model and count) and the experiment's shape
+    (topology, workers, switch kind and processes, MTU); a rate found for one key says nothing of another."""
+    from hina.provenance import machine_key
+
+    tree = topology != "star"
+    return {**machine_key(), "topology": topology, "oversubscription": oversubscription if tree else None,
+            "leaves": leaves if tree else None, "workers": workers, "switch": switch,
+            "spine_switch": spine_switch if tree and spine_switch not in (None, switch) else None,
+            "pipes": pipes, "mtu": mtu, "ranks_per_host": ranks_per_host}
+
+
+def key_of(args) -> dict:
+    """mininet/run.py's flags as a rate_key (after configure(): a tree's workers are its hosts)."""
+    return rate_key(args.workers, args.topology, args.oversubscription, args.leaves, args.switch, args.spine_switch,
+                    args.pipes, args.mtu, args.ranks_per_host)
+
+
+def key_text(key: dict) -> str:
+    """A key for a reader: "star, 8 workers, emulator" and what differs from the defaults."""
+    where = key["topology"] if key["topology"] == "star" else f"{key['topology']} ({key['oversubscription']:g}:1)"
+    parts = [where, f"{key['workers']} workers", key["switch"] + (f" leaves, {key['spine_switch']} spines"
+                                                                  if key.get("spine_switch") else "")]
+    parts += [f"{key['leaves']} leaves"] if key.get("leaves") == "plain" else []
+    parts += [f"{key['pipes']} pipes"] if key["pipes"] != 1 else []
+    parts += [f"MTU {key['mtu']}"] if key["mtu"] != 9000 else []
+    parts += [f"{key['ranks_per_host']} ranks per host"] if key["ranks_per_host"] != 1 else []
+    return ", ".join(parts)
+
+
+def calibrate_command(key: dict) -> str:
+    """The command that calibrates `key` here."""
+    flags = ([f"--workers {key['workers']}"] if key["topology"] == "star" else
+             [f"--topology {key['topology']}"] + ([f"--oversubscription {key['oversubscription']:g}"]
+                                                  if key["oversubscription"] != 1 else []))
+    flags += [f"--switch {key['switch']}"] if key["switch"] != "emulator" else []
+    flags += [f"--spine-switch {key['spine_switch']}"] if key.get("spine_switch") else []
+    flags += ["--leaves plain"] if key.get("leaves") == "plain" else []
+    flags += [f"--pipes {key['pipes']}"] if key["pipes"] != 1 else []
+    flags += [f"--mtu {key['mtu']}"] if key["mtu"] != 9000 else []
+    flags += [f"--ranks-per-host {key['ranks_per_host']}"] if key["ranks_per_host"] != 1 else []
+    return " ".join([CALIBRATE_HOW, *flags, "--rounds 2"])
+
+
+def load_cache(path: Path | None = None) -> list[dict]:
+    """The cache's entries; none where it is missing or unreadable (a cache, never a reason to fail)."""
+    try:
+        data = json.loads((path or cache_path()).read_text())
+        return [e for e in data.get("entries", []) if isinstance(e, dict) and isinstance(e.get("key"), dict)]
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def cached(key: dict, path: Path | None = None) -> dict | None:
+    """The latest calibration recorded for exactly this key, or None."""
+    return next((e for e in reversed(load_cache(path)) if e["key"] == key), None)
+
+
+def faithful_rate(highest: float | None) -> float | None:
+    """The rate a run uses from a calibration: FAITHFUL_SHARE of the highest network-bound rate, whole Mbit/s."""
+    return None if highest is None else float(max(1, math.floor(highest * FAITHFUL_SHARE)))
+
+
+def record_calibration(found: dict, key: dict, result: Path | None = None, path: Path | None = None) -> dict:
+    """Put `found` (calibrate()'s result) into the cache under `key`, replacing that key's entry; the entry."""
+    path = path or cache_path()
+    entry = {"key": key, "highest_network_bound_mbps": found["highest_network_bound_mbps"],
+             "faithful_mbps": faithful_rate(found["highest_network_bound_mbps"]),
+             "searched_mbps": [CALIBRATE_LOW, found["config"]["bw"]], "summary": found["summary"],
+             "date": found.get("date") or time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": found.get("command"),
+             "result": str(Path(result).resolve()) if result else None}
+    entries = [e for e in load_cache(path) if e["key"] != key] + [entry]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"version": 1, "entries": entries}, indent=1))
+    os.replace(tmp, path)
+    return entry
+
+
+@dataclasses.dataclass
+class LinkRate:
+    """The link rates a run uses and why: explicit (given), calibrated (the cache's faithful rate for its key)
+    or default (neither); `lines` are what to print before anything runs."""
+
+    mbps: list[float]
+    how: str
+    why: str
+    key: dict
+    faithful: float | None = None
+    lines: list[str] = dataclasses.field(default_factory=list)
+
+    def as_json(self, single: bool = True) -> dict:
+        return {"mbps": self.mbps[0] if single and len(self.mbps) == 1 else self.mbps, "how": self.how,
+                "why": self.why, "faithful_mbps": self.faithful, "key": self.key}
+
+
+def _rates(mbps: list[float]) -> str:
+    return " and ".join("unshaped" if not r else f"{r:g} Mbit/s" for r in mbps)
+
+
+def choose_rate(given: list[float] | None, key: dict, default: list[float], flag: str = "--bw",
+                path: Path | None = None) -> LinkRate:
+    """The rates to run at: `given` as it is (a warning line where one is above the faithful rate calibrated
+    for `key`, or unshaped: 0), else that faithful rate, else `default` with a warning that it may be CPU-bound
+    here and how to calibrate."""
+    entry = cached(key, path)
+    faithful = entry.get("faithful_mbps") if entry else None
+    what = key_text(key)
+    found = "" if faithful is None else (
+        f"half the {entry['highest_network_bound_mbps']:g} Mbit/s at which dense aggregation stayed network-bound "
+        f"in the calibration of {entry.get('date') or 'an earlier run'}, {path or cache_path()}")
+    if given is not None:
+        rate = LinkRate(list(given), "explicit", f"given with {flag}", key, faithful)
+        above = [r for r in given if faithful is not None and (not r or r > faithful)]
+        if above:
+            rate.lines.append(f"warning: {flag} {_rates(above)} is above {faithful:g} Mbit/s, the faithful rate "
+                              f"calibrated on this machine for {what} ({found}): the CPU, not the links, will likely "
+                              f"set the time (the fidelity monitor judges each run)")
+        elif entry and faithful is None and any(given):
+            rate.lines.append(f"warning: {flag} {_rates(given)}: the calibration for {what} found dense aggregation "
+                              f"CPU-bound even at {CALIBRATE_LOW:g} Mbit/s on this machine")
+        return rate
+    if faithful is not None:
+        rate = LinkRate([faithful], "calibrated", found, key, faithful)
+        rate.lines.append(f"link rate {faithful:g} Mbit/s, calibrated for {what}: {found}; {flag} to choose another")
+        return rate
+    rate = LinkRate(list(default), "default", f"{flag} not given and no faithful rate calibrated on this machine "
+                    f"for {what}", key, None)
+    if entry:
+        rate.lines.append(f"warning: {flag} not given; the calibration for {what} found no network-bound rate down "
+                          f"to {CALIBRATE_LOW:g} Mbit/s on this machine: {_rates(default)} will be CPU-bound here")
+    else:
+        rate.lines.append(f"warning: {flag} not given and no calibration for {what} on this machine: "
+                          f"{_rates(default)} may be CPU-bound here, not network-bound (docs/fidelity.md); "
+                          f"record a faithful rate with: {calibrate_command(key)}")
+    return rate
+
+
 def build_parser() -> OneLineParser:
     ap = OneLineParser(prog="mininet/run.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workers", type=int, default=3, help="worker hosts in the star (default: 3)")
+    ap.add_argument("--workers", type=int, default=3, help="workers (ranks) in the star (default: 3)")
+    ap.add_argument("--ranks-per-host", type=int, default=1, metavar="R",
+                    help="workers per host, each at a UDP port of its own, the switch sending each its RESULTs "
+                         "(the star has --workers / R hosts; default: 1)")
     ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
                     help="the switch: the Python emulator on raw sockets, or BMv2 simple_switch_grpc "
                          "(default: emulator)")
@@ -141,7 +312,12 @@ def build_parser() -> OneLineParser:
                                        "(default: none, uniform sparsity at --density)")
     ap.add_argument("--scale", type=float, default=0.02,
                     help="with --workload: shrink the preset by this factor (default: 0.02)")
-    ap.add_argument("--bw", type=float, default=1000.0, help="Mbit/s per link, 0: unshaped (default: 1000)")
+    ap.add_argument("--bw", type=float, default=None,
+                    help="Mbit/s per link, 0: unshaped (default: the faithful rate --calibrate recorded on this "
+                         f"machine for this experiment's topology, workers, switch, pipes and MTU, "
+                         f"{FAITHFUL_SHARE:g} x the highest rate it found network-bound; without one "
+                         f"{DEFAULT_BW:g}, with a warning that it may be CPU-bound; with --calibrate, the top of "
+                         f"the search, default {CALIBRATE_TOP:g})")
     ap.add_argument("--delay", type=float, default=0.0, help="ms per link (default: 0)")
     ap.add_argument("--loss", type=float, default=0.0, help="percent per link and direction (default: 0)")
     ap.add_argument("--length", type=int, default=1 << 20,
@@ -163,10 +339,13 @@ def build_parser() -> OneLineParser:
                     help="the emulator's data plane as P processes, each interface's frames handed to pipe "
                          "slot mod P by the kernel (PACKET_FANOUT); emulator only (default: 1)")
     heterogeneity.add_flags(ap)
-    ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json",
+    shipped = ", ".join(sorted(p.stem for p in (Path(__file__).resolve().parent / "topologies").glob("*.json")))
+    ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json|NAME",
                     help="the network: a star of --workers around one switch, L leaves of H hosts under S spines "
-                         "(the job rooted at the spines, slot s at spine s mod S; --workers is L x H), or a "
-                         "fabric file (hina.control.fabric; mininet/topo.py, docs/trees.md) (default: star)")
+                         "(the job rooted at the spines, slot s at spine s mod S; --workers is L x H), a topology "
+                         "file of any depth (docs/trees.md, \"Topology files\"; the job rooted at its top tier, "
+                         "--workers its hosts), or the NAME of a file shipped in mininet/topologies/: "
+                         f"{shipped} (default: star)")
     ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
                     help="trees: each leaf's uplinks run at hosts x --bw / (R x uplinks) (default: 1)")
     ap.add_argument("--spine-switch", choices=("emulator", "bmv2"),
@@ -177,10 +356,17 @@ def build_parser() -> OneLineParser:
                          "frame, the job summed at the one spine only (plain) (default: hina)")
     ap.add_argument("--calibrate", action="store_true",
                     help="find the highest link rate in [10 Mbit/s, --bw] at which dense aggregation is judged "
-                         "network-bound here (a bisection on a log scale, --rounds rounds per rate)")
+                         "network-bound here (a bisection on a log scale, --rounds rounds per rate), and record it "
+                         "in this machine's cache (~/.cache/hina/calibrate.json), where runs without --bw (and "
+                         "benchmarks/compare.py without --bws) of the same experiment find their rate")
     ap.add_argument("--calibrate-steps", type=int, default=6, help="bisection steps of --calibrate (default: 6)")
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
-                    help="where the JSON and PNG go (default: mininet/results of this checkout)")
+    ap.add_argument("--run-id", metavar="ID",
+                    help="the run's names: its switches, hosts and links begin with it (a letter and two "
+                         "letters or digits; default: a fresh one, so that experiments share a machine)")
+    ap.add_argument("--cleanup", metavar="ID",
+                    help="remove what the crashed run ID left (switches, hosts, links, loss tables) and exit")
+    ap.add_argument("--out", type=Path, default=default_out(),
+                    help=out_help(what="the folder the JSON and PNG go into"))
     ap.add_argument("--name", metavar="STEM",
                     help="the result files' stem, NAME.json and NAME.png (default: SWITCH[-SHAPE]-MODE-Nw-DATE, "
                          "with --calibrate calibrate-SWITCH[-SHAPE]-Nw-DATE)")
@@ -202,13 +388,23 @@ def configure(args) -> tuple:
         experiment = functools.partial(TreeExperiment, fabric=fabric)
     elif args.leaves != "hina":
         raise ValueError("--leaves plain needs a --topology with leaves")
+    if fabric is not None and args.ranks_per_host != 1:
+        raise ValueError("--ranks-per-host runs on the star (--topology star)")
+    args.bw_given = args.bw is not None
+    if args.calibrate:  # --bw is the top of the search
+        args.link_rate = None
+        args.bw = CALIBRATE_TOP if args.bw is None else args.bw
+    else:  # given, else calibrated here, else the default (with a warning, printed before the run)
+        args.link_rate = choose_rate(None if args.bw is None else [args.bw], key_of(args), [DEFAULT_BW])
+        args.bw = args.link_rate.mbps[0]
     cfg = config(workers=args.workers, switch=args.switch, modes=modes_for(args.mode),
                  bw=args.bw or None, delay=args.delay, loss=args.loss, length=args.length,
                  density=args.density, mtu=args.mtu, slots=args.slots, rounds=args.rounds,
                  seed=args.seed, deadline=args.deadline, transport=args.transport,
                  workload=args.workload, scale=args.scale, pipes=args.pipes,
                  host_bw=args.host_bw, host_delay=args.host_delay, straggler=args.straggler,
-                 compute=args.compute, cross=tuple(args.cross))
+                 compute=args.compute, cross=tuple(args.cross),
+                 **({"ranks_per_host": args.ranks_per_host} if args.ranks_per_host != 1 else {}))
     if args.calibrate and (not args.bw or args.bw <= CALIBRATE_LOW or args.calibrate_steps < 1):
         raise ValueError(f"--calibrate needs --bw above {CALIBRATE_LOW:g} Mbit/s (the top of the search) and "
                          f"--calibrate-steps >= 1, got --bw {args.bw:g}, --calibrate-steps {args.calibrate_steps}")
@@ -230,6 +426,9 @@ def report(results: dict, args) -> None:
         line = f" (line rate {r['line_rate_seconds']:.3f} s)" if r["line_rate_seconds"] else ""
         index = "" if not r.get("group") else (" (one-level index)" if r["group"] == 1
                                                else f" (index of {r['group']}-element groups)")
+        rounds = [x["seconds"] for x in r.get("rounds", [])]
+        if len(rounds) > 1:  # the first round beside the steady state (the best of the later ones)
+            line += f", first round {rounds[0]:.3f} s, steady {min(rounds[1:]):.3f} s"
         print(f"{r['mode']:<7s} exact={r['exact']} ran {r.get('encoding')}{index}, {r['seconds']:.3f} s{line}, "
               f"{r['wire_bytes_per_worker']:,.0f} B/worker on the wire, {r['retransmissions']} retransmissions; "
               f"{r['fidelity']['verdict']}")
@@ -254,7 +453,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
         ap.error(f"--name must be a file stem (letters, digits, '.', '_', '-'), got {args.name!r}")
     fail = lambda why: print(f"mininet/run.py: {why}", file=sys.stderr) or 2  # noqa: E731
+    if args.cleanup is not None:
+        try:
+            from hina.mininet import hina_net, plain_star
+
+            hina_net.cleanup(args.cleanup)
+            plain_star.cleanup(args.cleanup)
+        except (ImportError, ValueError) as exc:
+            return fail(exc)
+        print(f"removed what run {args.cleanup} left")
+        return 0
     try:
+        if args.run_id is not None:
+            from hina.mininet.hina_net import check_run_id
+
+            check_run_id(args.run_id)
         cfg, experiment = configure(args)
         from hina.mininet.hina_net import missing_requirements, plot
     except (ImportError, ValueError) as exc:  # no Mininet, or a bad value: named before anything runs
@@ -264,24 +477,46 @@ def main(argv: list[str] | None = None) -> int:
         return fail(problem)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     command = " ".join(["mininet/run.py"] + (argv if argv is not None else sys.argv[1:]))
+    for line in args.link_rate.lines if args.link_rate else ():  # before anything runs
+        log(line)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.calibrate:
+        from hina.progress import Progress
+
         try:
-            found = calibrate(cfg, args.calibrate_steps, experiment, log, topology=describe_topology(args))
+            with Progress(args.calibrate_steps + 2, "calibrate") as bar:  # at most: the ends, then the bisection
+                found = calibrate(cfg, args.calibrate_steps, experiment, log, topology=describe_topology(args),
+                                  bar=bar)
         except (RuntimeError, ValueError) as exc:
             return fail(exc)
-        found.update(command=command, **provenance())
+        key = key_of(args)
+        found.update(command=command, **provenance(),
+                     link_rate={"mbps": args.bw, "how": "explicit" if args.bw_given else "default",
+                                "why": "the top of the search" + (" (--bw)" if args.bw_given else
+                                                                   f" (--bw not given: {CALIBRATE_TOP:g})")},
+                     cache={"path": str(cache_path()), "key": key,
+                            "faithful_mbps": faithful_rate(found["highest_network_bound_mbps"])})
         path = args.out / f"{stem_of(args, 'calibrate')}.json"
         path.write_text(json.dumps(found, indent=1))
         print(found["summary"])
         print(f"wrote {path}")
+        try:
+            entry = record_calibration(found, key, result=path)
+        except OSError as exc:  # a cache: say so, the result file stands
+            log(f"calibrate: not recorded in {cache_path()}: {exc}")
+            return 0
+        print(f"recorded in {cache_path()}: " + (
+            f"runs of {key_text(key)} without --bw now use {entry['faithful_mbps']:g} Mbit/s "
+            f"({FAITHFUL_SHARE:g} x {entry['highest_network_bound_mbps']:g})"
+            if entry["faithful_mbps"] is not None else f"no faithful rate for {key_text(key)} on this machine"))
         return 0
     try:
-        results = experiment(cfg, log=log).run()
+        results = experiment(cfg, log=log, run_id=args.run_id).run()
     except (RuntimeError, ValueError) as exc:
         return fail(exc)
     results["command"] = command
     results.update(provenance())
+    results["link_rate"] = args.link_rate.as_json()
     if "bmv2" in (args.switch, args.spine_switch):  # the toolchain its figures are BMv2's on
         from hina.provenance import p4_versions
 

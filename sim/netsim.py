@@ -97,24 +97,58 @@ class VirtualNetwork:
 class RenoFlow:
     """A bulk TCP flow through `link` (TCP Reno: slow start, then one packet more per window; on a loss,
     seen a round trip later as duplicate ACKs would show it, the window halves once per round trip).
-    Its ACKs come back `latency` after the link, uncongested.  It sends until `stop`."""
+    Its ACKs come back `latency` after the link, uncongested.  It sends until `stop`.
 
-    def __init__(self, net: VirtualNetwork, link: Link, *, mss: int = 1500, latency: float = 2e-4):
+    cap: at most this many bits per second (iperf3 -b): a token bucket of `burst` bytes (iperf3 writes
+    128 KB blocks) refilled at `cap`; the window grows only while it, not the cap, held the flow back
+    (Linux's cwnd validation: an application-limited flow's window does not grow).  window: the most
+    packets in flight whatever the congestion window (the receiver's window; iperf3's is its socket
+    buffer)."""
+
+    def __init__(self, net: VirtualNetwork, link: Link, *, mss: int = 1500, latency: float = 2e-4,
+                 cap: float | None = None, burst: int = 131072, window: float = float("inf")):
         self.net, self.link, self.mss, self.latency = net, link, mss, latency
         self.cwnd, self.ssthresh = 2.0, float("inf")
         self.in_flight = self.seq = self.recover = 0
         self.delivered = self.cuts = 0
         self.running = False
+        self.cap, self.burst, self.window = cap, max(burst, mss), window
+        self.tokens, self.tokens_at, self._paced = float(self.burst), 0.0, False
+        self.limited = True  # the last send stopped at the window (not at the cap)
 
     def start(self) -> None:
         self.running = True
+        self.tokens_at = self.net.now
         self._send()
 
     def stop(self) -> None:
         self.running = False
 
+    def _room(self) -> bool:
+        """Whether the cap lets one more packet go now; if not, a send is scheduled for when it does."""
+        if self.cap is None:
+            return True
+        now = self.net.now
+        self.tokens = min(self.burst, self.tokens + (now - self.tokens_at) * self.cap / 8)
+        self.tokens_at = now
+        if self.tokens >= self.mss:
+            return True
+        if not self._paced:
+            self._paced = True
+            self.net.at(now + (self.mss - self.tokens) * 8 / self.cap, self._tick)
+        return False
+
+    def _tick(self) -> None:
+        self._paced = False
+        self._send()
+
     def _send(self) -> None:
-        while self.running and self.in_flight < int(self.cwnd):
+        while self.running and self.in_flight < min(int(self.cwnd), self.window):
+            if not self._room():
+                self.limited = False
+                return
+            if self.cap is not None:
+                self.tokens -= self.mss
             seq, self.seq = self.seq, self.seq + 1
             self.in_flight += 1
             left = self.link.send(self.net.now, self.mss, "tcp")
@@ -123,11 +157,13 @@ class RenoFlow:
                 self.net.at(when, lambda seq=seq: self._lost(seq))
             else:
                 self.net.at(left + self.latency, self._acked)
+        self.limited = self.in_flight >= int(self.cwnd)  # not the receiver's window
 
     def _acked(self) -> None:
         self.in_flight -= 1
         self.delivered += self.mss
-        self.cwnd += 1.0 if self.cwnd < self.ssthresh else 1.0 / self.cwnd
+        if self.limited:
+            self.cwnd += 1.0 if self.cwnd < self.ssthresh else 1.0 / self.cwnd
         self._send()
 
     def _lost(self, seq: int) -> None:
@@ -193,46 +229,90 @@ def expected(op: int, payloads: list[np.ndarray]) -> np.ndarray:
     return reduce_words(op, payloads)
 
 
+class _WindowSampler:
+    """Every worker's window every `period` virtual seconds from `start()` until `stop()` (a flow of
+    `run_transfers`, so stopped with them): the least and most each took."""
+
+    def __init__(self, net: VirtualNetwork, windows, period: float = 1e-3):
+        self.net, self.windows, self.period = net, windows, period
+        self.least = [float("inf")] * len(windows)
+        self.most = [0.0] * len(windows)
+        self.running = False
+
+    def start(self) -> None:
+        if not self.running:
+            self.running = True
+            self._sample()
+
+    def stop(self) -> None:
+        self.running = False
+
+    def _sample(self) -> None:
+        if not self.running:
+            return
+        for w, window in enumerate(self.windows):
+            self.least[w] = min(self.least[w], window.cwnd)
+            self.most[w] = max(self.most[w], window.cwnd)
+        self.net.at(self.net.now + self.period, self._sample)
+
+
 def beside_reno(contest: float, seed: int, *, queue: int = 128, flow: bool = True, rounds: int = 3,
-                chunks: int = 300, rate_mbps: float = 85.0, workers: int = 4) -> dict:
+                chunks: int = 300, rate_mbps: float = 85.0, workers: int = 4, slots: int = 64,
+                cap: float | None = None, flow_window: float = float("inf"), windows=None) -> dict:
     """Dense aggregation of `workers` over `rounds` rounds, rank 0's downlink a `rate_mbps` link with a
     `queue`-packet drop-tail queue (Mininet's star with 9000-byte frames: K = 2239 words); a Reno flow of
-    8,948-byte segments shares that link from round 1 on (`flow`).  Round 0 runs alone, so the least
-    round trip is the empty path's.  Returns round 0's seconds (`alone`), the later rounds' mean
-    (`later`), hina's share of the link in them (`share`), rank 0's window after each later round
-    (`cwnds`), its `window`, the `flow` and the frames resent per later round (`resent`); every
-    worker's sum is checked."""
+    8,948-byte segments shares that link from round 1 on (`flow`), capped at `cap` Mbit/s (None: as fast
+    as its window lets it) with at most `flow_window` packets in flight (the receiver's window).  Round 0
+    runs alone, so the least round trip is the empty path's.
+
+    That link is *the contested link*: the only one where the aggregation's packets (the RESULTs to rank
+    0) and the flow's wait in one queue.  hina's `share` is the bytes it carried over it in the rounds
+    beside the flow over what the link could carry in that time (alone it is about 1: the RESULTs keep
+    the link busy); `flow_share` the same for the flow.
+
+    Returns round 0's seconds (`alone`), the later rounds' mean (`later`), `share`, `flow_share`, rank
+    0's window after each later round (`cwnds`), every worker's least and most window while the flow ran
+    (sampled each ms: `least`, `most`), the cuts each worker's window took in the later rounds (`cuts`),
+    rank 0's `window`, the `flow` and the frames resent per later round (`resent`); every worker's sum is
+    checked.  windows: the workers' `CongestionWindow`s (default: `CongestionWindow(slots,
+    contest=contest)` each)."""
     from hina.codec.ops import Op
     from hina.control import JobConfig, Member
     from hina.host.window import CongestionWindow, RttEstimator
 
-    words, slots = 2239, 64
+    words = 2239
     rng = np.random.default_rng(seed)
     p = Pipeline()
     p.add_job(JobConfig(5, workers, words, 0, slots, tuple(Member(w, ("w", w)) for w in range(workers))))
     payloads = [rng.integers(-(2**20), 2**20, size=chunks * words).astype(np.int32) for _ in range(workers)]
     link = Link(rate_mbps * 1e6, queue=queue)
     net = VirtualNetwork(p, rng, latency=1e-4, jitter=5e-5, links={("down", ("w", 0)): link})
-    tcp = RenoFlow(net, link, mss=8948)
-    windows = [CongestionWindow(slots, contest=contest) for _ in range(workers)]
-    marks, cwnds = [], []
+    tcp = RenoFlow(net, link, mss=8948, cap=None if cap is None else cap * 1e6, window=flow_window)
+    windows = windows or [CongestionWindow(slots, contest=contest) for _ in range(workers)]
+    sampler = _WindowSampler(net, windows)
+    marks, cwnds, cuts = [], [], []
 
     def before_round(r, net):
-        marks.append((net.now, link.carried.get("hina", 0)))
+        marks.append((net.now, link.carried.get("hina", 0), link.carried.get("tcp", 0)))
         cwnds.append(windows[0].cwnd)
-        if r == 1 and flow:
-            tcp.start()
+        cuts.append([w.cuts for w in windows])
+        if r == 1:
+            sampler.start()
+            if flow:
+                tcp.start()
 
     results, net, stats = run_transfers(p, payloads, Op.ADD, job_id=5, words=words, slot_base=0, slots=slots,
                                         rng=rng, rounds=rounds, deadline=60.0, net=net, windows=windows,
-                                        rtts=[RttEstimator() for _ in range(workers)], flows=[tcp],
+                                        rtts=[RttEstimator() for _ in range(workers)], flows=[tcp, sampler],
                                         before_round=before_round)
     want = expected(Op.ADD, payloads)
     assert all(np.array_equal(r, want) for per_worker in results for r in per_worker)
-    marks.append((net.now, link.carried["hina"]))
+    marks.append((net.now, link.carried["hina"], link.carried.get("tcp", 0)))
     cwnds.append(windows[0].cwnd)
     span = marks[-1][0] - marks[1][0]
+    capacity = span * link.rate / 8
     return {"alone": marks[1][0] - marks[0][0], "later": span / (rounds - 1),
-            "share": (marks[-1][1] - marks[1][1]) / (span * link.rate / 8), "cwnds": cwnds[2:],
-            "window": windows[0], "flow": tcp,
+            "share": (marks[-1][1] - marks[1][1]) / capacity, "flow_share": (marks[-1][2] - marks[1][2]) / capacity,
+            "cwnds": cwnds[2:], "least": sampler.least, "most": sampler.most,
+            "cuts": [w.cuts - c for w, c in zip(windows, cuts[1])], "window": windows[0], "flow": tcp,
             "resent": sum(s.get("retransmissions", 0) for rnd in stats[1:] for s in rnd) / (rounds - 1)}

@@ -18,7 +18,7 @@ FOLDERS = {"codec": "hina.codec", "wire": "hina.wire", "control": "hina.control"
            "benchmarks": "hina.benchmarks"}
 # Who may import whom: a module imports only from lower layers and its own package (docs/contributing.md).
 LAYERS = [
-    {"hina.cliargs", "hina.provenance"},
+    {"hina.cliargs", "hina.provenance", "hina.progress"},
     {"hina.codec"},
     {"hina.wire"},
     {"hina.control"},

@@ -10,8 +10,11 @@ each; run it on an otherwise idle machine.  Steps are grouped: `loopback` (no ro
 clocks, no sockets), `mininet` (root and Debian's mininet), `bmv2` (also simple_switch_grpc and
 `make p4`'s p4/build).  A step whose group cannot run here is skipped with the reason; naming it in
 --only makes that an error instead.  Every result goes to a fixed path under benchmarks/results/
-(what `tools/tables.py` reads), so a re-run replaces the figures it measured and nothing else.
-After the last step the tables are regenerated (--no-tables to skip).
+(what `tools/tables.py` reads), named by the step's own --out (the scripts' defaults are a scratch
+folder, hina.provenance.default_out), so a re-run replaces the figures it measured and nothing else.
+After the last step the tables are regenerated (--no-tables to skip).  Progress goes to stderr: on a
+terminal a bar (the step under way, steps done of all, the time so far and left, estimated from the
+steps done) below the steps' own output; in a log, a line as each step starts and one as it ends.
 
 Exit status: 0 when every step that ran succeeded, 1 when one failed (the rest still run with
 --keep-going), 2 on a bad argument.
@@ -25,10 +28,12 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from hina.cliargs import OneLineParser
+from hina.progress import Progress
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,7 +92,7 @@ def steps() -> list[Step]:
                            "--calibrate-steps", "5", "--out", f"{R}/calibrate", "--name", name,
                            outputs=(f"{R}/calibrate/{name}.json",)))
     compare = "benchmarks/compare.py"
-    star = ("--workers", "8", "--rounds", "2", "--bws", STAR_MBPS, "--loopback", "off")
+    star = ("--workers", "8", "--rounds", "2", "--bws", STAR_MBPS, "--loopback", "off", "--out", R)
     out += [
         _run_py("compare-faithful", "mininet", "every system and preset on the 8-worker star at a calibrated "
                 "rate", compare, *star, "--name", "compare_faithful", outputs=(f"{R}/compare_faithful.json",)),
@@ -105,10 +110,10 @@ def steps() -> list[Step]:
                 outputs=(f"{R}/slowdown_cross.json",)),
         _run_py("cross-traffic", "mininet", "hina's congestion windows alone and beside an iperf3 flow",
                 "benchmarks/cross_traffic.py", "--workers", "4", "--bw", STAR_MBPS, "--length", "4000000",
-                "--rounds", "2", outputs=(f"{R}/cross_traffic.json",)),
+                "--rounds", "2", "--out", f"{R}/cross_traffic.json", outputs=(f"{R}/cross_traffic.json",)),
         _run_py("compare-gbit", "mininet", "the 1 and 10 Gbit/s comparison again, for its verdicts", compare,
                 "--workers", "8", "--rounds", "1", "--bws", "1000", "10000", "--loopback", "off",
-                "--name", "compare_gbit_verdicts", outputs=(f"{R}/compare_gbit_verdicts.json",)),
+                "--out", R, "--name", "compare_gbit_verdicts", outputs=(f"{R}/compare_gbit_verdicts.json",)),
     ]
     trees = f"{R}/trees"
     for name, extra in EXACT_TREES:
@@ -137,7 +142,7 @@ def steps() -> list[Step]:
     out += [
         _run_py("scale-model", "model", "validation against the runs above, then the projection to 1,024 "
                 "workers", model, "--validate", *(f"{valid}/{name}.json" for name, *_ in VALIDATION),
-                outputs=(f"{R}/scale_model.json",)),
+                "--out", f"{R}/scale_model.json", outputs=(f"{R}/scale_model.json",)),
         _run_py("scale-model-k32-w64", "model", "K = 32 words, 64 slots", model, "--presets", "deeplight", "vgg19",
                 "--workers", "1024", "--gbps", "100", "--topologies", "tree2", "--mtu", "172", "--slots", "64",
                 "--out", f"{R}/scale_model_k32_w64.json", outputs=(f"{R}/scale_model_k32_w64.json",)),
@@ -145,9 +150,10 @@ def steps() -> list[Step]:
                 "vgg19", "--workers", "1024", "--gbps", "100", "--topologies", "tree2", "--mtu", "172", "--slots",
                 "1024", "--out", f"{R}/scale_model_k32_w1024.json", outputs=(f"{R}/scale_model_k32_w1024.json",)),
         _run_py("contest-model", "model", "hina's window beside a Reno flow on a virtual clock",
-                "benchmarks/contest_model.py", outputs=(f"{R}/contest_model.json",)),
+                "benchmarks/contest_model.py", "--out", f"{R}/contest_model.json",
+                outputs=(f"{R}/contest_model.json",)),
         _run_py("loss-model", "model", "the sender's recovery under loss on a virtual clock",
-                "benchmarks/loss_model.py", outputs=(f"{R}/loss_model.json",)),
+                "benchmarks/loss_model.py", "--out", f"{R}/loss_model.json", outputs=(f"{R}/loss_model.json",)),
     ]
     bmv2 = f"{trees}/bmv2"
     for name, extra in BMV2_TREES:
@@ -158,20 +164,23 @@ def steps() -> list[Step]:
                            "--name", name, outputs=(f"{bmv2}/{name}.json",)))
     out += [
         _run_py("switch-bench", "bmv2", "the emulator at 1, 2 and 4 pipes and BMv2 in one 32-word star, 1% loss",
-                "benchmarks/switch_bench.py", outputs=(f"{R}/switch_bench.json",)),
-        _run_py("demo", "loopback", "README's main job", "benchmarks/demo_result.py", outputs=(f"{R}/demo.json",)),
+                "benchmarks/switch_bench.py", "--out", R, outputs=(f"{R}/switch_bench.json",)),
+        _run_py("demo", "loopback", "README's main job", "benchmarks/demo_result.py", "--out", f"{R}/demo.json",
+                outputs=(f"{R}/demo.json",)),
         _run_py("sender-bench", "loopback", "the sender's own cost per chunk", "benchmarks/sender_bench.py",
-                outputs=(f"{R}/sender_bench.json",)),
+                "--out", f"{R}/sender_bench.json", outputs=(f"{R}/sender_bench.json",)),
         _run_py("reliability", "loopback", "seconds and overhead against the drop rate",
-                "benchmarks/reliability_bench.py", outputs=(f"{R}/reliability_bench.json",)),
+                "benchmarks/reliability_bench.py", "--out", f"{R}/reliability_bench.json",
+                outputs=(f"{R}/reliability_bench.json",)),
         _run_py("soak", "loopback", "a minute of impaired rounds, memory flat", "benchmarks/soak.py", "--seconds",
-                "60", outputs=(f"{R}/soak.json",)),
+                "60", "--out", f"{R}/soak.json", outputs=(f"{R}/soak.json",)),
         _run_py("fuzz", "loopback", "2,000,000 hostile frames", "benchmarks/fuzz_bench.py", "--frames", "2000000",
-                outputs=(f"{R}/fuzz_bench.json",)),
+                "--out", f"{R}/fuzz_bench.json", outputs=(f"{R}/fuzz_bench.json",)),
         _run_py("emulator-bench", "loopback", "the switch's packet rate against an echo server",
-                "benchmarks/emulator_bench.py", outputs=(f"{R}/emulator_bench.json",)),
+                "benchmarks/emulator_bench.py", "--out", f"{R}/emulator_bench.json",
+                outputs=(f"{R}/emulator_bench.json",)),
         _run_py("train-ddp", "loopback", "DDP training steps through hina against gloo's allreduce",
-                "benchmarks/train_ddp.py", "--workers", "4", "8", "--steps", "10",
+                "benchmarks/train_ddp.py", "--workers", "4", "8", "--steps", "10", "--out", f"{R}/train_ddp.json",
                 outputs=(f"{R}/train_ddp.json",)),
         _run_py("train-ddp-mininet", "mininet", "the same on a star of shaped links", "benchmarks/train_ddp.py",
                 "--workers", "4", "8", "--steps", "10", "--env", "mininet", "--out", f"{R}/train_ddp_mininet.json",
@@ -213,6 +222,33 @@ def clock(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
+def run_step(step: Step, bar: Progress) -> int:
+    """Run one step; its exit status.  Under a bar on a terminal, the step's output is relayed line by line
+    above the bar (stdout to stdout, stderr to stderr; the step, writing to pipes, prints plain progress
+    lines of its own); elsewhere it writes to the campaign's own streams."""
+    if not bar.tty:
+        return subprocess.run(step.command(), cwd=ROOT).returncode
+    proc = subprocess.Popen(step.command(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace", bufsize=1, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def relay(pipe, stream) -> None:
+        for line in pipe:
+            bar.print(line, stream=stream)
+
+    threads = [threading.Thread(target=relay, args=(proc.stdout, sys.stdout), daemon=True),
+               threading.Thread(target=relay, args=(proc.stderr, sys.stderr), daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        code = proc.wait()
+    except BaseException:  # Ctrl-C: the step gets it too (same process group); do not leave it behind
+        proc.kill()
+        raise
+    for t in threads:
+        t.join()
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="campaign.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true", help="print the steps and exit")
@@ -244,21 +280,23 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         else:
             print(f"skip {s.name}: {why}", file=sys.stderr)
-    began, failed, done = time.monotonic(), [], []
-    for i, s in enumerate(runnable, 1):
-        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-        print(f"[{i}/{len(runnable)}] {s.name} ({s.group}, load {load}): {shlex.join(['python', *s.args])}",
-              file=sys.stderr, flush=True)
-        if args.dry_run:
-            continue
-        t0 = time.monotonic()
-        code = subprocess.run(s.command(), cwd=ROOT).returncode
-        took = time.monotonic() - t0
-        (done if code == 0 else failed).append(s.name)
-        print(f"[{i}/{len(runnable)}] {s.name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {clock(took)}, "
-              f"{clock(time.monotonic() - began)} so far", file=sys.stderr, flush=True)
-        if code and not args.keep_going:
-            break
+    failed, done = [], []
+    with Progress(len(runnable), "campaign") as bar:
+        for i, s in enumerate(runnable, 1):
+            load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+            what = f"{s.name} ({s.group}, load {load}): {shlex.join(['python', *s.args])}"
+            if args.dry_run:
+                bar.print(f"[{i}/{len(runnable)}] {what}")
+                bar.done()
+                continue
+            bar.start(what)
+            t0 = time.monotonic()
+            code = run_step(s, bar)
+            took = time.monotonic() - t0
+            (done if code == 0 else failed).append(s.name)
+            bar.done(f"{s.name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {clock(took)}")
+            if code and not args.keep_going:
+                break
     if not args.dry_run and not args.no_tables and done:
         subprocess.run([sys.executable, "tools/tables.py"], cwd=ROOT, check=False)
     if failed:

@@ -123,8 +123,17 @@ def render() -> str:
     return "\n".join(out) + "\n"
 
 
-def main() -> int:
-    sys.stdout.write(render())
+def main(argv: list[str] | None = None) -> int:
+    from hina.cliargs import OneLineParser
+
+    ap = OneLineParser(prog="python -m hina.wire.lua", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="write the dissector here (default: standard output)")
+    args = ap.parse_args(argv)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(render())
+    else:
+        sys.stdout.write(render())
     return 0
 
 

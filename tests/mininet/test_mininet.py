@@ -15,16 +15,21 @@ except ImportError:  # Mininet (Debian package) absent: the `mininet` marker ski
 pytestmark = [pytest.mark.mininet, pytest.mark.slow]
 
 
-def leftovers():
+RUN = "tmn"  # these tests' run id: their leftovers are looked for under it, another run's left alone
+
+
+def leftovers(run: str = RUN) -> list[str]:
+    """What run `run` left behind: its switch's links, its emulator, its host shells."""
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    procs = subprocess.run(["pgrep", "-af", "hina.emulator.*hsw-eth|mininet:hw"], capture_output=True, text=True)
-    return [line for line in links.splitlines() if "hsw-eth" in line] + procs.stdout.splitlines()
+    procs = subprocess.run(["pgrep", "-af", f"hina.emulator.*{run}hsw-eth|mininet:{run}hw"], capture_output=True,
+                           text=True)
+    return [line for line in links.splitlines() if f"{run}hsw-eth" in line] + procs.stdout.splitlines()
 
 
 def experiment(**kw):
     cfg = hina_net.ExperimentConfig(**{"workers": 3, "bw": 100.0, "length": 60_000, "density": 0.05,
                                        "loss": 2.0, "deadline": 30.0, **kw})
-    return hina_net.Experiment(cfg, log=lambda m: None).run()
+    return hina_net.Experiment(cfg, log=lambda m: None, run_id=RUN).run()
 
 
 @pytest.mark.parametrize("mode", ["auto", "dense"])
@@ -54,10 +59,27 @@ def test_the_emulator_with_pipes_spreads_the_slots_and_stays_exact_under_loss():
     assert not leftovers()
 
 
+@pytest.mark.parametrize("switch", ["emulator", pytest.param("bmv2", marks=pytest.mark.bmv2)])
+def test_two_hosts_with_two_ranks_each_every_rank_its_own_result(switch, request):
+    """Four workers on two hosts, two ranks a host at UDP ports of their own: the switch knows each rank by its
+    address and sends each its own replica; every mode exact under loss, on the emulator and on BMv2 (K = 32)."""
+    if switch == "bmv2":
+        request.getfixturevalue("p4_build")
+    results = experiment(workers=4, ranks_per_host=2, switch=switch, modes=("auto", "dense"), ping=False,
+                         mtu=9000 if switch == "emulator" else 172, length=40_000 if switch == "bmv2" else 60_000)
+    assert [r["exact"] for r in results["runs"]] == [True, True], results["runs"]
+    assert results["config"]["ranks_per_host"] == 2
+    if switch == "emulator":
+        jobs = results["counters"]["jobs"][1]
+        assert jobs["results"] > 0 and not results["counters"]["drops"].get("unauthorized")
+    assert not leftovers()
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--switch", "bmv2", "--pipes", "2"], "pipes must be 1 with BMv2 (one process; pipes are the emulator's), got 2"),
     (["--pipes", "0"], "argument --pipes: must be an integer from 1 to 64 (processes), got '0'"),
     (["--workers", "0"], "workers must be between 1 and 32, got 0"),
+    (["--workers", "4", "--ranks-per-host", "3"], "ranks_per_host must divide the workers (4), got 3"),
     (["--loss", "150"], "loss must be a percentage within [0, 100], got 150.0"),
     (["--loss", "-1"], "loss must be a percentage within [0, 100], got -1.0"),
     (["--delay", "-1"], "delay must be a finite number of ms >= 0, got -1.0"),
@@ -120,8 +142,8 @@ def test_transport_is_udp_by_default_and_raw_frames_work_too():
 
 def test_standalone_workers_on_the_hosts_then_a_rerun_refused_until_reset(monkeypatch, tmp_path):
     """`hina worker --switch IP:PORT` on each Mininet host against the switch's data plane alone (as with
-    BMv2): exact; the same workers again find the first run's slot copies and refuse at once (status 1,
-    naming the earlier run); after the controller resets the job they are exact again."""
+    BMv2): exact; the same workers again find the first run's slot copies and every one refuses at once
+    (status 2, naming the earlier run); after the controller resets the job they are exact again."""
     import numpy as np
 
     from hina import codec
@@ -138,6 +160,7 @@ def test_standalone_workers_on_the_hosts_then_a_rerun_refused_until_reset(monkey
                 self.switch.target.reset_job(1)
             outs = [tmp_path / f"{attempt}{r}.npy" for r in range(n)]
             procs = [h.popen([sys.executable, "-m", "hina", "worker", "--switch", f"{hina_net.SWITCH_IP}:20033",
+                              "--bind", "0.0.0.0:20033",  # the job names its members by port: 0x4E41
                               "--rank", str(r), "--workers", str(n), "--length", str(length), "--density",
                               str(density), "--seed", "1", "--deadline", "10", "--out", str(outs[r])],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -151,9 +174,27 @@ def test_standalone_workers_on_the_hosts_then_a_rerun_refused_until_reset(monkey
     first, again, after = experiment(loss=0.0, ping=False, length=length, density=density)["runs"][0]
     assert first["status"] == [0] * n, first["stderr"]
     assert all(np.array_equal(s, want) for s in first["sums"])
-    assert 1 in again["status"] and all(s in (0, 1) for s in again["status"]), again["stderr"]
+    assert again["status"] == [2] * n, again["stderr"]  # every worker told (StaleSwitchState), none timing out
     assert any("earlier run" in e for e in again["stderr"]), again["stderr"]
     assert all(s is None or np.array_equal(s, want) for s in again["sums"])  # never a wrong sum
     assert after["status"] == [0] * n, after["stderr"]
     assert all(np.array_equal(s, want) for s in after["sums"])
     assert not leftovers()
+
+
+def test_two_experiments_at_once_on_one_machine_both_exact_each_cleaning_up_its_own(tmp_path):
+    """Two `mininet/run.py` runs started together, a star and a leaf/spine tree: each names its switches, hosts
+    and links with its own run id, neither's start or clean-up touches the other's, both are exact."""
+    run_py = Path(hina_net.__file__).resolve().parent / "run.py"
+    common = ["--mode", "both", "--bw", "100", "--length", "100000", "--density", "0.02", "--out", str(tmp_path)]
+    procs = [subprocess.Popen([sys.executable, str(run_py), "--workers", "3", "--run-id", "tma", "--name", "a",
+                               *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+             subprocess.Popen([sys.executable, str(run_py), "--topology", "leafspine:2,1,2", "--run-id", "tmb",
+                               "--name", "b", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+    for name, run in (("a", "tma"), ("b", "tmb")):
+        result = json.loads((tmp_path / f"{name}.json").read_text())
+        assert result["run_id"] == run and all(r["exact"] for r in result["runs"])
+        assert not leftovers(run)
