@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         switch.set_lease(args.lease)
         switch.set_token(token)
     except (ValueError, OSError, KeyError, TypeError) as exc:  # TokenError is a ValueError
-        print(f"switch_emulator: {exc}", file=sys.stderr)
+        print(f"hina.emulator: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: switch.stop())
     announce(switch)

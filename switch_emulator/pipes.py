@@ -165,7 +165,7 @@ class Pipes:
     """
 
     def __init__(self, count: int, serve: Callable[[int, socket.socket], None],
-                 log: Callable[[str], None] = lambda line: print(f"switch_emulator: {line}", file=sys.stderr,
+                 log: Callable[[str], None] = lambda line: print(f"hina.emulator: {line}", file=sys.stderr,
                                                                  flush=True)):
         self.count = count
         self._log = log  # told once about each pipe found dead, however it was found
@@ -332,5 +332,5 @@ def _pipe_main(serve, index: int, channel: socket.socket, parents_ends: list[soc
     try:
         serve(index, channel)
     except Exception as exc:  # reported by the parent as this pipe's exit; say why here
-        print(f"switch_emulator: pipe {index} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        print(f"hina.emulator: pipe {index} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         os._exit(1)

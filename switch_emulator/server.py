@@ -64,7 +64,7 @@ class SwitchServer:
         self.started = time.monotonic()
         self.lease = 0.0  # seconds without a member heard before a job is removed; 0: never (`set_lease`)
         self.guard: Guard | None = None  # the token's check, where the switch has one (`set_token`)
-        self._log = lambda line: print(f"switch_emulator: {line}", file=sys.stderr, flush=True)
+        self._log = lambda line: print(f"hina.emulator: {line}", file=sys.stderr, flush=True)
         self._impair_cfg = cfg = impair or ImpairmentConfig()
         self.impair_in = Impairment(cfg, stream=1)
         self.impair_out = Impairment(cfg, stream=2)

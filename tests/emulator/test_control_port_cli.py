@@ -214,7 +214,7 @@ def test_a_lease_frees_the_slots_of_workers_that_stopped_and_a_new_shape_then_ru
     err = sw.stop()
     removed = [line for line in err.splitlines() if "removed" in line]
     assert len(removed) == 1 and re.fullmatch(
-        r"switch_emulator: job 1 removed: none of its members heard for \d+ s \(lease 1.5 s\); slots \[0, 64\) "
+        r"hina.emulator: job 1 removed: none of its members heard for \d+ s \(lease 1.5 s\); slots \[0, 64\) "
         r"are free", removed[0]), err
 
 

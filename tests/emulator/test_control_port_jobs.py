@@ -161,7 +161,7 @@ def test_a_lease_frees_a_crashed_jobs_slots_and_a_new_job_there_is_exact(make_sw
         assert 0.5 < time.monotonic() - start < 2.5  # the lease (1 s after the last frame) and a tick or two
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if "removed" in line]
-    assert len(lines) == 1 and lines[0].startswith("switch_emulator: job 1 removed: none of its members heard for")
+    assert len(lines) == 1 and lines[0].startswith("hina.emulator: job 1 removed: none of its members heard for")
     assert lines[0].endswith("(lease 1 s); slots [0, 8) are free")
     grads = sparse_gradients(np.random.default_rng(5), 3, 20_000, 0.02)
     results, _ = aggregate_over_udp(sw, JobSpec(job_id=2, words=64, slots=8), codec.CodecParams(length=20_000,
@@ -206,4 +206,4 @@ def test_with_pipes_the_listing_is_summed_and_the_lease_reaches_every_pipe(make_
         while ctl.jobs() and time.monotonic() - start < 6:
             time.sleep(0.2)
         assert ctl.jobs() == [] and ctl.counters()["jobs"] == {}  # gone from every pipe
-    assert "switch_emulator: job 4 removed" in capsys.readouterr().err
+    assert "hina.emulator: job 4 removed" in capsys.readouterr().err

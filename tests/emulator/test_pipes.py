@@ -206,7 +206,7 @@ def test_cli_pipes_reports_a_dead_pipe_on_stderr():
             ctl.shutdown()
         proc.wait(10)
         assert proc.returncode == 0
-        assert f"switch_emulator: pipe 1 of 3 (pid {pids[1]}) is down: killed by signal SIGKILL" in proc.stderr.read()
+        assert f"hina.emulator: pipe 1 of 3 (pid {pids[1]}) is down: killed by signal SIGKILL" in proc.stderr.read()
         for pid in (pids[0], pids[2]):  # the other pipes went with the switch
             assert wait_for(lambda: not Path(f"/proc/{pid}").exists() or
                             Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z")
