@@ -81,6 +81,11 @@ BMV2_TREES = (("bmv2-leafspine214", ("--switch", "bmv2")),
               ("bmv2-spine-plain-leaves", ("--switch", "bmv2", "--leaves", "plain")),
               ("bmv2-leafspine422", ("--switch", "bmv2", "--topology", "leafspine:4,2,2",
                                      "--oversubscription", "2")))
+# ranks per host: 8 workers as 2 hosts of 4 ranks and as 8 hosts, through the emulator and BMv2
+RANKS = (("emulator-2x4", ("--ranks-per-host", "4", "--length", "4000000")),
+         ("emulator-8x1", ("--ranks-per-host", "1", "--length", "4000000")),
+         ("bmv2-2x4", ("--switch", "bmv2", "--mtu", "172", "--ranks-per-host", "4", "--length", "200000")),
+         ("bmv2-8x1", ("--switch", "bmv2", "--mtu", "172", "--ranks-per-host", "1", "--length", "200000")))
 
 
 def steps() -> list[Step]:
@@ -154,6 +159,21 @@ def steps() -> list[Step]:
                 outputs=(f"{R}/contest_model.json",)),
         _run_py("loss-model", "model", "the sender's recovery under loss on a virtual clock",
                 "benchmarks/loss_model.py", "--out", f"{R}/loss_model.json", outputs=(f"{R}/loss_model.json",)),
+    ]
+    ranks = f"{R}/ranks"
+    for name, extra in RANKS:
+        out.append(_run_py(f"ranks-{name}", "bmv2" if "bmv2" in extra else "mininet", "8 workers as hosts of "
+                           "ranks, each at a UDP port of its own", run, "--workers", "8", *extra, "--mode", "all",
+                           "--bw", STAR_MBPS, "--density", "0.01", "--rounds", "2", "--out", ranks, "--name", name,
+                           outputs=(f"{ranks}/{name}.json",)))
+    out += [
+        _run_py("deploy", "mininet", "the cluster guide's commands: 2 machines x 4 ranks, the switch on a third, "
+                "standalone workers and multi-node torchrun against gloo", "mininet/deploy.py", "--ranks", "4",
+                "--bw", STAR_MBPS, "--steps", "10", "--out", f"{R}/deploy.json", outputs=(f"{R}/deploy.json",)),
+        _run_py("side-by-side", "mininet", "two experiments at once on one machine", "benchmarks/side_by_side.py",
+                "--bw", STAR_MBPS, "--out", f"{R}/side_by_side.json", outputs=(f"{R}/side_by_side.json",)),
+        _run_py("lease", "loopback", "a dead job's slots freed by the lease, a new job exact on them",
+                "benchmarks/lease.py", "--lease", "5", "--out", f"{R}/lease.json", outputs=(f"{R}/lease.json",)),
     ]
     bmv2 = f"{trees}/bmv2"
     for name, extra in BMV2_TREES:

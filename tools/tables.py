@@ -946,6 +946,75 @@ def fidelity_window() -> str:
     return block(lines, (name, data))
 
 
+# -- deployment (mininet/run.py --ranks-per-host, mininet/deploy.py, benchmarks/lease.py, side_by_side.py) ------
+
+@table("ranks")
+def ranks_table() -> str:
+    """docs/deploy.md: 8 workers as 2 hosts of 4 ranks and as 8 hosts, every mode, the emulator and BMv2."""
+    rows, sources = [], []
+    for switch in ("emulator", "bmv2"):
+        runs = {}
+        for shape in ("2x4", "8x1"):
+            name = f"ranks/{switch}-{shape}.json"
+            data = load(name)
+            sources.append((name, data))
+            runs[shape] = {r["mode"]: r for r in data["runs"]}
+        for mode, shared in runs["2x4"].items():
+            alone = runs["8x1"][mode]
+            exact = "yes" if shared["exact"] and alone["exact"] else "**NO**"
+            rows.append([switch, mode, shared.get("encoding"), exact,
+                         f"{shared['seconds']:.3f} ({_short(shared['fidelity']['verdict'])})",
+                         f"{alone['seconds']:.3f} ({_short(alone['fidelity']['verdict'])})",
+                         f"{shared['seconds'] / alone['seconds']:.2f}x",
+                         f"{shared['line_rate_seconds'] / alone['line_rate_seconds']:.1f}x"
+                         if shared.get("line_rate_seconds") and alone.get("line_rate_seconds") else "-"])
+    cfg = sources[0][1]["config"]
+    lines = [f"8 workers, mininet {cfg['bw']:g} Mbit/s star, best of {cfg['rounds']} rounds: 2 hosts of 4 ranks (each "
+             "at a UDP port of its own, the host's link shared by its 4 ranks) against 8 hosts of one rank.", "",
+             *rows_md(["switch", "mode", "ran", "exact", "2 hosts x 4 ranks: s (verdict)", "8 hosts x 1: s (verdict)",
+                       "2x4 / 8x1", "line-rate time 2x4 / 8x1"], rows)]
+    return block(lines, *sources)
+
+
+def _short(verdict: str) -> str:
+    return verdict.split(":")[0].split(" (")[0]
+
+
+@table("deploy")
+def deploy_table() -> str:
+    """docs/deploy.md: the guide's commands in Mininet (2 machines x 4 ranks, the switch on a third)."""
+    name = "deploy.json"
+    data = load(name)
+    st = data["standalone"]
+    hina, gloo = data["ddp_hina"], data["ddp_gloo"]
+    rows = [["standalone `hina worker` x 8", "yes" if st["exact"] else "**NO**", "-", "-"],
+            *[[f"torchrun --nnodes 2 --nproc-per-node {data['ranks_per_machine']}, {r['backend']}",
+               "yes" if r["identical_every_step"] else "**NO**", f"{r['steps']}",
+               f"{r['seconds_per_iteration']:.3f}" if r["seconds_per_iteration"] else "-"] for r in (hina, gloo)]]
+    ratio = gloo["seconds_per_iteration"] / hina["seconds_per_iteration"]
+    lines = [f"2 machines of {data['ranks_per_machine']} ranks and a server, one Linux bridge at {data['bw_mbps']:g} "
+             "Mbit/s per link (Mininet); standalone: every rank's sum against numpy's; torchrun: every rank's "
+             "parameters compared after every step.", "",
+             *rows_md(["what ran", "exact / identical on every rank", "steps", "seconds per iteration (median, "
+                       "past the first)"], rows), "",
+             f"hina's DDP step took {1 / ratio:.2f}x gloo's on the same machines ({ratio:.2f}x faster)."]
+    return block(lines, (name, data))
+
+
+@table("deploy-checks")
+def deploy_checks() -> str:
+    """docs/deploy.md: a dead job's lease, and two experiments at once."""
+    lease, sbs = load("lease.json"), load("side_by_side.json")
+    rows = [[f"a job of {lease['workers']} whose workers were killed (lease {lease['lease']:g} s)",
+             f"removed {lease['freed_after_kill_s']:.1f} s after the kill; a new job of {lease['new_job_workers']} on "
+             f"its slots exact: {'yes' if lease['new_job_exact'] else '**NO**'}"]]
+    for r in sbs["rows"]:
+        exact = "yes" if r["exact"] and all(r["exact"].values()) else "**NO**"
+        rows.append([f"run {r['run_id']} ({r['experiment']}), started with the other",
+                     f"every mode exact: {exact}; left nothing behind: {'yes' if not r['leftovers'] else '**NO**'}"])
+    return block(rows_md(["check", "result"], rows), ("lease.json", lease), ("side_by_side.json", sbs))
+
+
 # -- the pages ------------------------------------------------------------------------------------
 
 def pages() -> list[Path]:
