@@ -58,17 +58,19 @@ def global_threshold(comm: Comm, magnitudes: np.ndarray, k: int) -> float:
     return float(2.0 ** edges[b]) if b < HIST_BINS else np.inf
 
 
+def select(grad: np.ndarray, k: int | None = None) -> np.ndarray:
+    """The indices a rank sends (sorted): every non-zero (k None), or the k largest in magnitude among them."""
+    nz = np.flatnonzero(grad)
+    if k is not None and nz.size > k:
+        keep = np.argpartition(np.abs(grad[nz]), nz.size - k)[nz.size - k :]
+        nz = np.sort(nz[keep])
+    return nz
+
+
 def allreduce(comm: Comm, grad: np.ndarray, k: int | None = None) -> np.ndarray:
     """Lossless on every non-zero (k None), or Ok-Topk's top-k at k entries (lossy)."""
     n, rank, world = grad.size, comm.rank, comm.world
-    if k is None:
-        index = np.flatnonzero(grad)
-    else:
-        nz = np.flatnonzero(grad)
-        if nz.size > k:
-            keep = np.argpartition(np.abs(grad[nz]), nz.size - k)[nz.size - k :]
-            nz = np.sort(nz[keep])
-        index = nz
+    index = select(grad, k)
     values = grad[index]
     comm.notes["selected"] = int(index.size)
     if world == 1:

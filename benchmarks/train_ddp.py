@@ -261,14 +261,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(cfg: RunConfig, *, timeout: float = 600.0) -> dict[str, Any]:
-    """Spawn cfg.workers ranks, wait for them; every rank's steps, or the errors they raised."""
+def run(cfg: RunConfig, *, timeout: float = 600.0, target=None) -> dict[str, Any]:
+    """Spawn cfg.workers ranks, wait for them; every rank's steps, or the errors they raised.
+
+    target: what each rank runs, `target(cfg, rank, store_port, conn)` (default `run_rank`; another
+    benchmark's own, with its own config dataclass)."""
     ctx = mp.get_context("spawn")
     port = free_port()
     procs, conns = [], []
     for rank in range(cfg.workers):
         parent, child = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=run_rank, args=(cfg, rank, port, child), daemon=True)
+        p = ctx.Process(target=target or run_rank, args=(cfg, rank, port, child), daemon=True)
         p.start()
         child.close()
         procs.append(p)
@@ -347,23 +350,24 @@ def _started(bar, log, what: str) -> None:
         log(what)
 
 
-def run_loopback(configs: list[RunConfig], pipes: int, timeout: float, log, bar=None) -> list[dict[str, Any]]:
+def run_loopback(configs: list[RunConfig], pipes: int, timeout: float, log, bar=None,
+                 target=None) -> list[dict[str, Any]]:
     """Every run on loopback: one emulator process for all, a fresh job (slots emptied) for each hina run;
-    `bar` (hina.progress.Progress): a step per run."""
+    `bar` (hina.progress.Progress): a step per run; `target`: what each rank runs (`run`'s)."""
     from hina.host.demo import DemoConfig, start_switch
 
     switch, where = start_switch(DemoConfig(workers=1, pipes=pipes)) if any(
-        c.backend != "gloo" for c in configs) else (None, None)
+        c.backend in MODE_OF for c in configs) else (None, None)
     results = []
     try:
         for job_id, cfg in enumerate(configs, start=1):
-            if where is not None:
+            if where is not None and cfg.backend in MODE_OF:
                 cfg = replace(cfg, job_id=job_id, switch=tuple(where["data"]), control=tuple(where["control"]))
             _started(bar, log, f"{cfg.model}, {cfg.workers} workers, {cfg.backend}, loopback: {cfg.steps} steps ...")
-            results.append(run(cfg, timeout=timeout))
+            results.append(run(cfg, timeout=timeout, target=target))
             if bar is not None:
                 bar.done()
-            if cfg.backend != "gloo":
+            if cfg.backend in MODE_OF:
                 remove_job(cfg.control, job_id)  # its slots are free for the next run's job
     finally:
         if switch is not None:
@@ -372,7 +376,8 @@ def run_loopback(configs: list[RunConfig], pipes: int, timeout: float, log, bar=
     return results
 
 
-def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log, bar=None) -> list[dict[str, Any]]:
+def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log, bar=None,
+                script: Path | None = None) -> list[dict[str, Any]]:
     """The runs of one worker count on Mininet (as root), one rank per host, the same links for every backend.
 
     hina's runs: hina_net's star around the switch (emulator or BMv2), job reset before each run.
@@ -381,11 +386,11 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log, bar=Non
     """
     from hina.mininet import hina_net
 
-    gloo = [(i, c) for i, c in enumerate(configs) if c.backend == "gloo"]
-    hina = [(i, c) for i, c in enumerate(configs) if c.backend != "gloo"]
+    gloo = [(i, c) for i, c in enumerate(configs) if c.backend not in MODE_OF]  # gloo (or another's baselines)
+    hina = [(i, c) for i, c in enumerate(configs) if c.backend in MODE_OF]
     results: dict[int, dict[str, Any]] = {}
     if gloo:
-        results.update(run_gloo_plain_star(gloo, args, log, bar))
+        results.update(run_gloo_plain_star(gloo, args, log, bar, script=script))
 
     class DdpExperiment(hina_net.Experiment):
         """hina_net's star and switch; each "mode" is one training run, its ranks on the hosts."""
@@ -405,7 +410,7 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log, bar=Non
                                        "ip": hina_net.host_ip(i)} for i, h in enumerate(hosts, start=1)))
             _started(bar, log, f"{cfg.model}, {cfg.workers} workers, {cfg.backend}, Mininet {args.switch} at "
                                f"{args.bw or 'unshaped'} Mbit/s: {cfg.steps} steps ...")
-            out = launch_on_hosts(hosts, cfg, args.timeout)
+            out = launch_on_hosts(hosts, cfg, args.timeout, script=script)
             if bar is not None:
                 bar.done()
             return out
@@ -421,7 +426,7 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log, bar=Non
 
 
 def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namespace, log,
-                        bar=None) -> dict[int, dict]:
+                        bar=None, script: Path | None = None) -> dict[int, dict]:
     """gloo's runs on plain_star's bridge star: hina_net's links (rate, MTU 9000), host 1 the rendezvous."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
@@ -451,12 +456,12 @@ def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namesp
         for index, cfg in runs:
             cfg = replace(cfg, store=(plain_star.host_ip(1), 29500 + index),
                           hosts=tuple({"ifname": h.defaultIntf().name} for h in hosts))
-            _started(bar, log, f"{cfg.model}, {cfg.workers} workers, gloo, Mininet bridge at "
+            _started(bar, log, f"{cfg.model}, {cfg.workers} workers, {cfg.backend}, Mininet bridge at "
                                f"{args.bw or 'unshaped'} Mbit/s: {cfg.steps} steps ...")
             start = monitor.mark().t
-            results[index] = launch_on_hosts(hosts, cfg, args.timeout)
+            results[index] = launch_on_hosts(hosts, cfg, args.timeout, script=script)
             results[index]["fidelity"] = monitor.judge_window(start, monitor.mark().t)  # the whole training run
-            log(fidelity.verdict_line(f"[{cfg.model} gloo]", results[index]["fidelity"]))
+            log(fidelity.verdict_line(f"[{cfg.model} {cfg.backend}]", results[index]["fidelity"]))
             if bar is not None:
                 bar.done()
     finally:
@@ -468,13 +473,14 @@ def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namesp
     return results
 
 
-def launch_on_hosts(hosts, cfg: RunConfig, timeout: float) -> dict[str, Any]:
-    """One rank per Mininet host (`--rank-spec`); every rank's steps, or the errors they reported."""
+def launch_on_hosts(hosts, cfg: RunConfig, timeout: float, script: Path | None = None) -> dict[str, Any]:
+    """One rank per Mininet host (`script --rank-spec SPEC --rank R`, default this script); every rank's steps,
+    or the errors they reported."""
     with tempfile.TemporaryDirectory(prefix="hina-ddp-") as tmp:
         spec = Path(tmp) / "run.json"
         spec.write_text(json.dumps(asdict(cfg)))
         errs = [open(Path(tmp) / f"rank{r}.err", "w+") for r in range(cfg.workers)]
-        procs = [h.popen([sys.executable, str(ROOT / "benchmarks" / "train_ddp.py"), "--rank-spec", str(spec),
+        procs = [h.popen([sys.executable, str(script or ROOT / "benchmarks" / "train_ddp.py"), "--rank-spec", str(spec),
                           "--rank", str(r)], stdout=subprocess.PIPE, stderr=errs[r], text=True, cwd=ROOT)
                  for r, h in enumerate(hosts)]
         ranks, errors = [], []

@@ -1,0 +1,772 @@
+"""Time to accuracy: a word-level language model trained with DDP to a held-out loss, through the switch and not.
+
+hina's promise has two halves: the sum is exact, so a model trains as it
+would with a dense allreduce, and the sum is cheaper, so it gets there
+sooner.  This benchmark trains one model on a real data set (the Python
+documentation's sources, which Debian's python3.11-doc ships:
+`hina.host.corpus`) with N ranks, once per system, from the same initial
+parameters and on the same data (each rank its shard of each seeded global
+batch), until the held-out loss reaches --target or the step budget
+(--steps) runs out:
+
+    hina        DDP + host.ddp's hook, auto mode (exact)
+    hina-dense  the same hook in dense mode, SwitchML-style (exact: the same fixed-point sum)
+    gloo        DDP's own float32 allreduce over gloo
+    topk        Ok-Topk's top-k allreduce over gloo, with error feedback (lossy)
+    int8        8-bit quantization with a shared per-bucket scale over gloo, with error feedback (lossy)
+
+The model: an embedding table, an LSTM, and a sampled-softmax output layer
+(as capture_torch.lstm_model; its candidates corrected by their log
+inclusion probability), so both tables' gradients are a batch's rows;
+Adagrad.  Every --eval-every steps rank 0 computes the held-out loss with
+the full softmax over the vocabulary on a fixed held-out sample (not counted
+in the training time) and the distance of the parameters from the exact
+reference run's (hina's, else hina-dense's, else gloo's; it runs first and
+leaves its parameters at every evaluation in a scratch folder).  Every step
+of every rank records its seconds, bytes, the buckets' overlap with
+backward and a parameter digest.
+
+--env loopback runs the emulator as a UDP server on 127.0.0.1 (rows
+labelled loopback: the CPU, not the links, sets the time); --env mininet
+(root) runs one rank per Mininet host at --bw Mbit/s, hina through the
+emulator's star, gloo, topk and int8 through a Linux bridge with the same
+links (train_ddp.py's machinery), with the fidelity monitor's verdict for
+every run.  Writes a JSON and a PNG beside it to --out and prints a table.
+
+    pip install -e '.[torch,plot]'; apt-get install python3.11-doc
+    python benchmarks/time_to_accuracy.py --workers 4 [--systems hina,gloo,topk] [--env mininet --bw 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hina.benchmarks import train_ddp
+
+SYSTEMS = ("hina", "hina-dense", "gloo", "topk", "int8")
+THROUGH_SWITCH = tuple(train_ddp.MODE_OF)  # hina, hina-dense: the rest go over gloo
+LOSSY = ("topk", "int8")
+REFERENCE_ORDER = ("hina", "hina-dense", "gloo")  # the exact trajectory the others are measured against
+COLOR_OF = {"hina": "C1", "hina-dense": "C2", "gloo": "C0", "topk": "C3", "int8": "C4"}
+LABEL_OF = {"hina": "hina (auto)", "hina-dense": "hina dense (SwitchML-style)", "gloo": "gloo allreduce",
+            "topk": "Ok-Topk top-k + EF", "int8": "int8 + EF"}
+# the default target and budget: calibrated on loopback (docs/ddp.md, "Time to accuracy"); recalibrate per machine
+DEFAULT_TARGET = 4.3  # gloo, 4 ranks on loopback: at step 425, after 205 s of training (2 busy CPUs)
+DEFAULT_STEPS = 3000  # 7x that
+HELDOUT_SEED = 0x4E41  # the held-out sample does not depend on --seed: every run is scored on the same tokens
+
+
+@dataclass(frozen=True)
+class TtaConfig:
+    """One system's training run.  Field names shared with train_ddp.RunConfig are what its launchers set."""
+
+    model: str = "lm"
+    backend: str = "hina"  # the system
+    workers: int = 4
+    steps: int = DEFAULT_STEPS  # the step budget
+    target: float = DEFAULT_TARGET  # held-out loss (nats per token) that ends the run
+    keep_going: bool = False  # train to the budget even after the target (the time to it is still recorded)
+    seed: int = 0
+    lr: float = 0.1  # Adagrad
+    adagrad_init: float = 1e-6  # Adagrad's initial accumulator (docs/ddp.md: why not 0)
+    clip: float = 1.0  # the averaged gradient's global L2 norm is clipped to this (0: not clipped)
+    vocab: int = 20_000
+    emb: int = 128
+    hidden: int = 128
+    batch: int = 32  # sequences per rank and step
+    seq: int = 35  # tokens predicted per sequence
+    samples: int = 1024  # sampled-softmax draws per rank and step
+    eval_every: int = 25
+    eval_seqs: int = 128  # held-out sequences (of seq predicted tokens) scored at every evaluation
+    topk_density: float = 0.01  # topk: k = density x bucket elements
+    reference: str | None = None  # the scratch folder of the exact reference's parameters
+    writes_reference: bool = False  # this run is the reference: it leaves its parameters there
+    bucket_mb: float = 25.0
+    deadline: float = 30.0
+    job_id: int = 1
+    words: int = 2239
+    slots: int = 64
+    link_gbps: float = 10.0
+    threads: int = 1
+    switch: tuple[str, int] | None = None
+    control: tuple[str, int] | None = None
+    store: tuple[str, int] | None = None
+    transport: str = "auto"
+    switch_mac: str | None = None
+    hosts: tuple[dict, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in SYSTEMS:
+            raise ValueError(f"system must be one of {', '.join(SYSTEMS)}, got {self.backend!r}")
+        if not 1 <= self.workers <= 32:
+            raise ValueError(f"workers must be 1..32, got {self.workers}")
+        for name in ("steps", "eval_every", "eval_seqs", "batch", "seq", "samples", "emb", "hidden"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.vocab < 16:
+            raise ValueError(f"vocab must be at least 16, got {self.vocab}")
+        if not 0 < self.topk_density <= 1:
+            raise ValueError(f"topk-density must be within (0, 1], got {self.topk_density}")
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> TtaConfig:
+        pairs = {k: tuple(cfg[k]) for k in ("switch", "control", "store") if cfg.get(k) is not None}
+        hosts = {"hosts": tuple(cfg["hosts"])} if cfg.get("hosts") is not None else {}
+        return cls(**{**cfg, **pairs, **hosts})
+
+
+# -- the model and its data --------------------------------------------------------------------------------
+
+def word_lm(vocab: int, emb: int, hidden: int):
+    """capture_torch.lstm_model's shape (embedding, LSTM, projection, output vectors + bias), with the
+    sampled softmax's logits corrected by log Q (each candidate's inclusion probability) and a full-softmax
+    loss for evaluation."""
+    import torch
+    from torch import nn
+
+    class WordLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = nn.Embedding(vocab, emb)
+            self.lstm = nn.LSTM(emb, hidden, batch_first=True)
+            self.proj = nn.Linear(hidden, emb)
+            self.softmax = nn.Embedding(vocab, emb + 1)  # output word vectors + bias
+            with torch.no_grad():
+                self.embedding.weight.uniform_(-0.1, 0.1)
+                self.softmax.weight.uniform_(-0.1, 0.1)
+                self.softmax.weight[:, -1] = 0.0
+
+        def features(self, tokens):
+            h, _ = self.lstm(self.embedding(tokens[:, :-1]))
+            return self.proj(h)  # (B, T, emb)
+
+        def forward(self, tokens, candidates, logq):
+            out = self.features(tokens)
+            w = self.softmax(candidates)  # (C, emb + 1): the batch's targets and the sampled candidates
+            logits = out @ w[:, :-1].T + (w[:, -1] - logq)
+            target_pos = torch.searchsorted(candidates, tokens[:, 1:].contiguous())
+            return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target_pos.reshape(-1))
+
+        @torch.no_grad()
+        def full_loss(self, tokens, chunk: int = 16) -> float:
+            """Mean cross-entropy over every predicted token, with the softmax over the whole vocabulary."""
+            w = self.softmax.weight
+            total, count = 0.0, 0
+            for i in range(0, tokens.shape[0], chunk):
+                part = tokens[i : i + chunk]
+                logits = self.features(part) @ w[:, :-1].T + w[:, -1]
+                total += float(nn.functional.cross_entropy(logits.reshape(-1, vocab), part[:, 1:].reshape(-1),
+                                                           reduction="sum"))
+                count += part[:, 1:].numel()
+            return total / count
+
+    return WordLM()
+
+
+def model_sizes(model) -> dict[str, Any]:
+    """Parameters in all, in the two embedding tables, and the tables' share."""
+    total = sum(p.numel() for p in model.parameters())
+    tables = model.embedding.weight.numel() + model.softmax.weight.numel()
+    return {"parameters": total, "embedding_parameters": tables, "embedding_share": tables / total,
+            "gradient_bytes": 4 * total,
+            "shapes": {n: list(p.shape) for n, p in model.named_parameters()}}
+
+
+def log_inclusion(vocab: int, samples: int) -> np.ndarray:
+    """log Q(c): the probability that `samples` log-uniform draws include id c (ids in frequency order)."""
+    k = np.arange(vocab, dtype=np.float64)
+    p = np.log((k + 2) / (k + 1)) / math.log(vocab + 1)
+    return np.log(-np.expm1(samples * np.log1p(-p))).astype(np.float32)
+
+
+def step_batch(cfg: TtaConfig, train: np.ndarray, rank: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """This rank's rows of the step's global batch (seeded by seed and step alone: every system sees the
+    same data), and its sampled-softmax candidates (its targets and `samples` log-uniform draws, unique)."""
+    from hina.host import corpus, workloads
+
+    rows = corpus.Corpus.batch(train, np.random.default_rng([cfg.seed, step]), cfg.batch * cfg.workers, cfg.seq + 1)
+    mine = rows[rank * cfg.batch : (rank + 1) * cfg.batch]
+    sampled = workloads.loguniform_ranks(np.random.default_rng([cfg.seed, step, rank, 1]), cfg.vocab, cfg.samples)
+    return mine, np.unique(np.concatenate([mine[:, 1:].reshape(-1), sampled]))
+
+
+def heldout_sample(cfg: TtaConfig, heldout: np.ndarray) -> np.ndarray:
+    """The fixed held-out sample: eval_seqs windows of seq + 1 tokens, the same for every seed and system."""
+    from hina.host import corpus
+
+    return corpus.Corpus.batch(heldout, np.random.default_rng(HELDOUT_SEED), cfg.eval_seqs, cfg.seq + 1)
+
+
+def flat_parameters(model) -> np.ndarray:
+    import torch
+
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+
+
+def digest(model) -> str:
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(memoryview(p.detach().contiguous().numpy()).cast("B"))
+    return h.hexdigest()
+
+
+def distance(x: np.ndarray, ref: np.ndarray) -> dict[str, Any]:
+    """How far parameters x are from the reference's: bitwise equality, relative L2, max |x - r| / max |r|."""
+    d = x.astype(np.float64) - ref.astype(np.float64)
+    scale = float(np.linalg.norm(ref.astype(np.float64)))
+    peak = float(np.max(np.abs(ref))) if ref.size else 0.0
+    return {"identical": bool(np.array_equal(x.view(np.int32), ref.view(np.int32))),
+            "rel_l2": float(np.linalg.norm(d)) / scale if scale else float(np.linalg.norm(d)),
+            "max_rel": float(np.max(np.abs(d))) / peak if peak else float(np.max(np.abs(d), initial=0.0))}
+
+
+def overlap(buckets: list[dict[str, Any]], backward_end: float) -> dict[str, float]:
+    """Communication against backward, from the buckets' times (perf_counter seconds): busy (the union of
+    the buckets' [started, done]), hidden (its part before the last bucket was handed over, i.e. while
+    backward was still computing gradients), exposed (backward's wait after its last gradient)."""
+    ok = [b for b in buckets if "error" not in b]
+    if not ok:
+        return {"busy": 0.0, "hidden": 0.0, "exposed": 0.0}
+    last = max(b["submitted"] for b in ok)
+    busy = hidden = 0.0
+    cur_lo = cur_hi = None
+    for lo, hi in sorted((b["started"], b["done"]) for b in ok):
+        if cur_hi is None or lo > cur_hi:
+            if cur_hi is not None:
+                busy += cur_hi - cur_lo
+                hidden += max(0.0, min(cur_hi, last) - cur_lo)
+            cur_lo, cur_hi = lo, hi
+        else:
+            cur_hi = max(cur_hi, hi)
+    busy += cur_hi - cur_lo
+    hidden += max(0.0, min(cur_hi, last) - cur_lo)
+    return {"busy": busy, "hidden": hidden, "exposed": max(0.0, backward_end - last)}
+
+
+# -- one rank ------------------------------------------------------------------------------------------------
+
+def run_rank(cfg: TtaConfig, rank: int, store_port: int, conn) -> None:
+    """One rank on loopback (train_ddp.run's target): train, send the records or the error."""
+    try:
+        conn.send(("done", train(cfg, rank, store_port)))
+    except BaseException as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        conn.send(("error", f"{type(exc).__name__}: {first}", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def rank_main(spec: Path, rank: int) -> int:
+    """One rank of a Mininet run (--rank-spec): train, print one JSON line: {"records": ...} or {"error": ...}."""
+    try:
+        cfg = TtaConfig.from_config(json.loads(spec.read_text()))
+        if cfg.hosts is not None:  # gloo's own traffic leaves by this host's one interface
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", cfg.hosts[rank]["ifname"])
+        print(json.dumps({"records": train(cfg, rank, 0)}), flush=True)
+        return 0
+    except BaseException as exc:
+        traceback.print_exc()
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(json.dumps({"error": f"{type(exc).__name__}: {first}"}), flush=True)
+        return 1
+
+
+def make_hook(cfg: TtaConfig, rank: int):
+    """The system's DDP communication hook: (state, hook function, transport to close or None)."""
+    if cfg.backend in THROUGH_SWITCH:
+        from hina.host import JobSpec
+        from hina.host.ddp import SwitchAllreduce, switch_allreduce_hook
+
+        transport = None
+        if cfg.hosts is not None:  # a Mininet host: the switch already authorizes this host's port
+            from hina.host.transport import open_transport
+
+            me = cfg.hosts[rank]
+            transport = open_transport(cfg.switch[0], kind=cfg.transport, ifname=me["ifname"], src_mac=me["mac"],
+                                       src_ip=me["ip"], switch_mac=cfg.switch_mac)
+        hook = SwitchAllreduce.connect(
+            cfg.switch, rank, cfg.workers, control=cfg.control, deadline=cfg.deadline, transport=transport,
+            job=JobSpec(job_id=cfg.job_id, words=cfg.words, slots=cfg.slots), mode=train_ddp.MODE_OF[cfg.backend],
+            link_gbps=cfg.link_gbps)
+        return hook, switch_allreduce_hook, transport
+    from hina.baselines import lossy_hooks
+
+    if cfg.backend == "gloo":
+        hook = lossy_hooks.GlooAllreduce(rank, cfg.workers)
+    elif cfg.backend == "topk":
+        hook = lossy_hooks.TopkAllreduce(rank, cfg.workers, density=cfg.topk_density)
+    else:
+        hook = lossy_hooks.Int8Allreduce(rank, cfg.workers)
+    return hook, lossy_hooks.lossy_allreduce_hook, None
+
+
+def train(cfg: TtaConfig, rank: int, store_port: int) -> dict[str, Any]:
+    """Train until the target or the budget; per step: loss, seconds, bytes, overlap, digest; rank 0 also
+    every evaluation (held-out loss, distance from the reference)."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from hina.host import corpus
+
+    torch.set_num_threads(cfg.threads)
+    data = corpus.load(vocab_size=cfg.vocab)
+    store = cfg.store or ("127.0.0.1", store_port)
+    dist.init_process_group("gloo", init_method=f"tcp://{store[0]}:{store[1]}", rank=rank, world_size=cfg.workers)
+    hook = transport = None
+    try:
+        torch.manual_seed(cfg.seed)
+        model = word_lm(cfg.vocab, cfg.emb, cfg.hidden)
+        ddp = DistributedDataParallel(model, bucket_cap_mb=cfg.bucket_mb)
+        hook, hook_fn, transport = make_hook(cfg, rank)
+        ddp.register_comm_hook(hook, hook_fn)
+        logq = torch.from_numpy(log_inclusion(cfg.vocab, cfg.samples))
+        heldout = torch.from_numpy(heldout_sample(cfg, data.heldout)) if rank == 0 else None
+        opt = torch.optim.Adagrad(ddp.parameters(), lr=cfg.lr, initial_accumulator_value=cfg.adagrad_init)
+        dist.barrier()  # every rank has joined the switch before any gradient is sent
+        steps: list[dict[str, Any]] = []
+        evals: list[dict[str, Any]] = []
+        clock = [0.0]  # this rank's training seconds so far (for the progress line)
+
+        def evaluate(done: int) -> bool:
+            """Rank 0 scores the held-out sample; every rank learns whether to stop."""
+            stop = torch.zeros(1, dtype=torch.int32)
+            if rank == 0:
+                t0 = time.perf_counter()
+                loss = model.full_loss(heldout)
+                rec = {"step": done, "heldout_loss": loss}
+                if cfg.reference is not None:
+                    ref = Path(cfg.reference) / f"step{done:07d}.npy"
+                    params = flat_parameters(model)
+                    if cfg.writes_reference:
+                        np.save(ref, params)
+                    elif ref.exists():
+                        rec["reference"] = distance(params, np.load(ref))
+                rec["eval_seconds"] = time.perf_counter() - t0
+                evals.append(rec)
+                print(f"  [{cfg.backend}] step {done}: held-out loss {loss:.3f} after {clock[0]:.1f} s of training"
+                      + (f", {rec['reference']['rel_l2']:.1e} from the reference" if "reference" in rec else ""),
+                      file=sys.stderr, flush=True)
+                reached = loss <= cfg.target
+                stop[0] = int((reached and not cfg.keep_going) or done >= cfg.steps)
+            dist.broadcast(stop, src=0)
+            return bool(stop[0])
+
+        evaluate(0)
+        for step in range(cfg.steps):
+            tokens, candidates = step_batch(cfg, data.train, rank, step)
+            tokens, candidates = torch.from_numpy(tokens), torch.from_numpy(candidates)
+            start = time.perf_counter()
+            opt.zero_grad(set_to_none=False)
+            loss = ddp(tokens, candidates, logq[candidates])
+            forward = time.perf_counter()
+            loss.backward()
+            backward = time.perf_counter()
+            if cfg.clip > 0:  # on the averaged gradient: the same bits on every rank of an exact system
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            opt.step()
+            end = time.perf_counter()
+            clock[0] += end - start
+            rep = hook.pop_step() or {"bytes": 0, "span": 0.0, "buckets": [], "errors": []}
+            buckets = [{**b, "started": b["submitted"] + b["queued"]} if "queued" in b else b
+                       for b in rep["buckets"]]
+            rec = {"step": step, "loss": float(loss.detach()), "seconds": end - start, "forward": forward - start,
+                   "backward": backward - forward, "optimizer": end - backward, "bytes": rep["bytes"],
+                   "comm": rep["span"], "buckets": len(buckets), **overlap(buckets, backward),
+                   "digest": digest(model)}
+            if "wire_bytes" in rep:
+                rec.update(wire_bytes=rep["wire_bytes"], retransmissions=rep["retransmissions"],
+                           encodings=rep["encodings"])
+            if step == 0 or step == 1:
+                rec["bucket_elements"] = [b.get("elements") for b in buckets]
+            steps.append(rec)
+            done = step + 1
+            if (done % cfg.eval_every == 0 or done == cfg.steps) and evaluate(done):
+                break
+        out = {"steps": steps, "evals": evals}
+        if rank == 0:
+            out["model"] = model_sizes(model)
+            if cfg.backend in LOSSY:
+                out["residual_norm"] = hook.residuals.norm()
+        return out
+    finally:
+        if hook is not None:
+            hook.close()
+        if transport is not None:
+            transport.close()
+        dist.destroy_process_group()
+
+
+# -- orchestration ------------------------------------------------------------------------------------------
+
+def reference_system(systems: list[str]) -> str | None:
+    return next((s for s in REFERENCE_ORDER if s in systems), None)
+
+
+def run_order(systems: list[str]) -> list[str]:
+    """The reference first (it leaves the parameters the others are measured against), then the rest as given;
+    on Mininet each group (through the switch, over the bridge) runs in one network, the reference's first."""
+    ref = reference_system(systems)
+    rest = [s for s in systems if s != ref]
+    ordered = ([ref] if ref else []) + rest
+    first_switch = ref in THROUGH_SWITCH if ref else True
+    switch = [s for s in ordered if s in THROUGH_SWITCH]
+    bridge = [s for s in ordered if s not in THROUGH_SWITCH]
+    return switch + bridge if first_switch else bridge + switch
+
+
+def run_all(configs: list[TtaConfig], args: argparse.Namespace, log, bar) -> list[dict[str, Any]]:
+    """Every system's run, in the configs' order, on loopback or Mininet."""
+    here = Path(__file__).resolve()
+    if args.env == "loopback":
+        return train_ddp.run_loopback(configs, args.pipes, args.timeout, log, bar, target=run_rank)
+    results: list[dict[str, Any]] = []
+    groups: list[list[TtaConfig]] = []
+    for cfg in configs:  # consecutive runs of one kind share a network
+        if groups and (groups[-1][0].backend in THROUGH_SWITCH) == (cfg.backend in THROUGH_SWITCH):
+            groups[-1].append(cfg)
+        else:
+            groups.append([cfg])
+    for group in groups:
+        results += train_ddp.run_mininet(group, args, log, bar, script=here)
+    return results
+
+
+def summarize(result: dict[str, Any], target: float) -> dict[str, Any]:
+    """One system's run: per step (slowest rank's seconds, mean bytes, identical parameters, the digest), its
+    evaluations on the training clock, the time and steps to the target, medians after the first step."""
+    ranks = result["ranks"]
+    if result["errors"] or not ranks or any(r is None for r in ranks):
+        return {"errors": result["errors"] or ["no records"]}
+    n = min(len(r["steps"]) for r in ranks)
+    per_step, clock, sent = [], 0.0, 0.0
+    for s in range(n):
+        recs = [r["steps"][s] for r in ranks]
+        clock += max(r["seconds"] for r in recs)
+        sent += statistics.fmean(r["bytes"] for r in recs)
+        busy = statistics.fmean(r["busy"] for r in recs)
+        row = {"step": s, "loss": statistics.fmean(r["loss"] for r in recs),
+               "seconds": max(r["seconds"] for r in recs), "clock": clock, "bytes": statistics.fmean(r["bytes"]
+                                                                                                    for r in recs),
+               "comm": max(r["comm"] for r in recs), "busy": busy,
+               "hidden": statistics.fmean(r["hidden"] for r in recs),
+               "exposed": max(r["exposed"] for r in recs), "buckets": recs[0]["buckets"],
+               "identical": len({r["digest"] for r in recs}) == 1, "digest": recs[0]["digest"]}
+        if "wire_bytes" in recs[0]:
+            row["wire_bytes"] = statistics.fmean(r["wire_bytes"] for r in recs)
+            row["retransmissions"] = sum(r["retransmissions"] for r in recs)
+            row["encodings"] = recs[0]["encodings"]
+        per_step.append(row)
+    clock_at = {0: 0.0, **{r["step"] + 1: r["clock"] for r in per_step}}
+    bytes_at = {0: 0.0}
+    total = 0.0
+    for r in per_step:
+        total += r["bytes"]
+        bytes_at[r["step"] + 1] = total
+    evals = [{**e, "seconds": clock_at.get(e["step"]), "bytes": bytes_at.get(e["step"])} for e in ranks[0]["evals"]]
+    hit = next((e for e in evals if e["heldout_loss"] <= target), None)
+    steady = per_step[1:] or per_step  # step 0 pays first-use costs (buffers, DDP's bucket rebuild)
+    busy = sum(r["busy"] for r in steady)
+    out = {"steps_run": n, "steps": per_step, "evals": evals,
+           "reached": hit is not None, "steps_to_target": hit["step"] if hit else None,
+           "seconds_to_target": hit["seconds"] if hit else None, "bytes_to_target": hit["bytes"] if hit else None,
+           "final_heldout_loss": evals[-1]["heldout_loss"] if evals else None,
+           "best_heldout_loss": min(e["heldout_loss"] for e in evals) if evals else None,
+           "training_seconds": clock,
+           "seconds_per_step": statistics.median(r["seconds"] for r in steady),
+           "bytes_per_step": statistics.median(r["bytes"] for r in steady),
+           "comm_seconds": statistics.median(r["comm"] for r in steady),
+           "exposed_seconds": statistics.median(r["exposed"] for r in steady),
+           "overlap": sum(r["hidden"] for r in steady) / busy if busy > 0 else None,
+           "buckets": steady[-1]["buckets"],
+           "identical_every_step": all(r["identical"] for r in per_step), "errors": []}
+    if "wire_bytes" in per_step[0]:
+        out["wire_bytes_per_step"] = statistics.median(r["wire_bytes"] for r in steady)
+        out["encodings"] = sorted({e for r in steady for e in r["encodings"]})
+    if "residual_norm" in ranks[0]:
+        out["residual_norm"] = ranks[0]["residual_norm"]
+    return out
+
+
+def exactness(systems: dict[str, dict[str, Any]], reference: str | None) -> dict[str, Any]:
+    """hina against hina-dense bit for bit at every step (digests); hina (the reference) against gloo at every
+    evaluation; each lossy system's distance from the reference at every evaluation both reached."""
+    out: dict[str, Any] = {"reference": reference}
+    ok = {k: v for k, v in systems.items() if not v["errors"]}
+    if "hina" in ok and "hina-dense" in ok:
+        a, b = ok["hina"]["steps"], ok["hina-dense"]["steps"]
+        common = min(len(a), len(b))
+        differ = [s for s in range(common) if a[s]["digest"] != b[s]["digest"]]
+        out["hina_vs_dense"] = {"steps_compared": common, "same_steps_run": len(a) == len(b),
+                                "identical_every_step": not differ and len(a) == len(b),
+                                "first_difference": differ[0] if differ else None}
+    for name, s in ok.items():
+        if name == reference:
+            continue
+        points = [{"step": e["step"], **e["reference"]} for e in s["evals"] if "reference" in e]
+        if not points:
+            continue
+        out[name] = {"evaluations_compared": len(points), "points": points,
+                     "identical_at_every_evaluation": all(p["identical"] for p in points),
+                     "max_rel_l2": max(p["rel_l2"] for p in points), "max_rel": max(p["max_rel"] for p in points)}
+    return out
+
+
+def table(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per system: time and steps to the target, bytes and seconds per step, overlap, exactness, verdict."""
+    rows = []
+    ex = result["exactness"]
+    for s in result["systems"]:
+        row: dict[str, Any] = {"system": s["system"], "env": result["env_label"]}
+        summ = s["summary"]
+        if summ["errors"]:
+            rows.append({**row, "error": summ["errors"]})
+            continue
+        row.update({k: summ[k] for k in ("reached", "seconds_to_target", "steps_to_target", "steps_run",
+                                         "bytes_per_step", "seconds_per_step", "overlap", "final_heldout_loss",
+                                         "identical_every_step")})
+        row["fidelity"] = s["fidelity"]["verdict"] if s.get("fidelity") else None
+        if s["system"] == ex.get("reference"):
+            row["vs_exact"] = "reference"
+        elif s["system"] in ex:
+            e = ex[s["system"]]
+            row["vs_exact"] = ("bit-identical" if e["identical_at_every_evaluation"]
+                               else f"rel L2 <= {e['max_rel_l2']:.1e}")
+        if s["system"] == "hina-dense" and "hina_vs_dense" in ex:
+            row["digests_equal_hina"] = ex["hina_vs_dense"]["identical_every_step"]
+        rows.append(row)
+    return rows
+
+
+def _to_target(r: dict[str, Any]) -> tuple[str, str]:
+    if r["reached"]:
+        return f"{r['seconds_to_target']:.1f}", f"{r['steps_to_target']}"
+    return f"missed within {r['steps_run']} steps", "-"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The result's table in markdown (for docs; tools/tables.py may render it)."""
+    lines = [f"Target held-out loss {result['config']['target']:g} (nats per token), {result['config']['workers']} "
+             f"workers, {result['env_label']}.", "",
+             "| system | seconds to target | steps to target | bytes per step (per rank) | seconds per step | "
+             "comm hidden in backward | parameters vs exact | fidelity |", "|---" * 8 + "|"]
+    for r in result["table"]:
+        if "error" in r:
+            lines.append(f"| {LABEL_OF[r['system']]} | failed: {'; '.join(r['error'])} | | | | | | |")
+            continue
+        secs, steps = _to_target(r)
+        hidden = f"{r['overlap']:.0%}" if r.get("overlap") is not None else ""
+        vs = r.get("vs_exact", "")
+        if r.get("digests_equal_hina") is not None:
+            vs = ("bit-identical to hina at every step" if r["digests_equal_hina"] else "DIFFERS from hina")
+        lines.append(f"| {LABEL_OF[r['system']]} | {secs} | {steps} | {r['bytes_per_step'] / 1e6:.3f} MB | "
+                     f"{r['seconds_per_step']:.3f} | {hidden} | {vs} | {r.get('fidelity') or 'n/a (loopback)'} |")
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.6))
+    target = result["config"]["target"]
+    for s in result["systems"]:
+        summ = s["summary"]
+        if summ["errors"]:
+            continue
+        ev = summ["evals"]
+        style = {"color": COLOR_OF[s["system"]], "label": LABEL_OF[s["system"]],
+                 "linestyle": "--" if s["system"] in LOSSY else "-", "marker": "."}
+        axes[0].plot([e["seconds"] for e in ev], [e["heldout_loss"] for e in ev], **style)
+        axes[1].plot([e["step"] for e in ev], [e["heldout_loss"] for e in ev], **style)
+        pts = result["exactness"].get(s["system"], {}).get("points", [])
+        if pts:
+            axes[2].plot([p["step"] for p in pts], [max(p["rel_l2"], 1e-12) for p in pts], **style)
+    for ax in axes[:2]:
+        ax.axhline(target, color="grey", linewidth=0.8, linestyle=":")
+        ax.set_ylabel("held-out loss (nats per token, full softmax)")
+        ax.legend()
+    axes[0].set(title=f"held-out loss against training time ({result['env_label']})", xlabel="seconds (training)")
+    axes[1].set(title="held-out loss against steps", xlabel="step")
+    axes[2].set(title=f"distance from the exact trajectory ({result['exactness'].get('reference')})",
+                xlabel="step", ylabel="||theta - theta_exact|| / ||theta_exact||", yscale="log")
+    if axes[2].lines:
+        axes[2].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def csv(choices):
+    def parse(text: str) -> list[str]:
+        items = [t for t in text.split(",") if t]
+        bad = [t for t in items if t not in choices]
+        if bad or not items or len(set(items)) != len(items):
+            raise argparse.ArgumentTypeError(f"choose each of {', '.join(choices)} at most once, got {text!r}")
+        return items
+
+    return parse
+
+
+def main(argv: list[str] | None = None) -> int:
+    from hina.cliargs import OneLineParser, between, non_negative, positive
+    from hina.provenance import OUT_RULE, default_out
+
+    ap = OneLineParser(prog="time_to_accuracy.py", description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--workers", type=between(1, 32), default=4, help="ranks (Mininet: one per host)")
+    ap.add_argument("--steps", type=between(1), default=DEFAULT_STEPS, help="the step budget per system")
+    ap.add_argument("--target", type=positive, default=DEFAULT_TARGET,
+                    help="held-out loss (nats per token, full softmax) that ends a run")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="train every system to the budget (the time to the target is still the first crossing)")
+    ap.add_argument("--systems", type=csv(SYSTEMS), default=",".join(SYSTEMS),
+                    help="comma-separated: " + ", ".join(SYSTEMS))
+    ap.add_argument("--env", choices=("loopback", "mininet"), default="loopback",
+                    help="loopback: the emulator as a UDP server on 127.0.0.1; mininet (root): a star of hosts")
+    ap.add_argument("--bw", type=non_negative, default=1000.0,
+                    help="Mbit/s per Mininet link, 0: unshaped (--env mininet)")
+    ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
+                    help="the Mininet star's switch for hina and hina-dense (--env mininet)")
+    ap.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
+                    help="hina's transport on Mininet hosts: UDP when routed (auto), or raw frames")
+    ap.add_argument("--bucket-mb", type=positive, default=25.0, help="DDP's bucket_cap_mb (small: several buckets)")
+    ap.add_argument("--eval-every", type=between(1), default=25, help="steps between held-out evaluations")
+    ap.add_argument("--eval-seqs", type=between(1), default=128, help="held-out sequences scored per evaluation")
+    ap.add_argument("--vocab", type=between(16), default=20_000, help="vocabulary (most frequent training tokens)")
+    ap.add_argument("--emb", type=between(1), default=128, help="embedding width")
+    ap.add_argument("--hidden", type=between(1), default=128, help="LSTM width")
+    ap.add_argument("--batch", type=between(1), default=32, help="sequences per rank and step")
+    ap.add_argument("--seq", type=between(1), default=35, help="tokens predicted per sequence")
+    ap.add_argument("--samples", type=between(1), default=1024, help="sampled-softmax draws per rank and step")
+    ap.add_argument("--lr", type=positive, default=0.1, help="Adagrad's learning rate")
+    ap.add_argument("--adagrad-init", type=non_negative, default=1e-6,
+                    help="Adagrad's initial accumulator: its square root bounds how much a tiny gradient is magnified")
+    ap.add_argument("--clip", type=non_negative, default=1.0,
+                    help="clip the averaged gradient's global L2 norm to this (0: no clipping)")
+    ap.add_argument("--topk-density", type=positive, default=0.01, help="topk: k = density x bucket elements")
+    ap.add_argument("--seed", type=int, default=0, help="initial parameters and data order")
+    ap.add_argument("--deadline", type=positive, default=30.0, help="seconds one bucket may take through the switch")
+    ap.add_argument("--words", type=between(1), default=2239,
+                    help="words per packet K on loopback (Mininet: the star's)")
+    ap.add_argument("--slots", type=between(1), default=64, help="packets in flight per worker W")
+    ap.add_argument("--link-gbps", type=positive, default=10.0,
+                    help="the link rate auto's cost model assumes on loopback (Mininet: --bw)")
+    ap.add_argument("--pipes", type=between(1, 64), default=1, help="the loopback emulator's data plane processes")
+    ap.add_argument("--threads", type=between(1), default=1, help="torch threads per rank")
+    ap.add_argument("--timeout", type=positive, default=14400.0, help="seconds one system's run may take")
+    ap.add_argument("--scratch", type=Path, default=None,
+                    help="keep the reference's parameters (one .npy per evaluation) in this folder "
+                         "(default: a temporary folder, removed at the end)")
+    ap.add_argument("--out", type=Path, default=default_out("time_to_accuracy.json"),
+                    help=f"the JSON written, the PNG beside it (same stem); when not given, time_to_accuracy.json "
+                         f"in {OUT_RULE} (benchmarks/results/, the committed figures, only when named here)")
+    ap.add_argument("--rank-spec", type=Path, help="internal: run one rank of a Mininet run from this spec file")
+    ap.add_argument("--rank", type=int, default=0, help="internal: the rank --rank-spec runs")
+    args = ap.parse_args(argv)
+    if args.rank_spec is not None:
+        return rank_main(args.rank_spec, args.rank)
+    try:
+        import torch
+    except ImportError:
+        print("time_to_accuracy.py needs PyTorch: pip install -e '.[torch]' (CPU build)", file=sys.stderr)
+        return 2
+    from hina.host import corpus
+
+    why = corpus.missing()
+    if why:
+        print(f"time_to_accuracy.py: {why}", file=sys.stderr)
+        return 2
+    if args.env == "mininet" and os.geteuid() != 0:
+        print("time_to_accuracy.py: --env mininet needs root", file=sys.stderr)
+        return 2
+    base = TtaConfig(workers=args.workers, steps=args.steps, target=args.target, keep_going=args.keep_going,
+                     seed=args.seed, lr=args.lr, adagrad_init=args.adagrad_init, clip=args.clip, vocab=args.vocab,
+                     emb=args.emb, hidden=args.hidden, batch=args.batch, seq=args.seq, samples=args.samples,
+                     eval_every=args.eval_every, eval_seqs=args.eval_seqs, topk_density=args.topk_density,
+                     bucket_mb=args.bucket_mb, deadline=args.deadline, words=args.words, slots=args.slots,
+                     link_gbps=args.link_gbps, threads=args.threads, transport=args.transport)
+    data = corpus.load(vocab_size=args.vocab)
+    if data.heldout.size < args.seq + 1 or data.train.size < args.seq + 1:
+        print(f"time_to_accuracy.py: --seq {args.seq} is longer than the corpus", file=sys.stderr)
+        return 2
+    from hina.progress import Progress
+
+    order = run_order(args.systems)
+    ref = reference_system(args.systems)
+    scratch = args.scratch or Path(tempfile.mkdtemp(prefix="hina-tta-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    configs = [replace(base, backend=s, reference=str(scratch), writes_reference=s == ref) for s in order]
+    env_label = "loopback" if args.env == "loopback" else (
+        f"mininet at {args.bw or 'unshaped'} Mbit/s: hina through the {args.switch}, the others through a Linux bridge")
+    try:
+        with Progress(len(configs), "time_to_accuracy") as bar:
+            results = run_all(configs, args, bar.print, bar)
+    finally:
+        if args.scratch is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    systems, failed = {}, False
+    entries = []
+    for cfg, res in zip(configs, results):
+        summ = summarize(res, args.target)
+        failed |= bool(summ["errors"])
+        systems[cfg.backend] = summ
+        entries.append({"system": cfg.backend, "config": res["config"], "summary": summ,
+                        **({"fidelity": res["fidelity"]} if "fidelity" in res else {})})
+    sizes = next((r["model"] for res in results for r in (res["ranks"] or [])[:1] if r and "model" in r), None)
+    by_input = {s: e for s, e in zip(order, entries)}
+    result = {"env": args.env, "env_label": env_label, "bw_mbit": args.bw if args.env == "mininet" else None,
+              "config": {k: v for k, v in asdict(base).items()
+                         if k not in ("backend", "reference", "writes_reference", "switch", "control", "store",
+                                      "switch_mac", "hosts", "job_id")} | {"systems": args.systems,
+                                                                           "run_order": order},
+              "corpus": data.describe(), "model": sizes, "systems": [by_input[s] for s in args.systems],
+              "exactness": exactness(systems, ref)}
+    result["table"] = table(result)
+    from hina.provenance import command_line, write_result
+
+    report = write_result(args.out, result, command_line("benchmarks/time_to_accuracy.py", argv),
+                          torch=torch.__version__)
+    print(markdown(report))
+    ex = report["exactness"]
+    if "hina_vs_dense" in ex:
+        hd = ex["hina_vs_dense"]
+        print(f"hina vs hina-dense: parameters bit-identical at every step: {hd['identical_every_step']} "
+              f"({hd['steps_compared']} steps)")
+    for name in ("gloo", "hina-dense", *LOSSY):
+        if name in ex and name != ex["reference"]:
+            e = ex[name]
+            print(f"{name} vs {ex['reference']}: max relative L2 {e['max_rel_l2']:.3e}, max |diff| / max |theta| "
+                  f"{e['max_rel']:.3e} over {e['evaluations_compared']} evaluations")
+    png = args.out.with_suffix(".png")
+    with contextlib.suppress(Exception):
+        if plot(report, png):
+            print(f"wrote {args.out} and {png}", file=sys.stderr)
+        else:
+            print(f"wrote {args.out} (no PNG: matplotlib is missing, pip install -e '.[plot]')", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
