@@ -172,10 +172,18 @@ tofino_deps() {
 }
 
 build_tofino() {
-  local d=$WORK/p4c-tofino z3=$WORK/z3/z3
-  p4c_sources "$d"
-  # spdlog's CMake file looks in third_party/ before it tries to download
-  checkout spdlog "$SPDLOG_TAG" "$d/backends/tofino/third_party/spdlog"
+  local d=$WORK/p4c-tofino z3=$WORK/z3/z3 stamp
+  # the build takes hours: a re-run after an interruption keeps the prepared tree and its objects
+  stamp=$d/.sources-$P4C_TAG-spdlog-$SPDLOG_TAG
+  if [[ -f $stamp && -f $d/build/CMakeCache.txt ]]; then
+    echo "resuming the build in $d/build"
+    P4RUNTIME_SRC=$(cat "$stamp")
+  else
+    p4c_sources "$d"
+    # spdlog's CMake file looks in third_party/ before it tries to download
+    checkout spdlog "$SPDLOG_TAG" "$d/backends/tofino/third_party/spdlog"
+    echo "$P4RUNTIME_SRC" >"$stamp"
+  fi
   mkdir -p "$TOFINO_PREFIX/lib" && cp "$z3/lib/libz3.so" "$TOFINO_PREFIX/lib/"
   mkdir -p "$d/build" && cd "$d/build"
   cmake .. "${P4C_COMMON[@]}" -DCMAKE_INSTALL_PREFIX="$TOFINO_PREFIX" -DENABLE_BMV2=OFF -DENABLE_TOFINO=ON \
