@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # sees that one module (a symlink in .venv/debian) and nothing else from outside.
 DEBIAN_MININET := /usr/lib/python3/dist-packages/mininet
 
-.PHONY: install lint test test-fast bench tables demo mininet-demo fuzz soak p4 clean
+.PHONY: install lint test test-fast bench tables demo mininet-demo fuzz soak p4 tofino clean
 
 install: $(STAMP)
 
@@ -32,9 +32,10 @@ test: lint
 test-fast: lint
 	$(PY) -m pytest -m "not slow and not root and not mininet and not bmv2"
 
+# the codec's and the emulator's benchmarks into benchmarks/results/, then the tables that show them
 bench: install
-	$(PY) benchmarks/codec_bench.py
-	$(PY) benchmarks/emulator_bench.py
+	$(PY) benchmarks/codec_bench.py --out benchmarks/results/codec_bench.json
+	$(PY) benchmarks/emulator_bench.py --out benchmarks/results/emulator_bench.json
 	$(PY) tools/tables.py
 
 # every table in README.md and docs/ from benchmarks/results/*.json (make test checks they match)
@@ -68,6 +69,28 @@ p4:
 		echo "compiled p4/hina.p4 into p4/build/"; \
 	else \
 		echo "p4c is not on PATH: p4/hina.p4 was not compiled (install p4c and BMv2 to use the BMv2 target)"; \
+	fi
+
+# compile p4/tna/hina.p4 for Tofino 1 (tna) and Tofino 2 (t2na) into p4/tna/build/ with Intel's open-source
+# Tofino back end of p4c ($$P4C_TOFINO, else /opt/p4c-tofino/bin/p4c, built by tools/p4-toolchain.sh --tofino);
+# without it, say so and succeed.  docs/tofino.md has the resource tables (python tools/tofino_report.py --measure).
+P4C_TOFINO ?= /opt/p4c-tofino/bin/p4c
+TOFINO_ENV = LD_LIBRARY_PATH=$(abspath $(dir $(P4C_TOFINO))../lib)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}
+tofino:
+	@if $(TOFINO_ENV) $(P4C_TOFINO) --version >/dev/null 2>&1; then \
+		for chip in tofino:tna tofino2:t2na; do \
+			target=$${chip%%:*}; arch=$${chip##*:}; out=p4/tna/build/$$target; \
+			rm -rf $$out && mkdir -p $$out && \
+			echo "$(P4C_TOFINO) --target $$target --arch $$arch -o $$out p4/tna/hina.p4" && \
+			$(TOFINO_ENV) $(P4C_TOFINO) --target $$target --arch $$arch --std p4-16 -g --create-graphs \
+				--bf-rt-schema $$out/bfrt.json --p4runtime-files $$out/hina.p4info.txtpb \
+				--p4runtime-force-std-externs -o $$out p4/tna/hina.p4 || exit 1; \
+			python3 tools/tofino_report.py --summary $$out; \
+		done; \
+		echo "compiled p4/tna/hina.p4 into p4/tna/build/tofino and p4/tna/build/tofino2"; \
+	else \
+		echo "no Tofino compiler at $(P4C_TOFINO): p4/tna/hina.p4 was not compiled (build it with" \
+			"tools/p4-toolchain.sh --tofino, or set P4C_TOFINO)"; \
 	fi
 
 clean:

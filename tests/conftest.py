@@ -6,10 +6,11 @@ Markers (register here, apply in the test modules):
 - `mininet`: needs Debian's Mininet too; skipped, with the reason, where it is missing.
 - `bmv2`: needs p4c and simple_switch_grpc (`make p4` and the P4 toolchain); skipped otherwise.
 - `torch`: needs PyTorch (the `torch` extra); skipped otherwise.
+- `tofino`: needs Intel's open-source Tofino back end of p4c (`tools/p4-toolchain.sh --tofino`); skipped otherwise.
 - `slow`: many seconds, a fleet of processes or real sockets at length; `make test-fast` leaves these out.
 
 This is the one place that edits `sys.path`: the tests' own helpers (`helpers`,
-`make_vectors`, `veth`, `veth_harness`, in this folder) and the documentation
+`make_vectors`, `tna_model`, `veth`, `veth_harness`, in this folder) and the documentation
 tooling in `tools/` are imported by name.  Everything else is the installed
 `hina` package.
 """
@@ -44,6 +45,7 @@ MARKERS = {
     "mininet": "needs Debian's Mininet (and root)",
     "bmv2": "needs p4c and simple_switch_grpc",
     "torch": "needs PyTorch (the torch extra)",
+    "tofino": "needs /opt/p4c-tofino/bin/p4c (tools/p4-toolchain.sh --tofino)",
     "slow": "takes many seconds or a fleet of processes; make test-fast leaves it out",
 }
 
@@ -68,6 +70,11 @@ def missing(marker: str) -> str | None:
         tools = [t for t in ("p4c", "simple_switch_grpc") if shutil.which(t) is None]
         if tools:
             return f"{' and '.join(tools)} not on PATH (build the P4 toolchain: tools/p4-toolchain.sh, docs/p4.md)"
+    if marker == "tofino":
+        import tofino_report  # tools/
+
+        if tofino_report.compiler() is None:
+            return "needs /opt/p4c-tofino/bin/p4c (tools/p4-toolchain.sh --tofino)"
     if marker == "torch":
         try:
             import torch  # noqa: F401
@@ -77,7 +84,7 @@ def missing(marker: str) -> str | None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    for marker in ("root", "mininet", "bmv2", "torch"):
+    for marker in ("root", "mininet", "bmv2", "torch", "tofino"):
         if item.get_closest_marker(marker) is not None:
             why = missing(marker)
             if why is not None:

@@ -1,0 +1,157 @@
+/* hina on Tofino: header and metadata declarations.
+ * The hina header is wire/headers.py's declaration (FIELDS) bit for bit, as in p4/headers.p4
+ * (tests/p4/test_tofino.py checks it field by field).  The K words are two headers of K/2 words,
+ * `lo` (words 0 .. K/2-1) and `hi` (words K/2 .. K-1): word i and word K/2 + i share a value register. */
+#ifndef _HINA_TNA_HEADERS_P4_
+#define _HINA_TNA_HEADERS_P4_
+
+#include "configuration.p4"
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8> IPPROTO_UDP = 17;
+
+header ethernet_t {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> len;
+    bit<16> checksum;
+}
+
+header hina_t {
+    bit<8>  msg_type;
+    bit<8>  op;
+    bit<16> job_id;
+    bit<8>  worker_id;
+    bit<8>  flags;
+    bit<1>  version;
+    bit<15> slot;
+    bit<32> offset;
+    bit<16> count;
+    bit<16> phase;
+}
+
+/* K/2 signed words (the wire's int32), eight at a time so that HINA_WORDS picks the size;
+ * HINA_EACH_WORD(M) expands M(nn) for every word number nn of a half. */
+#define HINA_EACH_8(M, a, b, c, d, e, f, g, h) M(a) M(b) M(c) M(d) M(e) M(f) M(g) M(h)
+#define HINA_E8_00(M) HINA_EACH_8(M, 00, 01, 02, 03, 04, 05, 06, 07)
+#define HINA_E8_08(M) HINA_EACH_8(M, 08, 09, 10, 11, 12, 13, 14, 15)
+#define HINA_E8_16(M) HINA_EACH_8(M, 16, 17, 18, 19, 20, 21, 22, 23)
+#define HINA_E8_24(M) HINA_EACH_8(M, 24, 25, 26, 27, 28, 29, 30, 31)
+#define HINA_E8_32(M) HINA_EACH_8(M, 32, 33, 34, 35, 36, 37, 38, 39)
+#define HINA_E8_40(M) HINA_EACH_8(M, 40, 41, 42, 43, 44, 45, 46, 47)
+#define HINA_E8_48(M) HINA_EACH_8(M, 48, 49, 50, 51, 52, 53, 54, 55)
+#define HINA_E8_56(M) HINA_EACH_8(M, 56, 57, 58, 59, 60, 61, 62, 63)
+#if HINA_HALF == 8
+#define HINA_EACH_WORD(M) HINA_E8_00(M)
+#elif HINA_HALF == 16
+#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M)
+#elif HINA_HALF == 24
+#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M)
+#elif HINA_HALF == 32
+#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M)
+#elif HINA_HALF == 40
+#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M)
+#elif HINA_HALF == 48
+#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M) HINA_E8_40(M)
+#elif HINA_HALF == 56
+#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M) HINA_E8_40(M) \
+    HINA_E8_48(M)
+#elif HINA_HALF == 64
+#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M) HINA_E8_40(M) \
+    HINA_E8_48(M) HINA_E8_56(M)
+#else
+#error "HINA_WORDS must be a multiple of 16 from 16 to 128"
+#endif
+#define HINA_DECLARE(i) int<32> w##i;
+header hina_half_t {
+    HINA_EACH_WORD(HINA_DECLARE)
+}
+
+/* What ingress tells egress, and what a frame carries into its second pass (it goes out of the
+ * recirculation port with this header before its Ethernet header, and the parser takes it off again
+ * on that port).  Never on a wire. */
+header bridge_t {
+    pass_t   pass;          /* PASS_NONE from a port; else what the second pass finishes */
+    bit<1>   is_result;     /* the switch emits a frame (a RESULT, or an UPDATE up): rewrite its addresses */
+    bit<1>   to_sender;     /* a RESULT unicast back: addressed to where its UPDATE came from */
+    bit<1>   by_address;    /* the sender was authorized by its address and UDP port (worker_addresses) */
+    bit<1>   is_flood;      /* a broadcast: never back out of its ingress port */
+    bit<1>   to_parent;     /* second pass: the copy's words go up (SEND_UP, RESEND_UP) */
+    bit<1>   read_lo;       /* second pass: read the low half of each pair (else the high half) */
+    bit<5>   _pad;
+    bit<9>   ingress_port;  /* the port the frame first came in on */
+}
+
+struct metadata_t {
+    /* from job_config (set_job computes the slot's place in the job's range on the way) */
+    bit<8>  workers;
+    bit<32> full_mask;      /* the children's bits */
+    bit<16> group;
+    bit<16> slot_count;
+    bit<8>  parents;        /* 0: this switch is the job's root */
+    bit<32> slot_rel;       /* slot - slot_base, 32 bits wide: bit 31 set when the slot is below the range */
+    bit<32> slot_over;      /* slot_rel - slot_count: bit 31 set when the slot is below the range's end */
+    bit<16> worker_over;    /* worker_id - workers: bit 15 clear when worker_id >= workers */
+    bool    job_hit;
+    /* from tree_parent (trees) */
+    bit<1>  has_parent;
+    bit<9>  parent_port;
+    bit<9>  parent_diff;    /* ingress port XOR the parent's port: 0 when the frame came from the parent */
+    bit<8>  member;         /* this switch's member id in the parent's job */
+    /* from worker_auth */
+    bit<32> port_bit;       /* the worker's bit, if known by its port (`workers`) */
+    bit<32> address_bit;    /* the worker's bit, if known by its address (`worker_addresses`) */
+    bit<32> worker_bit;
+    bool    allowed;
+    bit<32> need;           /* full_mask without the sender's bit: the bitmap that this arrival completes */
+    /* the slot copy */
+    copy_index_t copy;      /* slot * 2 + version: index of the run tags and values */
+    bit<16> states;         /* copy_state before this frame: copy 0 in bits 7:0, copy 1 in bits 15:8 */
+    bit<8>  state;          /* this copy's */
+    bit<16> state_arg;      /* what copy_state ORs in (or, second pass, sets) */
+    bit<32> phase;          /* hdr.hina.phase, 32 bits wide for the run tags' SALU */
+    bit<8>  tags_ok;        /* 1: the copy's offset and phase tag are the frame's (or it just took them) */
+    bit<32> bitmap_arg;     /* the sender's bit where it arrives, 0 where the copy is only read */
+    bit<32> claim;          /* 1: this frame took an empty copy: its bitmap starts at the sender's bit */
+    bit<32> seen;           /* the copy's arrival bitmap before this frame */
+    bit<32> mine;           /* seen & worker_bit: the sender already arrived */
+    bit<32> rest;           /* seen ^ need: 0 when this arrival completes the copy */
+    value_op_t value_op;
+    bit<1>  guard;          /* 1: skip the values if the sender already arrived (a duplicate is never combined) */
+    verdict_t verdict;
+    drop_reason_t drop_reason;
+    bool    checksum_error;
+}
+
+struct headers_t {
+    bridge_t       bridge;
+    ethernet_t     ethernet;
+    ipv4_t         ipv4;
+    udp_t          udp;
+    hina_t         hina;
+    hina_half_t    lo;
+    hina_half_t    hi;
+}
+
+#endif

@@ -1,0 +1,257 @@
+"""The Tofino program (p4/tna/): the wire format declared once, the packet vectors on its model, the model
+frame for frame against the emulator under loss, duplication and reordering (a star and trees), and
+where Intel's open-source Tofino back end is installed, the compiled program's BF-Runtime and P4Runtime
+names against the controller's entries.
+
+No Tofino software model (tofino-model) runs here (docs/tofino.md says what blocks it), so the packet
+vectors run on `tna_model` (tests/tna_model.py), a control-by-control transliteration of p4/tna/*.p4.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import make_vectors
+import numpy as np
+import pytest
+import tna_model
+
+from hina.control import JobConfig, Member
+from hina.control.controller import p4_entries
+from hina.control.topology import Topology
+from hina.emulator import Pipeline
+from hina.host.window import CongestionWindow
+from hina.sim.netsim import VirtualNetwork, expected, run_transfers
+from hina.wire.headers import FIELDS, UDP_PORT, Drop, Flags, MsgType, Op
+
+ROOT = Path(__file__).resolve().parents[2]
+TNA = ROOT / "p4" / "tna"
+VECTORS = sorted((ROOT / "tests" / "vectors").glob("*.json"))
+
+
+# -- the wire format, declared once ------------------------------------------------------------------
+
+def test_the_tna_hina_header_is_the_declaration_field_by_field():
+    body = re.search(r"header hina_t\s*\{(.*?)\}", (TNA / "headers.p4").read_text(), re.S)
+    assert body, "p4/tna/headers.p4 declares no header hina_t"
+    fields = [(field, int(width)) for width, field in re.findall(r"bit<(\d+)>\s+(\w+)\s*;", body.group(1))]
+    assert fields == list(FIELDS)
+
+
+def test_the_tna_constants_are_the_declarations_codes():
+    text = (TNA / "configuration.p4").read_text()
+    consts = {n: int(v, 0) for n, v in re.findall(r"const\s+[\w<>]+\s+(\w+)\s*=\s*(0x[0-9a-fA-F]+|\d+)", text)}
+    consts.update({n: int(v, 0) for n, v in re.findall(r"#define\s+(\w+)\s+(0x[0-9a-fA-F]+|\d+)\s*$", text, re.M)})
+    assert consts["HINA_PORT"] == UDP_PORT
+    assert {m.name: m.value for m in MsgType} == {k[4:]: v for k, v in consts.items() if k.startswith("MSG_")}
+    assert {o.name: o.value for o in Op} == {k[3:]: v for k, v in consts.items() if k.startswith("OP_")}
+    assert {f.name: f.value for f in Flags} == {k[5:]: v for k, v in consts.items() if k.startswith("FLAG_")}
+    drops = {k[5:]: v for k, v in consts.items() if k.startswith("DROP_") and k not in ("DROP_NONE", "DROP_REASONS")}
+    assert {d.name: d.value for d in Drop} == drops
+    assert consts["HINA_WORDS"] == make_vectors.K and consts["HINA_SLOTS"] == 4096
+
+
+# -- the packet vectors on the model ---------------------------------------------------------------
+
+@pytest.mark.parametrize("path", VECTORS, ids=[p.stem for p in VECTORS])
+def test_the_tna_model_passes_every_vector(path):
+    case = json.loads(path.read_text())
+    out, drops = tna_model.run(case["topology"], [(p["port"], bytes.fromhex(p["frame"])) for p in case["packets"]])
+    got = Counter((int(port), bytes(frame)) for port, frame in out)
+    want = Counter((e["port"], bytes.fromhex(e["frame"])) for e in case["expected"])
+    assert got == want, (f"missing {[(p, f.hex()) for p, f in (want - got).elements()]}\n"
+                         f"unexpected {[(p, f.hex()) for p, f in (got - want).elements()]}")
+    assert drops == case["expected_drops"]
+
+
+def test_a_completed_copy_takes_one_second_pass():
+    """Three UPDATEs complete a copy: four passes (the third frame's second pass reads the high halves)."""
+    case = json.loads((ROOT / "tests" / "vectors" / "add_combine_multicast.json").read_text())
+    model = tna_model.TnaModel(Topology.from_config(case["topology"]))
+    for p in case["packets"]:
+        model.process(p["port"], bytes.fromhex(p["frame"]))
+    assert model.passes == len(case["packets"]) + 1
+
+
+# -- frame for frame against the emulator, driven by the real workers ------------------------------
+
+class Tee:
+    """The emulator's Pipeline and the model side by side: every frame goes to both, and both must emit
+    the same frame to the same destinations (the network goes on with the emulator's)."""
+
+    def __init__(self, emulator: Pipeline, model: tna_model.ModelPipeline):
+        self.emulator, self.model, self.frames = emulator, model, 0
+
+    def update(self, frame, source):
+        a, b = self.emulator.update(frame, source), self.model.update(frame, source)
+        self.frames += 1
+        assert (a is None) == (b is None), f"frame {self.frames} from {source}: emulator {a}, model {b}"
+        if a is not None:
+            assert sorted(a.dests) == sorted(b.dests) and bytes(a.frame) == bytes(b.frame), f"frame {self.frames}"
+        return a
+
+    def same_drops(self) -> bool:
+        return ({Drop(k).name.lower(): v for k, v in self.emulator.drops.items() if v}
+                == self.model.model.counters()["drops"])
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("op", list(Op), ids=[o.name for o in Op])
+def test_the_model_is_the_emulator_frame_for_frame_under_loss_and_duplication(seed, op):
+    rng = np.random.default_rng(seed)
+    workers, slots, drop = 1 + seed % 5, 1 + seed % 4, (0.0, 0.05, 0.2)[seed % 3]
+    emulator = Pipeline()
+    emulator.add_job(JobConfig(5, workers, 32, 3, slots, tuple(Member(w, ("w", w)) for w in range(workers))))
+    tee = Tee(emulator, tna_model.star(5, workers, 3, slots))
+    length = int(rng.integers(1, 400))
+    payloads = [rng.integers(-(2**31), 2**31, size=length).astype(np.int32) for _ in range(workers)]
+    results, _, _ = run_transfers(tee, payloads, op, job_id=5, words=32, slot_base=3, slots=slots, rng=rng,
+                                  drop=drop, dup=drop, rounds=3,
+                                  windows=[CongestionWindow(slots, initial=1) for _ in range(workers)]
+                                  if seed % 2 else None)
+    want = expected(op, payloads)
+    assert all(np.array_equal(results[w][r], want) for w in range(workers) for r in range(3))
+    assert tee.same_drops()
+
+
+class TreeNetwork(VirtualNetwork):
+    """A leaf/spine tree of Tees (tests/emulator/test_tree.py's wiring): worker w under leaf w // per_leaf."""
+
+    def __init__(self, leaves, spines, per_leaf, rng, **kw):
+        super().__init__(leaves[0], rng, **kw)
+        self.leaves, self.spines, self.per_leaf = leaves, spines, per_leaf
+
+    def _at_switch(self, worker, frame):
+        self._at(("leaf", worker // self.per_leaf), frame, ("w", worker))
+
+    def _at(self, node, frame, source):
+        emit = (self.leaves if node[0] == "leaf" else self.spines)[node[1]].update(frame, source)
+        for dest in emit.dests if emit is not None else ():
+            if dest[0] == "w":
+                self._schedule(("down", dest), lambda d=dest, f=emit.frame: self.on_result(d[1], f))
+            else:
+                self._schedule((node, dest), lambda d=dest, f=emit.frame, n=node: self._at(d, f, n))
+
+
+@pytest.mark.parametrize("shape", [(4, 2, 1), (8, 2, 2), (7, 3, 1)], ids=["2leaf-1spine", "4leaf-2spine", "uneven"])
+@pytest.mark.parametrize("op", list(Op), ids=[o.name for o in Op])
+@pytest.mark.parametrize("drop", [0.0, 0.1])
+def test_the_model_is_the_emulator_frame_for_frame_in_trees(shape, op, drop):
+    workers, per_leaf, spines = shape
+    model_leaves, model_spines = tna_model.tree(5, workers, per_leaf, spines, 2, 6)
+    leaves, tops = [], []
+    for i, model in enumerate(model_leaves):
+        children = range(i * per_leaf, min(workers, (i + 1) * per_leaf))
+        p = Pipeline()
+        p.add_job(JobConfig(5, workers, 32, 2, 6, tuple(Member(w, ("w", w)) for w in children),
+                            mask=sum(1 << w for w in children), parents=tuple(Member(i, ("spine", s))
+                                                                              for s in range(spines))))
+        leaves.append(Tee(p, model))
+    for model in model_spines:
+        p = Pipeline()
+        p.add_job(JobConfig(5, len(leaves), 32, 2, 6, tuple(Member(i, ("leaf", i)) for i in range(len(leaves)))))
+        tops.append(Tee(p, model))
+    rng = np.random.default_rng(workers + int(op) + int(drop * 10))
+    payloads = [rng.integers(-(2**31), 2**31, size=300).astype(np.int32) for _ in range(workers)]
+    net = TreeNetwork(leaves, tops, per_leaf, np.random.default_rng(1), drop=drop, dup=drop)
+    results, _, _ = run_transfers(leaves[0], payloads, op, job_id=5, words=32, slot_base=2, slots=6, rng=None,
+                                  net=net, rounds=3)
+    want = expected(op, payloads)
+    assert all(np.array_equal(results[w][r], want) for w in range(workers) for r in range(3))
+    assert all(t.same_drops() for t in leaves + tops)
+
+
+# -- the compiled program (needs Intel's open-source Tofino back end) -----------------------------
+
+def compiler() -> str | None:
+    import tofino_report  # tools/, on the path by tests/conftest.py
+
+    return tofino_report.compiler()
+
+
+@pytest.fixture(scope="session")
+def tofino_build() -> Path:
+    """p4/tna/build/ with both targets compiled (`make tofino`), once per session."""
+    proc = subprocess.run(["make", "-C", str(ROOT), "tofino"], capture_output=True, text=True, timeout=3600)
+    build = TNA / "build"
+    if proc.returncode != 0 or not (build / "tofino" / "bfrt.json").exists():
+        raise RuntimeError(f"make tofino failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return build
+
+
+def controller_entries():
+    """Every entry the controller writes for the vectors' topologies: stars, ranks sharing a host, trees."""
+    topologies = {json.dumps(json.loads(p.read_text())["topology"], sort_keys=True) for p in VECTORS}
+    for text in sorted(topologies):
+        yield from p4_entries(Topology.from_config(json.loads(text)))[0]
+
+
+def bfrt_tables(path: Path) -> dict[str, dict]:
+    return {t["name"]: t for t in json.loads(path.read_text())["tables"]}
+
+
+def find(tables: dict[str, dict], short: str) -> dict:
+    found = [t for name, t in tables.items() if name == short or name.endswith("." + short)]
+    assert len(found) == 1, f"{short}: {[t['name'] for t in found] or 'no such table'}"
+    return found[0]
+
+
+@pytest.mark.tofino
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["tofino", "tofino2"])
+def test_the_compiled_program_has_every_table_action_key_and_parameter_the_controller_writes(tofino_build, target):
+    tables = bfrt_tables(tofino_build / target / "bfrt.json")
+    checked = set()
+    for e in controller_entries():
+        table = find(tables, e.table)
+        keys = {k["name"] for k in table["key"]}
+        assert set(e.match) == keys, f"{e.table}: controller keys {sorted(e.match)}, program {sorted(keys)}"
+        actions = {a["name"].rsplit(".", 1)[-1]: a for a in table.get("action_specs", [])}
+        assert e.action in actions, f"{e.table}: no action {e.action} (has {sorted(actions)})"
+        params = {d["name"] for d in actions[e.action].get("data", [])}
+        assert set(e.params) == params, f"{e.table}.{e.action}: {sorted(e.params)} vs {sorted(params)}"
+        checked.add((e.table, e.action))
+    assert {t for t, _ in checked} == {"jobs", "parents", "workers", "worker_addresses", "mac_forward", "hosts",
+                                        "replicas"}
+    counter = find(tables, "drops")
+    assert counter["table_type"] == "Counter" and counter["size"] >= len(Drop) + 1
+
+
+@pytest.mark.tofino
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["tofino", "tofino2"])
+def test_the_slot_registers_a_reset_clears_are_in_the_compiled_program(tofino_build, target):
+    """reset_job on BMv2 zeroes `bitmap`, `arrivals` and `totals` per copy; on Tofino the same state is
+    `bitmap` and `copy_state` per slot (the counter and the total flag became copy_state's states)."""
+    tables = bfrt_tables(tofino_build / target / "bfrt.json")
+    for name, size in (("bitmap", 4096), ("copy_state", 4096), ("run_tags", 8192)):
+        register = find(tables, name)
+        assert register["table_type"] == "Register" and register["size"] == size, name
+
+
+@pytest.mark.tofino
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["tofino", "tofino2"])
+def test_the_p4info_names_the_controllers_tables(tofino_build, target):
+    """The P4Runtime view (what control/p4rt.py reads) has the same tables and actions."""
+    from hina.control.p4rt import P4Info
+
+    info = P4Info.load(tofino_build / target / "hina.p4info.txtpb")
+    for e in controller_entries():
+        info.table_entry(e.table, e.match, e.action, e.params)  # raises ControlError on a name or width it lacks
+    info.find("counters", "drops")
+
+
+def test_the_tofino_marker_says_what_it_needs():
+    import conftest
+
+    assert "tofino" in conftest.MARKERS
+    if compiler() is None:
+        assert conftest.missing("tofino") == "needs /opt/p4c-tofino/bin/p4c (tools/p4-toolchain.sh --tofino)"
+    else:
+        assert shutil.which(compiler()) or Path(compiler()).exists()
