@@ -87,6 +87,18 @@ RANKS = (("emulator-2x4", ("--ranks-per-host", "4", "--length", "4000000")),
          ("bmv2-2x4", ("--switch", "bmv2", "--mtu", "172", "--ranks-per-host", "4", "--length", "200000")),
          ("bmv2-8x1", ("--switch", "bmv2", "--mtu", "172", "--ranks-per-host", "1", "--length", "200000")))
 
+# time to accuracy (docs/ddp.md): to the target at 4 ranks, then per step with buckets, dense gradients, 8 ranks
+EXACT = ("--systems", "hina,hina-dense,gloo", "--target", "1")
+TTA_RUNS = (("4", "every system trained to the target held-out loss", ("--workers", "4", "--target", "5.0",
+                                                                       "--steps", "400")),
+            ("4_buckets", "per step with several DDP buckets", ("--workers", "4", *EXACT, "--bucket-mb", "4",
+                                                                "--steps", "30", "--eval-every", "30")),
+            ("4_dense_model", "per step on a model with dense gradients", ("--workers", "4", *EXACT, "--vocab", "2000",
+                                                                           "--samples", "0", "--steps", "30",
+                                                                           "--eval-every", "30")),
+            ("8_per_iteration", "per step at 8 ranks", ("--workers", "8", *EXACT, "--steps", "20", "--eval-every",
+                                                        "20")))
+
 
 def steps() -> list[Step]:
     out: list[Step] = []
@@ -206,6 +218,15 @@ def steps() -> list[Step]:
                 "--workers", "4", "8", "--steps", "10", "--env", "mininet", "--out", f"{R}/train_ddp_mininet.json",
                 outputs=(f"{R}/train_ddp_mininet.json",)),
     ]
+    tta = f"{R}/time_to_accuracy"
+    out.append(_run_py("tta-curve", "loopback", "gloo's held-out loss curve, where the default target comes from",
+                       "benchmarks/time_to_accuracy.py", "--workers", "4", "--systems", "gloo", "--steps", "400",
+                       "--target", "1", "--out", f"{tta}/loopback_gloo_curve.json",
+                       outputs=(f"{tta}/loopback_gloo_curve.json",)))
+    for name, what, extra in TTA_RUNS:
+        out.append(_run_py(f"tta-{name}", "mininet", what, "benchmarks/time_to_accuracy.py", "--env", "mininet",
+                           "--bw", STAR_MBPS, *extra, "--out", f"{tta}/mininet_{name}.json",
+                           outputs=(f"{tta}/mininet_{name}.json",)))
     return out
 
 

@@ -142,3 +142,20 @@ def test_the_model_docs_ddp_describes():
     cfg = tta.TtaConfig()
     assert (cfg.vocab, cfg.emb, cfg.hidden, cfg.batch, cfg.seq + 1, cfg.samples) == (20_000, 128, 128, 32, 36, 1024)
     assert (cfg.lr, cfg.clip, cfg.eval_every, cfg.eval_seqs, cfg.topk_density) == (0.1, 1.0, 25, 128, 0.01)
+
+
+def test_the_curve_and_the_default_target_docs_ddp_quote_are_the_measured_ones():
+    """The default target and the loss at the steps docs/ddp.md quotes are the committed loopback curve's."""
+    import re
+
+    text = " ".join((ROOT / "docs" / "ddp.md").read_text().split())
+    run = json.loads((ROOT / "benchmarks/results/time_to_accuracy/loopback_gloo_curve.json").read_text())
+    loss_at = {e["step"]: e["heldout_loss"] for e in run["systems"][0]["summary"]["evals"]}
+    quoted = re.search(r"loopback_gloo_curve\.json`: (.*?)\), which", text).group(1)
+    pairs = re.findall(r"(\d+\.\d+) at (?:step )?(\d+)", quoted)
+    assert len(pairs) == 5
+    for loss, step in pairs:
+        assert f"{loss_at[int(step)]:.2f}" == loss
+    assert f"target, {tta.DEFAULT_TARGET:.1f} nats per token" in text and f"budget, {tta.DEFAULT_STEPS} steps" in text
+    first = min(s for s, v in loss_at.items() if v <= tta.DEFAULT_TARGET)
+    assert f"arrive after {first} steps" in text
