@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "ddp_torchrun.py"
 CONTROL_PORT = UDP_PORT + 1  # the guide puts the control port beside the data port
 RDZV_PORT = 29500
+STANDALONE_JOB = 7  # the check job (the guide's standalone command), removed before the training jobs
 
 
 def ip(i: int) -> str:
@@ -135,8 +136,8 @@ class Cluster:
             commands.append((self.machines[r // self.ranks], [
                 sys.executable, "-m", "hina", "worker", "--switch", f"{self.switch_ip}:{UDP_PORT}",
                 "--control", f"{self.switch_ip}:{CONTROL_PORT}", "--rank", str(r), "--workers", str(workers),
-                "--length", str(length), "--density", str(density), "--seed", str(seed), "--job-id", "7",
-                "--out", str(out), "--out-dtype", "float64", "--json"]))
+                "--length", str(length), "--density", str(density), "--seed", str(seed),
+                "--job-id", str(STANDALONE_JOB), "--out", str(out), "--out-dtype", "float64", "--json"]))
         runs = self._run_everywhere(commands, timeout=300)
         fixed = expected_fixed(workers, length, density, seed)
         exact = []
@@ -149,6 +150,13 @@ class Cluster:
         return {"workers": workers, "ranks_per_machine": self.ranks, "length": length, "density": density,
                 "exact": all(exact), "exact_by_rank": exact, "commands": [r["command"] for r in runs[:1]],
                 "failures": [{k: r[k] for k in ("host", "status", "stderr")} for r, ok in zip(runs, exact) if not ok]}
+
+    def remove_job(self, job_id: int) -> bool:
+        """`hina switch remove JOB_ID` from the first machine, as the guide has a user do after the check."""
+        run, = self._run_everywhere([(self.machines[0], [
+            sys.executable, "-m", "hina", "switch", "remove", str(job_id),
+            "--control", f"{self.switch_ip}:{CONTROL_PORT}"])], timeout=30)
+        return run["status"] == 0
 
     def torchrun(self, backend: str, steps: int, job_id: int, extra: list[str]) -> dict:
         """examples/ddp_torchrun.py under torchrun on both machines (the first is the rendezvous)."""
@@ -201,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         if "standalone" not in args.skip:
             log(f"[{cluster.run}] standalone workers: {2 * args.ranks} ranks on 2 machines")
             result["standalone"] = cluster.standalone(args.length, args.density)
-            log(f"  exact: {result['standalone']['exact']}")
+            # as the guide's check says: a finished job keeps its slots until it is removed (or its lease runs
+            # out), and the training job's join is refused while their slots overlap
+            result["standalone"]["removed"] = cluster.remove_job(STANDALONE_JOB)
+            log(f"  exact: {result['standalone']['exact']}; job {STANDALONE_JOB} removed: "
+                f"{result['standalone']['removed']}")
         if "torchrun" not in args.skip:
             extra = ["--rows", str(args.rows)]
             for job, backend in enumerate(("hina", "gloo"), start=20):
