@@ -37,6 +37,7 @@ from mininet.nodelib import LinuxBridge
 
 from hina.cliargs import OneLineParser, between, fraction, positive
 from hina.host.demo import expected_fixed
+from hina.mininet import fidelity
 from hina.mininet.hina_net import FastTCLink, missing_requirements
 from hina.provenance import command_line, write_result
 from hina.wire.headers import UDP_PORT
@@ -72,6 +73,7 @@ class Cluster:
         self.ranks, self.bw, self.log = ranks, bw, log
         self.run = secrets.token_hex(2)[:3]  # this run's names: <run>m1, <run>m2, <run>sv, <run>br
         self.net: Mininet | None = None
+        self.monitor: fidelity.Monitor | None = None
         self.switch: subprocess.Popen | None = None
         self.tmp = Path(tempfile.mkdtemp(prefix=f"hina-deploy-{self.run}-"))
 
@@ -93,9 +95,12 @@ class Cluster:
         if not line:
             raise RuntimeError(f"the emulator did not start on the server: {self.switch.stderr.read()}")
         self.log(f"[{self.run}] emulator on {self.switch_ip}:{UDP_PORT} (control {CONTROL_PORT}): {line.strip()}")
+        self.monitor = fidelity.monitor_for(self.net).start()  # whether the links or the CPU set each check's time
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
         if self.switch is not None and self.switch.poll() is None:
             self.switch.terminate()
             try:
@@ -107,6 +112,15 @@ class Cluster:
         for f in self.tmp.glob("*"):
             f.unlink()
         self.tmp.rmdir()
+
+    def judged(self, what: str, run) -> dict:
+        """run() -> its result dict, with the fidelity monitor's verdict for the time it took."""
+        start = self.monitor.mark().t if self.monitor else None
+        result = run()
+        if self.monitor is not None:
+            result["fidelity"] = self.monitor.judge_window(start, self.monitor.mark().t)
+            self.log(fidelity.verdict_line(f"[{self.run} {what}]", result["fidelity"]))
+        return result
 
     def _run_everywhere(self, commands: list[tuple[object, list[str]]], timeout: float) -> list[dict]:
         # gloo (torch.distributed) binds the address of the interface named here, not the root namespace's
@@ -208,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         result["run_id"] = cluster.run
         if "standalone" not in args.skip:
             log(f"[{cluster.run}] standalone workers: {2 * args.ranks} ranks on 2 machines")
-            result["standalone"] = cluster.standalone(args.length, args.density)
+            result["standalone"] = cluster.judged("standalone", lambda: cluster.standalone(args.length, args.density))
             # as the guide's check says: a finished job keeps its slots until it is removed (or its lease runs
             # out), and the training job's join is refused while their slots overlap
             result["standalone"]["removed"] = cluster.remove_job(STANDALONE_JOB)
@@ -218,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             extra = ["--rows", str(args.rows)]
             for job, backend in enumerate(("hina", "gloo"), start=20):
                 log(f"[{cluster.run}] torchrun, {backend}: 2 machines x {args.ranks} ranks, {args.steps} steps")
-                result[f"ddp_{backend}"] = cluster.torchrun(backend, args.steps, job, extra)
+                train = lambda b=backend, j=job: cluster.torchrun(b, args.steps, j, extra)  # noqa: E731
+                result[f"ddp_{backend}"] = cluster.judged(f"torchrun {backend}", train)
                 r = result[f"ddp_{backend}"]
                 log(f"  ok {r['ok']}, identical on every rank after every step: {r['identical_every_step']}, "
                     f"{r['seconds_per_iteration']} s per iteration")
