@@ -24,6 +24,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import string
 import subprocess
@@ -138,13 +139,37 @@ def missing_requirements(switch: str = "emulator") -> str | None:
     return None
 
 
+def kill_namespaces(shells) -> int:
+    """SIGKILL every process in the network namespaces of these host shells' (never this process's own
+    namespace); how many were killed."""
+    def netns(pid) -> str | None:
+        try:
+            return os.readlink(f"/proc/{pid}/ns/net")
+        except OSError:  # gone, or not ours to read
+            return None
+
+    mine = netns("self")
+    targets = {netns(pid) for pid in shells} - {None, mine}
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid() and netns(entry) in targets:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
+    return killed
+
+
 def cleanup(run: str) -> None:
-    """Remove what run `run` (a crashed one, named explicitly) left: its switches, host shells, links and loss
-    table, and nothing of any other run's or anyone else's."""
+    """Remove what run `run` (a crashed one, named explicitly) left: its switches, what runs on its hosts, their
+    shells, its links and loss table, and nothing of any other run's or anyone else's."""
     names = Names(check_run_id(run))
     # {run}hsw-eth: the star's switch; {run}hsw<leaf or spine>-eth: a tree's (mininet/topo.py)
     subprocess.run(["pkill", "-f", f"hina[.]emulator.*--raw=[0-9]+={names.switch}[a-z0-9]*-eth"], capture_output=True)
     subprocess.run(["pkill", "-f", f"simple_switch_grpc.*@{names.switch}[a-z0-9]*-eth"], capture_output=True)
+    # what ran on the run's hosts (workers, ranks: each its own session, so only its namespace finds it), then
+    # the host shells themselves
+    shells = subprocess.run(["pgrep", "-f", f"mininet:{names.run}{HOST}[0-9]+$"], capture_output=True, text=True)
+    kill_namespaces(int(pid) for pid in shells.stdout.split())
     subprocess.run(["pkill", "-f", f"mininet:{names.run}{HOST}[0-9]+$"], capture_output=True)
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     for name in set(re.findall(rf"\d+: ({names.switch}[a-z0-9]*-eth\d+)[@:]", links)):
