@@ -129,9 +129,7 @@ class TtaConfig:
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> TtaConfig:
-        pairs = {k: tuple(cfg[k]) for k in ("switch", "control", "store") if cfg.get(k) is not None}
-        hosts = {"hosts": tuple(cfg["hosts"])} if cfg.get("hosts") is not None else {}
-        return cls(**{**cfg, **pairs, **hosts})
+        return cls(**train_ddp.tuples_again(cfg, ("switch", "control", "store", "hosts")))
 
 
 # -- the model and its data --------------------------------------------------------------------------------

@@ -96,9 +96,7 @@ class RunConfig:
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> RunConfig:
         """From `asdict` through JSON: the pairs come back as tuples."""
-        pairs = {k: tuple(cfg[k]) for k in ("switch", "control", "nan_at", "store") if cfg.get(k) is not None}
-        hosts = {"hosts": tuple(cfg["hosts"])} if cfg.get("hosts") is not None else {}
-        return cls(**{**cfg, **pairs, **hosts})
+        return cls(**tuples_again(cfg, ("switch", "control", "nan_at", "store", "hosts")))
 
 
 # -- models and data (the models are capture_torch.py's) ------------------------------------------------
@@ -254,6 +252,11 @@ def timed_allreduce_hook(state, bucket):
 
 
 # -- orchestration -----------------------------------------------------------------------------------------
+
+def tuples_again(cfg: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """A config dataclass's `asdict` back from JSON: these fields' lists as the tuples they were."""
+    return {**cfg, **{k: tuple(cfg[k]) for k in fields if cfg.get(k) is not None}}
+
 
 def free_port() -> int:
     with socket.socket() as s:
