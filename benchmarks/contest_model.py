@@ -1,16 +1,24 @@
-"""hina's window beside a loss-based TCP flow on a virtual clock: the delay rule alone against the contested window.
+"""hina's window beside a loss-based TCP flow on a virtual clock: the delay rule alone, contested, fair share.
 
 Dense aggregation of 4 workers (Mininet's star: 85 Mbit/s, 9000-byte
 frames, K = 2239 words) whose rank 0 downlink is a drop-tail queue of
 `--queues` packets shared, from round 1 on, with a TCP Reno flow
 (sim/netsim.py `beside_reno`; round 0 alone).  For each queue and seed,
 the workers' own `CongestionWindow` with the delay rule alone
-(`contest=inf`) and as shipped (contested after `CONTEST` windows): the
+(`contest=inf`), as shipped (contested after `CONTEST` windows) and with
+the fair-share rules (`fair=True`, `hina worker --fair-share`): the
 rounds' seconds beside the flow over round 0's, hina's share of the link,
 rank 0's window after each round and the frames resent.  A run is a pure
 function of its seed: no sockets, no CPU time in the figures.
 
     python benchmarks/contest_model.py [--queues 32 64 128 256] [--seeds 4]
+
+With `--rates` it sweeps the link's rate instead (the queue 128 packets: 310 ms at 30 Mbit/s, 46 ms
+at 200), the flow uncapped and capped at `--cap` Mbit/s, as shipped and with the fair-share rules: hina's share of the
+contested link, its rounds beside the flow over the same rounds alone, the cuts and the resends
+(`rates_table`; written to contest_rates.json):
+
+    python benchmarks/contest_model.py --rates 30 60 100 200 --cap 40 [--rounds 4] [--seeds 2]
 """
 
 from __future__ import annotations
@@ -21,12 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from hina.cliargs import OneLineParser, between
-from hina.host.window import CongestionWindow
+from hina.cliargs import OneLineParser, between, positive
 from hina.provenance import command_line, default_out, out_help, write_result
 from hina.sim.netsim import beside_reno
 
-RULES = {"delay rule alone": math.inf, "contested": CongestionWindow.CONTEST}
+# each sender: beside_reno's arguments
+RULES = {"delay rule alone": {"contest": math.inf}, "contested": {"contest": None},
+         "fair share": {"contest": None, "fair": True}}
+SHIPPED = ("contested", "fair share")  # the senders a user can run (the default and --fair-share)
 
 
 def table(data: dict) -> list[str]:
@@ -40,18 +50,71 @@ def table(data: dict) -> list[str]:
     return lines
 
 
+def rates_table(data: dict) -> list[str]:
+    """Markdown rows: per rate and flow, the seeds' mean share, slowdown, cuts and resends."""
+    lines = ["| link (Mbit/s) | flow | sender | hina's share of the contested link | the flow's | hina's "
+             "fair share | rounds beside the flow / alone | rank 0's cuts per round | frames resent "
+             "per round | exact |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in data["rates"]:
+        flow = "Reno" + (f", capped at {row['cap']:g} Mbit/s" if row["cap"] else "")
+        lines.append(f"| {row['rate']:g} | {flow} | {row['rule']} | {row['share']:.0%} | {row['flow_share']:.0%} | "
+                     f"{row['fair']:.0%} | {row['slowdown']:.2f}x | {row['cuts']:.1f} | {row['resent']:.0f} | "
+                     f"{'yes' if row['exact'] else 'no'} |")
+    return lines
+
+
+def sweep_rates(rates: list[float], cap: float | None, rounds: int, seeds: int) -> list[dict]:
+    """Each shipped sender beside a Reno flow (and, with `cap`, beside one capped at `cap` Mbit/s) at each
+    rate, against the same rounds alone."""
+    rows = []
+    for cap_, rate, rule in ((c, r, s) for c in ((None, cap) if cap else (None,)) for r in rates for s in SHIPPED):
+        runs = []
+        for seed in range(seeds):
+            alone = beside_reno(seed=seed, flow=False, rate_mbps=rate, rounds=rounds, **RULES[rule])
+            beside = beside_reno(seed=seed, rate_mbps=rate, rounds=rounds, cap=cap_, **RULES[rule])
+            runs.append((alone, beside))  # beside_reno raised had any sum been wrong
+        fair = 0.5 if cap_ is None else max(0.5, 1 - cap_ / rate)
+        row = {"rate": rate, "cap": cap_, "rule": rule, "fair": fair, "rounds": rounds, "seeds": seeds,
+               "exact": True,
+               "share": float(np.mean([b["share"] for _, b in runs])),
+               "flow_share": float(np.mean([b["flow_share"] for _, b in runs])),
+               "slowdown": float(np.mean([b["later"] / a["later"] for a, b in runs])),
+               "cuts": float(np.mean([b["cuts"][0] / (rounds - 1) for _, b in runs])),
+               "contests": sum(b["window"].contests for _, b in runs),
+               "resent": float(np.mean([b["resent"] for _, b in runs]))}
+        rows.append(row)
+        capped = "uncapped" if cap_ is None else f"capped at {cap_:g}"
+        print(f"{rate:5g} Mbit/s, flow {capped}, {rule}: share "
+              f"{row['share']:.0%} (the flow {row['flow_share']:.0%}), {row['slowdown']:.2f}x alone, "
+              f"{row['cuts']:.1f} cuts a round", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="contest_model.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--queues", type=between(4, 4096), nargs="+", default=[32, 64, 128, 256],
                     help="drop-tail queues to model, packets (default: 32 64 128 256)")
     ap.add_argument("--seeds", type=between(1, 100), default=4, help="seeds per case (default: 4)")
-    ap.add_argument("--out", type=Path, default=default_out("contest_model.json"), help=out_help("contest_model.json"))
+    ap.add_argument("--rates", type=positive, nargs="+", help="sweep these link rates, Mbit/s, instead of the queues")
+    ap.add_argument("--cap", type=positive, help="with --rates: also beside a flow capped at this many Mbit/s")
+    ap.add_argument("--rounds", type=between(2, 100), default=4, help="with --rates: rounds per run (default: 4)")
+    ap.add_argument("--out", type=Path, help=out_help("contest_model.json") + " (--rates: contest_rates.json)")
     args = ap.parse_args(argv)
+    if args.rates:
+        out = args.out or default_out("contest_rates.json")
+        data = {"rates": sweep_rates(args.rates, args.cap, args.rounds, args.seeds), "queue": 128, "workers": 4,
+                "slots": 64, "frame_bytes": 9014}
+        write_result(out, data, command_line("benchmarks/contest_model.py", argv))
+        print("\n".join(rates_table(data)))
+        print(f"wrote {out}")
+        return 0
+    args.out = args.out or default_out("contest_model.json")
     rows = []
     for queue in args.queues:
-        for rule, contest in RULES.items():
-            runs = [beside_reno(contest, seed, queue=queue) for seed in range(args.seeds)]
+        for rule, kwargs in RULES.items():
+            runs = [beside_reno(seed=seed, queue=queue, **kwargs) for seed in range(args.seeds)]
             cwnds = [c for r in runs for c in r["cwnds"]]
+            contest = runs[0]["window"].state["contest"][0].item()
             row = {"queue": queue, "rule": rule, "contest": None if math.isinf(contest) else contest,
                    "slowdown": float(np.mean([r["later"] / r["alone"] for r in runs])),
                    "share": float(np.mean([r["share"] for r in runs])),

@@ -204,7 +204,7 @@ def run(args, bw: float) -> list[dict]:
     for cross in ((), (f"1>0{f'@{cap:g}' if cap else ''}",)):
         cfg = hina_net.ExperimentConfig(workers=args.workers, bw=bw, length=args.length, density=1.0,
                                         modes=("dense",), rounds=args.rounds, ping=False, deadline=120.0,
-                                        cross=cross, slots=args.slots)
+                                        cross=cross, slots=args.slots, fair_share=args.fair_share)
         load = os.getloadavg()
         res = TracedExperiment(cfg, log=lambda m: print(m, file=sys.stderr, flush=True)).run()
         (r,) = res["runs"]
@@ -212,7 +212,8 @@ def run(args, bw: float) -> list[dict]:
                   for x in r["rounds"]]
         for x in rounds:
             x["share"] = contested_share(x, bw)
-        out.append({"bw": bw, "cap": cap, "slots": args.slots, "cross": list(cross), "loadavg": load,
+        out.append({"bw": bw, "cap": cap, "slots": args.slots, "fair_share": args.fair_share, "cross": list(cross),
+                    "loadavg": load,
                     "exact": r["exact"], "seconds": r["seconds"],
                     "line_rate_seconds": r["line_rate_seconds"], "retransmissions": r["retransmissions"],
                     "timeouts": r["timeouts"], "fidelity": r["fidelity"]["verdict"],
@@ -222,16 +223,24 @@ def run(args, bw: float) -> list[dict]:
     return out
 
 
+TABLE_HEADER = ["| link (Mbit/s) | flow | sender | seconds alone (best round) | seconds beside the flow (each round) | "
+                "slowdown (slowest round) | hina's share of the contested link (least round) | the flow (Mbit/s) | "
+                "rank 0's window: least / mean (chunks) | cuts per worker | frames resent | contested link's queue: "
+                "most / mean (packets), drops | verdicts (alone / beside) |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+
 def table(result: dict) -> list[str]:
-    """Markdown: per rate, hina's seconds alone (best round) and beside the flow (each round), its
+    """Markdown: `TABLE_HEADER` and `table_rows`."""
+    return [*TABLE_HEADER, *table_rows(result)]
+
+
+def table_rows(result: dict) -> list[str]:
+    """Markdown rows: per rate, hina's seconds alone (best round) and beside the flow (each round), its
     slowdown (its slowest round beside the flow over its best alone), its share of the contested link
-    (the least of its rounds beside the flow), the flow's rate, rank 0's window, the queue and the
-    verdicts."""
-    lines = ["| link (Mbit/s) | flow | seconds alone (best round) | seconds beside the flow (each round) | "
-             "slowdown (slowest round) | hina's share of the contested link (least round) | the flow (Mbit/s) | "
-             "rank 0's window: least / mean (chunks) | cuts per worker | frames resent | contested link's queue: "
-             "most / mean (packets), drops | verdicts (alone / beside) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    (the least of its rounds beside the flow), the flow's rate (over its whole run, the aggregation's
+    time and after it), rank 0's window, the queue and the verdicts."""
+    lines = []
     runs = result["runs"]
     for alone, beside in zip(runs[0::2], runs[1::2]):
         best = min(x["seconds"] for x in alone["rounds"])
@@ -245,7 +254,8 @@ def table(result: dict) -> list[str]:
         q = next(iter((beside.get("queues") or {}).values()), None) or {}
         cap = beside.get("cap")
         lines.append(
-            f"| {beside['bw']:g} | TCP{f', capped at {cap:g} Mbit/s' if cap else ''} | {best:.3f} | "
+            f"| {beside['bw']:g} | TCP{f', capped at {cap:g} Mbit/s' if cap else ''} | "
+            f"{'fair share' if beside.get('fair_share') else 'default'} | {best:.3f} | "
             + ", ".join(f"{x['seconds']:.3f}" for x in beside["rounds"]) + f" | {slowest / best:.2f}x | "
             + (f"{min(shares):.0%}" if shares else "-") + " | "
             + (f"{mbps:.1f}" if mbps is not None else "-") + " | "
@@ -268,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bw", type=positive, default=100.0, help="Mbit/s per link (default: 100)")
     ap.add_argument("--bws", type=positive, nargs="+", help="run once per rate, Mbit/s (instead of --bw)")
     ap.add_argument("--slots", type=between(2, 4096), default=64, help="the job's slots, W (default: 64)")
+    ap.add_argument("--fair-share", action="store_true", help="the workers' windows with the fair-share rules")
     ap.add_argument("--length", type=between(1), default=4_000_000, help="elements per gradient (default: 4e6)")
     ap.add_argument("--rounds", type=between(1), default=2, help="aggregations per run (default: 2)")
     ap.add_argument("--cap", type=cap_arg, help="cap the iperf3 flow at this many Mbit/s, or this share of the link "

@@ -48,11 +48,13 @@ class Worker:
     """One rank of a job; keeps its slot copies and RTT estimate across aggregations."""
 
     def __init__(self, transport, job: JobSpec, worker_id: int, *, deadline: float = 10.0,
-                 rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True):
+                 rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True, fair_share: bool = False):
         """pipes: the switch's pipes (what `ControlClient.join` returns on the emulator; 1 for BMv2):
         RESULTs are in order only within a pipe, and loss detection has to know.
         batch: move frames by the batch (recvmmsg / sendmmsg) where the transport offers it
-        (`UdpTransport.batcher`); False: one `transport.send` / `recv` call per frame."""
+        (`UdpTransport.batcher`); False: one `transport.send` / `recv` call per frame.
+        fair_share: the window's fair-share rules (`CongestionWindow(fair=True)`), for links shared with
+        other traffic."""
         if not 0 <= worker_id < 32:
             raise ValueError(f"worker_id must be 0..31, got {worker_id}")
         self.transport = transport
@@ -61,8 +63,9 @@ class Worker:
         self.deadline = deadline
         self.pipes = pipes
         self.pool = SlotPool(job.slot_base, job.slots)
-        self.rtt = rtt or RttEstimator()
-        self.window = CongestionWindow(job.slots)  # chunks in flight: adapts to loss, at most W
+        self.rtt = rtt or (RttEstimator.fair() if fair_share else RttEstimator())
+        # chunks in flight: adapts to loss, at most W
+        self.window = CongestionWindow(job.slots, fair=fair_share)
         self._tag = 0
         self._salt: int | None = None  # the run's identity, from the hello
         self.workspace = codec.Workspace()  # the codec's buffers, reused across aggregations

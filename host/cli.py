@@ -192,7 +192,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "
               f"{args.switch[0]}:{args.switch[1]} from {here[0]}:{here[1]}, mode {args.mode}", file=sys.stderr,
               flush=True)
-        worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes)
+        worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes, fair_share=args.fair_share)
         out = np.empty(grad.size, dtype=np.int32)
         reports = []
         try:
@@ -224,7 +224,9 @@ def _standalone_worker(args: argparse.Namespace) -> int:
             total = rounded
         np.save(args.out, total)
     summary = {"rank": args.rank, "workers": args.workers, "length": int(grad.size), "dtype": grad.dtype.name,
-               "out": str(args.out) if args.out else None, "rounds": reports}
+               "out": str(args.out) if args.out else None, "rounds": reports,
+               "window": {"fair_share": worker.window.fair, "chunks": worker.window.chunks,
+                          "cuts": worker.window.cuts, "contests": worker.window.contests}}
     print(json.dumps(summary) if args.json else
           f"worker {args.rank}: sum of {args.workers} workers" + (f" written to {args.out}" if args.out else "")
           + f" ({reports[-1]['encoding']}, {reports[-1]['seconds']:.3f} s)")
@@ -259,7 +261,8 @@ def _experiment_worker(args: argparse.Namespace) -> int:
                                src_ip=me.get("ip"), switch_mac=switch_mac, kind=args.transport,
                                bind_ip=spec["switch"].get("answers_to", "0.0.0.0"), port=me.get("udp_port", UDP_PORT))
     # the switch's pipes: with P > 1 loss detection compares a chunk only with chunks of its own pipe
-    worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1))
+    worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1),
+                    fair_share=args.fair_share or spec.get("fair_share", False))
     try:  # before "ready", as a training job sets up before its first step: kernels loaded, run agreed
         worker.prepare(params, grad)
     except Exception as exc:  # reported to the orchestrator, which fails the run
@@ -368,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--rounds", type=int, default=1, help="aggregations of the same gradient")
     w.add_argument("--deadline", type=float, default=30.0, help="seconds without progress before giving up")
     w.add_argument("--json", action="store_true", help="print one JSON object instead of a summary line")
+    w.add_argument("--fair-share", action="store_true",
+                   help="the congestion window's fair-share rules, for links shared with other traffic "
+                        "(docs/fidelity.md measures them beside TCP)")
     w.add_argument("--bind", type=_address, help="send from (and take RESULTs at) this HOST:PORT: a job installed "
                                                  "without --control names its members' addresses and UDP ports; "
                                                  "default: a port of its own, the kernel's choice (several "

@@ -99,14 +99,15 @@ class SwitchAllreduce:
     @classmethod
     def connect(cls, switch: tuple[str, int], rank: int, world_size: int, *, control: tuple[str, int] | None = None,
                 job: JobSpec = JobSpec(), deadline: float = 10.0, transport=None, bind: tuple[str, int] | None = None,
-                **codec_options) -> SwitchAllreduce:
+                fair_share: bool = False, **codec_options) -> SwitchAllreduce:
         """A UDP worker for `rank` (or the given transport: `hina.host.transport.open_transport` for raw frames).
 
         control: the emulator's control port; joining there authorizes this rank's address and UDP port
         and clears what an earlier run of the job left.  bind: the address and UDP port this rank sends
         from and takes its RESULTs at (default: a port of its own, the kernel's choice, so that the ranks
         of a machine do not collide); without `control` (BMv2, a P4 switch) the job installed on the
-        switch must list this rank at that address, so give it.
+        switch must list this rank at that address, so give it.  fair_share: the congestion window's
+        fair-share rules (`Worker`), for links shared with other traffic.
         """
         from hina.control.client import ControlClient
         from hina.control.config import Member
@@ -122,7 +123,7 @@ class SwitchAllreduce:
             if control is not None:
                 with ControlClient(control) as ctl:
                     pipes = ctl.join(job.switch_config(world_size), Member(rank, transport.address))
-            worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes)
+            worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes, fair_share=fair_share)
             # the codec's kernels loaded now, not in the first step's first bucket (the hello waits for that
             # bucket: the ranks need not connect together)
             worker.prepare(codec.CodecParams(length=1 << 12, workers=world_size), hello=False)

@@ -91,12 +91,14 @@ SLOT = np.dtype([
     # the chunk in flight's timer waits for progress; RACK resent it
     ("suppressed", np.bool_), ("overtaken", np.bool_),
 ], align=True)
-# rack[pipe]: the latest transmission answered of a chunk sent once, its round trip; same for resent chunks
+# rack[pipe]: the latest transmission answered of a chunk sent once, its round trip and chunk; same for resent
+# chunks
 RACK = np.dtype([("fresh_seq", np.int64), ("fresh_rtt", np.float64), ("resent_seq", np.int64),
-                 ("resent_rtt", np.float64)])
+                 ("resent_rtt", np.float64), ("fresh_chunk", np.int64), ("resent_chunk", np.int64)])
 # chunks[chunk]: its words' offset in the phase, how many, the op, the offset the wire carries (salted)
 CHUNK = np.dtype([("offset", np.int64), ("count", np.int64), ("op", np.int64), ("wire_offset", np.int64)])
 R_SAMPLES = 4  # the last round trips whose least a standing queue raises (`recent`)
+RTO_SRTT = 0.5  # the fair-share sender's timeout waits at least this much of srtt past srtt (`rto_srtt`)
 # r: the RTT estimator (RttEstimator): its parameters, the allowance's scale and the recoveries since it
 # last changed, and a ring of the last R_SAMPLES round trips
 RTT = np.dtype([
@@ -104,7 +106,9 @@ RTT = np.dtype([
     ("reorder_scale", np.float64), ("recoveries", np.int64), ("minimum", np.float64), ("maximum", np.float64),
     ("backoff_limit", np.float64), ("decay", np.int64), ("probe_floor", np.float64),
     ("next", np.int64), ("recent", np.float64, (R_SAMPLES,)),
+    ("rto_srtt", np.float64),  # the timeout's least margin past srtt, a share of srtt (0: RFC 6298's alone)
 ])
+SPLIT = 0.5  # contested, a fair-share window catches up to this share of the chunks the pipe holds
 SQUEEZED = 0.75  # a delivery rate under this share of the fastest seen: something else takes the link
 RATE_RTTS = 4  # round trips a delivery rate is measured over
 SAMPLES = 3
@@ -117,6 +121,8 @@ WINDOW = np.dtype([
     ("queue_delay", np.float64), ("queued", np.float64), ("contest", np.float64), ("contests", np.int64),
     ("rate_at", np.float64), ("rate_n", np.int64), ("rate", np.float64), ("rate_now", np.float64),
     ("rate_prev", np.float64), ("samples", np.float64, (SAMPLES,)),
+    ("on", np.bool_),  # contested
+    ("fair", np.bool_),  # the fair-share rules (CongestionWindow's `fair`)
 ])
 # stats: what a transfer counts (`PhaseTransfer.stats`)
 STATS = np.dtype([(name, np.int64) for name in ("frames", "bytes", "retransmissions", "fast_retransmissions",
@@ -145,6 +151,13 @@ def recent_least(r):
 
 
 @njit(cache=True)
+def _now_rtt(r):
+    """The least of the recent round trips, or 0 before any."""
+    recent = recent_least(r)
+    return 0.0 if math.isinf(recent) else recent
+
+
+@njit(cache=True)
 def backoff_cap(r):
     recent = recent_least(r)
     return min(r.maximum, max(r.backoff_limit, r.minimum, 8.0 * r.min_rtt,
@@ -161,7 +174,7 @@ def rtt_sample(r, rtt):
     r.min_rtt = min(r.min_rtt, rtt)
     r.recent[r.next] = rtt
     r.next = (r.next + 1) % R_SAMPLES
-    r.rto = min(backoff_cap(r), max(r.minimum, r.srtt + 4 * r.rttvar))
+    r.rto = min(backoff_cap(r), max(r.minimum, r.srtt + max(4 * r.rttvar, r.rto_srtt * r.srtt)))
 
 
 @njit(cache=True)
@@ -206,9 +219,11 @@ def queueing(cw, rtt, min_rtt):
 
 @njit(cache=True)
 def contested(cw):
-    """Whether another flow holds the queue: for `cw.contest` windows of RESULTs in a row the round
-    trips showed more queueing than the window's own chunks could make (`foreign`)."""
-    return cw.queued >= cw.contest
+    """Whether another flow holds the queue (`foreign`): for `cw.contest` windows of RESULTs in a row the
+    round trips showed more queueing than the window's own chunks could make.  The fair-share rules
+    also contest on a loss or a timeout while they did, and hold it until the queue drains (a round
+    trip near the least) or the window's own chunks account for it for as long."""
+    return cw.on
 
 
 @njit(cache=True)
@@ -221,8 +236,20 @@ def foreign(cw, min_rtt):
     worker's UPDATE, which its own window does not bound, but a job waiting on its own workers still
     keeps its links busy, while a flow that takes a share of a link slows the RESULTs down.  Never
     before a rate is measured."""
-    return (cw.rate > 0 and cw.recent - min_rtt > 2.0 * cw.cwnd / cw.rate
-            and cw.rate_now < SQUEEZED * cw.rate)
+    return deep(cw, min_rtt) and cw.rate_now < SQUEEZED * cw.rate
+
+
+@njit(cache=True)
+def deep(cw, min_rtt):
+    """Whether the recent round trips queued more than twice what the window's own chunks could."""
+    return cw.rate > 0 and cw.recent - min_rtt > 2.0 * cw.cwnd / cw.rate
+
+
+@njit(cache=True)
+def _contest(cw):
+    if not cw.on:
+        cw.on = True
+        cw.contests += 1
 
 
 @njit(cache=True)
@@ -248,25 +275,64 @@ def window_result(cw, rtt, min_rtt, now):
         for i in range(cw.count):
             least = min(least, cw.samples[i])
         cw.recent = least
-        if queueing(cw, least, min_rtt) and foreign(cw, min_rtt):
-            was = contested(cw)
+        if not queueing(cw, least, min_rtt):
+            cw.queued, cw.on = 0.0, False  # the queue drained: the delay rule's again
+        elif foreign(cw, min_rtt):
             cw.queued += 1.0 / cw.cwnd  # a window of such RESULTs: about one round trip
-            if contested(cw) and not was:
-                cw.contests += 1
+            if cw.fair:
+                cw.queued = min(cw.contest, cw.queued)
+            if cw.queued >= cw.contest:
+                _contest(cw)
+        elif cw.fair:
+            # a queue the window's own chunks could hold: contested until they could for as long
+            cw.queued = max(0.0, cw.queued - 1.0 / cw.cwnd)
+            if cw.queued <= 0.0:
+                cw.on = False
         else:
-            cw.queued = 0.0  # no queue, or one our own chunks could hold: the delay rule's case
-    if queueing(cw, cw.recent, min_rtt) and not contested(cw):
+            cw.queued, cw.on = 0.0, False  # a queue our own chunks could hold: the delay rule's case
+    if queueing(cw, cw.recent, min_rtt) and not cw.on:
         return
     grow = 1.0 if cw.cwnd < cw.ssthresh else 1.0 / cw.cwnd
+    if cw.fair and cw.on and cw.rate > 0 and not math.isnan(cw.recent):
+        # contested: at least half the gap to an equal split of the pipe per round trip
+        fair = SPLIT * cw.rate * cw.recent
+        if fair > cw.cwnd:
+            grow = max(grow, (fair - cw.cwnd) / (2.0 * cw.cwnd))
     cw.cwnd = min(cw.limit, cw.cwnd + grow)
 
 
 @njit(cache=True)
+def window_timeout(cw, min_rtt):
+    """The fair-share rules' answer to a timer that expired with nothing overtaking its chunk: no cut (a
+    late peer does that as well as a loss, and RACK's losses cut), but with a queue deeper than the
+    window's own chunks could make, another flow's: contested."""
+    if cw.contest < math.inf and queueing(cw, cw.recent, min_rtt) and deep(cw, min_rtt):
+        cw.queued = cw.contest
+        _contest(cw)
+
+
+@njit(cache=True)
+def window_expired(cw, sent_at, now, min_rtt):
+    """A chunk sent at `sent_at` timed out at `now`: a loss to the delay rule (`window_loss`), not to the
+    fair-share rules (`window_timeout`)."""
+    if cw.fair:
+        window_timeout(cw, min_rtt)
+    else:
+        window_loss(cw, sent_at, now, min_rtt)
+
+
+@njit(cache=True)
 def window_loss(cw, sent_at, now, min_rtt):
+    """A chunk sent at `sent_at` was lost at `now`: cut the window unless this congestion event was
+    cut for already (the chunk went before the last cut) or no queue shows (the link's loss)."""
     if sent_at <= cw.cut_at or not queueing(cw, cw.recent, min_rtt):
         return
+    if cw.fair and cw.contest < math.inf and deep(cw, min_rtt):
+        # the queue overflowed while more of it was another flow's than ours could be: contested now
+        cw.queued = cw.contest
+        _contest(cw)
     # contested, give back what CUBIC (Linux's TCP) does, 30%; else half, as Reno
-    keep = 0.7 if contested(cw) else 0.5
+    keep = 0.7 if cw.on else 0.5
     cw.ssthresh = cw.cwnd = max(cw.minimum, cw.cwnd * keep)
     cw.cut_at = now
     cw.cuts += 1
@@ -407,9 +473,12 @@ def overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
         if s.chunk < 0:
             continue
         pipe = rack[(t.slot_base + slot) % pipes]
-        if s.seq < pipe.fresh_seq:
+        # overtaken: a chunk of its pipe sent after it was answered, and came after it in the order the
+        # switch completes them (a chunk before it in that order may still wait for a late peer)
+        # (the fair-share rules' test; the delay rule's takes any chunk sent after it)
+        if s.seq < pipe.fresh_seq and (s.chunk < pipe.fresh_chunk or not cw.fair):
             due = s.sent + pipe.fresh_rtt + allowance
-        elif s.retries > 0 and s.seq < pipe.resent_seq:
+        elif s.retries > 0 and s.seq < pipe.resent_seq and (s.chunk < pipe.resent_chunk or not cw.fair):
             due = s.sent + pipe.resent_rtt + allowance
         else:
             continue
@@ -503,7 +572,7 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         rtt_sample(r, rtt)
         t.probing = False  # chunks sent once are answered again: the flow is back
         if seq > pipe.fresh_seq:
-            pipe.fresh_seq, pipe.fresh_rtt = seq, rtt
+            pipe.fresh_seq, pipe.fresh_rtt, pipe.fresh_chunk = seq, rtt, chunk
     elif late and s.retries == 1:
         # Karn's ambiguity does not hold here: sent twice, and answered too soon after the second, so
         # the first is answered, and its round trip is a sample.  A queue that grew past the timeout
@@ -512,10 +581,12 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         rtt = now - s.first
         rtt_sample(r, rtt)
         fresh = True
-    elif rtt >= min_rtt:
-        # a resent chunk's answer, too late to answer its first transmission
+    elif rtt >= (max(min_rtt, _now_rtt(r)) if cw.fair else min_rtt):
+        # a resent chunk's answer, too late to answer its first transmission (the fair-share rules ask
+        # for a round trip as the recent ones are: a standing queue, or the wait for a late peer,
+        # lengthens them all, and an answer sooner than that may still be the first transmission's)
         if seq > pipe.resent_seq:
-            pipe.resent_seq, pipe.resent_rtt = seq, rtt
+            pipe.resent_seq, pipe.resent_rtt, pipe.resent_chunk = seq, rtt, chunk
     window_result(cw, rtt if fresh else math.nan, r.min_rtt, now)
     t.received += 1
     t.last_progress = now
@@ -595,7 +666,7 @@ def poll(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
             # The last probe was answered, and these waited a full timeout after that progress
             # without being overtaken: the tail of the phase was lost.  All of it goes again.
             for slot in _by_seq(fl, due, n):
-                window_loss(cw, fl[slot].sent, now, r.min_rtt)
+                window_expired(cw, fl[slot].sent, now, r.min_rtt)
                 fl[slot].rto = min(2 * fl[slot].rto, cap)
                 m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
             stats.timeouts += 1
@@ -611,7 +682,7 @@ def poll(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
                     s.rto = min(2 * s.rto, cap)
                     s.due = now + s.rto
                     s.suppressed = True
-            window_loss(cw, fl[probe].sent, now, r.min_rtt)
+            window_expired(cw, fl[probe].sent, now, r.min_rtt)
             rtt_backoff(r)
             stats.timeouts += 1
             fl[probe].rto = min(2 * fl[probe].rto, cap)

@@ -100,7 +100,9 @@ def _records(dtype: np.dtype, n: int = 1, **fields: float) -> tuple[np.ndarray, 
 class RttEstimator:
     """Smoothed RTT and retransmission timeout (RFC 6298), shared by a worker's transfers.
 
-    The timeout is srtt + 4 rttvar, at least `minimum`; an expiry doubles it until the next fresh
+    The timeout is srtt + 4 rttvar, at least `minimum` (the fair-share sender's, `fair()`: srtt +
+    max(4 rttvar, srtt / 2), since a queue that stands steady leaves rttvar near 0, and a timeout
+    just past srtt fired on every round trip a little longer); an expiry doubles it until the next fresh
     sample; neither goes past `backoff_cap` (50 ms, or 8 least round trips or twice the least
     recent one on a slower path).  A
     switch that is up but loses packets answers the next probe: on a lossy link every doubling
@@ -118,13 +120,20 @@ class RttEstimator:
     PROBE_FLOOR = 2e-3  # the least silence before a tail probe (`probe_after`)
 
     def __init__(self, initial: float = 0.1, minimum: float = 0.02, maximum: float = 2.0,
-                 backoff_limit: float = 0.05, probe_floor: float = PROBE_FLOOR):
+                 backoff_limit: float = 0.05, probe_floor: float = PROBE_FLOOR, rto_srtt: float = 0.0):
         """probe_floor: a silent path's probe goes after max(2 srtt, probe_floor); inf: never (the
-        timeout alone)."""
+        timeout alone).  rto_srtt: the timeout's least margin past srtt, as a share of srtt."""
         self.state, self.state_bytes = _records(
             sp.RTT, rto=initial, srtt=math.nan, min_rtt=math.inf, reorder_scale=1.0, minimum=minimum,
             maximum=maximum, backoff_limit=backoff_limit, decay=self.REORDER_DECAY, probe_floor=probe_floor,
-            recent=math.inf)
+            recent=math.inf, rto_srtt=rto_srtt)
+
+    @classmethod
+    def fair(cls, **kwargs) -> RttEstimator:
+        """The fair-share sender's estimator: half a smoothed round trip of margin (`sendplane.RTO_SRTT`)
+        and a cap of 8 s, past the round trips a host's queue can stand (1000 frames of 9 KB at 30
+        Mbit/s: 2.4 s); the cap that usually binds is `backoff_cap`'s."""
+        return cls(**{"maximum": 8.0, "rto_srtt": sp.RTO_SRTT, **kwargs})
 
     rto = _field("rto")
     rttvar = _field("rttvar")
@@ -210,26 +219,42 @@ class CongestionWindow:
     do) while the RESULTs come at under 3/4 of that fastest rate (something takes the link: a
     worker's round trip also holds the wait for the job's slowest worker, which its own window does
     not bound, but then the job still moves at its pace), for `CONTEST` windows of RESULTs in a
-    row, the window is *contested*: it grows as TCP Reno's does,
-    queue or not (the same slow start and one chunk per window), and a loss cuts it by 30%, as
-    CUBIC (Linux's TCP) cuts, so it keeps a share of the link instead of its floor.  A round trip
-    near the least (the queue drained), or a queue its own chunks could account for, hands it
-    back to the delay rule (the mode switch of Copa, Arun and Balakrishnan, NSDI 2018).  Alone
-    nothing changes: a queue of the window's own is never contested.  The state is one record
-    (`state`, a structured array of one `sendplane.WINDOW`, and its bytes `state_bytes`).
+    row, the window is *contested*: it grows as TCP Reno's does, queue or not (the same slow start
+    and one chunk per window), and a loss cuts it by 30%, as CUBIC (Linux's TCP) cuts, so it keeps
+    a share of the link instead of its floor.  A round trip near the least (the queue drained), or
+    a queue its own chunks could account for, hands it back to the delay rule (the mode switch of
+    Copa, Arun and Balakrishnan, NSDI 2018).  Alone nothing changes: a queue of the window's own is
+    never contested.
+
+    `fair=True` (the fair-share sender, `hina worker --fair-share`; docs/fidelity.md measures it
+    beside TCP at 30-200 Mbit/s) changes four rules: timeouts never cut the window (a late peer
+    fires them as well as a loss; RACK's losses still cut, and RACK counts a chunk overtaken only
+    by one after it in the switch's order); it is contested after `CONTEST_FAIR` windows of such
+    RESULTs, or at once on a loss or a timeout while the queue is more than twice its own, and stays
+    so until its own chunks could account for the queue for as long; contested, it grows by at
+    least half the gap per round trip to an equal split of the pipe (half the chunks the path holds
+    at the fastest rate: `sendplane.SPLIT`); and its `RttEstimator.fair()` keeps half a round trip of
+    margin.  The state is one record (`state`, a structured array of one `sendplane.WINDOW`, and its
+    bytes `state_bytes`).
     """
 
     QUEUE_DELAY = 5e-3  # queueing the window may add before it stops growing
     SAMPLES = sp.SAMPLES  # round trips whose least says whether a queue stands
     CONTEST = 8.0  # windows of RESULTs queued more than our own chunks could, after which the queue is contested
+    CONTEST_FAIR = 2.0  # the same for the fair-share rules
 
-    def __init__(self, limit: int, initial: int = 16, minimum: int = 2, contest: float = CONTEST):
+    def __init__(self, limit: int, initial: int = 16, minimum: int = 2, contest: float | None = None,
+                 fair: bool = False):
         """contest: windows of RESULTs queued more than the window's own chunks could after which the
-        queue is contested (inf: never, the delay rule alone)."""
+        queue is contested (default `CONTEST`, or `CONTEST_FAIR` with `fair`; inf: never, the delay rule
+        alone).  fair: the fair-share rules (above)."""
         minimum = min(minimum, limit)
+        if contest is None:
+            contest = self.CONTEST_FAIR if fair else self.CONTEST
         self.state, self.state_bytes = _records(
             sp.WINDOW, limit=limit, minimum=minimum, cwnd=max(minimum, min(initial, limit)), ssthresh=limit,
-            cut_at=-math.inf, recent=math.nan, queue_delay=self.QUEUE_DELAY, contest=contest, rate_at=math.nan)
+            cut_at=-math.inf, recent=math.nan, queue_delay=self.QUEUE_DELAY, contest=contest, rate_at=math.nan,
+            fair=fair)
 
     cwnd = _field("cwnd")
     ssthresh = _field("ssthresh")
@@ -240,6 +265,7 @@ class CongestionWindow:
     cuts = _field("cuts", kind=int)
     chunks = _field("cwnd", "whole chunks the window allows in flight", kind=int)
     contests = _field("contests", "how often another flow's standing queue made the window contested", kind=int)
+    fair = _field("fair", "whether the fair-share rules apply", kind=bool)
     delivery_rate = _field("rate", "the fastest RESULT rate two measurements in a row sustained, per second")
     recent_rate = _field("rate_now", "the RESULT rate of the last measurement (4 round trips), per second")
 
@@ -274,6 +300,11 @@ class CongestionWindow:
         A loss while round trips show no queue is the link's, not congestion (the window is not
         what caused it, and halving it would only slow a lossy path down): the window stays."""
         sp.window_loss(self.state[0], sent_at, now, min_rtt)
+
+    def on_timeout(self, sent_at: float, now: float, min_rtt: float = 0.0) -> None:
+        """The chunk sent at `sent_at` timed out at `now` with nothing overtaking it: a loss to the delay
+        rule (`on_loss`); the fair-share rules do not cut (a late peer fires timers as a loss does)."""
+        sp.window_expired(self.state[0], sent_at, now, min_rtt)
 
 
 class SlotPool:

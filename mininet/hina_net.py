@@ -317,6 +317,7 @@ class ExperimentConfig:
     # workers per host: each rank of a host sends from a UDP port of its own (0x4E41 + its index there), and
     # the switch knows it by that address (1: one worker per host, known by its switch port, as before)
     ranks_per_host: int = 1
+    fair_share: bool = False  # the workers' congestion windows with the fair-share rules (hina worker --fair-share)
 
     def __post_init__(self) -> None:
         """Refuse bad parameters here, before any host, link or process exists (one-line ValueErrors)."""
@@ -525,7 +526,7 @@ class Experiment:
         spec = {"params": params.to_config(), "job": job.to_config(), "density": cfg.density, "seed": cfg.seed,
                 "workload": cfg.workload, "scale": cfg.scale,
                 "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC, **self._answers_to()},
-                "pipes": cfg.pipes,
+                "pipes": cfg.pipes, "fair_share": cfg.fair_share,
                 "hosts": [{"ifname": h.defaultIntf().name, "mac": host_mac(r // cfg.ranks_per_host + 1),
                            "ip": host_ip(r // cfg.ranks_per_host + 1), "udp_port": self._rank_port(r)}
                           for r, h in enumerate(hosts)]}

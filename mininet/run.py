@@ -302,6 +302,9 @@ def build_parser() -> OneLineParser:
     ap.add_argument("--ranks-per-host", type=int, default=1, metavar="R",
                     help="workers per host, each at a UDP port of its own, the switch sending each its RESULTs "
                          "(the star has --workers / R hosts; default: 1)")
+    ap.add_argument("--fair-share", action="store_true",
+                    help="the workers' congestion windows with the fair-share rules, for links shared with "
+                         "other traffic (--cross; docs/fidelity.md)")
     ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
                     help="the switch: the Python emulator on raw sockets, or BMv2 simple_switch_grpc "
                          "(default: emulator)")
@@ -404,7 +407,8 @@ def configure(args) -> tuple:
                  workload=args.workload, scale=args.scale, pipes=args.pipes,
                  host_bw=args.host_bw, host_delay=args.host_delay, straggler=args.straggler,
                  compute=args.compute, cross=tuple(args.cross),
-                 **({"ranks_per_host": args.ranks_per_host} if args.ranks_per_host != 1 else {}))
+                 **({"ranks_per_host": args.ranks_per_host} if args.ranks_per_host != 1 else {}),
+                 **({"fair_share": True} if args.fair_share else {}))
     if args.calibrate and (not args.bw or args.bw <= CALIBRATE_LOW or args.calibrate_steps < 1):
         raise ValueError(f"--calibrate needs --bw above {CALIBRATE_LOW:g} Mbit/s (the top of the search) and "
                          f"--calibrate-steps >= 1, got --bw {args.bw:g}, --calibrate-steps {args.calibrate_steps}")

@@ -9,7 +9,8 @@ from 100 ms, window from 16 chunks).
 
 And beside a TCP flow: a drop-tail link shared with a Reno flow, where the
 delay rule alone gave the flow the link and the contested window keeps a
-share of it.
+share of it, and the fair-share rules (`CongestionWindow(fair=True)`, `hina
+worker --fair-share`) at least 40% of it.
 """
 
 import math
@@ -26,16 +27,16 @@ from hina.sim.netsim import VirtualNetwork, beside_reno, expected, run_transfers
 WORKERS, WORDS, SLOTS = 3, 32, 64
 
 
-def slow_switch_run(adaptive: bool, seed: int = 3, chunks: int = 400, drop: float = 0.0):
+def slow_switch_run(adaptive: bool, seed: int = 3, chunks: int = 400, drop: float = 0.0, fair: bool = False):
     rng = np.random.default_rng(seed)
     p = Pipeline()
     p.add_job(JobConfig(5, WORKERS, WORDS, 0, SLOTS, tuple(Member(w, ("w", w)) for w in range(WORKERS))))
     payloads = [rng.integers(-(2**20), 2**20, size=chunks * WORDS).astype(np.int32) for _ in range(WORKERS)]
     net = VirtualNetwork(p, rng, drop=drop, latency=1e-4, jitter=5e-5, service=3e-4, queue=64)
-    windows = [CongestionWindow(SLOTS) for _ in range(WORKERS)] if adaptive else None
+    windows = [CongestionWindow(SLOTS, fair=fair) for _ in range(WORKERS)] if adaptive else None
     results, net, stats = run_transfers(p, payloads, Op.ADD, job_id=5, words=WORDS, slot_base=0, slots=SLOTS,
                                         rng=rng, rounds=2, deadline=30.0, net=net, windows=windows,
-                                        rtts=[RttEstimator() for _ in range(WORKERS)])
+                                        rtts=[RttEstimator.fair() if fair else RttEstimator() for _ in range(WORKERS)])
     want = expected(Op.ADD, payloads)
     assert all(np.array_equal(r, want) for per_worker in results for r in per_worker)
     resent = sum(s.get("retransmissions", 0) for rnd in stats for s in rnd)
@@ -43,17 +44,19 @@ def slow_switch_run(adaptive: bool, seed: int = 3, chunks: int = 400, drop: floa
     return resent / useful, net
 
 
-def test_the_window_fits_a_slow_switch():
-    share, net = slow_switch_run(adaptive=True)
+@pytest.mark.parametrize("fair", [False, True])
+def test_the_window_fits_a_slow_switch(fair):
+    share, net = slow_switch_run(adaptive=True, fair=fair)
     assert share <= 0.03, f"{share:.1%} of useful packets resent"
     fixed, fixed_net = slow_switch_run(adaptive=False)
     assert fixed > 3 * max(share, 0.01)  # all 64 slots in flight: the queue overflows
     assert fixed_net.overflows > net.overflows
 
 
+@pytest.mark.parametrize("fair", [False, True])
 @pytest.mark.parametrize("seed", range(3))
-def test_exact_on_a_slow_lossy_switch(seed):
-    share, _ = slow_switch_run(adaptive=True, seed=seed, chunks=150, drop=0.01)
+def test_exact_on_a_slow_lossy_switch(seed, fair):
+    share, _ = slow_switch_run(adaptive=True, seed=seed, chunks=150, drop=0.01, fair=fair)
     assert share < 0.10  # a lost UPDATE costs every worker a resend (none knows whose was lost)
 
 
@@ -88,3 +91,28 @@ def test_alone_on_the_same_link_both_rules_run_at_line_rate():
         alone, later, share, _, _, _ = beside_tcp(contest, 0, flow=False)
         assert share >= 0.95
         assert later <= alone * 1.05
+
+
+# -- the fair-share rules: a 128-packet queue at 30 and 100 Mbit/s, the flow from round 1 on -----------------
+
+@pytest.mark.parametrize("rate", [30, 100])
+def test_the_fair_share_rules_keep_a_share_the_shipped_rules_do_not(rate):
+    """A 128-packet queue is 310 ms at 30 Mbit/s and 92 ms at 100.  The fair-share window contests the
+    flow's queue and catches up to an equal split: at 100 Mbit/s at least 40% of the link (an equal
+    split is 50%), at 30 Mbit/s more than the delay rule alone; no worker's window is cut to its floor,
+    and every sum is exact (beside_reno checks them)."""
+    r = beside_reno(None, 0, fair=True, rate_mbps=rate, rounds=4)
+    y = beside_reno(math.inf, 0, rate_mbps=rate, rounds=4)
+    assert r["window"].fair and r["window"].contests >= 1 and y["window"].contests == 0 and r["flow"].cuts >= 1
+    assert r["share"] >= (0.40 if rate >= 100 else 0.30)
+    assert r["share"] >= 1.3 * y["share"]
+    assert min(r["least"]) > r["window"].minimum
+    assert r["alone"] == pytest.approx(y["alone"], rel=0.05)  # round 0 ran alone: about as fast either way
+
+
+def test_alone_the_fair_share_rules_never_contest_and_run_at_line_rate():
+    """Without the flow the fair-share window is never contested, and every round is within 5% of
+    round 0's time at 93% of the link or better."""
+    r = beside_reno(None, 0, fair=True, flow=False)
+    assert r["window"].contests == 0 and r["share"] >= 0.93
+    assert r["later"] <= r["alone"] * 1.05

@@ -393,6 +393,32 @@ def test_rtt_estimator_follows_samples_within_bounds():
     assert r.rto == 0.5  # backed off to the maximum, no further
 
 
+def test_the_fair_share_estimator_keeps_half_a_round_trip_of_margin_past_a_steady_queue():
+    """A queue that stands steady leaves rttvar near 0: RFC 6298's timeout sits just past srtt, and
+    a round trip a little longer times out; the fair-share estimator waits srtt / 2 more."""
+    plain = RttEstimator(initial=1.0, minimum=0.01, maximum=8.0, backoff_limit=0.05)
+    fair = RttEstimator.fair(initial=1.0, minimum=0.01, backoff_limit=0.05)
+    assert fair.maximum == 8.0
+    for _ in range(50):
+        plain.sample(0.3)
+        fair.sample(0.3)
+    assert plain.rto == pytest.approx(0.3, rel=0.01)
+    assert fair.rto == pytest.approx(0.45, rel=0.01)
+
+
+@pytest.mark.parametrize("fair", [False, True])
+def test_a_timeout_cuts_the_window_only_under_the_delay_rule(fair):
+    """A timer that fires with a queue standing is a loss to the delay rule (halved); the fair-share
+    rules keep the window (a late peer fires timers too), and RACK's losses still cut it."""
+    w = CongestionWindow(64, initial=32, fair=fair)
+    for _ in range(3):
+        w.on_result(0.05, min_rtt=0.01, now=1.0)  # round trips 40 ms over the least: a queue stands
+    w.on_timeout(sent_at=0.9, now=1.0, min_rtt=0.01)
+    assert (w.cwnd, w.cuts) == ((32, 0) if fair else (16, 1))
+    w.on_loss(sent_at=0.95, now=1.1, min_rtt=0.01)
+    assert w.cuts == (1 if fair else 1)  # the delay rule's cut at 1.0 covers a chunk sent before it
+
+
 def test_chunks_held_up_by_a_late_peer_do_not_raise_the_timeout_a_standing_queue_does():
     """A chunk answered late because another worker's UPDATE was lost is one long sample among short
     ones: the cap stays at 50 ms, or every later loss would stall longer, and each longer stall would
