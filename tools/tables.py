@@ -946,6 +946,20 @@ def fidelity_window() -> str:
     return block(lines, (name, data))
 
 
+SHARE_RUNS = ("cross_traffic/default.json", "cross_traffic/default_cap.json", "cross_traffic/fair.json",
+              "cross_traffic/fair_cap.json")
+
+
+@table("fidelity-share")
+def fidelity_share() -> str:
+    """docs/fidelity.md: hina's share of a link it shares with one iperf3 TCP flow, from 30 to 200 Mbit/s, the
+    flow uncapped and capped at half the link, with the default window and the fair-share rules."""
+    from hina.benchmarks.cross_traffic import TABLE_HEADER, table_rows
+
+    sources = [(name, load(name)) for name in SHARE_RUNS]
+    return block([*TABLE_HEADER, *(row for _, data in sources for row in table_rows(data))], *sources)
+
+
 # -- deployment (mininet/run.py --ranks-per-host, mininet/deploy.py, benchmarks/lease.py, side_by_side.py) ------
 
 @table("ranks")

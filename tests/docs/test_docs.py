@@ -354,8 +354,8 @@ def fidelity_figures(tables) -> list[tuple[str, str]]:
             f"its sum was exact with {crossed['retransmissions']} frames resent. The iperf3 flow got "
             f"{flow['mbps']:.0f} Mbit/s over its {flow['seconds']:.0f} s"]
 
-    by = {(r["queue"], "delay" if r["contest"] is None else "contested"): r
-          for r in tables.load("contest_model.json")["rows"]}
+    rule = {"delay rule alone": "delay", "contested": "contested", "fair share": "fair"}
+    by = {(r["queue"], rule[r["rule"]]): r for r in tables.load("contest_model.json")["rows"]}
     deep_q = sorted(q for q, rule in by if rule == "delay" and q >= 128)
     short_q = sorted(q for q, rule in by if rule == "delay" and q < 128)
     contested = [by[q, "contested"] for q in deep_q]
@@ -365,7 +365,9 @@ def fidelity_figures(tables) -> list[tuple[str, str]]:
             f"window stays at {min(r['cwnd_min'] for r in contested):.0f}-{max(r['cwnd_max'] for r in contested):.0f} "
             f"chunks and hina gets {span([100 * r['share'] for r in contested], '.0f')}%, its rounds "
             f"{span(faster, '.1f')}x faster",
-            f"contested it gains {span(gain, '.0f')}% more of the link"]
+            f"contested it gains {span(gain, '.0f')}% more of the link",
+            f"The fair-share rules keep {span([100 * r['share'] for (q, k), r in by.items() if k == 'fair'], '.0f')}% "
+            "at every queue"]
     return [("docs/fidelity.md", text) for text in out]
 
 
@@ -534,12 +536,38 @@ def scale_model_figures(tables) -> list[tuple[str, str]]:
     return [("docs/scale_model.md", text) for text in out]
 
 
+def share_figures(tables) -> list[tuple[str, str]]:
+    """cross_traffic/*.json: hina's share of a link beside TCP, default and fair-share (fidelity, worker,
+    deploy, design)."""
+    def rows(name: str) -> list[tuple[float, float, float]]:
+        """(rate, least share beside the flow, slowest round beside it over the best alone) per rate."""
+        runs = tables.load(f"cross_traffic/{name}.json")["runs"]
+        return [(b["bw"], min(x["share"] for x in b["rounds"]),
+                 max(x["seconds"] for x in b["rounds"]) / min(x["seconds"] for x in a["rounds"]))
+                for a, b in zip(runs[0::2], runs[1::2])]
+
+    fair = rows("fair") + rows("fair_cap")
+    default, capped = rows("default"), rows("default_cap")
+    kept = span([100 * r[1] for r in fair], ".0f")
+    held = [100 * r[1] for r in capped] + [100 * r[1] for r in default if r[0] >= 100]
+    fell = span([100 * r[1] for r in default if r[0] < 100], ".0f")
+    return [("docs/fidelity.md", f"hina keeps {kept}% of the contested link at every rate from 30 to 200 Mbit/s"),
+            ("docs/fidelity.md", f"its rounds {span([r[2] for r in fair], '.1f')}x their time alone"),
+            ("docs/fidelity.md", f"The default window keeps {span(held, '.0f')}%"),
+            ("docs/fidelity.md", f"but {fell}% at 30 and 60"),
+            ("docs/fidelity.md", f"hina gets {fell}% of the link"),
+            ("docs/worker.md", f"they keep {kept}% of the link from 30 to 200"),
+            ("docs/deploy.md", f"keeps hina at {kept}% of it"),
+            ("docs/design.md", f"They hold {kept}% of a link beside TCP from 30 to 200 Mbit/s, where the default "
+                               f"rules fall to {fell}% below 100 Mbit/s")]
+
+
 def quoted_figures() -> list[tuple[str, str]]:
     """(page, text) for every figure prose quotes away from its generated table, computed from the JSON."""
     import tables  # tools/, on the path by tests/conftest.py
 
     return [*calibrate_figures(tables), *fidelity_figures(tables), *comparison_figures(tables),
-            *trees_figures(tables), *scale_model_figures(tables)]
+            *trees_figures(tables), *scale_model_figures(tables), *share_figures(tables)]
 
 
 def test_prose_quotes_the_result_files_figures():
