@@ -170,19 +170,23 @@ class RenoFlow:
                 self.tokens -= self.mss
             seq, self.seq = self.seq, self.seq + 1
             self.in_flight += 1
-            left = self.link.send(self.net.now, self.mss, "tcp")
-            if left is None:  # the packets queued ahead of it carry the news back
-                when = max(self.net.now, self.link.free_at) + self.latency
-                self.net.at(when, lambda seq=seq: self._lost(seq))
-                continue
-            if self.tsq is not None:
-                self.queued += 1
-                self.net.at(left, self._left)
-            if self.then is not None:
-                self.net.at(left + self.hop, lambda seq=seq: self._hop(seq))
-            else:
-                self.net.at(left + self.latency, self._acked)
+            self._transmit(seq, self.net.now)
         self.limited = self.in_flight >= int(self.cwnd)  # not the receiver's window
+
+    def _transmit(self, seq: int, now: float) -> None:
+        """Packet `seq` onto `link` at `now`: dropped (the packets queued ahead of it carry the news back),
+        or queued, then across `then`, or acknowledged (`_acked`) a `latency` after it leaves."""
+        left = self.link.send(now, self.mss, "tcp")
+        if left is None:
+            self.net.at(max(now, self.link.free_at) + self.latency, lambda: self._lost(seq))
+            return
+        if self.tsq is not None:
+            self.queued += 1
+            self.net.at(left, self._left)
+        if self.then is not None:
+            self.net.at(left + self.hop, lambda: self._hop(seq))
+        else:
+            self.net.at(left + self.latency, lambda: self._acked(seq))
 
     def _left(self) -> None:
         """A packet left the first link's queue: room for the next (small queues)."""
@@ -194,9 +198,10 @@ class RenoFlow:
         if left is None:
             self.net.at(max(self.net.now, self.then.free_at) + self.latency, lambda: self._lost(seq))
         else:
-            self.net.at(left + self.latency, self._acked)
+            self.net.at(left + self.latency, lambda: self._acked(seq))
 
-    def _acked(self) -> None:
+    def _acked(self, seq: int) -> None:
+        """Packet `seq` acknowledged (Reno counts it; BBR's override samples its delivery rate)."""
         self.in_flight -= 1
         self.delivered += self.mss
         if self.limited:
@@ -335,29 +340,11 @@ class BbrFlow(RenoFlow):
             self.sent_info[seq] = (now, self.delivered, self.delivered_at)
             if self.btl_bw:
                 self.next_send = max(self.next_send, now) + self.mss / (self.gain * self.btl_bw)
-            left = self.link.send(now, self.mss, "tcp")
-            if left is None:
-                when = max(now, self.link.free_at) + self.latency
-                self.net.at(when, lambda seq=seq: self._lost(seq))
-                continue
-            if self.tsq is not None:
-                self.queued += 1
-                self.net.at(left, self._left)
-            if self.then is not None:
-                self.net.at(left + self.hop, lambda seq=seq: self._hop(seq))
-            else:
-                self.net.at(left + self.latency, lambda seq=seq: self._acked(seq))
+            self._transmit(seq, now)
 
     def _paced_send(self) -> None:
         self._pacing = False
         self._send()
-
-    def _hop(self, seq: int) -> None:
-        left = self.then.send(self.net.now, self.mss, "tcp")
-        if left is None:
-            self.net.at(max(self.net.now, self.then.free_at) + self.latency, lambda: self._lost(seq))
-        else:
-            self.net.at(left + self.latency, lambda: self._acked(seq))
 
     def _acked(self, seq: int | None = None) -> None:
         now = self.net.now
