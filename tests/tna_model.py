@@ -268,7 +268,7 @@ class TnaModel:
             m.job_hit, m.workers, m.full_mask, m.group = True, p["workers"], p["full_mask"], p["group"]
             m.slot_count, m.parents = p["slot_count"], p["parents"]
             m.slot_rel = (f.slot - p["slot_base"]) & MASK32
-            m.worker_over = (f.worker_id - p["workers"]) & 0xFFFF
+            m.worker_over = (f.worker_id - p["workers"]) & 0xFF
 
     def tree_parent(self, f: Frame, m: Meta, bridge: Bridge) -> None:
         hit = self.tables["parents"].get((f.job_id, f.slot)) if f.hina else None
@@ -288,6 +288,8 @@ class TnaModel:
             bridge.by_address = 1
         m.allowed = bool(by_address or by_port)
         m.worker_bit = address_bit | port_bit
+        if by_address or by_port:  # each action sets it from its own bit, `workers` (applied second) last
+            m.need = m.full_mask ^ (port_bit if by_port else address_bit)
 
     def copy_state_arg(self, f: Frame, m: Meta, bridge: Bridge) -> None:
         shift = 8 * f.version if f.hina else 0
@@ -301,8 +303,8 @@ class TnaModel:
             m.state_arg = 0
 
     def frame_checks(self, f: Frame, m: Meta) -> None:
-        m.slot_over = (m.slot_rel - m.slot_count) & MASK32
-        m.need = m.full_mask & ~m.worker_bit & MASK32
+        if m.job_hit:
+            m.slot_over = (m.slot_rel - m.slot_count) & MASK32
         update, result = f.hina and f.msg_type == UPDATE, f.hina and f.msg_type == RESULT
         expected = 8 + HEADER_BYTES + 4 * self.words
         if not f.hina or f.udp_len < 8 + HEADER_BYTES:
@@ -323,7 +325,7 @@ class TnaModel:
             reason = Drop.TRUNCATED
         elif f.udp_len > expected:
             reason = Drop.BAD_LENGTH
-        elif update and not m.worker_over >> 15:
+        elif update and (f.worker_id >> 7 or not m.worker_over >> 7):
             reason = Drop.BAD_WORKER
         elif update and not m.allowed:
             reason = Drop.UNAUTHORIZED

@@ -49,12 +49,14 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
     }
     table bitmap_update {
         key = { hdr.hina.version: exact; }
-        actions = { arrive_copy0; arrive_copy1; }
+        actions = { arrive_copy0; arrive_copy1; NoAction; }
         const entries = {
             0: arrive_copy0();
             1: arrive_copy1();
         }
-        default_action = arrive_copy0();
+        /* (a register's action cannot be a default action: its index comes from the hash unit, which
+         * only a hit drives; version is one bit, so every frame hits) */
+        default_action = NoAction();
     }
 
     apply {

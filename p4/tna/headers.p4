@@ -92,6 +92,10 @@ header hina_half_t {
  * recirculation port with this header before its Ethernet header, and the parser takes it off again
  * on that port).  Never on a wire. */
 header bridge_t {
+    /* the port first, at the offset the intrinsic metadata has it (the low 9 bits of 16): an action may
+     * copy a field only to the same place in a container when it also writes constants */
+    bit<7>   _pad0;
+    bit<9>   ingress_port;  /* the port the frame first came in on */
     pass_t   pass;          /* PASS_NONE from a port; else what the second pass finishes */
     bit<1>   is_result;     /* the switch emits a frame (a RESULT, or an UPDATE up): rewrite its addresses */
     bit<1>   to_sender;     /* a RESULT unicast back: addressed to where its UPDATE came from */
@@ -99,8 +103,7 @@ header bridge_t {
     bit<1>   is_flood;      /* a broadcast: never back out of its ingress port */
     bit<1>   to_parent;     /* second pass: the copy's words go up (SEND_UP, RESEND_UP) */
     bit<1>   read_lo;       /* second pass: read the low half of each pair (else the high half) */
-    bit<5>   _pad;
-    bit<9>   ingress_port;  /* the port the frame first came in on */
+    bit<6>   _pad1;
 }
 
 struct metadata_t {
@@ -108,11 +111,13 @@ struct metadata_t {
     bit<8>  workers;
     bit<32> full_mask;      /* the children's bits */
     bit<16> group;
-    bit<16> slot_count;
+    bit<32> slot_count;     /* 32 bits, as slot_base (job_config.p4 says why) */
     bit<8>  parents;        /* 0: this switch is the job's root */
+    bit<32> slot_base;
     bit<32> slot_rel;       /* slot - slot_base, 32 bits wide: bit 31 set when the slot is below the range */
     bit<32> slot_over;      /* slot_rel - slot_count: bit 31 set when the slot is below the range's end */
-    bit<16> worker_over;    /* worker_id - workers: bit 15 clear when worker_id >= workers */
+    bit<8>  worker_over;    /* worker_id - workers, 8 bits (no field widened: PHV): with worker_id < 128 and
+                             * workers <= 32, bit 7 clear when worker_id >= workers */
     bool    job_hit;
     /* from tree_parent (trees) */
     bit<1>  has_parent;

@@ -51,18 +51,7 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
     HINA_EACH_WORD(HINA_VP_DECLARE)
 
     apply {
-        if (!hdr.bridge.isValid()) {   /* a frame from a port: its first pass */
-            hdr.bridge.setValid();
-            hdr.bridge.pass = PASS_NONE;
-            hdr.bridge.is_result = 0;
-            hdr.bridge.to_sender = 0;
-            hdr.bridge.by_address = 0;
-            hdr.bridge.is_flood = 0;
-            hdr.bridge.to_parent = 0;
-            hdr.bridge.read_lo = 0;
-            hdr.bridge._pad = 0;
-            hdr.bridge.ingress_port = standard_metadata.ingress_port;
-        }
+        /* (the parser made the bridge header of a frame from a port: parser.p4's new_bridge) */
         meta.drop_reason = DROP_NONE;
         meta.verdict = VERDICT_DROP;
         meta.value_op = VALUE_NONE;

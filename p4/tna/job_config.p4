@@ -11,15 +11,18 @@
 /* job_id -> N, full mask (the children's bits), arrivals that complete a copy (its popcount: unused
  * here, the bitmap itself says when the copy is complete), multicast group, slot range, parents. */
 control JobConfig(inout headers_t hdr, inout metadata_t meta) {
-    action set_job(bit<8> workers, bit<32> full_mask, bit<8> children, bit<16> group, bit<16> slot_base,
-                   bit<16> slot_count, bit<8> parents) {
+    /* slot_base and slot_count are wider than BMv2's bit<16> (the controller's values fit both): the back
+     * end cannot widen an action parameter inside an expression ("IR structure not yet handled by the
+     * ActionAnalysis pass"), nor subtract one, and widening a field costs an operation of its own, so
+     * they are stored at the width the subtractions after the table use. */
+    action set_job(bit<8> workers, bit<32> full_mask, bit<8> children, bit<16> group, bit<32> slot_base,
+                   bit<32> slot_count, bit<8> parents) {
         meta.workers = workers;
         meta.full_mask = full_mask;
         meta.group = group;
         meta.slot_count = slot_count;
         meta.parents = parents;
-        meta.slot_rel = (bit<32>) hdr.hina.slot - (bit<32>) slot_base;
-        meta.worker_over = (bit<16>) hdr.hina.worker_id - (bit<16>) workers;
+        meta.slot_base = slot_base;
         meta.job_hit = true;
     }
     table jobs {
@@ -30,7 +33,12 @@ control JobConfig(inout headers_t hdr, inout metadata_t meta) {
     }
     apply {
         meta.job_hit = false;
-        jobs.apply();
+        if (jobs.apply().hit) {
+            /* (under the hit, so that the compiler does not fold slot_rel into frame_checks' slot_over,
+             * one action of two subtractions) */
+            meta.slot_rel = (bit<32>) hdr.hina.slot - meta.slot_base;
+            meta.worker_over = hdr.hina.worker_id - meta.workers;
+        }
     }
 }
 
@@ -64,11 +72,17 @@ control TreeParent(inout headers_t hdr, inout metadata_t meta,
  * its own copy of the worker's bit), and either one's hit allows it. */
 control WorkerAuth(inout headers_t hdr, inout metadata_t meta,
                    in ingress_intrinsic_metadata_t standard_metadata) {
+    /* Each also computes `need` (full_mask without the sender's bit) from its own parameter: one ALU
+     * operation, XOR, where `full_mask & ~worker_bit` of the OR'ed bits would take three in one action,
+     * and an action is one stage.  The same for every frame that reaches a slot: an allowed sender's
+     * bit is one of full_mask's, and a member's two entries carry the same bit (the controller's). */
     action allow(bit<32> worker_bit) {
         meta.port_bit = worker_bit;
+        meta.need = meta.full_mask ^ worker_bit;
     }
     action allow_address(bit<32> worker_bit) {
         meta.address_bit = worker_bit;
+        meta.need = meta.full_mask ^ worker_bit;
         hdr.bridge.by_address = 1;   /* a RESULT sent back to it goes to that address */
     }
     table worker_addresses {
@@ -96,9 +110,13 @@ control WorkerAuth(inout headers_t hdr, inout metadata_t meta,
     apply {
         meta.port_bit = 0;
         meta.address_bit = 0;
-        bool by_address = worker_addresses.apply().hit;
-        bool by_port = workers.apply().hit;
-        meta.allowed = by_address || by_port;
+        meta.allowed = false;
+        if (worker_addresses.apply().hit) {
+            meta.allowed = true;
+        }
+        if (workers.apply().hit) {
+            meta.allowed = true;
+        }
         meta.worker_bit = meta.port_bit | meta.address_bit;
     }
 }

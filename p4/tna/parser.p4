@@ -20,8 +20,25 @@ parser HinaIngressParser(packet_in packet,
         meta.checksum_error = false;
         transition select(standard_metadata.ingress_port[6:0]) {
             HINA_RECIRC_PORT: parse_bridge;   /* a second pass (only this program sends to that port) */
-            default: parse_ethernet;
+            default: new_bridge;
         }
+    }
+    state new_bridge {
+        /* a frame from a port: its first pass.  The bridge header is made here, not by an action: an
+         * action that writes constants may copy a field only to the same place in a container, and the
+         * port's place in the intrinsic metadata is not the bridge header's */
+        hdr.bridge.setValid();
+        hdr.bridge._pad0 = 0;
+        hdr.bridge.ingress_port = standard_metadata.ingress_port;
+        hdr.bridge.pass = PASS_NONE;
+        hdr.bridge.is_result = 0;
+        hdr.bridge.to_sender = 0;
+        hdr.bridge.by_address = 0;
+        hdr.bridge.is_flood = 0;
+        hdr.bridge.to_parent = 0;
+        hdr.bridge.read_lo = 0;
+        hdr.bridge._pad1 = 0;
+        transition parse_ethernet;
     }
     state parse_bridge {
         packet.extract(hdr.bridge);

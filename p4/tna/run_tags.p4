@@ -55,12 +55,20 @@ control RunTags(inout headers_t hdr, inout metadata_t meta) {
             hdr.hina.msg_type: exact;
             meta.state: exact;
         }
-        actions = { take_copy; arrive_in_copy; read_copy; }
+        actions = { take_copy; arrive_in_copy; read_copy; NoAction; }
+        /* every state a copy can be in, for both message types: a register's action cannot be a default
+         * action (its index comes from the hash unit, which only a hit drives) */
         const entries = {
             (MSG_UPDATE, STATE_FREE): take_copy();
             (MSG_UPDATE, STATE_OPEN): arrive_in_copy();
+            (MSG_UPDATE, STATE_DONE): read_copy();
+            (MSG_UPDATE, STATE_TOTAL): read_copy();
+            (MSG_RESULT, STATE_FREE): read_copy();
+            (MSG_RESULT, STATE_OPEN): read_copy();
+            (MSG_RESULT, STATE_DONE): read_copy();
+            (MSG_RESULT, STATE_TOTAL): read_copy();
         }
-        default_action = read_copy();
+        default_action = NoAction();
     }
 
     apply {

@@ -97,18 +97,43 @@ control ValuePlan(inout headers_t hdr, inout metadata_t meta) {
 }
 
 control Verdict(inout headers_t hdr, inout metadata_t meta) {
-    apply {
+    /* `mine` by a table's action: the compiler folds a plain assignment into the conditions that test it,
+     * and a condition (a gateway) cannot AND two fields */
+    action set_mine() {
         meta.mine = meta.seen & meta.worker_bit;
+    }
+    table sender_arrived {
+        actions = { set_mine; }
+        default_action = set_mine();
+        size = 1;
+    }
+    apply {
+        sender_arrived.apply();
         if (meta.claim == 1) {
             meta.rest = meta.need;               /* a fresh bitmap: complete if the sender is the only child */
         } else {
             meta.rest = meta.seen ^ meta.need;   /* 0: the sender's bit was the last one missing */
         }
-        bool total_held = meta.has_parent == 0 || meta.state == STATE_TOTAL;
+        /* (if/else, not `? :`: the back end makes a conditional expression an action, and an action
+         * compares only its own parameters) */
+        bool total_held = false;
+        if (meta.has_parent == 0) {
+            total_held = true;
+        } else if (meta.state == STATE_TOTAL) {
+            total_held = true;
+        }
         if (hdr.bridge.pass == PASS_COMPLETE) {
-            meta.verdict = hdr.bridge.to_parent == 1 ? VERDICT_SEND_UP : VERDICT_COMPLETE;
+            if (hdr.bridge.to_parent == 1) {
+                meta.verdict = VERDICT_SEND_UP;
+            } else {
+                meta.verdict = VERDICT_COMPLETE;
+            }
         } else if (hdr.bridge.pass == PASS_RESEND) {
-            meta.verdict = hdr.bridge.to_parent == 1 ? VERDICT_RESEND_UP : VERDICT_RESEND;
+            if (hdr.bridge.to_parent == 1) {
+                meta.verdict = VERDICT_RESEND_UP;
+            } else {
+                meta.verdict = VERDICT_RESEND;
+            }
         } else if (hdr.bridge.pass == PASS_TOTAL) {
             meta.verdict = VERDICT_TOTAL;
         } else if (hdr.hina.msg_type == MSG_RESULT) {   /* from_parent */
@@ -126,8 +151,10 @@ control Verdict(inout headers_t hdr, inout metadata_t meta) {
             meta.verdict = VERDICT_STALE_RUN;
             meta.drop_reason = DROP_STALE_RUN;           /* counted; refused to every member */
         } else if (meta.state == STATE_DONE || meta.state == STATE_TOTAL) {
-            if (meta.mine != 0) {
-                meta.verdict = total_held ? VERDICT_RESEND : VERDICT_RESEND_UP;
+            if (meta.mine != 0 && total_held) {
+                meta.verdict = VERDICT_RESEND;
+            } else if (meta.mine != 0) {
+                meta.verdict = VERDICT_RESEND_UP;
             } else if (total_held) {
                 meta.verdict = VERDICT_RESEND;           /* the sender already left this complete copy */
             } else {
@@ -180,11 +207,20 @@ control Deliver(inout headers_t hdr, inout metadata_t meta,
             } else if (meta.verdict == VERDICT_STALE_DOWN) {
                 multicast();
             } else if (meta.verdict == VERDICT_COMPLETE || meta.verdict == VERDICT_SEND_UP) {
-                hdr.bridge.to_parent = meta.verdict == VERDICT_SEND_UP ? 1w1 : 1w0;
-                hdr.bridge.read_lo = meta.value_op == VALUE_OR ? 1w1 : 1w0;   /* OR handed back the high halves */
+                hdr.bridge.to_parent = 0;
+                if (meta.verdict == VERDICT_SEND_UP) {
+                    hdr.bridge.to_parent = 1;
+                }
+                hdr.bridge.read_lo = 0;
+                if (meta.value_op == VALUE_OR) {
+                    hdr.bridge.read_lo = 1;   /* OR handed back the high halves */
+                }
                 recirculate(PASS_COMPLETE);
             } else if (meta.verdict == VERDICT_RESEND || meta.verdict == VERDICT_RESEND_UP) {
-                hdr.bridge.to_parent = meta.verdict == VERDICT_RESEND_UP ? 1w1 : 1w0;
+                hdr.bridge.to_parent = 0;
+                if (meta.verdict == VERDICT_RESEND_UP) {
+                    hdr.bridge.to_parent = 1;
+                }
                 hdr.bridge.read_lo = 1;
                 recirculate(PASS_RESEND);
             } else if (meta.verdict == VERDICT_TOTAL) {
@@ -204,7 +240,13 @@ control Deliver(inout headers_t hdr, inout metadata_t meta,
                 hdr.hina.flags = FLAG_RESEND;
                 ig_tm_md.ucast_egress_port = hdr.bridge.ingress_port;
                 hdr.bridge.is_result = 1;
-                hdr.bridge.to_sender = hdr.bridge.by_address;   /* back to its address, or the port's host */
+                /* back to its address, or the port's host (constants, not a copy of by_address: an action
+                 * that writes constants into a container may not also move bits within it) */
+                if (hdr.bridge.by_address == 1) {
+                    hdr.bridge.to_sender = 1;
+                } else {
+                    hdr.bridge.to_sender = 0;
+                }
             } else {
                 hdr.hina.flags = 0;   /* the stored total: a fresh multicast down, whatever the parent's flags */
                 multicast();
