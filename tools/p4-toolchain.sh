@@ -192,6 +192,16 @@ build_tofino() {
     -DFETCHCONTENT_SOURCE_DIR_ABSEIL="$WORK/abseil" -DFETCHCONTENT_SOURCE_DIR_PROTOBUF="$WORK/protobuf" \
     -DFETCHCONTENT_SOURCE_DIR_P4RUNTIME="$P4RUNTIME_SRC"
   LD_LIBRARY_PATH=$z3/lib make -j"$JOBS" && make install
+  patch_tofino_driver
+}
+
+# The p4c driver of v1.2.5.16 hands the Tofino assembler's path to " ".join() and str.find() as a
+# pathlib.Path under Python 3.11 ("'PosixPath' object has no attribute 'find'" once the back end has
+# compiled): make both take it as text.  Idempotent.
+patch_tofino_driver() {
+  local src=$TOFINO_PREFIX/share/p4c/p4c_src
+  sed -i "s|        if cmd\[0\].find('/') != 0 and (find_bin(cmd\[0\]) == None):|        if str(cmd[0]).find('/') != 0 and (find_bin(str(cmd[0])) == None):|" "$src/barefoot.py"
+  sed -i 's|        args = shlex.split(" ".join(cmd))|        args = shlex.split(" ".join(str(c) for c in cmd))|' "$src/driver.py"
 }
 
 has() { command -v "$1" >/dev/null && "$1" --version 2>&1 | grep -q "$2"; }
@@ -213,6 +223,7 @@ fi
 if ((TOFINO)); then
   if has "$TOFINO_PREFIX/bin/p4c" "${P4C_TAG#v}" && [[ -x $TOFINO_PREFIX/bin/p4c-barefoot ]]; then
     echo "p4c ${P4C_TAG#v} with the Tofino back end: installed, skipped"
+    patch_tofino_driver
   else
     step tofino-deps tofino_deps
     step p4c-tofino build_tofino
