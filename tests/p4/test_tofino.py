@@ -179,6 +179,10 @@ def tofino_build() -> Path:
     """p4/tna/build/ with both targets compiled (`make tofino`), once per session."""
     proc = subprocess.run(["make", "-C", str(ROOT), "tofino"], capture_output=True, text=True, timeout=3600)
     build = TNA / "build"
+    placed = re.search(r"tofino2? supports up to \d+ stages, using \d+", proc.stdout + proc.stderr)
+    if proc.returncode != 0 and placed:
+        # the one refusal docs/tofino.md reports (Status): compiled with no error, placed in too many stages
+        pytest.xfail(f"p4/tna/hina.p4 does not fit yet: {placed.group(0)} (docs/tofino.md, Status)")
     if proc.returncode != 0 or not (build / "tofino" / "bfrt.json").exists():
         raise RuntimeError(f"make tofino failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return build
