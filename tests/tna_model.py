@@ -5,8 +5,10 @@ once per pass, in one stage; a completed copy, a resend and a stored total take 
 the recirculation port), not in what it does with a frame.  This model does what the P4 source does,
 in its order and with its registers (`copy_state`, `run_tags`, `bitmap`, the value pairs), so that the
 packet vectors check that design where Intel's tofino-model cannot be built (docs/tofino.md).  It is
-a transliteration checked by review against p4/tna/*.p4, not the compiled program: the compiler's own
-checks are in test_tofino.py.
+a transliteration checked by review against p4/tna/*.p4, except for the two tables that decide most:
+`checks` (frame_checks.p4) and `verdict` (slot_rules.p4) are the P4 source's own constant entries, read
+from it and matched here in their priority order (`const_entries`), so the model runs the entries the
+compiler compiles (test_tofino.py checks them against the compiled program's context.json).
 
 Driven by the controller's own entries (`control.controller.p4_entries`), as the switch would be.
 """
@@ -15,9 +17,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import ipaddress
+import re
 import struct
 from collections.abc import Iterable
+from pathlib import Path
 
 from hina.control.controller import p4_entries
 from hina.control.topology import Topology
@@ -31,10 +36,78 @@ FLAG_RESEND, FLAG_STALE_RUN = int(Flags.RESEND), int(Flags.STALE_RUN)
 # p4/tna/configuration.p4
 PASS_NONE, PASS_COMPLETE, PASS_RESEND, PASS_TOTAL = 0, 1, 2, 3
 FREE, OPEN, DONE, TOTAL = 0, 1, 3, 7
-(V_DROP, V_CONSUMED, V_COMPLETE, V_RESEND, V_STALE_RUN, V_SEND_UP, V_RESEND_UP, V_TOTAL,
- V_STALE_DOWN) = range(9)
 VALUE_NONE, VALUE_WRITE, VALUE_ADD, VALUE_OR, VALUE_MAX, VALUE_READ_HI, VALUE_READ_LO = range(7)
 SLOTS, RECIRC_PORT = 4096, 68
+TNA = Path(__file__).resolve().parents[1] / "p4" / "tna"
+
+
+@functools.cache
+def constants() -> dict[str, int]:
+    """Every `const T NAME = value;` of p4/tna/*.p4."""
+    out = {}
+    for path in sorted(TNA.glob("*.p4")):
+        for name, value in re.findall(r"^\s*const\s+[\w<>]+\s+(\w+)\s*=\s*(-?(?:0x[0-9a-fA-F]+|\d+))\s*;",
+                                      path.read_text(), re.M):
+            out[name] = int(value, 0)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One constant entry: (value, mask) per key (mask 0 for `_`, None for "every bit"), its action and
+    its arguments."""
+
+    keys: tuple[tuple[int, int | None], ...]
+    action: str
+    args: tuple[int, ...]
+
+    def matches(self, values: tuple[int, ...]) -> bool:
+        return all((v & m) == (want & m) if m is not None else v == want
+                   for v, (want, m) in zip(values, self.keys, strict=True))
+
+
+def _value(text: str) -> int:
+    text = text.strip()
+    if text in ("true", "false"):
+        return int(text == "true")
+    if re.fullmatch(r"-?(0x[0-9a-fA-F]+|\d+)", text):
+        return int(text, 0)
+    return constants()[text]
+
+
+@functools.cache
+def const_entries(file: str, table: str) -> tuple[list[Entry], tuple[str, tuple[int, ...]]]:
+    """`table`'s constant entries in p4/tna/`file`, in their order (the first has the highest priority),
+    and its default action."""
+    text = re.sub(r"/\*.*?\*/", "", (TNA / file).read_text(), flags=re.S)
+    body = re.search(r"\btable\s+" + table + r"\s*\{(.*?)\n    \}", text, re.S)
+    assert body, f"no table {table} in p4/tna/{file}"
+    block = re.search(r"const entries\s*=\s*\{(.*?)\n\s*\}", body.group(1), re.S).group(1)
+    entries = []
+    for keys, action, args in re.findall(r"\(([^()]*)\)\s*:\s*(\w+)\(([^()]*)\)\s*;", block):
+        parsed = []
+        for key in keys.split(","):
+            key = key.strip()
+            if key == "_":
+                parsed.append((0, 0))
+            elif "&&&" in key:
+                value, mask = key.split("&&&")
+                parsed.append((_value(value), _value(mask)))
+            else:
+                parsed.append((_value(key), None))
+        entries.append(Entry(tuple(parsed), action, tuple(_value(a) for a in args.split(",") if a.strip())))
+    action, args = re.search(r"default_action\s*=\s*(\w+)\(([^()]*)\)", body.group(1)).groups()
+    return entries, (action, tuple(_value(a) for a in args.split(",") if a.strip()))
+
+
+def lookup(file: str, table: str, values: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+    """The action and arguments of the highest-priority entry of `table` that matches `values`, else its
+    default action's."""
+    entries, default = const_entries(file, table)
+    for entry in entries:
+        if entry.matches(values):
+            return entry.action, entry.args
+    return default
 
 
 def _signed(x: int) -> int:
@@ -144,10 +217,10 @@ class Meta:
     parent_diff: int = 0
     member: int = 0
     worker_bit: int = 0
-    allowed: bool = False
+    allowed_port: int = 0
+    allowed_address: int = 0
     need: int = 0
     copy: int = 0
-    states: int = 0
     state: int = 0
     state_arg: int = 0
     tags_ok: int = 0
@@ -158,7 +231,6 @@ class Meta:
     rest: int = 0
     value_op: int = VALUE_NONE
     guard: int = 0
-    verdict: int = V_DROP
     drop_reason: int = 0
 
 
@@ -242,9 +314,9 @@ class TnaModel:
                     if f.msg_type == UPDATE and m.tags_ok == 1:
                         self.arrival_bitmap(f, m)
                 self.value_plan(f, m, bridge)
-                self.verdict(f, m, bridge)
-                if m.value_op != VALUE_NONE and (m.guard == 0 or m.mine == 0):
-                    self.value_processors(f, m)
+                self.arrived(m)
+            if m.value_op != VALUE_NONE and (m.guard == 0 or m.mine == 0):
+                self.value_processors(f, m)
             emitted = self.deliver(f, m, bridge)
         if m.drop_reason:
             self.drops[m.drop_reason] += 1
@@ -286,10 +358,9 @@ class TnaModel:
         port_bit = int(by_port[1]["worker_bit"]) if by_port else 0
         if by_address:
             bridge.by_address = 1
-        m.allowed = bool(by_address or by_port)
+        m.allowed_port, m.allowed_address = int(by_port is not None), int(by_address is not None)
         m.worker_bit = address_bit | port_bit
-        if by_address or by_port:  # each action sets it from its own bit, `workers` (applied second) last
-            m.need = m.full_mask ^ (port_bit if by_port else address_bit)
+        m.need = m.full_mask ^ m.worker_bit  # sender_need
 
     def copy_state_arg(self, f: Frame, m: Meta, bridge: Bridge) -> None:
         shift = 8 * f.version if f.hina else 0
@@ -305,50 +376,31 @@ class TnaModel:
     def frame_checks(self, f: Frame, m: Meta) -> None:
         if m.job_hit:
             m.slot_over = (m.slot_rel - m.slot_count) & MASK32
-        update, result = f.hina and f.msg_type == UPDATE, f.hina and f.msg_type == RESULT
         expected = 8 + HEADER_BYTES + 4 * self.words
-        if not f.hina or f.udp_len < 8 + HEADER_BYTES:
-            reason = Drop.TRUNCATED
-        elif f.checksum_error:
-            reason = Drop.BAD_CHECKSUM
-        elif not update and not result:
-            reason = Drop.BAD_MSG_TYPE
-        elif f.op > MAX:
-            reason = Drop.BAD_OP
-        elif not m.job_hit and result:
-            reason = Drop.BAD_MSG_TYPE
-        elif not m.job_hit:
-            reason = Drop.UNKNOWN_JOB
-        elif result and m.parents == 0:
-            reason = Drop.BAD_MSG_TYPE
-        elif not f.hi or f.udp_len < expected:
-            reason = Drop.TRUNCATED
-        elif f.udp_len > expected:
-            reason = Drop.BAD_LENGTH
-        elif update and (f.worker_id >> 7 or not m.worker_over >> 7):
-            reason = Drop.BAD_WORKER
-        elif update and not m.allowed:
-            reason = Drop.UNAUTHORIZED
-        elif f.count > self.words:
-            reason = Drop.BAD_COUNT
-        elif m.slot_rel >> 31 or not m.slot_over >> 31:
-            reason = Drop.BAD_SLOT
-        elif result and (m.has_parent == 0 or m.parent_diff != 0):
-            reason = Drop.NOT_PARENT
-        else:
-            reason = 0
-        m.drop_reason = int(reason)
+        # the first-stage tables: udp_length, word_count, message_kind, operator
+        length = (0 if f.udp_len < 8 + HEADER_BYTES else 1 if f.udp_len < expected else 2 if f.udp_len == expected
+                  else 3)
+        kind = {UPDATE: constants()["KIND_UPDATE"], RESULT: constants()["KIND_RESULT"]}.get(
+            f.msg_type if f.hina else None, constants()["KIND_BAD"])
+        op_bad = int(f.op > MAX) if f.hina else 1
+        keys = (int(f.hina), length, int(f.checksum_error), kind, op_bad, int(m.job_hit), m.parents, int(f.hi),
+                0,  # parser_err: this model's parser stops at a short header, as Tofino's, and names no error
+                f.worker_id >> 7 if f.hina else 0, m.worker_over >> 7, m.allowed_port, m.allowed_address,
+                int(f.count > self.words) if f.hina else 0, m.slot_rel >> 31, m.slot_over >> 31, m.has_parent,
+                m.parent_diff)
+        action, args = lookup("frame_checks.p4", "checks", keys)
+        m.drop_reason = args[0] if action == "reason" else 0
 
     # -- the slot's registers, in stage order ---------------------------------------------------
     def copy_state_update(self, f: Frame, m: Meta, bridge: Bridge) -> None:
         i = f.slot & (SLOTS - 1)
         old = self.copy_state[i]
-        if bridge.pass_ in (PASS_NONE, PASS_TOTAL):  # merge
+        if bridge.pass_ in (PASS_NONE, PASS_TOTAL):  # merge0 / merge1: the frame's copy's byte comes back
             self.copy_state[i] = old | m.state_arg
-        elif bridge.pass_ == PASS_COMPLETE:  # assign
+            m.state = (old >> (8 * f.version)) & 0xFF
+        elif bridge.pass_ == PASS_COMPLETE:  # assign (copy 0's byte comes back, unread)
             self.copy_state[i] = m.state_arg
-        m.states = old if bridge.pass_ != PASS_RESEND else 0
-        m.state = (m.states >> (8 * f.version)) & 0xFF
+            m.state = old & 0xFF
 
     def run_tags_update(self, f: Frame, m: Meta) -> None:
         if f.msg_type == UPDATE and m.state == FREE:  # take_copy
@@ -392,41 +444,10 @@ class TnaModel:
         elif not f.flags & FLAG_STALE_RUN and m.state == DONE and m.tags_ok == 1:
             m.value_op = VALUE_WRITE
 
-    def verdict(self, f: Frame, m: Meta, bridge: Bridge) -> None:
+    def arrived(self, m: Meta) -> None:
+        """slot_rules.p4's Arrived (sender_arrived: fresh where the frame claimed the copy, else arrived)."""
         m.mine = m.seen & m.worker_bit
         m.rest = m.need if m.claim == 1 else m.seen ^ m.need
-        total_held = m.has_parent == 0 or m.state == TOTAL
-        complete = m.state in (DONE, TOTAL)
-        if bridge.pass_ == PASS_COMPLETE:
-            m.verdict = V_SEND_UP if bridge.to_parent else V_COMPLETE
-        elif bridge.pass_ == PASS_RESEND:
-            m.verdict = V_RESEND_UP if bridge.to_parent else V_RESEND
-        elif bridge.pass_ == PASS_TOTAL:
-            m.verdict = V_TOTAL
-        elif f.msg_type == RESULT:
-            if f.flags & FLAG_STALE_RUN:
-                m.verdict, m.drop_reason = V_STALE_DOWN, int(Drop.STALE_RUN)
-            elif not complete or m.tags_ok == 0:
-                m.drop_reason = int(Drop.STALE)
-            elif m.state == TOTAL:
-                m.drop_reason = int(Drop.DUPLICATE)
-            else:
-                m.verdict = V_TOTAL
-        elif m.tags_ok == 0:
-            m.verdict, m.drop_reason = V_STALE_RUN, int(Drop.STALE_RUN)
-        elif complete:
-            if m.mine:
-                m.verdict = V_RESEND if total_held else V_RESEND_UP
-            elif total_held:
-                m.verdict = V_RESEND
-            else:
-                m.drop_reason = int(Drop.STALE)
-        elif m.state == OPEN and m.mine:
-            m.drop_reason = int(Drop.DUPLICATE)
-        elif m.rest:
-            m.verdict = V_CONSUMED
-        else:
-            m.verdict = V_SEND_UP if m.has_parent else V_COMPLETE
 
     def value_processors(self, f: Frame, m: Meta) -> None:
         """value_processor.p4, one pair per SALU: the four RegisterActions, each handing back one word."""
@@ -449,49 +470,52 @@ class TnaModel:
                 f.set_word(i, pair[0])
 
     def deliver(self, f: Frame, m: Meta, bridge: Bridge):
+        """slot_rules.p4's Deliver: the `verdict` table's entries, each action its delivery."""
+        if m.drop_reason:
+            return []
+        keys = (bridge.pass_, bridge.to_parent, bridge.by_address, f.msg_type, f.flags, m.state, m.tags_ok, m.mine,
+                m.rest, m.has_parent, m.value_op)
+        action, args = lookup("slot_rules.p4", "verdict", keys)
+
         def out(kind, arg):
             return [(kind, arg, bytes(f.data), dataclasses.replace(bridge))]
 
-        def recirculate(pass_):
-            bridge.pass_ = pass_
-            return out("recirculate", None)
-
-        if bridge.pass_ == PASS_NONE:
-            if m.verdict == V_STALE_RUN:
-                f.set8(42, RESULT)
-                f.set8(47, FLAG_STALE_RUN)
-                bridge.is_result = 1
-                return out("multicast", m.group)
-            if m.verdict == V_STALE_DOWN:
-                bridge.is_result = 1
-                return out("multicast", m.group)
-            if m.verdict in (V_COMPLETE, V_SEND_UP):
-                bridge.to_parent = int(m.verdict == V_SEND_UP)
-                bridge.read_lo = int(m.value_op == VALUE_OR)
-                return recirculate(PASS_COMPLETE)
-            if m.verdict in (V_RESEND, V_RESEND_UP):
-                bridge.to_parent = int(m.verdict == V_RESEND_UP)
-                bridge.read_lo = 1
-                return recirculate(PASS_RESEND)
-            if m.verdict == V_TOTAL:
-                return recirculate(PASS_TOTAL)
+        if action == "drop_as":
+            m.drop_reason = args[0]
             return []
-        bridge.pass_ = PASS_NONE
+        if action.startswith("recirculate_"):
+            bridge.pass_ = {"complete": PASS_COMPLETE, "resend": PASS_RESEND, "total": PASS_TOTAL}[action[12:]]
+            if action == "recirculate_complete":
+                bridge.to_parent, bridge.read_lo = args
+            elif action == "recirculate_resend":
+                bridge.to_parent, bridge.read_lo = args[0], 1
+            return out("recirculate", None)
         bridge.is_result = 1
-        if m.verdict in (V_SEND_UP, V_RESEND_UP):
+        if action == "refuse_stale_run":
+            f.set8(42, RESULT)
+            f.set8(47, FLAG_STALE_RUN)
+            m.drop_reason = int(Drop.STALE_RUN)
+            return out("multicast", m.group)
+        if action == "stale_down":
+            m.drop_reason = int(Drop.STALE_RUN)
+            return out("multicast", m.group)
+        # the second pass
+        bridge.pass_ = PASS_NONE
+        if action == "send_up":
             f.set8(42, UPDATE)
             f.set8(46, m.member)
             f.set8(47, 0)
             return out("unicast", m.parent_port)
-        if m.verdict == V_COMPLETE:
+        if action == "result_down":
             f.set8(42, RESULT)
             f.set8(47, 0)
             return out("multicast", m.group)
-        if m.verdict == V_RESEND:
+        if action == "resend_back":
             f.set8(42, RESULT)
             f.set8(47, FLAG_RESEND)
-            bridge.to_sender = bridge.by_address
+            bridge.to_sender = args[0]
             return out("unicast", bridge.ingress_port)
+        assert action == "total_down", action
         f.set8(47, 0)
         return out("multicast", m.group)
 

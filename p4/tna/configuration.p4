@@ -73,19 +73,6 @@ const drop_reason_t DROP_STALE_RUN = 14;   /* counted, and refused to every memb
 const drop_reason_t DROP_NOT_PARENT = 15;  /* a RESULT from a port that is not the slot's parent */
 #define DROP_REASONS 16
 
-/* What the slot rules decided (verdict.p4).  The same verdicts as p4/configuration.p4's; on Tofino a
- * completed copy, a resend and a stored total finish in a second pass (PASS_*). */
-typedef bit<4> verdict_t;
-const verdict_t VERDICT_DROP = 0;       /* drop_reason says why */
-const verdict_t VERDICT_CONSUMED = 1;   /* combined, copy not complete yet */
-const verdict_t VERDICT_COMPLETE = 2;   /* combined, copy complete: multicast RESULT (second pass) */
-const verdict_t VERDICT_RESEND = 3;     /* duplicate for a complete copy: unicast RESULT (second pass) */
-const verdict_t VERDICT_STALE_RUN = 4;  /* the copy holds another run's chunk: refuse to every member */
-const verdict_t VERDICT_SEND_UP = 5;    /* combined, copy complete, switch has a parent: ONE UPDATE up */
-const verdict_t VERDICT_RESEND_UP = 6;  /* duplicate for a copy sent up, no total yet: the partial up again */
-const verdict_t VERDICT_TOTAL = 7;      /* the parent's RESULT for a copy sent up: store, multicast down */
-const verdict_t VERDICT_STALE_DOWN = 8; /* the parent refused the partial (STALE_RUN): multicast it down */
-
 /* The bridge header's `pass`: 0 a frame from a port; else the second pass it is in, and what it finishes. */
 typedef bit<4> pass_t;
 const pass_t PASS_NONE = 0;

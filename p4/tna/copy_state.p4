@@ -1,4 +1,5 @@
-/* hina on Tofino: where each copy of a slot stands, both copies in one 16-bit register per slot.
+/* hina on Tofino: where each copy of a slot stands, both copies in one 16-bit register per slot (a pair
+ * of bytes).
  *
  * p4/arrival_bitmap.p4 decides with an arrival counter ("complete" = counter == children, since the
  * bitmap of a complete copy loses bits as workers move on) and with "empty" = bitmap == 0.  On Tofino
@@ -57,61 +58,69 @@ control CopyStateArg(inout headers_t hdr, inout metadata_t meta) {
     }
 }
 
+/* both copies' states, one byte each: a pair, so that a RegisterAction hands back the frame's copy's
+ * byte itself (no stage after it picks the byte out) */
+struct copy_states_t {
+    bit<8> copy0;
+    bit<8> copy1;
+}
+
 control CopyState(inout headers_t hdr, inout metadata_t meta) {
-    Register<bit<16>, slot_index_t>(HINA_SLOTS, 0) copy_state;
+    Register<copy_states_t, slot_index_t>(HINA_SLOTS) copy_state;
 
-    /* an UPDATE (state_arg: OPEN in its copy's byte), a RESULT (0: read), a stored total (TOTAL's bit) */
-    RegisterAction<bit<16>, slot_index_t, bit<16>>(copy_state) merge = {
-        void apply(inout bit<16> value, out bit<16> rv) {
-            rv = value;
-            value = value | meta.state_arg;
+    /* an UPDATE (state_arg: OPEN in its copy's byte), a RESULT (0: read), a stored total (TOTAL's bit);
+     * the state found in the frame's copy comes back */
+    RegisterAction<copy_states_t, slot_index_t, bit<8>>(copy_state) merge0 = {
+        void apply(inout copy_states_t value, out bit<8> rv) {
+            rv = value.copy0;
+            value.copy0 = value.copy0 | meta.state_arg[7:0];
+            value.copy1 = value.copy1 | meta.state_arg[15:8];
         }
     };
-    /* a completion: DONE in its copy's byte, FREE in the other's */
-    RegisterAction<bit<16>, slot_index_t, bit<16>>(copy_state) assign = {
-        void apply(inout bit<16> value, out bit<16> rv) {
-            rv = value;
-            value = meta.state_arg;
+    RegisterAction<copy_states_t, slot_index_t, bit<8>>(copy_state) merge1 = {
+        void apply(inout copy_states_t value, out bit<8> rv) {
+            rv = value.copy1;
+            value.copy0 = value.copy0 | meta.state_arg[7:0];
+            value.copy1 = value.copy1 | meta.state_arg[15:8];
+        }
+    };
+    /* a completion: DONE in its copy's byte, FREE in the other's (the second pass reads no state) */
+    RegisterAction<copy_states_t, slot_index_t, bit<8>>(copy_state) assign = {
+        void apply(inout copy_states_t value, out bit<8> rv) {
+            rv = value.copy0;
+            value.copy0 = meta.state_arg[7:0];
+            value.copy1 = meta.state_arg[15:8];
         }
     };
 
-    action merge_state() {
-        meta.states = merge.execute(hdr.hina.slot[11:0]);
+    action merge_state0() {
+        meta.state = merge0.execute(hdr.hina.slot[11:0]);
+    }
+    action merge_state1() {
+        meta.state = merge1.execute(hdr.hina.slot[11:0]);
     }
     action assign_state() {
-        meta.states = assign.execute(hdr.hina.slot[11:0]);
+        meta.state = assign.execute(hdr.hina.slot[11:0]);
     }
     table copy_state_update {
-        key = { hdr.bridge.pass: exact; }
-        actions = { merge_state; assign_state; NoAction; }
+        key = {
+            hdr.bridge.pass: exact;
+            hdr.hina.version: exact;
+        }
+        actions = { merge_state0; merge_state1; assign_state; NoAction; }
         const entries = {
-            PASS_NONE: merge_state();
-            PASS_COMPLETE: assign_state();
-            PASS_TOTAL: merge_state();
+            (PASS_NONE, 0): merge_state0();
+            (PASS_NONE, 1): merge_state1();
+            (PASS_COMPLETE, 0): assign_state();
+            (PASS_COMPLETE, 1): assign_state();
+            (PASS_TOTAL, 0): merge_state0();
+            (PASS_TOTAL, 1): merge_state1();
         }
         default_action = NoAction();
     }
 
-    /* the frame's copy's byte */
-    action copy0() {
-        meta.state = meta.states[7:0];
-    }
-    action copy1() {
-        meta.state = meta.states[15:8];
-    }
-    table copy_state_of {
-        key = { hdr.hina.version: exact; }
-        actions = { copy0; copy1; }
-        const entries = {
-            0: copy0();
-            1: copy1();
-        }
-        default_action = copy0();
-    }
-
     apply {
         copy_state_update.apply();
-        copy_state_of.apply();
     }
 }
 

@@ -128,12 +128,12 @@ struct metadata_t {
     bit<32> port_bit;       /* the worker's bit, if known by its port (`workers`) */
     bit<32> address_bit;    /* the worker's bit, if known by its address (`worker_addresses`) */
     bit<32> worker_bit;
-    bool    allowed;
+    bit<1>  allowed_port;   /* `workers` allowed the sender */
+    bit<1>  allowed_address;  /* `worker_addresses` allowed it */
     bit<32> need;           /* full_mask without the sender's bit: the bitmap that this arrival completes */
     /* the slot copy */
     copy_index_t copy;      /* slot * 2 + version: index of the run tags and values */
-    bit<16> states;         /* copy_state before this frame: copy 0 in bits 7:0, copy 1 in bits 15:8 */
-    bit<8>  state;          /* this copy's */
+    bit<8>  state;          /* this copy's state before this frame (copy_state) */
     bit<16> state_arg;      /* what copy_state ORs in (or, second pass, sets) */
     bit<32> phase;          /* hdr.hina.phase, 32 bits wide for the run tags' SALU */
     bit<8>  tags_ok;        /* 1: the copy's offset and phase tag are the frame's (or it just took them) */
@@ -144,7 +144,6 @@ struct metadata_t {
     bit<32> rest;           /* seen ^ need: 0 when this arrival completes the copy */
     value_op_t value_op;
     bit<1>  guard;          /* 1: skip the values if the sender already arrived (a duplicate is never combined) */
-    verdict_t verdict;
     drop_reason_t drop_reason;
     bool    checksum_error;
 }

@@ -45,7 +45,7 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
     RunTags() run_tags;
     ArrivalBitmap() arrival_bitmap;
     ValuePlan() value_plan;
-    Verdict() verdict;
+    Arrived() arrived;
     Deliver() deliver;
     Forwarding() forwarding;
     HINA_EACH_WORD(HINA_VP_DECLARE)
@@ -53,7 +53,6 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
     apply {
         /* (the parser made the bridge header of a frame from a port: parser.p4's new_bridge) */
         meta.drop_reason = DROP_NONE;
-        meta.verdict = VERDICT_DROP;
         meta.value_op = VALUE_NONE;
         meta.guard = 0;
         meta.seen = 0;
@@ -87,10 +86,12 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
                     }
                 }
                 value_plan.apply(hdr, meta);
-                verdict.apply(hdr, meta);
-                if (meta.value_op != VALUE_NONE && (meta.guard == 0 || meta.mine == 0)) {
-                    HINA_EACH_WORD(HINA_VP_APPLY)
-                }
+                arrived.apply(hdr, meta);
+            }
+            /* (not under the test of drop_reason above, which value_op already carries: the verdict
+             * writes drop_reason, so a table under that test would have to be placed before it) */
+            if (meta.value_op != VALUE_NONE && (meta.guard == 0 || meta.mine == 0)) {
+                HINA_EACH_WORD(HINA_VP_APPLY)
             }
             deliver.apply(hdr, meta, standard_metadata, ig_dprsr_md, ig_tm_md);
         }

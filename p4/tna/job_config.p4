@@ -68,21 +68,18 @@ control TreeParent(inout headers_t hdr, inout metadata_t meta,
 }
 
 /* May this frame speak for (job, worker_id)?  By its address and UDP port behind its port
- * (`worker_addresses`), or by its port alone (`workers`); both tables are looked up at once (each sets
- * its own copy of the worker's bit), and either one's hit allows it. */
+ * (`worker_addresses`), or by its port alone (`workers`); both tables are looked up at once, each sets
+ * its own copy of the worker's bit and its own flag (two tables may not write one field in one stage),
+ * and either one's hit allows it (frame_checks.p4's `checks` reads both flags). */
 control WorkerAuth(inout headers_t hdr, inout metadata_t meta,
                    in ingress_intrinsic_metadata_t standard_metadata) {
-    /* Each also computes `need` (full_mask without the sender's bit) from its own parameter: one ALU
-     * operation, XOR, where `full_mask & ~worker_bit` of the OR'ed bits would take three in one action,
-     * and an action is one stage.  The same for every frame that reaches a slot: an allowed sender's
-     * bit is one of full_mask's, and a member's two entries carry the same bit (the controller's). */
     action allow(bit<32> worker_bit) {
         meta.port_bit = worker_bit;
-        meta.need = meta.full_mask ^ worker_bit;
+        meta.allowed_port = 1;
     }
     action allow_address(bit<32> worker_bit) {
         meta.address_bit = worker_bit;
-        meta.need = meta.full_mask ^ worker_bit;
+        meta.allowed_address = 1;
         hdr.bridge.by_address = 1;   /* a RESULT sent back to it goes to that address */
     }
     table worker_addresses {
@@ -107,17 +104,28 @@ control WorkerAuth(inout headers_t hdr, inout metadata_t meta,
         default_action = NoAction();
         size = 8192;
     }
+    /* full_mask without the sender's bit, the bitmap this arrival completes: an XOR, one operation
+     * (`full_mask & ~worker_bit` takes two).  The same for every frame that reaches a slot: an allowed
+     * sender's bit is one of full_mask's, and a member's two entries carry the same bit.  A table's
+     * action, a stage after worker_bit's (the compiler would fold two assignments into one action, and
+     * an action may not use what it computes). */
+    action need_of() {
+        meta.need = meta.full_mask ^ meta.worker_bit;
+    }
+    table sender_need {
+        actions = { need_of; }
+        default_action = need_of();
+        size = 1;
+    }
     apply {
         meta.port_bit = 0;
         meta.address_bit = 0;
-        meta.allowed = false;
-        if (worker_addresses.apply().hit) {
-            meta.allowed = true;
-        }
-        if (workers.apply().hit) {
-            meta.allowed = true;
-        }
+        meta.allowed_port = 0;
+        meta.allowed_address = 0;
+        worker_addresses.apply();
+        workers.apply();
         meta.worker_bit = meta.port_bit | meta.address_bit;
+        sender_need.apply();
     }
 }
 

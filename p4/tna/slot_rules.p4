@@ -8,14 +8,14 @@
  *   UPDATE, complete copy        -> read (a resend, or a late frame: harmless when it is dropped)
  *   RESULT from the parent       -> WRITE the total, if it answers this complete copy
  *   second pass                  -> read the half the first pass did not hand back
- * Verdict (after the bitmap):
+ * Deliver's `verdict` (after the bitmap; Arrived reads it):
  *   UPDATE: tags differ -> STALE_RUN, to every member; FREE -> written, complete if the sender is the
  *   only child; OPEN -> DUPLICATE if the sender already arrived, else combined, complete when its
  *   bit was the last one missing; complete -> RESEND (root, or the total is held) or RESEND_UP
  *   (sender's bit set) or STALE (sender's bit clear: it left a copy that went up and has no total).
  *   RESULT: flagged STALE_RUN -> STALE_DOWN; the copy not complete or its tags differ -> STALE;
  *   the total held already -> DUPLICATE; else TOTAL.
- * Deliver: the verdict as frames.  A completed copy, a resend and a stored total take a second pass
+ * Each verdict's action is its delivery.  A completed copy, a resend and a stored total take a second pass
  * (recirculation): it marks the copy (copy_state.p4) and reads the other half of each pair
  * (value_processor.p4) before the frame leaves. */
 #ifndef _HINA_TNA_SLOT_RULES_P4_
@@ -96,162 +96,168 @@ control ValuePlan(inout headers_t hdr, inout metadata_t meta) {
     }
 }
 
-control Verdict(inout headers_t hdr, inout metadata_t meta) {
-    /* `mine` by a table's action: the compiler folds a plain assignment into the conditions that test it,
-     * and a condition (a gateway) cannot AND two fields */
-    action set_mine() {
+/* What the bitmap said, for the verdict: `mine` (the sender had arrived already) and `rest` (0: this
+ * arrival completes the copy), by a table's actions: the compiler folds plain assignments into the
+ * conditions that test them, and a condition (a gateway) cannot AND two fields. */
+control Arrived(inout headers_t hdr, inout metadata_t meta) {
+    action fresh() {
         meta.mine = meta.seen & meta.worker_bit;
+        meta.rest = meta.need;               /* a fresh bitmap: complete if the sender is the only child */
+    }
+    action arrived() {
+        meta.mine = meta.seen & meta.worker_bit;
+        meta.rest = meta.seen ^ meta.need;   /* 0: the sender's bit was the last one missing */
     }
     table sender_arrived {
-        actions = { set_mine; }
-        default_action = set_mine();
+        key = { meta.claim: exact; }
+        actions = { fresh; arrived; }
+        const entries = {
+            1: fresh();
+        }
+        default_action = arrived();
         size = 1;
     }
     apply {
         sender_arrived.apply();
-        if (meta.claim == 1) {
-            meta.rest = meta.need;               /* a fresh bitmap: complete if the sender is the only child */
-        } else {
-            meta.rest = meta.seen ^ meta.need;   /* 0: the sender's bit was the last one missing */
-        }
-        /* (if/else, not `? :`: the back end makes a conditional expression an action, and an action
-         * compares only its own parameters) */
-        bool total_held = false;
-        if (meta.has_parent == 0) {
-            total_held = true;
-        } else if (meta.state == STATE_TOTAL) {
-            total_held = true;
-        }
-        if (hdr.bridge.pass == PASS_COMPLETE) {
-            if (hdr.bridge.to_parent == 1) {
-                meta.verdict = VERDICT_SEND_UP;
-            } else {
-                meta.verdict = VERDICT_COMPLETE;
-            }
-        } else if (hdr.bridge.pass == PASS_RESEND) {
-            if (hdr.bridge.to_parent == 1) {
-                meta.verdict = VERDICT_RESEND_UP;
-            } else {
-                meta.verdict = VERDICT_RESEND;
-            }
-        } else if (hdr.bridge.pass == PASS_TOTAL) {
-            meta.verdict = VERDICT_TOTAL;
-        } else if (hdr.hina.msg_type == MSG_RESULT) {   /* from_parent */
-            if ((hdr.hina.flags & FLAG_STALE_RUN) != 0) {
-                meta.verdict = VERDICT_STALE_DOWN;
-                meta.drop_reason = DROP_STALE_RUN;       /* counted on every tier it passes */
-            } else if ((meta.state != STATE_DONE && meta.state != STATE_TOTAL) || meta.tags_ok == 0) {
-                meta.drop_reason = DROP_STALE;
-            } else if (meta.state == STATE_TOTAL) {
-                meta.drop_reason = DROP_DUPLICATE;
-            } else {
-                meta.verdict = VERDICT_TOTAL;
-            }
-        } else if (meta.tags_ok == 0) {
-            meta.verdict = VERDICT_STALE_RUN;
-            meta.drop_reason = DROP_STALE_RUN;           /* counted; refused to every member */
-        } else if (meta.state == STATE_DONE || meta.state == STATE_TOTAL) {
-            if (meta.mine != 0 && total_held) {
-                meta.verdict = VERDICT_RESEND;
-            } else if (meta.mine != 0) {
-                meta.verdict = VERDICT_RESEND_UP;
-            } else if (total_held) {
-                meta.verdict = VERDICT_RESEND;           /* the sender already left this complete copy */
-            } else {
-                meta.drop_reason = DROP_STALE;
-            }
-        } else if (meta.state == STATE_OPEN && meta.mine != 0) {
-            meta.drop_reason = DROP_DUPLICATE;
-        } else if (meta.rest != 0) {
-            meta.verdict = VERDICT_CONSUMED;
-        } else if (meta.has_parent == 1) {
-            meta.verdict = VERDICT_SEND_UP;
-        } else {
-            meta.verdict = VERDICT_COMPLETE;
-        }
     }
 }
 
+/* The verdict and what leaves, as ONE ternary table whose constant entries are p4/hina.p4's verdict
+ * chain in its order (the first entry that matches wins) and whose actions are the deliveries: written
+ * as a chain of tests and then a chain of deliveries, they took five stages on Tofino.  `mine` and
+ * `rest` are matched as zero (every bit 0) or not (an entry after the zero one, with `_`). */
 control Deliver(inout headers_t hdr, inout metadata_t meta,
                 in ingress_intrinsic_metadata_t standard_metadata,
                 inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
                 inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
-    action multicast() {
+    /* first pass */
+    action refuse_stale_run() {                 /* the copy holds another run's chunk: to every member */
+        hdr.hina.msg_type = MSG_RESULT;
+        hdr.hina.flags = FLAG_STALE_RUN;
         ig_tm_md.mcast_grp_a = meta.group;
         hdr.bridge.is_result = 1;
+        meta.drop_reason = DROP_STALE_RUN;      /* counted, and refused */
+    }
+    action stale_down() {                       /* the parent refused the partial: down to every child */
+        ig_tm_md.mcast_grp_a = meta.group;
+        hdr.bridge.is_result = 1;
+        meta.drop_reason = DROP_STALE_RUN;      /* counted on every tier it passes */
     }
     /* a frame's second pass: out of its pipe's recirculation port, egress bypassed */
-    action recirculate(pass_t pass) {
+    action recirculate_complete(bit<1> to_parent, bit<1> read_lo) {
         ig_tm_md.ucast_egress_port = standard_metadata.ingress_port[8:7] ++ (bit<7>) HINA_RECIRC_PORT;
         ig_tm_md.bypass_egress = 1;
-        hdr.bridge.pass = pass;
+        hdr.bridge.pass = PASS_COMPLETE;
+        hdr.bridge.to_parent = to_parent;       /* SEND_UP, else COMPLETE */
+        hdr.bridge.read_lo = read_lo;           /* OR handed back the high halves */
     }
-    /* trees: the copy's words go up to the slot's parent as one UPDATE from this switch's member id */
-    action send_up() {
+    action recirculate_resend(bit<1> to_parent) {
+        ig_tm_md.ucast_egress_port = standard_metadata.ingress_port[8:7] ++ (bit<7>) HINA_RECIRC_PORT;
+        ig_tm_md.bypass_egress = 1;
+        hdr.bridge.pass = PASS_RESEND;
+        hdr.bridge.to_parent = to_parent;       /* RESEND_UP, else RESEND */
+        hdr.bridge.read_lo = 1;
+    }
+    action recirculate_total() {
+        ig_tm_md.ucast_egress_port = standard_metadata.ingress_port[8:7] ++ (bit<7>) HINA_RECIRC_PORT;
+        ig_tm_md.bypass_egress = 1;
+        hdr.bridge.pass = PASS_TOTAL;
+    }
+    action drop_as(drop_reason_t why) {         /* DROP_NONE: consumed, nothing leaves */
+        ig_dprsr_md.drop_ctl = 1;
+        meta.drop_reason = why;
+    }
+    /* second pass */
+    action send_up() {                          /* the copy's words up to the slot's parent, as one UPDATE */
         hdr.hina.msg_type = MSG_UPDATE;
         hdr.hina.worker_id = meta.member;
         hdr.hina.flags = 0;
         ig_tm_md.ucast_egress_port = meta.parent_port;
         hdr.bridge.is_result = 1;
+        hdr.bridge.pass = PASS_NONE;
     }
-    action drop() {
-        ig_dprsr_md.drop_ctl = 1;
+    action result_down() {                      /* the completed copy, to every member */
+        hdr.hina.msg_type = MSG_RESULT;
+        hdr.hina.flags = 0;
+        ig_tm_md.mcast_grp_a = meta.group;
+        hdr.bridge.is_result = 1;
+        hdr.bridge.pass = PASS_NONE;
+    }
+    /* back to its address, or to the port's host (a constant, not a copy of by_address: an action that
+     * writes constants into a container may not also move bits within it) */
+    action resend_back(bit<1> to_sender) {
+        hdr.hina.msg_type = MSG_RESULT;
+        hdr.hina.flags = FLAG_RESEND;
+        ig_tm_md.ucast_egress_port = hdr.bridge.ingress_port;
+        hdr.bridge.is_result = 1;
+        hdr.bridge.to_sender = to_sender;
+        hdr.bridge.pass = PASS_NONE;
+    }
+    action total_down() {                       /* the stored total: a fresh multicast down */
+        hdr.hina.flags = 0;
+        ig_tm_md.mcast_grp_a = meta.group;
+        hdr.bridge.is_result = 1;
+        hdr.bridge.pass = PASS_NONE;
+    }
+    table verdict {
+        key = {
+            hdr.bridge.pass: ternary;
+            hdr.bridge.to_parent: ternary;
+            hdr.bridge.by_address: ternary;
+            hdr.hina.msg_type: ternary;
+            hdr.hina.flags: ternary;
+            meta.state: ternary;
+            meta.tags_ok: ternary;
+            meta.mine: ternary;
+            meta.rest: ternary;
+            meta.has_parent: ternary;
+            meta.value_op: ternary;
+        }
+        actions = { refuse_stale_run; stale_down; recirculate_complete; recirculate_resend; recirculate_total;
+                    drop_as; send_up; result_down; resend_back; total_down; }
+        const entries = {
+            /* the second pass: COMPLETE or SEND_UP, RESEND or RESEND_UP, TOTAL */
+            (PASS_COMPLETE, 1, _, _, _, _, _, _, _, _, _): send_up();
+            (PASS_COMPLETE, 0, _, _, _, _, _, _, _, _, _): result_down();
+            (PASS_RESEND, 1, _, _, _, _, _, _, _, _, _): send_up();
+            (PASS_RESEND, 0, 1, _, _, _, _, _, _, _, _): resend_back(1);
+            (PASS_RESEND, 0, 0, _, _, _, _, _, _, _, _): resend_back(0);
+            (PASS_TOTAL, _, _, _, _, _, _, _, _, _, _): total_down();
+            /* the parent's RESULT: its STALE_RUN refusal; not the copy's chunk (or not complete); the
+             * total held already; the total */
+            (PASS_NONE, _, _, MSG_RESULT, FLAG_STALE_RUN &&& FLAG_STALE_RUN, _, _, _, _, _, _): stale_down();
+            (PASS_NONE, _, _, MSG_RESULT, _, _, 0, _, _, _, _): drop_as(DROP_STALE);
+            (PASS_NONE, _, _, MSG_RESULT, _, STATE_DONE, _, _, _, _, _): recirculate_total();
+            (PASS_NONE, _, _, MSG_RESULT, _, STATE_TOTAL, _, _, _, _, _): drop_as(DROP_DUPLICATE);
+            (PASS_NONE, _, _, MSG_RESULT, _, _, _, _, _, _, _): drop_as(DROP_STALE);
+            /* an UPDATE into another run's chunk */
+            (PASS_NONE, _, _, MSG_UPDATE, _, _, 0, _, _, _, _): refuse_stale_run();
+            /* into a complete copy: a resend where the total is held (the root, or TOTAL), the partial up
+             * again where the sender's bit is still set, else it left this copy (STALE) */
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_TOTAL, _, _, _, _, _): recirculate_resend(0);
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_DONE, _, _, _, 0, _): recirculate_resend(0);
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_DONE, _, 0, _, _, _): drop_as(DROP_STALE);
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_DONE, _, _, _, _, _): recirculate_resend(1);
+            /* into an open copy: complete when its bit was the last one missing (up where the switch has a
+             * parent), else consumed; a DUPLICATE where the sender had arrived */
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_OPEN, _, 0, 0, 1, VALUE_OR): recirculate_complete(1, 1);
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_OPEN, _, 0, 0, 1, _): recirculate_complete(1, 0);
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_OPEN, _, 0, 0, 0, VALUE_OR): recirculate_complete(0, 1);
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_OPEN, _, 0, 0, 0, _): recirculate_complete(0, 0);
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_OPEN, _, 0, _, _, _): drop_as(DROP_NONE);
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_OPEN, _, _, _, _, _): drop_as(DROP_DUPLICATE);
+            /* the first arrival: complete if the sender is the only child (its words were written) */
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_FREE, _, _, 0, 1, _): recirculate_complete(1, 0);
+            (PASS_NONE, _, _, MSG_UPDATE, _, STATE_FREE, _, _, 0, 0, _): recirculate_complete(0, 0);
+        }
+        default_action = drop_as(DROP_NONE);
     }
 
     apply {
-        if (hdr.bridge.pass == PASS_NONE) {
-            if (meta.verdict == VERDICT_STALE_RUN) {
-                hdr.hina.msg_type = MSG_RESULT;
-                hdr.hina.flags = FLAG_STALE_RUN;
-                multicast();
-            } else if (meta.verdict == VERDICT_STALE_DOWN) {
-                multicast();
-            } else if (meta.verdict == VERDICT_COMPLETE || meta.verdict == VERDICT_SEND_UP) {
-                hdr.bridge.to_parent = 0;
-                if (meta.verdict == VERDICT_SEND_UP) {
-                    hdr.bridge.to_parent = 1;
-                }
-                hdr.bridge.read_lo = 0;
-                if (meta.value_op == VALUE_OR) {
-                    hdr.bridge.read_lo = 1;   /* OR handed back the high halves */
-                }
-                recirculate(PASS_COMPLETE);
-            } else if (meta.verdict == VERDICT_RESEND || meta.verdict == VERDICT_RESEND_UP) {
-                hdr.bridge.to_parent = 0;
-                if (meta.verdict == VERDICT_RESEND_UP) {
-                    hdr.bridge.to_parent = 1;
-                }
-                hdr.bridge.read_lo = 1;
-                recirculate(PASS_RESEND);
-            } else if (meta.verdict == VERDICT_TOTAL) {
-                recirculate(PASS_TOTAL);
-            } else {
-                drop();   /* consumed (nothing leaves), or dropped for drop_reason */
-            }
+        if (meta.drop_reason == DROP_NONE) {
+            verdict.apply();
         } else {
-            if (meta.verdict == VERDICT_SEND_UP || meta.verdict == VERDICT_RESEND_UP) {
-                send_up();
-            } else if (meta.verdict == VERDICT_COMPLETE) {
-                hdr.hina.msg_type = MSG_RESULT;
-                hdr.hina.flags = 0;
-                multicast();
-            } else if (meta.verdict == VERDICT_RESEND) {
-                hdr.hina.msg_type = MSG_RESULT;
-                hdr.hina.flags = FLAG_RESEND;
-                ig_tm_md.ucast_egress_port = hdr.bridge.ingress_port;
-                hdr.bridge.is_result = 1;
-                /* back to its address, or the port's host (constants, not a copy of by_address: an action
-                 * that writes constants into a container may not also move bits within it) */
-                if (hdr.bridge.by_address == 1) {
-                    hdr.bridge.to_sender = 1;
-                } else {
-                    hdr.bridge.to_sender = 0;
-                }
-            } else {
-                hdr.hina.flags = 0;   /* the stored total: a fresh multicast down, whatever the parent's flags */
-                multicast();
-            }
-            hdr.bridge.pass = PASS_NONE;
+            ig_dprsr_md.drop_ctl = 1;   /* dropped for drop_reason */
         }
     }
 }
