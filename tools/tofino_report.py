@@ -97,7 +97,10 @@ def compile_program(target: str, out: Path, program: Path, **kw) -> dict:
     text = run.stdout + run.stderr
     (out / "compile.log").write_text(text)
     row = {"command": " ".join(_shown(c) for c in cmd), "ok": run.returncode == 0,
-           "errors": [line for line in text.splitlines() if "error" in line.lower()][:12]}
+           "errors": [line for line in text.splitlines() if "error:" in line.lower()][:12]}
+    placed = re.search(r"supports up to (\d+) stages, using (\d+)", text)
+    if placed:  # compiled, but placed in more stages than the chip has
+        row["stages_needed"] = int(placed.group(2))
     if row["ok"]:
         row.update(summarize(out, target))
     return row
@@ -125,6 +128,12 @@ def summarize(out: Path, target: str) -> dict:
         summary["stages_available"] = mau.get("nStages", CHIPS[target]["stages"])
         salus, srams, tcams, hashes, gateways, tables = [], [], [], [], [], []
         used_stages = set()
+        # what the device has, as the compiler describes it: SRAM and TCAM blocks (rows x columns a stage,
+        # times the chip's stages: the report lists only the stages the program uses)
+        first = stages[0] if stages else {}
+        for unit, key in (("srams", "rams"), ("tcams", "tcams")):
+            per_stage = first.get(key, {}).get("nRows", 0) * first.get(key, {}).get("nColumns", 0)
+            summary[f"{unit}_available"] = per_stage * summary["stages_available"] or None
         for st in stages:
             n = st.get("stage_number", len(salus))
             meters = st.get("meter_alus", {}).get("meters", [])
@@ -138,18 +147,21 @@ def summarize(out: Path, target: str) -> dict:
             tables.append(len(ids))
             if ids or meters and any(m.get("usages") for m in meters):
                 used_stages.add(n)
+        summary["stage_tables"] = [_stage_tables(st) for st in stages]
         summary.update(salus_per_stage=salus, srams_per_stage=srams, tcams_per_stage=tcams,
                        hash_units_per_stage=hashes, gateways_per_stage=gateways, tables_per_stage=tables,
                        stages_used=len(used_stages), salus=sum(salus), srams=sum(srams), tcams=sum(tcams),
                        salu_users=_salu_users(stages))
     if metrics is not None:
-        phv = metrics.get("phv", {})
-        normal = phv.get("normal", [])
-        summary["phv_bits"] = sum(t.get("bits_occupied", 0) for t in normal)
-        summary["phv_bits_available"] = sum(t.get("bit_width", 0) * t.get("containers_available",
-                                                                          t.get("total_containers", 0))
-                                            for t in normal) or None
-        summary["phv_containers"] = sum(t.get("containers_occupied", 0) for t in normal)
+        # PHV: bits and containers occupied in every class (Tofino 1: normal and tagalong; Tofino 2: normal,
+        # mocha and dark), and the containers the device has (phv.json's container groups)
+        classes = [t for kind in metrics.get("phv", {}).values() for t in kind]
+        summary["phv_bits"] = sum(t.get("bits_occupied", 0) for t in classes)
+        summary["phv_containers"] = sum(t.get("containers_occupied", 0) for t in classes)
+        phv = _load_first(out, "phv.json")
+        groups = (phv or {}).get("resources", [])
+        summary["phv_containers_available"] = sum(g.get("num_containers", 0) for g in groups
+                                                  if g.get("group_type") == "mau") or None
         m = metrics.get("mau", {})
         for key in ("srams", "tcams", "map_rams", "logical_tables"):
             if key in m:
@@ -158,6 +170,20 @@ def summarize(out: Path, target: str) -> dict:
         if latency:
             summary["latency_cycles"] = latency
     return summary
+
+
+def _stage_tables(stage: dict) -> list[str]:
+    """The P4 tables a stage holds, by their short names (`egress.` before an egress table's); the tables the
+    compiler made of plain assignments (tbl_*) are counted as `+N`."""
+    names, made = [], 0
+    for t in stage.get("logical_tables", {}).get("ids", []):
+        name = str(t.get("table_name", ""))
+        if name.startswith(("tbl_", "cond-")) or "." not in name:
+            made += 1
+            continue
+        parts = name.split(".")
+        names.append(("egress." if "egress" in parts[0].lower() else "") + parts[-1])
+    return names + ([f"+{made}"] if made else [])
 
 
 def _salu_users(stages: list[dict]) -> dict[str, list[int]]:
@@ -232,23 +258,46 @@ def _source(data: dict) -> str:
 def resources_table(data: dict) -> str:
     rows = []
     for row in data["rows"]:
-        if row.get("kind") != "hina" or not row.get("ok"):
+        if row.get("kind") not in ("hina", "switchml") or not row.get("ok"):
             continue
         chip = CHIPS[row["target"]]
-        phv = f"{row['phv_bits']}" + (f" / {row['phv_bits_available']}" if row.get("phv_bits_available") else "")
         rows.append([row["label"], chip["name"], row["words"], f"{row['stages_used']} / {row['stages_available']}",
-                     row["srams"], row["tcams"], phv, sum(row["hash_units_per_stage"]),
+                     _of(row["srams"], row.get("srams_available")), _of(row["tcams"], row.get("tcams_available")),
+                     _of(row["phv_containers"], row.get("phv_containers_available")), row["phv_bits"],
+                     sum(row["hash_units_per_stage"]),
                      " ".join(str(n) for n in row["salus_per_stage"][:row['stages_available']]),
                      row["salus"]])
-    lines = _rows(["program", "chip", "K", "stages", "SRAM blocks", "TCAM blocks", "PHV bits", "hash units",
-                   "stateful ALUs per stage", "SALUs"], rows)
+    lines = _rows(["program", "chip", "K", "stages", "SRAM blocks", "TCAM blocks", "PHV containers", "PHV bits",
+                   "hash units", "stateful ALUs per stage", "SALUs"], rows)
+    return "\n".join([*lines, "", _source(data)]) + "\n"
+
+
+def _of(used, available) -> str:
+    return f"{used} / {available}" if available else str(used)
+
+
+def words_table(data: dict) -> str:
+    """hina's program at each K: whether it fits, and in how many stages."""
+    rows = []
+    for row in data["rows"]:
+        if row.get("kind") != "hina" or "defines" in row and any("ADD_ONLY" in d for d in row["defines"]):
+            continue
+        chip = CHIPS[row["target"]]
+        used = row["stages_used"] if row.get("ok") else row.get("stages_needed", "-")
+        verdict = "fits" if row.get("ok") else ("too many stages" if "stages_needed" in row else
+                                                f"refused: `{_short(row['errors'][0]) if row['errors'] else '?'}`")
+        salus = row.get("salus", "")
+        rows.append([chip["name"], row["words"], row["words"] // 2, verdict, f"{used} / {chip['stages']}", salus])
+    lines = _rows(["chip", "K (words a frame)", "value SALUs (K/2)", "compiled", "stages", "SALUs in all"], rows)
     return "\n".join([*lines, "", _source(data)]) + "\n"
 
 
 def verdicts_table(data: dict) -> str:
     rows = []
     for row in data["rows"]:
-        first = next((e for e in row.get("errors", []) if "error" in e.lower()), "")
+        if row.get("kind") == "hina":
+            continue
+        first = next(iter(row.get("errors", [])), "")
         rows.append([row["label"], CHIPS[row["target"]]["name"], row.get("arch", CHIPS[row["target"]]["arch"]),
                      "compiles" if row["ok"] else "refused",
                      "" if row["ok"] else f"`{_short(first)}`"])
@@ -272,7 +321,41 @@ def throughput_table(data: dict) -> str:
                             "Gbit/s of words at 100G", "Mpps at 400G", "Gbit/s of words at 400G"], rows)) + "\n"
 
 
-TABLES = {"verdicts": verdicts_table, "resources": resources_table, "throughput": throughput_table}
+def _collapsed(names: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"`{n}`" + (f" x{c}" if c > 1 else "") if not n.startswith("+") else n
+                     for n, c in counts.items()) or "-"
+
+
+def stages_table(data: dict) -> str:
+    """Stage by stage, the tables and stateful ALUs of hina's program and of its ADD-only variant (Tofino 1)."""
+    def row_of(label: str) -> dict | None:
+        return next((r for r in data["rows"] if r.get("kind") == "hina" and r["target"] == "tofino"
+                     and r["label"] == label and r.get("ok")), None)
+
+    full, dense = row_of("p4/tna/hina.p4"), row_of("p4/tna/hina.p4, ADD only")
+    if full is None:
+        return "(p4/tna/hina.p4 did not compile for Tofino 1)\n"
+    rows = []
+    for i in range(full["stages_available"]):
+        cells = [i]
+        for r in (full, dense):
+            if r is None:
+                cells += ["", ""]
+                continue
+            tables = r["stage_tables"][i] if i < len(r["stage_tables"]) else []
+            salus = r["salus_per_stage"][i] if i < len(r["salus_per_stage"]) else 0
+            cells += [_collapsed(tables), salus]
+        rows.append(cells)
+    lines = _rows(["stage", "p4/tna/hina.p4: tables", "SALUs", "ADD only: tables", "SALUs"], rows)
+    return "\n".join([*lines, "", "`+N`: N tables the compiler made of plain assignments.", "",
+                      _source(data)]) + "\n"
+
+
+TABLES = {"verdicts": verdicts_table, "resources": resources_table, "throughput": throughput_table,
+          "stages": stages_table, "words": words_table}
 
 
 # -- measuring ----------------------------------------------------------------------------------------
@@ -282,7 +365,7 @@ def rows_to_measure(switchml: Path | None) -> list[dict]:
     for target in CHIPS:
         rows.append({"label": "p4/hina.p4 (BMv2's)", "kind": "v1model", "target": target, "arch": "v1model",
                      "program": V1MODEL, "words": 32})
-    for target, ks in (("tofino", (32, 48, 64)), ("tofino2", (32, 64, 96, 128))):
+    for target, ks in (("tofino", (32, 48, 64)), ("tofino2", (32, 64, 80, 96, 128))):
         for k in ks:
             rows.append({"label": "p4/tna/hina.p4" if k == 32 else f"p4/tna/hina.p4, K = {k}", "kind": "hina",
                          "target": target, "program": PROGRAM, "words": k, "defines": [f"HINA_WORDS={k}"]})

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -282,3 +283,10 @@ def test_the_tofino_marker_says_what_it_needs():
         assert conftest.missing("tofino") == "needs /opt/p4c-tofino/bin/p4c (tools/p4-toolchain.sh --tofino)"
     else:
         assert shutil.which(compiler()) or Path(compiler()).exists()
+
+
+def test_the_tofino_page_shows_what_the_compilers_report_says():
+    """docs/tofino.md's generated tables are what benchmarks/results/tofino.json renders (no compiler needed)."""
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "tofino_report.py"), "--check"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
