@@ -312,7 +312,8 @@ def _short(line: str) -> str:
 
 def throughput_table(data: dict) -> str:
     rows = []
-    for label, frame in (("hina, K = 32", hina_frame(32)), ("hina, K = 64", hina_frame(64)),
+    for label, frame in (("hina, K = 32 (Tofino 1's one pass)", hina_frame(32)), ("hina, K = 64", hina_frame(64)),
+                         ("hina, K = 80 (Tofino 2's one pass)", hina_frame(80)),
                          ("SwitchML, 256 B", Frame(256, data["switchml_overhead"])),
                          ("SwitchML, 1024 B", Frame(1024, data["switchml_overhead"]))):
         rows.append([label, frame.wire, f"{100 * frame.share:.1f}%", f"{frame.mpps(100):.1f}",
