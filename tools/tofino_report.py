@@ -16,6 +16,7 @@ throughput columns are arithmetic on the frame format, stated with the formula o
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import functools
 import json
@@ -280,7 +281,7 @@ def words_table(data: dict) -> str:
     """hina's program at each K: whether it fits, and in how many stages."""
     rows = []
     for row in data["rows"]:
-        if row.get("kind") != "hina" or "defines" in row and any("ADD_ONLY" in d for d in row["defines"]):
+        if row.get("kind") != "hina" or "HINA_ADD_ONLY" in row.get("defines", []):
             continue
         chip = CHIPS[row["target"]]
         used = row["stages_used"] if row.get("ok") else row.get("stages_needed", "-")
@@ -323,9 +324,7 @@ def throughput_table(data: dict) -> str:
 
 
 def _collapsed(names: list[str]) -> str:
-    counts: dict[str, int] = {}
-    for name in names:
-        counts[name] = counts.get(name, 0) + 1
+    counts = collections.Counter(names)  # (in the order first seen)
     return ", ".join(f"`{n}`" + (f" x{c}" if c > 1 else "") if not n.startswith("+") else n
                      for n, c in counts.items()) or "-"
 

@@ -260,14 +260,19 @@ def test_the_compiled_checks_and_verdict_are_the_entries_the_model_runs(tofino_b
     compiled = find({t["name"]: t for t in context["tables"]}, table)
     actions = {a["handle"]: a["name"].rsplit(".", 1)[-1] for a in compiled["actions"]}
     entries, default = tna_model.const_entries(file, table)
+    widths = [k["bit_width"] for k in sorted(compiled["match_key_fields"], key=lambda k: k["position"])]
     static = sorted(compiled["static_entries"], key=lambda e: e["priority"])
     assert len(static) == len(entries)
     for i, (got, want) in enumerate(zip(static, entries, strict=True)):
         keys = [(int(k["value"], 16), int(k["mask"], 16)) for k in got["match_key_fields_values"]]
-        assert len(keys) == len(want.keys), f"entry {i}"
-        for (value, mask), (want_value, want_mask) in zip(keys, want.keys, strict=True):
-            if want_mask is None:  # every bit
-                assert mask and mask & (mask + 1) == 0 and value == want_value, f"entry {i}: {got}"
+        assert len(keys) == len(want.keys) == len(widths), f"entry {i}"
+        for (value, mask), (want_value, want_mask), width in zip(keys, want.keys, widths, strict=True):
+            # within the key's width: a slice's exact value comes with its whole field's mask (0xff for
+            # worker_id[7:7]), its value the slice's
+            full = (1 << width) - 1
+            value, mask = value & full, mask & full
+            if want_mask is None:  # every bit of the key
+                assert (value, mask) == (want_value, full), f"entry {i}: {got}"
             else:
                 assert (value & mask, mask) == (want_value & want_mask, want_mask), f"entry {i}: {got}"
         assert actions[got["action_handle"]] == want.action, f"entry {i}"
