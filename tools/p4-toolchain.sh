@@ -204,15 +204,21 @@ patch_tofino_driver() {
   sed -i 's|        args = shlex.split(" ".join(cmd))|        args = shlex.split(" ".join(str(c) for c in cmd))|' "$src/driver.py"
 }
 
-has() { command -v "$1" >/dev/null && "$1" --version 2>&1 | grep -q "$2"; }
+# has TOOL TEXT: TOOL runs and its --version names TEXT.  The output is taken whole before grep reads
+# it: under pipefail, `TOOL | grep -q` fails with SIGPIPE (141) whenever grep exits before TOOL's
+# last write, and an installed tool would read as missing.
+has() { command -v "$1" >/dev/null && grep -q "$2" <<<"$("$1" --version 2>&1)"; }
+# bmv2_installed BIN: BIN is BMv2 $BMV2_TAG with its Thrift server (the controller's register resets)
+bmv2_installed() { has "$1" "$BMV2_TAG" && grep -q thrift-port <<<"$("$1" --help 2>&1)"; }
 
 step apt-packages apt_deps
 if ((BMV2)); then
   if ldconfig -p | grep -q libpiprotogrpc; then echo "PI: installed, skipped"; else step PI build_pi; fi
-  if has "$PREFIX/bin/simple_switch_grpc" "$BMV2_TAG" && "$PREFIX/bin/simple_switch_grpc" --help 2>&1 | grep -q thrift-port
-  then echo "BMv2 $BMV2_TAG with Thrift: installed, skipped"
+  if bmv2_installed "$PREFIX/bin/simple_switch_grpc"; then echo "BMv2 $BMV2_TAG with Thrift: installed, skipped"
   else step bmv2 build_bmv2 "$WORK/bmv2" --prefix="$PREFIX"; fi
-  if [[ -n $FAST_PREFIX ]]; then
+  if [[ -n $FAST_PREFIX ]] && bmv2_installed "$FAST_PREFIX/bin/simple_switch_grpc"; then
+    echo "-O3 BMv2 $BMV2_TAG in $FAST_PREFIX: installed, skipped"
+  elif [[ -n $FAST_PREFIX ]]; then
     step bmv2-fast build_bmv2 "$WORK/bmv2-fast" --prefix="$FAST_PREFIX" \
       --disable-logging-macros --disable-elogger CXXFLAGS="-O3" CFLAGS="-O3"
   fi
