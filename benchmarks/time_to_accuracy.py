@@ -2,10 +2,10 @@
 
 hina's promise has two halves: the sum is exact, so a model trains as it
 would with a dense allreduce, and the sum is cheaper, so it gets there
-sooner.  This benchmark trains one model on a real data set (the Python
-documentation's sources, which Debian's python3.11-doc ships:
-`hina.host.corpus`) with N ranks, once per system, from the same initial
-parameters and on the same data (each rank its shard of each seeded global
+sooner.  This benchmark trains one model on a real data set (NumPy 2.1.3's
+documentation sources, from the exact archive on PyPI: `hina.host.corpus`)
+with N ranks, once per system, from the same initial parameters and on the
+same data (each rank its shard of each seeded global
 batch), until the held-out loss reaches --target or the step budget
 (--steps) runs out:
 
@@ -33,7 +33,7 @@ emulator's star, gloo, topk and int8 through a Linux bridge with the same
 links (train_ddp.py's machinery), with the fidelity monitor's verdict for
 every run.  Writes a JSON and a PNG beside it to --out and prints a table.
 
-    pip install -e '.[torch,plot]'; apt-get install python3.11-doc
+    make install        # the torch and plot extras, and the corpus (make corpus)
     python benchmarks/time_to_accuracy.py --workers 4 [--systems hina,gloo,topk] [--env mininet --bw 1000]
 """
 

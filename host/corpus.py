@@ -1,34 +1,40 @@
-"""A real text corpus that a Debian package ships: the Python documentation's sources, as word-level tokens.
+"""A real text corpus whose bytes are fixed by an exact version: NumPy 2.1.3's documentation sources.
 
-Debian's `python3.11-doc` (`apt-get install python3.11-doc`; about 70 MB
-installed) ships the reStructuredText sources of the Python 3.11
-documentation as `/usr/share/doc/python3.11/html/_sources/**/*.rst.txt`
-(497 files, 11 MB, in 3.11.2-6+deb12u*).  Licence: the Python Software
-Foundation License Version 2, which covers Python "and its associated
-documentation" (`/usr/share/doc/python3.11-doc/copyright`; the
-documentation's own `license.rst.txt` adds that its code examples are also
-under the Zero-Clause BSD licence).  Nothing is downloaded at run time.
+NumPy's source distribution on PyPI, `numpy-2.1.3.tar.gz` (20 MB; its
+sha256 is pinned below, so every machine reads the same bytes), holds the
+reStructuredText sources of NumPy's documentation under
+`numpy-2.1.3/doc/` (477 `.rst` files, 4.9 MB).  `make install` fetches the
+archive once (`python -m hina.host.corpus fetch`, into
+`~/.cache/hina/corpus/`, or where `$HINA_CORPUS` points) and checks it; it
+is read in place, never unpacked, and nothing is downloaded at run time.
+Licence: NumPy's BSD 3-Clause licence, which covers its documentation
+(`numpy-2.1.3/LICENSE.txt` in the archive).
 
 What `load` makes of it, deterministically (no hash seeds, no locale):
 
-- files in sorted order of their path under the root; every `heldout_every`-th
-  file (index `heldout_every - 1`, `2 heldout_every - 1`, ... in that order)
-  is held out, the rest train;
-- each file lowercased and split into tokens (`tokenize`): runs of word
-  characters (letters, digits, underscore; Unicode's `\\w`), and runs of one
-  repeated punctuation character (`.`, `::`, `>>>`, `====`), so the markup
-  stays in as punctuation; whitespace is dropped;
-- a `<doc>` token before every file; the streams are the files' tokens back
-  to back (train, held out);
+- the documents (`.rst` under `doc/` in the archive; `.rst` and `.txt`
+  files in a folder) in sorted order of their path; every
+  `heldout_every`-th (index `heldout_every - 1`, `2 heldout_every - 1`,
+  ... in that order) is held out, the rest train;
+- each document lowercased and split into tokens (`tokenize`): runs of
+  word characters (letters, digits, underscore; Unicode's `\\w`), and runs
+  of one repeated punctuation character (`.`, `::`, `>>>`, `====`), so the
+  markup stays in as punctuation; whitespace is dropped;
+- a `<doc>` token before every document; the streams are the documents'
+  tokens back to back (train, held out);
 - the vocabulary: the `vocab_size` most frequent tokens of the training
-  files, `<doc>` and `<unk>` among them and counted like words (`<unk>`
-  counts every token outside the vocabulary), ordered by count, then
-  alphabetically: id 0 is the most frequent.  Held-out words the training
-  files lack are `<unk>`.  Frequency order is what a log-uniform candidate
-  sampler assumes (`hina.host.workloads.loguniform_ranks`).
+  documents, `<doc>` and `<unk>` among them and counted like words
+  (`<unk>` counts every token outside the vocabulary), ordered by count,
+  then alphabetically: id 0 is the most frequent.  Held-out words the
+  training documents lack are `<unk>`.  Frequency order is what a
+  log-uniform candidate sampler assumes (`hina.host.workloads.loguniform_ranks`).
+
+The corpus is identified by its content: `source_digest` is a sha256 over
+every document's path and bytes, which docs/ddp.md quotes beside its
+figures; `Corpus.digest` covers the numbers made of them.
 
     from hina.host import corpus
-    c = corpus.load(vocab_size=32_000)       # corpus.missing() says why not, where the package is absent
+    c = corpus.load(vocab_size=20_000)       # corpus.missing() says why not, where the archive is absent
     c.train, c.heldout                       # int32 token ids
     x = c.batch(c.train, rng, rows=32, length=36)   # 32 random windows of 36 tokens
 """
@@ -38,19 +44,39 @@ from __future__ import annotations
 import collections
 import functools
 import hashlib
+import os
 import re
-import subprocess
+import sys
+import tarfile
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-PACKAGE = "python3.11-doc"
-SOURCES = Path("/usr/share/doc/python3.11/html/_sources")
-LICENSE = ("Python Software Foundation License Version 2 (the Python documentation; its code examples also "
-           "under the Zero-Clause BSD licence): /usr/share/doc/python3.11-doc/copyright")
+# The archive, by exact version and digest (PyPI's own sha256 of the file).
+ARCHIVE = "numpy-2.1.3.tar.gz"
+URL = ("https://files.pythonhosted.org/packages/25/ca/1166b75c21abd1da445b97bf1fa2f14f423c6cfb4fc7c4ef31dccf9f6a94/"
+       + ARCHIVE)
+SHA256 = "aa08e04e08aaf974d4458def539dece0d28146d866a39da5639596f4921fd761"
+SIZE = 20_166_090
+MEMBERS = "numpy-2.1.3/doc/"  # the documents: the .rst files under this folder of the archive
+LICENSE = "NumPy's BSD 3-Clause licence, which covers its documentation: numpy-2.1.3/LICENSE.txt in the archive"
 DOC, UNK = "<doc>", "<unk>"
 _TOKEN = re.compile(r"\w+|([^\w\s])\1*")
+
+
+def default_source() -> Path:
+    """Where the corpus is read from: $HINA_CORPUS (the archive, or a folder of documents), else the
+    archive in ~/.cache/hina/corpus (or $XDG_CACHE_HOME/hina/corpus)."""
+    configured = os.environ.get("HINA_CORPUS")
+    if configured:
+        return Path(configured)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "hina" / "corpus" / ARCHIVE
+
+
+SOURCE = default_source()
 
 
 def tokenize(text: str) -> list[str]:
@@ -58,26 +84,96 @@ def tokenize(text: str) -> list[str]:
     return [m.group(0) for m in _TOKEN.finditer(text.lower())]
 
 
-def files(root: Path = SOURCES) -> list[Path]:
-    """The corpus's files, in sorted order of their path under root (as POSIX strings)."""
-    return sorted(Path(root).rglob("*.txt"), key=lambda p: p.relative_to(root).as_posix())
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
-def missing(root: Path = SOURCES) -> str | None:
+@functools.lru_cache(maxsize=8)
+def _archive_ok(path: Path, size: int, mtime: float) -> bool:
+    return size == SIZE and _sha256(path) == SHA256
+
+
+def documents(source: Path = SOURCE) -> list[tuple[str, bytes]]:
+    """The corpus's documents as (path, bytes), in sorted order of the path: the archive's .rst files under
+    its doc/ folder, or a folder's .rst and .txt files (paths relative to it, as POSIX strings)."""
+    source = Path(source)
+    if source.is_dir():
+        found = [p for p in source.rglob("*") if p.is_file() and p.suffix in (".rst", ".txt")]
+        return sorted((p.relative_to(source).as_posix(), p.read_bytes()) for p in found)
+    with tarfile.open(source) as archive:
+        members = sorted((m for m in archive.getmembers()
+                          if m.isfile() and m.name.startswith(MEMBERS) and m.name.endswith(".rst")),
+                         key=lambda m: m.name)
+        return [(m.name, archive.extractfile(m).read()) for m in members]
+
+
+def files(source: Path = SOURCE) -> list[str]:
+    """The documents' paths, in the order they are read."""
+    return [name for name, _ in documents(source)]
+
+
+def source_digest(docs: list[tuple[str, bytes]]) -> str:
+    """sha256 over every document's path and bytes, in order: the corpus, identified by its content."""
+    h = hashlib.sha256()
+    for name, data in docs:
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def missing(source: Path = SOURCE) -> str | None:
     """Why the corpus cannot be read here, or None."""
-    if not Path(root).is_dir() or not files(root):
-        return f"no {root}: install Debian's {PACKAGE} (apt-get install {PACKAGE})"
+    source = Path(source)
+    if source.is_dir():
+        return None if documents(source) else f"no .rst or .txt documents under {source}"
+    if not source.is_file():
+        return (f"no corpus at {source}: run `make corpus` (python -m hina.host.corpus fetch: NumPy 2.1.3's "
+                f"documentation sources, {SIZE / 1e6:.0f} MB from PyPI, checked against their sha256)")
+    st = source.stat()
+    if not _archive_ok(source, st.st_size, st.st_mtime):
+        return (f"{source} is not {ARCHIVE} as PyPI publishes it (sha256 {SHA256[:16]}...): remove it and run "
+                f"`make corpus` again")
     return None
 
 
-def package_version() -> str | None:
-    """The installed python3.11-doc's Debian version, or None (not Debian, not installed)."""
+def fetch(dest: Path | None = None, url: str = URL, log=print) -> Path:
+    """Download the archive to `dest` (default: `default_source()`) unless it is there, and check its sha256.
+    Raises OSError (naming what differs) on a failed download or a file that is not the archive."""
+    dest = Path(dest or default_source())
+    if dest.is_file() and missing(dest) is None:
+        log(f"corpus: {dest} is {ARCHIVE} (sha256 checked)")
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    log(f"corpus: downloading {url} ({SIZE / 1e6:.0f} MB) ...")
+    with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as out:
+        while block := response.read(1 << 20):
+            out.write(block)
+    got = _sha256(part)
+    if got != SHA256:
+        part.unlink()
+        raise OSError(f"{url}: sha256 {got}, expected {SHA256}")
+    part.replace(dest)
+    log(f"corpus: {dest} (sha256 checked)")
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["fetch"]:
+        print(f"usage: python -m hina.host.corpus fetch  (downloads {ARCHIVE} from PyPI into "
+              f"{default_source()}); got {' '.join(args) or 'nothing'}", file=sys.stderr)
+        return 2
     try:
-        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", PACKAGE], capture_output=True, text=True,
-                             timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+        fetch()
+    except OSError as exc:
+        print(f"python -m hina.host.corpus fetch: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 @dataclass(frozen=True)
@@ -92,6 +188,7 @@ class Corpus:
     distinct: int  # distinct tokens in the training files (before the vocabulary's cut)
     root: str
     counts: np.ndarray = field(repr=False)  # per id: occurrences in the training stream
+    source_digest: str = ""  # sha256 over the documents read (`source_digest`)
 
     @property
     def unk(self) -> int:
@@ -105,8 +202,8 @@ class Corpus:
         return h.hexdigest()
 
     def describe(self) -> dict:
-        """The facts a result records: source, package version, licence, files, tokens, vocabulary, coverage."""
-        return {"source": self.root, "package": PACKAGE, "package_version": package_version(), "license": LICENSE,
+        """The facts a result records: source and its digest, licence, files, tokens, vocabulary, coverage."""
+        return {"source": self.root, "archive": ARCHIVE, "source_digest": self.source_digest, "license": LICENSE,
                 "files": {"train": self.train_files, "heldout": self.heldout_files},
                 "tokens": {"train": int(self.train.size), "heldout": int(self.heldout.size)},
                 "vocab": len(self.vocab), "distinct_train_tokens": self.distinct,
@@ -122,7 +219,7 @@ class Corpus:
 
 
 @functools.lru_cache(maxsize=4)
-def load(root: Path = SOURCES, vocab_size: int = 32_000, heldout_every: int = 10) -> Corpus:
+def load(root: Path = SOURCE, vocab_size: int = 32_000, heldout_every: int = 10) -> Corpus:
     """Read, tokenize, split and number the corpus (module docstring); cached per process."""
     if vocab_size < 3:
         raise ValueError(f"vocab_size must be at least 3, got {vocab_size}")
@@ -131,12 +228,12 @@ def load(root: Path = SOURCES, vocab_size: int = 32_000, heldout_every: int = 10
     why = missing(root)
     if why:
         raise FileNotFoundError(why)
-    paths = files(root)
+    docs = documents(root)
     train_tokens: list[str] = []
     heldout_tokens: list[str] = []
     train_files = heldout_files = 0
-    for i, path in enumerate(paths):
-        toks = [DOC, *tokenize(path.read_text(encoding="utf-8", errors="replace"))]
+    for i, (_, data) in enumerate(docs):
+        toks = [DOC, *tokenize(data.decode("utf-8", errors="replace"))]
         if i % heldout_every == heldout_every - 1:
             heldout_tokens += toks
             heldout_files += 1
@@ -162,4 +259,8 @@ def load(root: Path = SOURCES, vocab_size: int = 32_000, heldout_every: int = 10
     train = number(train_tokens)
     return Corpus(vocab=vocab, train=train, heldout=number(heldout_tokens), train_files=train_files,
                   heldout_files=heldout_files, distinct=distinct, root=str(root),
-                  counts=np.bincount(train, minlength=len(vocab)).astype(np.int64))
+                  counts=np.bincount(train, minlength=len(vocab)).astype(np.int64), source_digest=source_digest(docs))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
