@@ -7,9 +7,18 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # sees that one module (a symlink in .venv/debian) and nothing else from outside.
 DEBIAN_MININET := /usr/lib/python3/dist-packages/mininet
 
-.PHONY: install lint test test-fast bench tables demo mininet-demo fuzz soak p4 tofino clean
+.PHONY: install kernels corpus lint test test-fast bench tables demo mininet-demo fuzz soak p4 tofino clean
 
-install: $(STAMP)
+# the venv, the kernels compiled for this machine (so that no first run waits on a compiler), the corpus
+install: $(STAMP) kernels corpus
+
+# numba's kernels, each group compiled by one process, in parallel (seconds; nothing once compiled)
+kernels: $(STAMP)
+	@$(VENV)/bin/hina compile
+
+# the time-to-accuracy corpus: NumPy 2.1.3's documentation sources, 20 MB from PyPI, checked by sha256
+corpus: $(STAMP)
+	@$(PY) -m hina.host.corpus fetch
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "hina needs Python >= 3.11"'
@@ -28,7 +37,7 @@ lint: install
 test: lint
 	$(PY) -m pytest
 
-# what needs no root, no fleet of processes and no network: under 2 minutes, for the edit-test loop
+# what needs no root, no fleet of processes and no network, for the edit-test loop (docs/contributing.md: its time)
 test-fast: lint
 	$(PY) -m pytest -m "not slow and not root and not mininet and not bmv2"
 

@@ -22,6 +22,12 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
+from hina import kernels
+
+# Its kernels compile as this module is imported: one process on a machine compiles them while any
+# other waits, then loads them (hina.kernels); finished at the end of the module.
+_claim = kernels.hold("codec-bitmap")
+
 GROUP_SIZES = tuple(1 << k for k in range(11))  # 1, 2, 4, ..., 1024: the index's group sizes
 
 
@@ -349,3 +355,6 @@ def from_positions(indices: np.ndarray, length: int) -> np.ndarray:
     bits = np.zeros(words_for(length) * 32, dtype=np.bool_)
     bits[indices] = True
     return np.packbits(bits, bitorder="little").view("<u4").copy()
+
+
+_claim.finish()  # every kernel above is compiled (or loaded): the stamp, and the lock let go

@@ -15,6 +15,9 @@ import numpy as np
 
 
 class Op(enum.IntEnum):
+    """What the switch does to a word of a slot: ADD (int32, wrapping modulo 2**32), OR (bitwise) or MAX
+    (signed int32).  The wire's op field carries it; every round of the codec names one per segment."""
+
     ADD = 0  # int32, wraps modulo 2**32
     OR = 1  # bitwise
     MAX = 2  # signed int32

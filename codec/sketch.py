@@ -23,10 +23,16 @@ import math
 import numpy as np
 from numba import njit
 
+from hina import kernels
+
 from .bitmap import _ctz
 from .murmur import block_hashes
 from .ops import Op
 from .params import CodecParams
+
+# Its kernels compile as this module is imported: one process on a machine compiles them while any
+# other waits, then loads them (hina.kernels); finished at the end of the module.
+_claim = kernels.hold("codec-sketch")
 
 TABLES = 3
 _SIGN_BIT = np.uint32(0x80000000)
@@ -236,3 +242,6 @@ def run(step):
             step.kernels.place(residual, agg, fixed)
     step.report["residual"] = len(residual)
     return fixed
+
+
+_claim.finish()  # every kernel above is compiled (or loaded): the stamp, and the lock let go

@@ -15,7 +15,13 @@ import math
 import numpy as np
 from numba import njit
 
+from hina import kernels
+
 from .bitmap import _ctz, _popcount
+
+# Its kernels compile as this module is imported: one process on a machine compiles them while any
+# other waits, then loads them (hina.kernels); finished at the end of the module.
+_claim = kernels.hold("codec-values")
 
 _GRADS = ("float32", "float64", "int32")
 
@@ -178,3 +184,6 @@ def scatter_groups(coarse: np.ndarray, group: int, values: np.ndarray, out: np.n
 
 def place(positions: np.ndarray, values: np.ndarray, out: np.ndarray) -> None:
     _place(positions, values, out)
+
+
+_claim.finish()  # every kernel above is compiled (or loaded): the stamp, and the lock let go

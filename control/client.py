@@ -73,6 +73,7 @@ class ControlClient:
         except OSError:
             pass
         self._seq = itertools.count(1)
+        self.replaced: Member | None = None  # what the last join took its rank from (`join`)
 
     def close(self) -> None:
         self._sock.close()
@@ -137,8 +138,12 @@ class ControlClient:
 
     def join(self, job: JobConfig, member: Member) -> int:
         """Authorize `member` for `job` (installing it if the switch lacks it); return the switch's
-        pipes, which a worker's loss detection needs (`Worker(pipes=...)`)."""
-        return self.request("join", job=job.to_config(), member=member.to_config()).get("pipes", 1)
+        pipes, which a worker's loss detection needs (`Worker(pipes=...)`).  `replaced` is then the
+        member this one took the rank from, where it was held from another address (a restarted
+        worker, or a second worker given the same rank), else None."""
+        reply = self.request("join", job=job.to_config(), member=member.to_config())
+        self.replaced = Member.from_config(reply["replaced"]) if reply.get("replaced") else None
+        return reply.get("pipes", 1)
 
     def remove_job(self, job_id: int) -> None:
         self.request("remove_job", job_id=job_id)

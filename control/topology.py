@@ -57,6 +57,10 @@ class Host:
 
 @dataclasses.dataclass(frozen=True)
 class Topology:
+    """One switch's view of the network: its own MAC and IPv4 address, the hosts behind its ports (`Host`) and
+    the jobs it serves (`JobConfig`).  The raw emulator and the BMv2 controller take it (`configure`);
+    `Topology.from_config` reads the JSON form (`--topology FILE`), `to_config` writes it."""
+
     switch_mac: str
     switch_ip: str
     hosts: tuple[Host, ...]

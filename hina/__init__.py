@@ -46,8 +46,21 @@ Where things are (each a subpackage with its own docstring):
 - `hina.mininet`: topology experiments (needs Mininet and root)
 - `hina.benchmarks`: the measurement scripts
 
-The names below load their subpackage on first use, so `import hina` is
-cheap and the codec never loads the network stack (or torch) it does not use.
+The names at the top, each loaded with its subpackage on first use (so
+`import hina` is cheap and the codec never loads the network stack, or
+torch, it does not use); `help(hina.NAME)` for any of them:
+
+- the codec: `simulate_allreduce` (every round, numpy as the switch),
+  `CodecParams` (length, workers, mode, ...), `MODES`, `Op`,
+  `WorkerSession` and `WorkerResult` (one worker's side), `AllreduceResult`
+- the worker: `Worker` (aggregate through a switch), `JobSpec` (job id, K,
+  slots), `UdpTransport`, `synthetic_gradient`, `AggregationTimeout`,
+  `StaleSwitchState`; with torch: `SwitchAllreduce`, `switch_allreduce_hook`
+- the switch emulator: `Pipeline` (the data plane), `UdpSwitch`,
+  `InProcessSwitch`, `FrameSwitch`, `ImpairmentConfig`
+- the control plane: `ControlClient`, `ControlError`, `JobConfig`,
+  `Member`, `Topology`, `Fabric`
+- the wire: `UDP_PORT`, `HinaHeader`, `Drop`, `max_words`
 """
 
 from __future__ import annotations
@@ -69,7 +82,6 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBPACKAGES = ("codec", "wire", "control", "emulator", "host", "baselines", "sim", "mininet", "benchmarks")
 
-__all__ = sorted(_WHERE)
 
 
 def __getattr__(name: str):

@@ -21,6 +21,11 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
+def plural(n: int, noun: str) -> str:
+    """"1 worker", "4 workers": a count and its noun, as a reader says it."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def _number(text: str, kind: type = float):
     try:
         value = kind(text)

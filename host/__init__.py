@@ -7,29 +7,31 @@ sans-I/O slot window it drives; `UdpTransport` reaches a switch over UDP;
 extra) train PyTorch DDP models through the switch.
 """
 
-from .agent import Worker
-from .job import JobSpec
-from .synthetic import synthetic_gradient
-from .transport import UdpTransport
-from .window import AggregationTimeout, CongestionWindow, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState
+import importlib
 
-__all__ = [
-    "AggregationTimeout",
-    "CongestionWindow",
-    "StaleSwitchState",
-    "JobSpec",
-    "PhaseTransfer",
-    "RttEstimator",
-    "SlotPool",
-    "UdpTransport",
-    "Worker",
-    "synthetic_gradient",
-]
+# Where each public name lives: loaded on first use (PEP 562), so that `hina --help`, the command line's
+# flag parsing and a script that needs only `JobSpec` load neither numba nor the compiled kernels.
+_EXPORTS = {
+    "agent": ("Worker",),
+    "job": ("JobSpec",),
+    "synthetic": ("synthetic_gradient",),
+    "transport": ("UdpTransport",),
+    "window": ("AggregationTimeout", "CongestionWindow", "PhaseTransfer", "RttEstimator", "SlotPool",
+               "StaleSwitchState"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_WHERE)
 
 _DDP = ("BucketError", "SwitchAllreduce", "switch_allreduce_hook")  # host.ddp imports torch: only when asked
 
 
 def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
     if name in _DDP:
         try:
             from hina.host import ddp
@@ -37,3 +39,7 @@ def __getattr__(name: str):
             raise ImportError(f"host.{name} needs PyTorch: pip install -e '.[torch]' ({exc})") from exc
         return getattr(ddp, name)
     raise AttributeError(f"module 'host' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE) | set(_DDP))

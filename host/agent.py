@@ -28,6 +28,7 @@ from hina.wire.headers import MAX_WORKERS
 
 from .job import JobSpec
 from .window import (
+    REFUSALS,
     AggregationTimeout,
     CongestionWindow,
     PhaseTransfer,
@@ -35,14 +36,32 @@ from .window import (
     RttEstimator,
     SlotPool,
     StaleSwitchState,
+    SwitchUnreachable,
     stale_message,
     warm,
 )
 
 HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run has its identity
 
-__all__ = ["AggregationTimeout", "StaleSwitchState", "Worker"]
+__all__ = ["AggregationTimeout", "StaleSwitchState", "SwitchUnreachable", "Worker"]
 
+
+
+def _check_reachable(counts, xfer: PhaseTransfer) -> None:
+    """Raise SwitchUnreachable once `counts` (a transport or batch socket: `refused`, `received`) saw
+    REFUSALS port-unreachable answers and not one frame: nothing listens where this worker sends."""
+    if counts is not None and counts.refused >= REFUSALS and counts.received == 0:
+        raise SwitchUnreachable(f"job {xfer.job_id}, worker {xfer.worker_id}: nothing listens where this worker "
+                                f"sends (its {counts.refused} tries came back port unreachable): is it the "
+                                f"switch's data port, and is the switch running?")
+
+
+def load_kernels() -> None:
+    """The codec's and the sender's compiled kernels in this process, before anything is timed: from
+    this machine's cache, or compiled by one process while any other waits (`hina.kernels`)."""
+    from hina.codec import kernels as _  # noqa: F401 - the codec's kernels compile as their modules load
+
+    warm()
 
 class Worker:
     """One rank of a job; keeps its slot copies and RTT estimate across aggregations."""
@@ -147,9 +166,11 @@ class Worker:
                              pool=self.pool, rtt=self.rtt, tag=tag, ops=ops, payload=words,
                              name=name, now=now, deadline=self.deadline, salt=salt, window=self.window,
                              pipes=self.pipes, ring=self._ring)
+        # on the first exchange, a socket that hears only "port unreachable" fails at once, not at the deadline
+        counts = (self.batch_io if self.batch_io is not None else self.transport) if self._salt is None else None
         if self.batch_io is not None:
             try:
-                self._batched(xfer, self.batch_io)
+                self._batched(xfer, self.batch_io, counts)
             finally:
                 self.stats.update(xfer.stats)
             return xfer.result
@@ -159,6 +180,7 @@ class Worker:
                 send(frame)
             while not xfer.done:
                 frame = recv(xfer.next_timer() - time.monotonic())
+                _check_reachable(counts, xfer)
                 now = time.monotonic()
                 if frame is not None:
                     for out in xfer.receive(frame, now):
@@ -170,7 +192,7 @@ class Worker:
         return xfer.result
 
     @staticmethod
-    def _batched(xfer: PhaseTransfer, io) -> None:
+    def _batched(xfer: PhaseTransfer, io, counts=None) -> None:
         """The transfer's loop on a `BatchSocket`: each recvmmsg's RESULTs taken in one compiled call,
         whatever they (and the timers) let out sent with one sendmmsg."""
         rx, lengths, entry_bytes, fd = io.rx_array, io.rx_lengths, io.entry_bytes, io.fd
@@ -183,6 +205,7 @@ class Worker:
                 wait = xfer.next_timer() - time.monotonic()
                 if wait > 0 and select.select((fd,), (), (), wait)[0]:
                     n = io.recv()
+                _check_reachable(counts, xfer)
             now = time.monotonic()
             i, m = xfer.take(rx, entry_bytes, lengths, 0, n, now)
             while i < n:  # the ring filled up: send it and take the rest

@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import socket
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from hina.cliargs import plural
 from hina.wire.headers import UDP_PORT
 
 
@@ -49,6 +53,9 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 2
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731 - progress on stderr, also with --json
+    # SIGTERM (a job scheduler, `timeout`, `kill`) ends the demo as Ctrl-C does: through run_demo's
+    # cleanup, which stops its switch and workers, instead of leaving the emulator on port 20033
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     try:
         summary = run_demo(cfg, log=log)
     except RuntimeError as exc:
@@ -117,7 +124,8 @@ def _roundtrip(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         total = result.bytes_per_worker["total"]
-        print(f"exact: {'yes' if exact else 'NO'}; {len(grads)} workers x {grads[0].size:,} {grads[0].dtype.name}; "
+        workers = plural(len(grads), "worker")
+        print(f"exact: {'yes' if exact else 'NO'}; {workers} x {grads[0].size:,} {grads[0].dtype.name}; "
               f"encoding {result.encoding}" + (f" (index group {result.group})" if result.group else ""))
         if result.union is not None:
             print(f"union: {result.union:,} ({result.union / grads[0].size:.2%}), sketch rows {result.rows}, "
@@ -136,6 +144,26 @@ def _worker(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     return _standalone_worker(args)
+
+
+def _load_gradient(path: Path) -> np.ndarray:
+    """A worker's gradient from a .npy file, or an .npz archive of one array; ValueError names what is wrong."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except ValueError as exc:  # pickled objects, or not an array file at all
+        raise ValueError(f"--input {path}: not a .npy array or .npz archive of arrays ({exc})") from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        with loaded:
+            if len(loaded.files) != 1:
+                raise ValueError(f"--input {path}: an .npz archive of {len(loaded.files)} arrays "
+                                 f"({', '.join(loaded.files) or 'none'}); a worker takes one gradient: "
+                                 f"a .npy file, or an .npz archive of one array")
+            loaded = loaded[loaded.files[0]]
+    if loaded.ndim == 0:
+        raise ValueError(f"--input {path}: a 0-d array (a scalar); a gradient has at least one dimension")
+    if loaded.dtype.kind not in "fi":
+        raise ValueError(f"--input {path}: dtype {loaded.dtype} is not a gradient's (float16/32/64 or int32)")
+    return loaded
 
 
 def _standalone_worker(args: argparse.Namespace) -> int:
@@ -162,8 +190,10 @@ def _standalone_worker(args: argparse.Namespace) -> int:
             raise ValueError(f"--deadline must be a positive number of seconds, got {args.deadline}")
         if args.rounds < 1:
             raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
+        if args.out is not None and not args.out.parent.is_dir():  # before the job, not after it
+            raise ValueError(f"--out {args.out}: no folder {args.out.parent}")
         if args.input:
-            grad = np.load(args.input, allow_pickle=False)
+            grad = _load_gradient(args.input)
         else:
             grad = synthetic_gradient(args.length, args.density, seed=args.seed, rank=args.rank)
         params = codec.CodecParams(length=grad.size, workers=args.workers, dtype=grad.dtype.name, mode=args.mode,
@@ -172,6 +202,11 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         codec.check_gradient(params, grad, who=str(args.input or "the synthetic gradient"))
     except (OSError, ValueError) as exc:
         return fail(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc))
+    try:  # the switch's name, before a socket is bound for it (an unknown host is not the bind address's fault)
+        socket.getaddrinfo(args.switch[0], args.switch[1], socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError as exc:
+        return fail(f"--switch {args.switch[0]}:{args.switch[1]}: cannot resolve {args.switch[0]!r} "
+                    f"({exc.strerror or exc})")
     loopback = args.switch[0].startswith("127.")
     # a UDP port of its own (the kernel's choice), so that several workers (ranks) share a machine: the
     # switch learns it from the join, or a job installed without --control names it (--bind)
@@ -186,8 +221,14 @@ def _standalone_worker(args: argparse.Namespace) -> int:
             try:
                 with ControlClient(args.control, token_file=args.token_file) as ctl:
                     pipes = ctl.join(job.switch_config(args.workers), Member(args.rank, transport.address))
+                    replaced = ctl.replaced
             except (ControlError, OSError, ValueError) as exc:  # ValueError: a bad --token-file
                 return fail(f"could not join job {args.job_id} at {args.control[0]}:{args.control[1]}: {exc}")
+            if replaced is not None:
+                held = replaced.source if isinstance(replaced.source, int) else ":".join(map(str, replaced.source))
+                print(f"hina worker: rank {args.rank} of job {args.job_id} was held from {held}; this worker took "
+                      f"it over (a restarted worker does; if that one still runs, one of you has the wrong "
+                      f"--rank: it will time out)", file=sys.stderr, flush=True)
         here = transport.address
         print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "
               f"{args.switch[0]}:{args.switch[1]} from {here[0]}:{here[1]}, mode {args.mode}", file=sys.stderr,
@@ -228,7 +269,8 @@ def _standalone_worker(args: argparse.Namespace) -> int:
                "window": {"fair_share": worker.window.fair, "chunks": worker.window.chunks,
                           "cuts": worker.window.cuts, "contests": worker.window.contests}}
     print(json.dumps(summary) if args.json else
-          f"worker {args.rank}: sum of {args.workers} workers" + (f" written to {args.out}" if args.out else "")
+          f"worker {args.rank}: sum of {plural(args.workers, 'worker')}"
+          + (f" written to {args.out}" if args.out else "")
           + f" ({reports[-1]['encoding']}, {reports[-1]['seconds']:.3f} s)")
     return 0
 
@@ -283,6 +325,28 @@ def _experiment_worker(args: argparse.Namespace) -> int:
     return status
 
 
+def _compile(args: argparse.Namespace) -> int:
+    from hina import kernels
+
+    if args.status:
+        for group in kernels.GROUPS:
+            where = kernels.stamp(group)
+            print(f"{group:13} {'compiled' if where.exists() else 'not compiled'}  ({where.parent})")
+        return 0
+    start = time.monotonic()
+    try:
+        took = kernels.compile_all(jobs=args.jobs)
+    except RuntimeError as exc:
+        print(f"hina compile: {exc}", file=sys.stderr)
+        return 1
+    if not took:
+        print("hina compile: every kernel is compiled on this machine already")
+    else:
+        print(f"hina compile: {', '.join(took)} compiled in {time.monotonic() - start:.1f} s "
+              f"({sum(took.values()):.1f} s of compiling, {args.jobs or os.cpu_count()} at a time)")
+    return 0
+
+
 def _address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -298,13 +362,16 @@ def _codec_flags(ap: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hina.cliargs import OneLineParser
+    from importlib.metadata import version
+
+    from hina.cliargs import OneLineParser, between
     from hina.codec.params import MODES
 
     from .job import DEFAULT_SLOTS, DEFAULT_WORDS
     from .synthetic import PRESET_NAMES
 
     ap = OneLineParser(prog="hina", description="homomorphic in-network aggregation")
+    ap.add_argument("--version", action="version", version=f"hina {version('hina')}")
     sub = ap.add_subparsers(dest="command", required=True)
     fmt = {"formatter_class": argparse.ArgumentDefaultsHelpFormatter}  # every flag's help states its default
 
@@ -384,6 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
                    help="with --spec: UDP to the switch address when routed (auto), or raw frames")
     w.set_defaults(func=_worker)
+
+    c = sub.add_parser("compile", help="compile the kernels on this machine now (make install does): "
+                                       "the first run then starts at once", **fmt)
+    c.add_argument("--jobs", type=between(1, 64, " (processes)"), default=None,
+                   help="kernel groups compiled at once (default: the CPU count)")
+    c.add_argument("--status", action="store_true", help="say which kernel groups this machine has compiled")
+    c.set_defaults(func=_compile)
 
     from hina.control.switch_cli import add_parser as add_switch
 

@@ -16,21 +16,23 @@ import multiprocessing as mp
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hina import codec
-from hina.cliargs import MAX_PIPES
+from hina import codec, kernels
+from hina.cliargs import MAX_PIPES, plural
 from hina.control.client import ControlClient
 from hina.control.config import Member
 from hina.wire.headers import UDP_PORT
 
 from . import workloads
-from .agent import Worker
 from .job import JobSpec
 from .synthetic import gradient_for, workload_preset
 from .transport import UdpTransport
+
+if TYPE_CHECKING:
+    from .agent import Worker
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,8 +116,13 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
 
 
 def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> None:
-    """One worker process: bind, report its address, wait for go, aggregate, report."""
+    """One worker process: load its kernels, bind, report its address, wait for go, aggregate, report."""
     try:
+        start = time.perf_counter()  # before anything imports them: no limit in seconds covers a compile
+        from .agent import Worker, load_kernels
+
+        load_kernels()
+        conn.send(("kernels", time.perf_counter() - start))
         grad = cfg.gradient(rank)
         with UdpTransport(switch) as transport:
             conn.send(("ready", transport.address))
@@ -176,6 +183,9 @@ def start_switch(cfg: DemoConfig, warn=lambda line: print(line, file=sys.stderr,
 
 def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
     """Run the main job once and return its summary (see README for the keys)."""
+    # the kernels first, each group by one process, with progress: the switch and the workers then load
+    # them in milliseconds (on a machine that compiled them before: nothing to do)
+    kernels.compile_all()
     switch, where = start_switch(cfg)
     data, control = tuple(where["data"]), tuple(where["control"])
     log(f"switch emulator on {data[0]}:{data[1]} (control {control[1]}), drop={cfg.drop} dup={cfg.dup} "
@@ -185,9 +195,9 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         conns, members = _start_workers(cfg, data, procs)
         with ControlClient(control) as ctl:
             ctl.add_job(cfg.job.switch_config(cfg.workers, members))
-            log(f"{cfg.workers} workers ready; job {cfg.job.job_id}: K={cfg.job.words} words/packet, "
+            log(f"{plural(cfg.workers, 'worker')} ready; job {cfg.job.job_id}: K={cfg.job.words} words/packet, "
                 f"{cfg.job.slots} slots; aggregating {cfg.length:,} elements, {_what(cfg)}, mode {cfg.mode}, "
-                f"{cfg.rounds} round(s)")
+                f"{plural(cfg.rounds, 'round')}")
             log("computing numpy's reference sum ...")
             expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed, cfg.workload, cfg.scale))
             prepare = _prepare_workers(cfg, conns)
@@ -231,6 +241,10 @@ def _start_workers(cfg: DemoConfig, data: tuple[str, int], procs: list) -> tuple
         p.start()
         procs.append(p)
         conns.append(parent)
+    for rank, (conn, p) in enumerate(zip(conns, procs[-cfg.workers:])):
+        kind, value = _while_alive(conn, p, rank)  # loading (or compiling) kernels: no limit in seconds
+        if kind != "kernels":
+            raise RuntimeError(f"worker {rank} failed before starting: {value}")
     members = []
     for rank, conn in enumerate(conns):
         kind, value = _expect(conn, cfg.deadline + 60, rank)
@@ -327,6 +341,16 @@ def _summary(cfg: DemoConfig, per_worker: list[list[dict]], errors: list[str], c
     }
 
 
+def _while_alive(conn, proc, rank: int):
+    """The next message from a worker, however long it takes, as long as its process lives."""
+    while not conn.poll(1.0):
+        if not proc.is_alive():
+            if conn.poll(0):  # it said something just before it ended
+                break
+            raise RuntimeError(f"worker {rank} ended (exit status {proc.exitcode}) while loading its kernels")
+    return conn.recv()
+
+
 def _expect(conn, timeout: float, rank: int):
     if not conn.poll(timeout):
         raise RuntimeError(f"worker {rank} said nothing for {timeout:g} s")
@@ -352,7 +376,7 @@ def _seconds_line(s: dict[str, Any]) -> str:
 def format_summary(s: dict[str, Any]) -> str:
     lines = [
         f"exact:            {'yes, every worker' if s['exact'] else 'NO'}",
-        f"mode:             {s['mode']} (ran {s['encoding']}{_index_label(s)}), {s['workers']} workers, "
+        f"mode:             {s['mode']} (ran {s['encoding']}{_index_label(s)}), {plural(s['workers'], 'worker')}, "
         f"{s['length']:,} elements "
         + (f"of workload {s['workload']} (scale {s['scale']})" if s.get("workload") else f"at {s['density']:.2%}"),
         f"bytes per worker: {s['bytes_per_worker']:,.0f} on the wire "

@@ -441,12 +441,18 @@ def fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats):
 
 @njit(cache=True)
 def _by_seq(fl, picked, n):
-    """The first n slots of `picked`, oldest transmission first."""
-    seqs = np.empty(n, np.int64)
-    for i in range(n):
-        seqs[i] = fl[picked[i]].seq
-    order = np.argsort(seqs, kind="mergesort")
-    return picked[:n][order]
+    """The first n slots of `picked`, oldest transmission first.  An insertion sort: n is the slots lost
+    or due at one moment, a handful (numpy's argsort would add a second to the kernels' compile)."""
+    out = picked[:n].copy()
+    for i in range(1, n):
+        slot = out[i]
+        seq = fl[slot].seq
+        k = i - 1
+        while k >= 0 and fl[out[k]].seq > seq:
+            out[k + 1] = out[k]
+            k -= 1
+        out[k + 1] = slot
+    return out
 
 
 @njit(cache=True)
@@ -467,7 +473,7 @@ def overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
     allowance = reordering(r)
     slots, pipes = t.slots, t.pipes
     lost = np.empty(slots, np.int64)
-    n = 0
+    n = np.int64(0)  # not a literal 0: `_by_seq` would be compiled once more for Literal[int](0)
     for slot in range(slots):
         s = fl[slot]
         if s.chunk < 0:
@@ -646,7 +652,7 @@ def poll(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
         t.probe_at = math.inf
         if t.in_flight > 0 and not t.probing:
             in_flight = np.empty(t.slots, np.int64)
-            n = 0
+            n = np.int64(0)
             for slot in range(t.slots):
                 if fl[slot].chunk >= 0:
                     in_flight[n] = slot
@@ -656,7 +662,7 @@ def poll(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
     if now >= t.earliest:
         slots = t.slots
         due = np.empty(slots, np.int64)
-        n = 0
+        n = np.int64(0)
         for slot in range(slots):
             if fl[slot].chunk >= 0 and now >= fl[slot].due:
                 due[n] = slot

@@ -21,12 +21,18 @@ from hina.wire.mmsg import set_buffers
 
 
 class UdpTransport:
+    """A worker's UDP socket to a switch's data port (`switch`: host, port), bound to `bind` (default a port
+    of the kernel's choice on loopback) and connected, so that only the switch's datagrams reach it.  The
+    switch must authorize `address` (a join through the control port does).  `send`, `recv(timeout)` and
+    `batcher` (recvmmsg/sendmmsg batches, which `Worker` uses) are the transport interface."""
+
     def __init__(self, switch: tuple[str, int], *, bind: tuple[str, int] = ("127.0.0.1", 0)):
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.buffer_bytes = set_buffers(self._sock)
         self._sock.bind(bind)
         self._sock.connect(switch)
         self._sock.setblocking(False)  # recv tries first and waits only when nothing is there
+        self.refused = self.received = 0  # ICMP port unreachable seen (nothing listens at `switch`), frames in
 
     @property
     def address(self) -> tuple[str, int]:
@@ -59,11 +65,14 @@ class UdpTransport:
         when a frame is waiting (a socket timeout would cost a poll and a mode switch each time)."""
         for wait in (False, True):
             try:
-                return self._sock.recv(65536)
+                frame = self._sock.recv(65536)
+                self.received += 1
+                return frame
             except BlockingIOError:
                 if wait or timeout <= 0 or not select.select((self._sock,), (), (), timeout)[0]:
                     return None
             except ConnectionRefusedError:
+                self.refused += 1
                 return None  # ICMP port unreachable from an earlier send
         return None
 

@@ -54,6 +54,7 @@ import math
 
 import numpy as np
 
+from hina import kernels
 from hina.wire.headers import HEADER_BYTES
 
 from . import sendplane as sp
@@ -61,6 +62,14 @@ from . import sendplane as sp
 
 class AggregationTimeout(RuntimeError):
     """No progress within the deadline: the switch or another worker is gone."""
+
+
+class SwitchUnreachable(AggregationTimeout):
+    """Nothing listens where the worker sends: every frame of its first exchange came back as ICMP port
+    unreachable (a wrong data port, or a switch that is not running)."""
+
+
+REFUSALS = 5  # port-unreachable answers, with no frame received, that end a worker's first exchange
 
 
 class StaleSwitchState(RuntimeError):
@@ -418,6 +427,8 @@ class PhaseTransfer:
     def receive(self, frame: bytes, now: float) -> list[bytes]:
         """Take in one frame from the switch; return the frames it lets us send."""
         data = np.frombuffer(frame, np.uint8)
+        if not data.flags.writeable:  # bytes: the kernels are compiled for writable frames alone (one variant)
+            data = data.copy()
         m, status = sp.receive_bytes(self._t_bytes, self.rtt.state_bytes, self.window.state_bytes, self._rack_bytes,
                                      self.pool.version, self._chunk_bytes, self._wire, self._answer_bytes,
                                      self._fl_bytes, data, 0, data.size, now, self.ring.tx, self.ring.iov, 0,
@@ -519,11 +530,17 @@ _warm = False
 
 
 def warm() -> None:
-    """Compile (or load from the disk cache) the kernels before the first chunk goes: once per process."""
+    """Compile (or load from the disk cache) the kernels before the first chunk goes: once per process.
+    On a machine that has not compiled them, one process does while any other waits (`hina.kernels`)."""
     global _warm
     if _warm:
         return
+    kernels.ensure("sender", _drive)
     _warm = True
+
+
+def _drive() -> None:
+    """A tiny transfer through every kernel the sender calls (each compiled, or loaded, as it is called)."""
     x = PhaseTransfer(job_id=1, worker_id=0, words=2, pool=SlotPool(0, 2), rtt=RttEstimator(),
                       window=CongestionWindow(2), tag=0, op=0, payload=np.zeros(3, np.int32), name="warm",
                       now=0.0, deadline=1.0)

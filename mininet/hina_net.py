@@ -45,8 +45,8 @@ try:
 except ImportError as exc:  # without Mininet, `mininet` is this folder and the message would be cryptic
     raise ImportError(f"Mininet is not installed (Debian: apt install mininet; then `make install`): {exc}") from exc
 
-from hina import codec
-from hina.cliargs import MAX_PIPES
+from hina import codec, kernels
+from hina.cliargs import MAX_PIPES, plural
 from hina.control.config import Member
 from hina.control.controller import P4_BUILD, Bmv2Target, ControlError, EmulatorTarget
 from hina.control.topology import Host, Topology
@@ -390,6 +390,7 @@ class Experiment:
         if cfg.switch == "bmv2" and cfg.delay and not self.netem:
             raise RuntimeError("--delay needs tc netem, which this kernel lacks (the emulator can delay instead)")
         cleanup(self.names.run)  # a crashed earlier run of this id
+        kernels.compile_all()  # once per machine, before any host starts: the hosts' processes load them
         self.log(f"run {self.names.run}: switches, hosts and links named {self.names.run}*")
         setLogLevel("critical")  # tc prints htb quantum warnings for jumbo frames as errors
         link = {"cls": FastTCLink}
@@ -532,7 +533,7 @@ class Experiment:
                           for r, h in enumerate(hosts)]}
         with tempfile.NamedTemporaryFile("w", prefix="hina-spec-", suffix=".json", delete=False) as f:
             json.dump(spec, f)
-        self.log(f"[{mode}] {cfg.workers} workers, d={cfg.length:,}, density {cfg.density:.2%}, "
+        self.log(f"[{mode}] {plural(cfg.workers, 'worker')}, d={cfg.length:,}, density {cfg.density:.2%}, "
                  f"{cfg.bw or 'unshaped'} Mbit/s, loss {cfg.loss}% ({self._loss_by()}), delay {cfg.delay} ms")
         expected = self._expected()
         procs = [h.popen([sys.executable, "-m", "hina", "worker", "--spec", f.name, "--rank", str(r),

@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from hina.cliargs import OneLineParser, pipes_flag
+from hina.cliargs import OneLineParser, pipes_flag, plural
 from hina.codec.params import MODES
 from hina.mininet import heterogeneity
 from hina.provenance import default_out, out_help
@@ -131,7 +131,7 @@ def calibrate(cfg, steps: int, experiment, log, topology: str = "star", bar=None
         best = lo
     if bar is not None:  # the search may end before its last step
         bar.total = bar.count
-    where = f"{cfg.workers} workers, {cfg.switch}, {topology}"
+    where = f"{plural(cfg.workers, 'worker')}, {cfg.switch}, {topology}"
     summary = (f"calibrate ({where}): dense aggregation stays network-bound up to {best:.0f} Mbit/s per link "
                f"(not at {hi:.0f})" if best is not None and best < cfg.bw else
                f"calibrate ({where}): network-bound at every rate up to {cfg.bw:g} Mbit/s" if best is not None
@@ -179,7 +179,7 @@ def key_of(args) -> dict:
 def key_text(key: dict) -> str:
     """A key for a reader: "star, 8 workers, emulator" and what differs from the defaults."""
     where = key["topology"] if key["topology"] == "star" else f"{key['topology']} ({key['oversubscription']:g}:1)"
-    parts = [where, f"{key['workers']} workers", key["switch"] + (f" leaves, {key['spine_switch']} spines"
+    parts = [where, plural(key['workers'], 'worker'), key["switch"] + (f" leaves, {key['spine_switch']} spines"
                                                                   if key.get("spine_switch") else "")]
     parts += [f"{key['leaves']} leaves"] if key.get("leaves") == "plain" else []
     parts += [f"{key['pipes']} pipes"] if key["pipes"] != 1 else []

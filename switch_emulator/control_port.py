@@ -50,8 +50,10 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
             pipeline.add_job(JobConfig.from_config(_field(msg, "job", dict)))
         elif op == "join":
             try:
-                pipeline.join(JobConfig.from_config(_field(msg, "job", dict)),
-                              Member.from_config(_field(msg, "member", dict)))
+                replaced = pipeline.join(JobConfig.from_config(_field(msg, "job", dict)),
+                                         Member.from_config(_field(msg, "member", dict)))
+                if replaced is not None:  # its rank was held from elsewhere: the joining worker says so
+                    reply["replaced"] = replaced.to_config()
             except JobMismatch as exc:
                 raise JobMismatch(f"{exc} (remove it: {remove_command(exc.job_id, where)})", exc.job_id) from None
             reply["pipes"] = status()["pipes"] if status is not None else 1  # RESULTs are in order per pipe

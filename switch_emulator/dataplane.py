@@ -73,6 +73,7 @@ import socket
 import numpy as np
 from numba import njit
 
+from hina import kernels
 from hina.control.config import MAX_PARENTS
 from hina.wire.frames import ETH, IP_END, UDP_END
 from hina.wire.headers import (
@@ -441,7 +442,7 @@ def udp_batch(job_index, meta, auth, copies, values, counts, names, rx, stride, 
     output might not fit, so that the caller sends and calls again from there.
     """
     m = 0
-    used = 0
+    used = np.int64(0)  # not a literal 0: `ingress` would be compiled once more for Literal[int](0)
     for i in range(start, n):
         length = np.int64(lengths[i])
         if m + MAX_WORKERS > capacity or used + length > tx.size:
@@ -630,11 +631,21 @@ _warm: set[str] = set()
 
 def warm(batch: bool = False, raw: bool = False) -> None:
     """Compile (or load from the disk cache) the kernels now, not when the first frame is waiting:
-    `ingress` for writable and read-only frames, with `batch` `udp_batch`, with `raw` `raw_batch`.
-    Once per process."""
+    `ingress`, with `batch` `udp_batch`, with `raw` `raw_batch`.  Once per process.  Frames are
+    writable arrays everywhere (`Pipeline.update` copies read-only bytes), so each kernel is compiled
+    for one signature."""
     kinds = ["ingress"] + (["udp_batch"] if batch else []) + (["raw_batch"] if raw else [])
-    if _warm.issuperset(kinds):
-        return
+    if not _warm.issuperset(kinds):  # on a machine that has not compiled them: one process compiles every
+        kernels.ensure("switch", lambda: _drive(batch, raw), lambda: _drive(True, True))  # kind, others wait
+
+
+def compile_kernels() -> None:
+    """Every kernel of the switch, compiled on this machine (`hina compile`)."""
+    warm(batch=True, raw=True)
+
+
+def _drive(batch: bool, raw: bool) -> None:
+    kinds = ["ingress"] + (["udp_batch"] if batch else []) + (["raw_batch"] if raw else [])
     job_index = np.full(1 << 16, -1, np.int32)
     meta = np.zeros((0, META), np.int64)
     auth = np.zeros((0, MAX_WORKERS + MAX_PARENTS), np.int64)
@@ -643,8 +654,7 @@ def warm(batch: bool = False, raw: bool = False) -> None:
     counts = np.zeros(REASONS, np.int64)
     out = np.zeros(64, np.uint8)
     frame = np.zeros(HEADER_BYTES, np.uint8)
-    for data in (frame, np.frombuffer(bytes(HEADER_BYTES), np.uint8)):  # both are UNKNOWN_JOB
-        ingress(job_index, meta, auth, copies, values, counts, data, 0, data.size, data.size, NO_SOURCE, out, 0)
+    ingress(job_index, meta, auth, copies, values, counts, frame, 0, frame.size, frame.size, NO_SOURCE, out, 0)
     lengths = np.zeros(4, np.uint32)[::2]  # strided as the mmsghdr lengths (one element would be contiguous)
     if batch:
         names = np.zeros((0, MAX_WORKERS + MAX_PARENTS, SOCKADDR), np.uint8)

@@ -37,6 +37,13 @@ _PARSE = struct.Struct("!12xHB8xB12xHH")
 
 
 class FrameSwitch:
+    """The switch on raw Ethernet frames, without I/O: `process(ingress_port, frame)` returns the (egress port,
+    frame) pairs to transmit (the module's docstring says how each kind of frame is treated).
+
+    topology: the ports' hosts and the jobs to install (`configure` changes it later); pipeline: the data
+    plane (default a fresh `Pipeline`).  The raw backend (`hina.emulator.raw`) and the packet vectors drive it.
+    """
+
     def __init__(self, topology: Topology | None = None, pipeline: Pipeline | None = None):
         self.pipeline = pipeline or Pipeline()
         self.forwarded = 0

@@ -28,6 +28,10 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class ImpairmentConfig:
+    """What the emulator does to packets, per direction (`Impairment`): drop with probability `drop`,
+    else send twice with `dup`, hold back with `reorder` until another flow's packet passed (at most
+    `max_hold` seconds), then delay every survivor by `delay` seconds; `seed` makes it repeatable."""
+
     drop: float = 0.0
     dup: float = 0.0
     reorder: float = 0.0

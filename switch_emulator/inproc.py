@@ -49,6 +49,10 @@ class InProcessPort:
 
 
 class InProcessSwitch:
+    """The emulator in one process, for tests and simulations: `attach(name)` gives a port with a transport's
+    interface (`send`, `recv`) for a worker thread, frames go through `pipeline` and `impair` as on UDP, and
+    RESULTs land in their members' ports' queues.  Jobs: `pipeline.add_job` with the ports' names as sources."""
+
     def __init__(self, pipeline: Pipeline | None = None, impair: ImpairmentConfig | None = None):
         self.pipeline = pipeline or Pipeline()
         cfg = impair or ImpairmentConfig()

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hina.control.config import JobConfig, PortAddress
+from hina.control.config import JobConfig, Member, PortAddress
 from hina.wire.frames import ip_bytes, mac_bytes
 from hina.wire.headers import AT_WORKER_ID, MAX_FRAME_BYTES, MAX_WORKERS, Drop
 
@@ -275,22 +275,26 @@ class Pipeline:
         self.jobs[cfg.job_id].origin = origin  # "command line" and "configure" are pinned: no lease removes them
         self._layout()
 
-    def join(self, cfg: JobConfig, member) -> None:
+    def join(self, cfg: JobConfig, member) -> Member | None:
         """Authorize one member of job `cfg` (its members are ignored): install the job if this switch
-        lacks it, else check that it has the same shape and add or move the member, keeping the slots."""
+        lacks it, else check that it has the same shape and add or move the member, keeping the slots.
+        Returns the member it replaced, where its rank was held from another place (a restarted worker,
+        or a second worker given the same rank: the caller says so), else None."""
         job = self.jobs.get(cfg.job_id)
         if job is None:
             self.add_job(dataclasses.replace(cfg, members=(member,)), origin="join")
-            return
+            return None
         have = job.cfg
         diffs = [f"{k} {getattr(have, k)} on the switch, {getattr(cfg, k)} asked"
                  for k in ("workers", "words", "slot_base", "slots") if getattr(have, k) != getattr(cfg, k)]
         if diffs:  # the control port adds the command that removes it (`control_port.handle`)
             raise JobMismatch(f"job {cfg.job_id} differs from the one on the switch: {'; '.join(diffs)}", cfg.job_id)
         others = tuple(m for m in have.members if m.worker_id != member.worker_id)
+        before = next((m for m in have.members if m.worker_id == member.worker_id), None)
         job.set_members(dataclasses.replace(have, members=others + (member,)))  # mask and parent kept
         job.clear_leftovers(member.worker_id)
         job.heard = time.monotonic()  # a member joining is a member heard
+        return before if before is not None and before != member else None
 
     def remove_job(self, job_id: int) -> None:
         self._job(job_id)
@@ -369,6 +373,8 @@ class Pipeline:
         the bytes present (the rules, drops included, are `dataplane.ingress`'s).
         """
         frame = np.frombuffer(data, np.uint8)
+        if not frame.flags.writeable:  # bytes: the kernels are compiled for writable frames alone (one variant)
+            frame = frame.copy()
         present = frame.size
         sid = self._source_ids.get(source)  # a member's source has its id since it joined
         if sid is None:  # a frame behind a port (its id is arithmetic), or nobody's

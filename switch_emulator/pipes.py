@@ -269,8 +269,10 @@ class Pipes:
     def add_job(self, cfg: JobConfig) -> None:
         self._all({"op": "add_job", "job": cfg.to_config()})
 
-    def join(self, cfg: JobConfig, member: Member) -> None:
-        self._all({"op": "join", "job": cfg.to_config(), "member": member.to_config()})
+    def join(self, cfg: JobConfig, member: Member) -> Member | None:
+        replies = self._all({"op": "join", "job": cfg.to_config(), "member": member.to_config()})
+        replaced = replies[0].get("replaced")  # every pipe holds the same members
+        return Member.from_config(replaced) if replaced else None
 
     def remove_job(self, job_id: int) -> None:
         self._all({"op": "remove_job", "job_id": job_id})

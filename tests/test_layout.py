@@ -19,6 +19,7 @@ FOLDERS = {"codec": "hina.codec", "wire": "hina.wire", "control": "hina.control"
 # Who may import whom: a module imports only from lower layers and its own package (docs/contributing.md).
 LAYERS = [
     {"hina.cliargs", "hina.provenance", "hina.progress"},
+    {"hina.kernels"},
     {"hina.codec"},
     {"hina.wire"},
     {"hina.control"},
@@ -157,8 +158,18 @@ def test_the_front_doors_examples_run():
 
 
 def test_the_front_door_names_what_it_exports():
+    import pydoc
+    import re
+
     import hina
 
-    for name in hina.__all__:
+    for name in hina._WHERE:
         assert getattr(hina, name) is not None, name
+        value = getattr(hina, name)
+        if isinstance(value, type):  # every exported class says what it is
+            assert value.__doc__ and not value.__doc__.startswith(f"{name}("), f"{name} has no docstring"
     assert {"codec", "wire", "control", "emulator", "host", "sim"} <= set(dir(hina))
+    # help(hina) is a page, not every class's every method: the docstring names each export once
+    index = hina.__doc__.split("The names at the top")[1]
+    assert set(re.findall(r"`(\w+)`", index)) - {"import", "hina", "help"} == set(hina._WHERE)
+    assert len(pydoc.render_doc(hina, renderer=pydoc.plaintext).splitlines()) < 200

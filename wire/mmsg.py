@@ -131,6 +131,7 @@ class BatchSocket:
         self.tx_iov = np.frombuffer(self._tx_iov, np.uint64)
         self.tx_address = _address(self._tx)
         self.sent = self.failed = self.received = self.receives = 0
+        self.refused = 0  # receives that found ICMP port unreachable: nothing listens where the socket sends
 
     def recv(self, fd: int | None = None) -> int:
         """Receive what is waiting, up to `entries` datagrams, without blocking; return how many.
@@ -146,8 +147,11 @@ class BatchSocket:
             err = ctypes.get_errno()
             if err == errno.EINTR:
                 continue
-            if err in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ECONNREFUSED):
-                return 0  # ECONNREFUSED: a connected socket's earlier send met a closed port; it is cleared
+            if err == errno.ECONNREFUSED:  # a connected socket's earlier send met a closed port; it is cleared
+                self.refused += 1
+                return 0
+            if err in (errno.EAGAIN, errno.EWOULDBLOCK):
+                return 0
             raise OSError(err, f"recvmmsg: {errno.errorcode.get(err, err)}")
 
     def send(self, count: int) -> int:

@@ -298,3 +298,109 @@ def test_demo_with_two_pipes_is_exact():
 def test_demo_refuses_zero_pipes():
     out = run("-m", "hina", "demo", "--pipes", "0")
     assert out.returncode == 2 and out.stderr.strip() == "hina demo: pipes must be 1..64, got 0"
+
+
+def _inputs(tmp_path) -> dict[str, str]:
+    paths = {"npz2": tmp_path / "two.npz", "scalar": tmp_path / "scalar.npy", "objects": tmp_path / "objects.npy",
+             "one": tmp_path / "one.npz"}
+    np.savez(paths["npz2"], a=np.zeros(8, np.float32), b=np.zeros(8, np.float32))
+    np.savez(paths["one"], g=np.zeros(8, np.float32))
+    np.save(paths["scalar"], np.float32(3.0))
+    np.save(paths["objects"], np.array([{}], dtype=object), allow_pickle=True)
+    return {k: str(v) for k, v in paths.items()}
+
+
+@pytest.mark.parametrize("case,message", [
+    ("npz2", "an .npz archive of 2 arrays (a, b); a worker takes one gradient"),
+    ("scalar", "a 0-d array (a scalar); a gradient has at least one dimension"),
+    ("objects", "not a .npy array or .npz archive of arrays"),
+    ("out", "--out {tmp}/missing/sum.npy: no folder {tmp}/missing"),
+    ("host", "--switch nosuchhost.invalid:20033: cannot resolve 'nosuchhost.invalid'"),
+])
+def test_worker_input_errors_are_one_line_before_the_job(tmp_path, case, message):
+    """Each refused before anything is sent: the bad --input, an --out folder that is missing (not after the
+    job), a switch host that does not resolve (not blamed on the bind address)."""
+    paths = _inputs(tmp_path)
+    switch = "nosuchhost.invalid:20033" if case == "host" else "127.0.0.1:9"
+    args = ["-m", "hina", "worker", "--switch", switch, "--rank", "0", "--workers", "2"]
+    if case == "out":
+        args += ["--out", str(tmp_path / "missing" / "sum.npy")]
+    elif case != "host":
+        args += ["--input", paths[case]]
+    out = run(*args)
+    assert out.returncode == 2, out.stderr
+    assert message.format(tmp=tmp_path) in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_a_worker_sending_to_a_closed_port_says_so_long_before_its_deadline(tmp_path):
+    """A wrong data port answers with ICMP port unreachable: the worker ends on that, not at its deadline
+    (300 s here, past this test's limit)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    paths = _inputs(tmp_path)
+    out = run("-m", "hina", "worker", "--switch", f"127.0.0.1:{port}", "--rank", "0", "--workers", "2",
+              "--input", paths["one"], "--deadline", "300", timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert "nothing listens where this worker sends" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_second_worker_with_a_held_rank_is_told_it_took_the_rank_over(tmp_path):
+    from hina.control.config import Member
+    from hina.host.job import JobSpec
+
+    proc = subprocess.Popen([sys.executable, "-m", "hina.emulator"], stdout=subprocess.PIPE, text=True)
+    try:
+        ready = json.loads(proc.stdout.readline())
+        control = tuple(ready["control"])
+        job = JobSpec(job_id=1).switch_config(2)
+        with ControlClient(control) as ctl:
+            ctl.join(job, Member(0, ("127.0.0.1", 40001)))
+            assert ctl.replaced is None
+            ctl.join(job, Member(0, ("127.0.0.1", 40001)))  # the same worker again: nothing taken over
+            assert ctl.replaced is None
+            ctl.join(job, Member(0, ("127.0.0.1", 40002)))
+            assert ctl.replaced == Member(0, ("127.0.0.1", 40001))
+        out = run("-m", "hina", "worker", "--switch", "{}:{}".format(*ready["data"]), "--control",
+                  "{}:{}".format(*control), "--rank", "0", "--workers", "2", "--length", "1000", "--deadline", "1")
+        assert "rank 0 of job 1 was held from 127.0.0.1:40002; this worker took it over" in out.stderr, out.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_sigterm_ends_the_demo_with_its_switch_and_workers():
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "hina", "demo", "--workers", "2", "--length", "100000",
+                             "--rounds", "100000"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        control = None
+        for line in proc.stderr:  # up and running: the switch, then the rounds
+            if line.startswith("switch emulator on"):
+                control = int(line.split("(control ")[1].split(")")[0])
+            if "workers prepared" in line:
+                break
+        assert control is not None
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 10
+        while True:  # the switch's control port is gone with it, and no process of the session is left
+            left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+            if not left:
+                break
+            assert time.monotonic() < deadline, f"left running after SIGTERM: {left}"
+            time.sleep(0.2)
+        with pytest.raises(Exception):  # noqa: B017 - the ControlClient says the port is closed
+            with ControlClient(("127.0.0.1", control), timeout=0.5, retries=1) as ctl:
+                ctl.ping()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
