@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from hina.host import workloads
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 
 try:
     import torch
@@ -141,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--aggregate", action="store_true", help="also run the real gradients through the codec")
-    ap.add_argument("--out", type=Path, default=default_out("capture_torch.json"), help=out_help("capture_torch.json"))
+    ap.add_argument("--out", type=out_path, default=default_out("capture_torch.json"),
+                    help=out_help("capture_torch.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     out = []

@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the torch backend runs")
     ap.add_argument("--torch-threads", type=between(1, 1024), default=1,
                     help="torch's intra-op threads on the CPU (default 1: numba's kernels run on one core too)")
-    ap.add_argument("--out", type=Path, default=None,
+    ap.add_argument("--out", type=provenance.out_path, default=None,
                     help=provenance.out_help("codec_bench.json (codec_bench_torch_DEVICE.json with --backend "
                                              "torch)", "the JSON result, the PNG next to it"))
     args = ap.parse_args(argv)

@@ -64,7 +64,7 @@ from hina.codec.params import MODES
 from hina.host import workloads
 from hina.host.demo import DemoConfig, run_demo
 from hina.progress import Progress
-from hina.provenance import default_out, out_help
+from hina.provenance import default_out, out_help, out_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -448,7 +448,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="Mininet link rates, Mbit/s (default: the faithful rate mininet/run.py --calibrate recorded "
                          "on this machine for this star or tree and worker count; without one "
                          f"{' '.join(f'{b:g}' for b in DEFAULT_BWS)}, with a warning that they may be CPU-bound)")
-    ap.add_argument("--out", type=Path, default=default_out(),
+    ap.add_argument("--out", type=out_path, default=default_out(),
                     help=out_help(what="the folder the JSON, markdown and PNGs go into"))
     ap.add_argument("--name", default="compare",
                     help="the files' stem: NAME.json, NAME.md, NAME_speedup.png, NAME_bytes.png (default: compare)")

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from hina.cliargs import OneLineParser, between, positive
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.sim.netsim import beside_reno
 
 # each sender: beside_reno's arguments
@@ -98,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rates", type=positive, nargs="+", help="sweep these link rates, Mbit/s, instead of the queues")
     ap.add_argument("--cap", type=positive, help="with --rates: also beside a flow capped at this many Mbit/s")
     ap.add_argument("--rounds", type=between(2, 100), default=4, help="with --rates: rounds per run (default: 4)")
-    ap.add_argument("--out", type=Path, help=out_help("contest_model.json") + " (--rates: contest_rates.json)")
+    ap.add_argument("--out", type=out_path, help=out_help("contest_model.json") + " (--rates: contest_rates.json)")
     args = ap.parse_args(argv)
     if args.rates:
         out = args.out or default_out("contest_rates.json")

@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--probe-worker"]:
         return probe_worker(argv[1:])
     from hina.cliargs import OneLineParser, between, positive
-    from hina.provenance import default_out, out_help
+    from hina.provenance import default_out, out_help, out_path
 
     ap = OneLineParser(prog="cross_traffic.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=between(2, 32), default=4, help="workers (default: 4)")
@@ -283,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=between(1), default=2, help="aggregations per run (default: 2)")
     ap.add_argument("--cap", type=cap_arg, help="cap the iperf3 flow at this many Mbit/s, or this share of the link "
                     "with a %% sign, e.g. 50%% (default: TCP's own)")
-    ap.add_argument("--out", type=Path, default=default_out("cross_traffic.json"), help=out_help("cross_traffic.json"))
+    ap.add_argument("--out", type=out_path, default=default_out("cross_traffic.json"),
+                    help=out_help("cross_traffic.json"))
     args = ap.parse_args(argv)
     from hina.mininet import hina_net
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hina.host.cli import build_parser, demo_config
 from hina.host.demo import format_summary, run_demo
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, dirty_refusal, out_help, write_result
 
 DEFAULT = ["--workers", "4", "--length", "4194304", "--density", "0.01", "--mode", "auto", "--rounds", "3",
            "--drop", "0.01"]
@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         out = Path(argv[at + 1])
         del argv[at : at + 2]
+        why = dirty_refusal(out)  # before the run, as out_path refuses it elsewhere
+        if why:
+            print(f"demo_result.py: argument --out: {why}", file=sys.stderr)
+            return 2
     if {"-h", "--help"} & set(argv):  # its own flag, then the demo's
         print(f"usage: demo_result.py [--out PATH] [hina demo flags]\n\n{__doc__.strip()}\n\n"
               f"  --out PATH  {out_help('demo.json')}\n\nthe flags of `hina demo`:\n")

@@ -54,7 +54,7 @@ from hina.control.config import JobConfig, Member
 from hina.emulator.pipes import reuseport_group
 from hina.host.demo import DemoConfig, run_demo
 from hina.host.job import JobSpec
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.wire.headers import max_words, pack_header, unpack_header
 from hina.wire.mmsg import set_buffers
 
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                          "(default: 1 and the best P of the packet rates; none: skip)")
     ap.add_argument("--pipes-workers", type=between(1, MAX_WORKERS), default=8,
                     help="workers in the pipes end to end section")
-    ap.add_argument("--out", type=Path, default=default_out("emulator_bench.json"),
+    ap.add_argument("--out", type=out_path, default=default_out("emulator_bench.json"),
                     help=out_help("emulator_bench.json", "the JSON result, emulator_e2e.png beside it"))
     args = ap.parse_args(argv)
     if args.echo_server:

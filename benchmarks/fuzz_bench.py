@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 from hina.cliargs import OneLineParser, between
 from hina.emulator import fuzz as fuzz_harness
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="fuzz_bench.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--frames", type=between(1), default=2_000_000)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--out", type=Path, default=default_out("fuzz_bench.json"), help=out_help("fuzz_bench.json"))
+    ap.add_argument("--out", type=out_path, default=default_out("fuzz_bench.json"), help=out_help("fuzz_bench.json"))
     args = ap.parse_args(argv)
     start = time.perf_counter()
     report = fuzz_harness.run(args.frames, args.seed, progress=lambda n: print(

@@ -21,7 +21,7 @@ import numpy as np
 
 from hina.cliargs import OneLineParser, between, positive
 from hina.host.demo import expected_fixed
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 
 
 def start_switch(lease: float) -> tuple[subprocess.Popen, dict]:
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lease", type=positive, default=5.0, help="the switch's lease, seconds (default: 5)")
     ap.add_argument("--workers", type=between(2, 32), default=4, help="the dead job's workers (default: 4)")
     ap.add_argument("--length", type=between(1), default=200_000, help="elements per gradient (default: 200000)")
-    ap.add_argument("--out", type=Path, default=default_out("lease.json"), help=out_help("lease.json"))
+    ap.add_argument("--out", type=out_path, default=default_out("lease.json"), help=out_help("lease.json"))
     args = ap.parse_args(argv)
     switch, where = start_switch(args.lease)
     tmp = args.out.parent / "lease-sums"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -28,7 +27,7 @@ from hina.codec.ops import Op
 from hina.control import JobConfig, Member
 from hina.emulator import Pipeline
 from hina.host.window import CongestionWindow, RttEstimator
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.sim.netsim import VirtualNetwork, expected, run_transfers
 
 # name, workers, words (K), chunks per worker, drop per link and direction, latency, jitter (seconds)
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="loss_model.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=between(1), default=3, help="seeds per case (default: 3)")
     ap.add_argument("--rounds", type=between(1), default=2, help="phases in a row per run (default: 2)")
-    ap.add_argument("--out", type=Path, default=default_out("loss_model.json"), help=out_help("loss_model.json"))
+    ap.add_argument("--out", type=out_path, default=default_out("loss_model.json"), help=out_help("loss_model.json"))
     args = ap.parse_args(argv)
     rows = []
     print(f"{'case':40s} {'s/round':>9s} {'(per seed)':>24s} {'resent':>8s} {'timeouts':>9s}")

@@ -13,13 +13,12 @@ Writes reliability_bench.json and reliability.png beside it (--out; default: $HI
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from hina.cliargs import OneLineParser, between, fraction, probability
 from hina.codec.params import MAX_WORKERS
 from hina.host.demo import DemoConfig, run_demo
 from hina.host.job import JobSpec
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.wire.headers import max_words
 
 
@@ -31,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=between(1, MAX_WORKERS), default=4)
     ap.add_argument("--words", type=between(1, max_words(65535)), default=256,
                     help="K: smaller packets, more of them to lose")
-    ap.add_argument("--out", type=Path, default=default_out("reliability_bench.json"),
+    ap.add_argument("--out", type=out_path, default=default_out("reliability_bench.json"),
                     help=out_help("reliability_bench.json", "the JSON result, reliability.png beside it"))
     args = ap.parse_args(argv)
     rows = []

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hina.cliargs import OneLineParser, between, non_negative, positive
 from hina.host.workloads import preset
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.sim.scale import (
     EMULATOR_SERVICE,
     Network,
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tables", type=checked(_existing), metavar="RESULT_JSON",
                     help="print the markdown tables of a result file and exit")
     ap.add_argument("--no-project", action="store_true", help="validate only")
-    ap.add_argument("--out", type=Path, default=default_out("scale_model.json"),
+    ap.add_argument("--out", type=out_path, default=default_out("scale_model.json"),
                     help=out_help("scale_model.json", "the result JSON, plots beside it"))
     args = ap.parse_args(argv)
     if args.tables:

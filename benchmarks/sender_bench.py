@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from hina.cliargs import OneLineParser, between
 from hina.codec.ops import Op
 from hina.host.window import PhaseTransfer, Ring, RttEstimator, SlotPool
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.wire.headers import HEADER_BYTES, max_words
 
 SLOTS = 64
@@ -115,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--words", type=between(1, max_words(65535)), nargs="+", default=[32, 2239],
                     help="K values (default: 32 2239)")
     ap.add_argument("--repeat", type=between(1), default=5, help="runs per figure, the best reported (default: 5)")
-    ap.add_argument("--out", type=Path, default=default_out("sender_bench.json"), help=out_help("sender_bench.json"))
+    ap.add_argument("--out", type=out_path, default=default_out("sender_bench.json"),
+                    help=out_help("sender_bench.json"))
     args = ap.parse_args(argv)
     rows = []
     has_take = hasattr(PhaseTransfer, "take")

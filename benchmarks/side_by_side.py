@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from hina.cliargs import OneLineParser, positive
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 
 RUN = Path(__file__).resolve().parent.parent / "mininet" / "run.py"
 EXPERIMENTS = {"sbs": ["--workers", "4"], "sbt": ["--topology", "leafspine:2,1,2", "--oversubscription", "2"]}
@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="side_by_side.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--bw", type=positive, default=100.0, help="Mbit/s per link of both (default: 100)")
     ap.add_argument("--length", type=int, default=400_000, help="elements per gradient (default: 400000)")
-    ap.add_argument("--out", type=Path, default=default_out("side_by_side.json"), help=out_help("side_by_side.json"))
+    ap.add_argument("--out", type=out_path, default=default_out("side_by_side.json"),
+                    help=out_help("side_by_side.json"))
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hina-sbs-") as tmp:
         common = ["--mode", "all", "--bw", str(args.bw), "--length", str(args.length), "--density", "0.02",

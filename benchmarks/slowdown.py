@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hina.benchmarks.compare import MODE_LABEL
 from hina.cliargs import OneLineParser
+from hina.provenance import out_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="slowdown.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("base", type=Path)
     ap.add_argument("hetero", type=Path)
-    ap.add_argument("--out", type=Path, help="write the markdown (and NAME.json) here")
+    ap.add_argument("--out", type=out_path, help="write the markdown (and NAME.json) here")
     args = ap.parse_args(argv)
     try:
         base, hetero = (json.loads(p.read_text()) for p in (args.base, args.hetero))

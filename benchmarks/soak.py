@@ -32,7 +32,7 @@ from hina.host.job import JobSpec
 from hina.host.synthetic import synthetic_gradient
 from hina.host.transport import UdpTransport
 from hina.progress import Progress
-from hina.provenance import command_line, default_out, out_help, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, write_result
 
 
 def rss_kib(pid: int) -> int:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drop", type=probability, default=0.05)
     ap.add_argument("--dup", type=probability, default=0.01)
     ap.add_argument("--reorder", type=probability, default=0.01)
-    ap.add_argument("--out", type=Path, default=default_out("soak.json"), help=out_help("soak.json"))
+    ap.add_argument("--out", type=out_path, default=default_out("soak.json"), help=out_help("soak.json"))
     args = ap.parse_args(argv)
 
     cfg = DemoConfig(workers=args.workers, length=args.length, density=args.density, drop=args.drop, dup=args.dup,

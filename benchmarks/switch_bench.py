@@ -29,7 +29,7 @@ from pathlib import Path
 
 from hina.cliargs import OneLineParser, between, fraction, non_negative, pipes_flag, positive
 from hina.codec.params import MAX_WORKERS, MODES
-from hina.provenance import command_line, default_out, out_help, p4_versions, write_result
+from hina.provenance import command_line, default_out, out_help, out_path, p4_versions, write_result
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -49,7 +49,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--mtu", type=between(68, 65535), default=172,
                     help="the links' MTU; the emulator's words per packet follow (172: 32, as BMv2's) "
                          "(default: 172)")
-    ap.add_argument("--out", type=Path, default=default_out(),
+    ap.add_argument("--out", type=out_path, default=default_out(),
                     help=out_help(what="the folder the JSON, markdown and PNG go into"))
     return ap.parse_args(argv)
 

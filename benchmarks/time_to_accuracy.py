@@ -662,7 +662,7 @@ def csv(choices):
 
 def main(argv: list[str] | None = None) -> int:
     from hina.cliargs import OneLineParser, between, non_negative, positive
-    from hina.provenance import OUT_RULE, default_out
+    from hina.provenance import OUT_RULE, default_out, out_path
 
     ap = OneLineParser(prog="time_to_accuracy.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -712,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scratch", type=Path, default=None,
                     help="keep the reference's parameters (one .npy per evaluation) in this folder "
                          "(default: a temporary folder, removed at the end)")
-    ap.add_argument("--out", type=Path, default=default_out("time_to_accuracy.json"),
+    ap.add_argument("--out", type=out_path, default=default_out("time_to_accuracy.json"),
                     help=f"the JSON written, the PNG beside it (same stem); when not given, time_to_accuracy.json "
                          f"in {OUT_RULE} (benchmarks/results/, the committed figures, only when named here)")
     ap.add_argument("--replot", type=Path, metavar="JSON",

@@ -549,7 +549,7 @@ def summarize_all(results: list[dict[str, Any]], log) -> tuple[list[dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     from hina.cliargs import OneLineParser
-    from hina.provenance import OUT_RULE, default_out
+    from hina.provenance import OUT_RULE, default_out, out_path
 
     ap = OneLineParser(prog="train_ddp.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -579,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pipes", type=int, default=1, help="the loopback emulator's data plane processes")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds one run may take")
-    ap.add_argument("--out", type=Path, default=default_out("train_ddp.json"),
+    ap.add_argument("--out", type=out_path, default=default_out("train_ddp.json"),
                     help=f"the JSON written, the PNG beside it (same stem); when not given, train_ddp.json in "
                          f"{OUT_RULE} (benchmarks/results/, the committed figures, only when named here)")
     ap.add_argument("--rank-spec", type=Path, help="internal: run one rank of a Mininet run from this spec file")

@@ -15,6 +15,7 @@ the top level, or no commit), and says "not recorded" for what a file lacks.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -69,20 +70,66 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def changes() -> list[str] | None:
+    """What differs from the checkout's commit, as `git status --porcelain` lines: tracked files changed and
+    files git does not ignore but does not track, other than the results and the pages that show them (a
+    campaign rewrites those as it goes); None outside git."""
+    try:
+        status = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=all", "--",
+                                 ".", ":!benchmarks/results", ":!docs", ":!README.md"],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return status.stdout.splitlines() if status.returncode == 0 else None
+
+
 def commit() -> tuple[str | None, bool]:
-    """The checkout's commit (12 hex digits) and whether the code differs from it (tracked files other than
-    the results and the pages that show them: a campaign rewrites those as it goes); (None, False) outside git."""
+    """The checkout's commit (12 hex digits) and whether the code differs from it (`changes`); (None, False)
+    outside git."""
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                               text=True, timeout=10)
-        if head.returncode:
-            return None, False
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--",
-                                ".", ":!benchmarks/results", ":!docs", ":!README.md"],
-                               capture_output=True, text=True, timeout=10)
-        return head.stdout.strip(), bool(dirty.stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return None, False
+    if head.returncode:
+        return None, False
+    return head.stdout.strip(), bool(changes())
+
+
+# The committed figures come from clean commits: a result written into benchmarks/results/ from a checkout
+# with uncommitted code is refused, unless this variable is 1 (a draft; its meta then says "dirty").
+ALLOW_DIRTY = "HINA_ALLOW_DIRTY"
+COMMITTED = ROOT / "benchmarks" / "results"
+
+
+def committed(path: Path | str) -> bool:
+    """Whether `path` lies in the committed figures' folder, benchmarks/results/."""
+    try:
+        Path(path).resolve().relative_to(COMMITTED.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def dirty_refusal(path: Path | str) -> str | None:
+    """Why a result may not be written to `path` now (a committed figure from uncommitted code), or None."""
+    if not committed(path) or os.environ.get(ALLOW_DIRTY) == "1":
+        return None
+    changed = changes()
+    if not changed:
+        return None
+    shown = ", ".join(line[3:] for line in changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+    return (f"{path}: a committed figure must come from a clean commit, and this checkout has uncommitted changes "
+            f"({shown}): commit them first, or write elsewhere (--out), or set {ALLOW_DIRTY}=1 for a draft")
+
+
+def out_path(text: str) -> Path:
+    """--out's type: a path, refused as the flag is read when it would put a figure from uncommitted code
+    into benchmarks/results/ (`dirty_refusal`), not after the run."""
+    why = dirty_refusal(text)
+    if why:
+        raise argparse.ArgumentTypeError(why)
+    return Path(text)
 
 
 def command_line(script: str, argv: list[str] | None = None) -> str:
@@ -125,7 +172,11 @@ def _loadavg() -> list[float] | None:
 
 
 def write_result(path: Path, result: dict, command: str, **extra: Any) -> dict:
-    """Write `result` as JSON with `meta` first (merged over any `meta` the result already has); returns it."""
+    """Write `result` as JSON with `meta` first (merged over any `meta` the result already has); returns it.
+    A committed figure from uncommitted code is not written (`dirty_refusal`): SystemExit says why."""
+    why = dirty_refusal(path)
+    if why:
+        raise SystemExit(f"not written: {why}")
     meta = {**result.get("meta", {}), **stamp(command, **extra)}
     data = {"meta": meta, **{k: v for k, v in result.items() if k != "meta"}}
     path = Path(path)

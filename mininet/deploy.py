@@ -39,7 +39,7 @@ from hina.cliargs import OneLineParser, between, fraction, positive
 from hina.host.demo import expected_fixed
 from hina.mininet import fidelity
 from hina.mininet.hina_net import FastTCLink, missing_requirements
-from hina.provenance import command_line, write_result
+from hina.provenance import command_line, out_path, write_result
 from hina.wire.headers import UDP_PORT
 from mininet.topo import Topo
 
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=between(2), default=100_000, help="the DDP model's embedding rows")
     ap.add_argument("--skip", choices=("standalone", "torchrun"), action="append", default=[],
                     help="leave out one of the two checks (repeatable)")
-    ap.add_argument("--out", type=Path, help="write the result here (default: print it only)")
+    ap.add_argument("--out", type=out_path, help="write the result here (default: print it only)")
     args = ap.parse_args(argv)
     problem = missing_requirements()
     if problem:

@@ -35,7 +35,7 @@ from pathlib import Path
 from hina.cliargs import OneLineParser, pipes_flag, plural
 from hina.codec.params import MODES
 from hina.mininet import heterogeneity
-from hina.provenance import default_out, out_help
+from hina.provenance import default_out, out_help, out_path
 
 MODE_SETS = {"both": ("auto", "dense"), "all": MODES}
 
@@ -368,7 +368,7 @@ def build_parser() -> OneLineParser:
                          "letters or digits; default: a fresh one, so that experiments share a machine)")
     ap.add_argument("--cleanup", metavar="ID",
                     help="remove what the crashed run ID left (switches, hosts, links, loss tables) and exit")
-    ap.add_argument("--out", type=Path, default=default_out(),
+    ap.add_argument("--out", type=out_path, default=default_out(),
                     help=out_help(what="the folder the JSON and PNG go into"))
     ap.add_argument("--name", metavar="STEM",
                     help="the result files' stem, NAME.json and NAME.png (default: SWITCH[-SHAPE]-MODE-Nw-DATE, "

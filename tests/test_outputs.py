@@ -75,3 +75,34 @@ def test_every_campaign_step_names_its_out_in_benchmarks_results_and_its_outputs
             else:  # a folder (and --name the stem)
                 assert path.parent == Path(out), f"{step.name}: {written} not in --out {out}"
                 assert name is None or path.stem == name, f"{step.name}: {written} vs --name {name}"
+
+
+def test_a_committed_figure_from_uncommitted_code_is_refused_before_the_run(monkeypatch, tmp_path):
+    """Into benchmarks/results/ only from a clean commit: refused as --out is read (exit 2, one line naming
+    what differs), and again by write_result; elsewhere, or with HINA_ALLOW_DIRTY=1, written."""
+    monkeypatch.setattr(provenance, "changes", lambda: [" M host/window.py", "?? host/new.py"])
+    monkeypatch.delenv(provenance.ALLOW_DIRTY, raising=False)
+    target = provenance.COMMITTED / "never_written.json"
+    why = provenance.dirty_refusal(target)
+    assert why and "host/window.py, host/new.py" in why and "clean commit" in why
+    with pytest.raises(Exception, match="clean commit"):
+        provenance.out_path(str(target))
+    with pytest.raises(SystemExit, match="not written"):
+        provenance.write_result(target, {"x": 1}, "python x.py")
+    assert not target.exists()
+    assert provenance.dirty_refusal(tmp_path / "x.json") is None  # a scratch folder takes anything
+    provenance.write_result(tmp_path / "x.json", {"x": 1}, "python x.py")
+    monkeypatch.setenv(provenance.ALLOW_DIRTY, "1")
+    assert provenance.dirty_refusal(target) is None
+    monkeypatch.delenv(provenance.ALLOW_DIRTY)
+    monkeypatch.setattr(provenance, "changes", lambda: [])
+    assert provenance.dirty_refusal(target) is None and provenance.commit()[1] is False
+
+
+def test_every_scripts_out_flag_refuses_a_dirty_committed_figure():
+    """Each script that writes results reads --out through provenance.out_path (refused before the run)."""
+    for path in [*sorted((ROOT / "benchmarks").glob("*.py")), *sorted((ROOT / "mininet").glob("*.py"))]:
+        text = path.read_text()
+        if '"--out"' in text:
+            assert re.search(r'"--out", type=(provenance\.)?out_path', text) or "dirty_refusal(out)" in text, \
+                f"{path.name}: --out is not checked by out_path"
