@@ -11,6 +11,7 @@ batch), until the held-out loss reaches --target or the step budget
 
     hina        DDP + host.ddp's hook, auto mode (exact)
     hina-dense  the same hook in dense mode, SwitchML-style (exact: the same fixed-point sum)
+    hina-blocks the same hook in blocks mode, OmniReduce-style: only the non-zero blocks (exact: the same sum)
     gloo        DDP's own float32 allreduce over gloo
     topk        Ok-Topk's top-k allreduce over gloo, with error feedback (lossy)
     int8        8-bit quantization with a shared per-bucket scale over gloo, with error feedback (lossy)
@@ -59,13 +60,15 @@ import numpy as np
 
 from hina.benchmarks import train_ddp
 
-SYSTEMS = ("hina", "hina-dense", "gloo", "topk", "int8")
-THROUGH_SWITCH = tuple(train_ddp.MODE_OF)  # hina, hina-dense: the rest go over gloo
+SYSTEMS = ("hina", "hina-dense", "hina-blocks", "gloo", "topk", "int8")
+THROUGH_SWITCH = tuple(train_ddp.MODE_OF)  # hina, hina-dense, hina-blocks: the rest go over gloo
+SAME_SUM = ("hina-dense", "hina-blocks")  # the switch's fixed-point sum as hina's: bit-identical parameters
 LOSSY = ("topk", "int8")
 REFERENCE_ORDER = ("hina", "hina-dense", "gloo")  # the exact trajectory the others are measured against
-COLOR_OF = {"hina": "C1", "hina-dense": "C2", "gloo": "C0", "topk": "C3", "int8": "C4"}
-LABEL_OF = {"hina": "hina (auto)", "hina-dense": "hina dense (SwitchML-style)", "gloo": "gloo allreduce",
-            "topk": "Ok-Topk top-k + EF", "int8": "int8 + EF"}
+COLOR_OF = {"hina": "C1", "hina-dense": "C2", "hina-blocks": "C5", "gloo": "C0", "topk": "C3", "int8": "C4"}
+LABEL_OF = {"hina": "hina (auto)", "hina-dense": "hina dense (SwitchML-style)",
+            "hina-blocks": "blocks (OmniReduce-style)", "gloo": "gloo allreduce", "topk": "Ok-Topk top-k + EF",
+            "int8": "int8 + EF"}
 # the default target and budget (docs/ddp.md, "Time to accuracy"): the exact systems at 4 ranks reach 5.0 at step
 # 100, gloo in about 5 minutes on a 100 Mbit/s Mininet star on this project's 2-core machine
 DEFAULT_TARGET = 5.0
@@ -486,11 +489,14 @@ def summarize(result: dict[str, Any], target: float) -> dict[str, Any]:
         bytes_at[r["step"] + 1] = total
     evals = [{**e, "seconds": clock_at.get(e["step"]), "bytes": bytes_at.get(e["step"])} for e in ranks[0]["evals"]]
     hit = next((e for e in evals if e["heldout_loss"] <= target), None)
+    crossing = interpolated_crossing(evals, target)
     steady = per_step[1:] or per_step  # step 0 pays first-use costs (buffers, DDP's bucket rebuild)
     busy = sum(r["busy"] for r in steady)
     out = {"steps_run": n, "steps": per_step, "evals": evals,
            "reached": hit is not None, "steps_to_target": hit["step"] if hit else None,
            "seconds_to_target": hit["seconds"] if hit else None, "bytes_to_target": hit["bytes"] if hit else None,
+           "steps_to_target_interp": crossing[0] if crossing else None,
+           "seconds_to_target_interp": crossing[1] if crossing else None,
            "final_heldout_loss": evals[-1]["heldout_loss"] if evals else None,
            "best_heldout_loss": min(e["heldout_loss"] for e in evals) if evals else None,
            "training_seconds": clock,
@@ -509,18 +515,39 @@ def summarize(result: dict[str, Any], target: float) -> dict[str, Any]:
     return out
 
 
+def interpolated_crossing(evals: list[dict[str, Any]], target: float) -> tuple[float, float] | None:
+    """(step, training seconds) where the held-out loss crosses `target`, linear between the last evaluation
+    above it and the first at or below it (the evaluation itself only says "by then", a whole interval late);
+    None if it never does."""
+    before = None
+    for e in evals:
+        if e["seconds"] is None:
+            continue
+        if e["heldout_loss"] <= target:
+            if before is None or before["heldout_loss"] == e["heldout_loss"]:
+                return float(e["step"]), e["seconds"]
+            f = (before["heldout_loss"] - target) / (before["heldout_loss"] - e["heldout_loss"])
+            return (before["step"] + f * (e["step"] - before["step"]),
+                    before["seconds"] + f * (e["seconds"] - before["seconds"]))
+        before = e
+    return None
+
+
 def exactness(systems: dict[str, dict[str, Any]], reference: str | None) -> dict[str, Any]:
-    """hina against hina-dense bit for bit at every step (digests); hina (the reference) against gloo at every
-    evaluation; each lossy system's distance from the reference at every evaluation both reached."""
+    """hina against hina-dense and hina-blocks bit for bit at every step (digests); hina (the reference)
+    against gloo at every evaluation; each lossy system's distance from the reference at every evaluation both
+    reached."""
     out: dict[str, Any] = {"reference": reference}
     ok = {k: v for k, v in systems.items() if not v["errors"]}
-    if "hina" in ok and "hina-dense" in ok:
-        a, b = ok["hina"]["steps"], ok["hina-dense"]["steps"]
-        common = min(len(a), len(b))
-        differ = [s for s in range(common) if a[s]["digest"] != b[s]["digest"]]
-        out["hina_vs_dense"] = {"steps_compared": common, "same_steps_run": len(a) == len(b),
-                                "identical_every_step": not differ and len(a) == len(b),
-                                "first_difference": differ[0] if differ else None}
+    for other in SAME_SUM:
+        if "hina" in ok and other in ok:
+            a, b = ok["hina"]["steps"], ok[other]["steps"]
+            common = min(len(a), len(b))
+            differ = [s for s in range(common) if a[s]["digest"] != b[s]["digest"]]
+            out[f"hina_vs_{other.removeprefix('hina-')}"] = {
+                "steps_compared": common, "same_steps_run": len(a) == len(b),
+                "identical_every_step": not differ and len(a) == len(b),
+                "first_difference": differ[0] if differ else None}
     for name, s in ok.items():
         if name == reference:
             continue
@@ -533,19 +560,21 @@ def exactness(systems: dict[str, dict[str, Any]], reference: str | None) -> dict
     return out
 
 
-def table(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per system: time and steps to the target, bytes and seconds per step, overlap, exactness, verdict."""
+def table(result: dict[str, Any], env_label: str | None = None) -> list[dict[str, Any]]:
+    """One row per system of a run (one seed's): time and steps to the target, bytes and seconds per step,
+    overlap, exactness, verdict."""
     rows = []
     ex = result["exactness"]
     for s in result["systems"]:
-        row: dict[str, Any] = {"system": s["system"], "env": result["env_label"]}
+        row: dict[str, Any] = {"system": s["system"], "env": env_label or result["env_label"]}
         summ = s["summary"]
         if summ["errors"]:
             rows.append({**row, "error": summ["errors"]})
             continue
-        row.update({k: summ[k] for k in ("reached", "seconds_to_target", "steps_to_target", "steps_run",
-                                         "bytes_per_step", "seconds_per_step", "overlap", "final_heldout_loss",
-                                         "identical_every_step")})
+        row.update({k: summ.get(k) for k in ("reached", "seconds_to_target", "steps_to_target", "steps_run",
+                                             "bytes_per_step", "seconds_per_step", "overlap", "final_heldout_loss",
+                                             "identical_every_step", "seconds_to_target_interp",
+                                             "steps_to_target_interp")})
         row["fidelity"] = s["fidelity"]["verdict"] if s.get("fidelity") else None
         if s["system"] == ex.get("reference"):
             row["vs_exact"] = "reference"
@@ -553,35 +582,102 @@ def table(result: dict[str, Any]) -> list[dict[str, Any]]:
             e = ex[s["system"]]
             row["vs_exact"] = ("bit-identical" if e["identical_at_every_evaluation"]
                                else f"rel L2 <= {e['max_rel_l2']:.1e}")
-        if s["system"] == "hina-dense" and "hina_vs_dense" in ex:
-            row["digests_equal_hina"] = ex["hina_vs_dense"]["identical_every_step"]
+        same = f"hina_vs_{s['system'].removeprefix('hina-')}"
+        if s["system"] in SAME_SUM and same in ex:
+            row["digests_equal_hina"] = ex[same]["identical_every_step"]
         rows.append(row)
     return rows
 
 
-def _to_target(r: dict[str, Any]) -> tuple[str, str]:
-    if r["reached"]:
-        return f"{r['seconds_to_target']:.1f}", f"{r['steps_to_target']}"
-    return f"missed within {r['steps_run']} steps", "-"
+def runs_of(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A result's runs, one per seed: {seed, systems, exactness, table} (a one-seed result written before
+    --seeds keeps them at its top)."""
+    if "runs" in result:
+        return result["runs"]
+    target = result["config"]["target"]
+    table = []
+    for row, entry in zip(result["table"], result["systems"]):  # the crossings those results did not keep
+        crossing = interpolated_crossing(entry["summary"].get("evals", []), target) if "error" not in row else None
+        table.append({**row, "steps_to_target_interp": crossing[0] if crossing else None,
+                      "seconds_to_target_interp": crossing[1] if crossing else None} if "error" not in row else row)
+    return [{"seed": result.get("config", {}).get("seed", 0), "systems": result["systems"],
+             "exactness": result["exactness"], "table": table}]
+
+
+def _stats(values: list[float]) -> dict[str, Any] | None:
+    return {"mean": statistics.fmean(values), "min": min(values), "max": max(values), "values": values} \
+        if values else None
+
+
+def spread(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per system over the seeds: how many reached the target, the seconds and steps to it (at the evaluation
+    and at the interpolated crossing), seconds and bytes per step, each as mean, min, max and the values."""
+    out = {}
+    for system in [e["system"] for e in runs[0]["systems"]]:
+        rows = [r for run in runs for r in run["table"] if r["system"] == system and "error" not in r]
+        hit = [r for r in rows if r.get("reached")]
+        out[system] = {"seeds": len(runs), "ran": len(rows), "reached": len(hit),
+                       **{k: _stats([r[k] for r in hit if r.get(k) is not None])
+                          for k in ("seconds_to_target", "seconds_to_target_interp", "steps_to_target",
+                                    "steps_to_target_interp")},
+                       **{k: _stats([r[k] for r in rows]) for k in ("seconds_per_step", "bytes_per_step")}}
+    return out
+
+
+def _mean_range(stats: dict[str, Any] | None, fmt: str = ".1f") -> str:
+    if not stats:
+        return "-"
+    if len(stats["values"]) == 1:
+        return f"{stats['mean']:{fmt}}"
+    return f"{stats['mean']:{fmt}} ({stats['min']:{fmt}}-{stats['max']:{fmt}})"
+
+
+def _verdicts(entries: list[dict[str, Any]]) -> str:
+    """The fidelity monitor's verdicts of a system's runs, one per run: "network-bound", "neither x2, ..."."""
+    found = [short_verdict((e.get("fidelity") or {}).get("verdict")) for e in entries]
+    counts = {v: found.count(v) for v in dict.fromkeys(found)}
+    return ", ".join(v if n == 1 and len(found) == 1 else f"{v} x{n}" for v, n in counts.items())
 
 
 def markdown(result: dict[str, Any]) -> str:
-    """The result's table in markdown (for docs; tools/tables.py may render it)."""
+    """The result's table in markdown (for docs; tools/tables.py may render it): per system, over the seeds,
+    the mean with the range in brackets where there are several."""
+    runs = runs_of(result)
+    by = result.get("spread") or spread(runs)
+    seeds = len(runs)
     lines = [f"Target held-out loss {result['config']['target']:g} (nats per token), {result['config']['workers']} "
-             f"workers, {result['env_label']}.", "",
-             "| system | seconds to target | steps to target | bytes per step (per rank) | seconds per step | "
-             "comm hidden in backward | parameters vs exact | fidelity |", "|---" * 8 + "|"]
-    for r in result["table"]:
-        if "error" in r:
-            lines.append(f"| {LABEL_OF[r['system']]} | failed: {'; '.join(r['error'])} | | | | | | |")
+             f"workers, {result['env_label']}"
+             + (f"; {seeds} seeds ({', '.join(str(r['seed']) for r in runs)}): the mean, the range in brackets."
+                if seeds > 1 else "."), "",
+             "| system | seconds to target (at the evaluation) | seconds to target (interpolated) | steps to target | "
+             "bytes per step (per rank) | seconds per step | comm hidden in backward | parameters vs exact | "
+             "fidelity |", "|---" * 9 + "|"]
+    for system in [e["system"] for e in runs[0]["systems"]]:
+        entries = [e for run in runs for e in run["systems"] if e["system"] == system]
+        rows = [r for run in runs for r in run["table"] if r["system"] == system]
+        errors = [e for r in rows for e in r.get("error", [])]
+        s = by[system]
+        if errors and not s["ran"]:
+            lines.append(f"| {LABEL_OF[system]} | failed: {'; '.join(errors)} | | | | | | | |")
             continue
-        secs, steps = _to_target(r)
-        hidden = f"{r['overlap']:.0%}" if r.get("overlap") is not None else ""
-        vs = r.get("vs_exact", "")
-        if r.get("digests_equal_hina") is not None:
-            vs = ("bit-identical to hina at every step" if r["digests_equal_hina"] else "DIFFERS from hina")
-        lines.append(f"| {LABEL_OF[r['system']]} | {secs} | {steps} | {r['bytes_per_step'] / 1e6:.3f} MB | "
-                     f"{r['seconds_per_step']:.3f} | {hidden} | {vs} | {short_verdict(r.get('fidelity'))} |")
+        ok = [r for r in rows if "error" not in r]
+        missed = f"missed within {max(r['steps_run'] for r in ok)} steps" if s["reached"] < len(ok) else ""
+        to_target = _mean_range(s["seconds_to_target"]) if s["reached"] else missed
+        if s["reached"] and missed:
+            to_target += f"; {len(ok) - s['reached']} {missed}"
+        hidden = ok[0].get("overlap")
+        vs = ok[0].get("vs_exact", "")
+        same = [r.get("digests_equal_hina") for r in ok if r.get("digests_equal_hina") is not None]
+        if same:
+            vs = ("bit-identical to hina at every step" if all(same) else "DIFFERS from hina")
+        elif vs.startswith("rel L2"):
+            worst = max(float(r["vs_exact"].split("<= ")[1]) for r in ok if str(r.get("vs_exact", "")).startswith(
+                "rel L2"))
+            vs = f"rel L2 <= {worst:.1e}"
+        lines.append(f"| {LABEL_OF[system]} | {to_target} | {_mean_range(s['seconds_to_target_interp'])} | "
+                     f"{_mean_range(s['steps_to_target'], '.0f')} | "
+                     f"{s['bytes_per_step']['mean'] / 1e6:.3f} MB | {_mean_range(s['seconds_per_step'], '.3f')} | "
+                     f"{f'{hidden:.0%}' if hidden is not None else ''} | {vs} | {_verdicts(entries)} |")
     return "\n".join(lines)
 
 
@@ -602,30 +698,34 @@ def plot(result: dict[str, Any], path: Path) -> bool:
         return False
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.6))
     target = result["config"]["target"]
-    for s in result["systems"]:
-        summ = s["summary"]
-        if summ["errors"]:
-            continue
-        ev = summ["evals"]
-        style = {"color": COLOR_OF[s["system"]], "label": LABEL_OF[s["system"]],
-                 "linestyle": "--" if s["system"] in LOSSY else "-", "marker": "."}
-        axes[0].plot([e["seconds"] for e in ev], [e["heldout_loss"] for e in ev], **style)
-        axes[1].plot([e["step"] for e in ev], [e["heldout_loss"] for e in ev], **style)
-        pts = result["exactness"].get(s["system"], {}).get("points", [])
-        if pts:
-            axes[2].plot([p["step"] for p in pts], [max(p["rel_l2"], 1e-12) for p in pts], **style)
+    runs = runs_of(result)
+    for i, run in enumerate(runs):  # every seed's curves, the first labelled, the others fainter
+        for s in run["systems"]:
+            summ = s["summary"]
+            if summ["errors"]:
+                continue
+            ev = summ["evals"]
+            style = {"color": COLOR_OF[s["system"]], "label": LABEL_OF[s["system"]] if i == 0 else None,
+                     "linestyle": "--" if s["system"] in LOSSY else "-", "marker": "." if i == 0 else None,
+                     "alpha": 1.0 if i == 0 else 0.45}
+            axes[0].plot([e["seconds"] for e in ev], [e["heldout_loss"] for e in ev], **style)
+            axes[1].plot([e["step"] for e in ev], [e["heldout_loss"] for e in ev], **style)
+            pts = run["exactness"].get(s["system"], {}).get("points", [])
+            if pts:
+                axes[2].plot([p["step"] for p in pts], [max(p["rel_l2"], 1e-12) for p in pts], **style)
     for ax in axes[:2]:
         ax.axhline(target, color="grey", linewidth=0.8, linestyle=":")
         ax.set_ylabel("held-out loss (nats per token, full softmax)")
         ax.legend()
     axes[0].set(title="held-out loss against training time", xlabel="seconds (training)")
     axes[1].set(title="held-out loss against steps", xlabel="step")
-    axes[2].set(title=f"distance from the exact trajectory ({result['exactness'].get('reference')}; 0 drawn at 1e-12)",
+    axes[2].set(title=f"distance from the exact trajectory ({runs[0]['exactness'].get('reference')}; 0 drawn at 1e-12)",
                 xlabel="step", ylabel="||theta - theta_exact|| / ||theta_exact||", yscale="log")
     if axes[2].lines:
         axes[2].legend()
     cfg = result["config"]
-    fig.suptitle(f"{cfg['workers']} ranks, {result['env_label']}; target {target:g} nats per token (dotted)")
+    seeds = f"; {len(runs)} seeds (the first drawn solid)" if len(runs) > 1 else ""
+    fig.suptitle(f"{cfg['workers']} ranks, {result['env_label']}; target {target:g} nats per token (dotted){seeds}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -636,7 +736,7 @@ def replot(path: Path) -> int:
     """--replot: an earlier result's table, and its PNG drawn again."""
     try:
         report = json.loads(path.read_text())
-        report["systems"], report["exactness"]  # noqa: B018 (a result of this script, not some other JSON)
+        runs_of(report)[0]["exactness"]  # noqa: B018 (a result of this script, not some other JSON)
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"time_to_accuracy.py: --replot {path}: not a result of this script ({e})", file=sys.stderr)
         return 2
@@ -699,7 +799,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clip", type=non_negative, default=1.0,
                     help="clip the averaged gradient's global L2 norm to this (0: no clipping)")
     ap.add_argument("--topk-density", type=positive, default=0.01, help="topk: k = density x bucket elements")
-    ap.add_argument("--seed", type=int, default=0, help="initial parameters and data order")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0],
+                    help="initial parameters and data order: every system trains once per seed, and the table gives "
+                         "the mean with the spread")
     ap.add_argument("--deadline", type=positive, default=30.0, help="seconds one bucket may take through the switch")
     ap.add_argument("--words", type=between(1), default=2239,
                     help="words per packet K on loopback (Mininet: the star's)")
@@ -738,8 +840,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.env == "mininet" and os.geteuid() != 0:
         print("time_to_accuracy.py: --env mininet needs root", file=sys.stderr)
         return 2
+    if len(set(args.seeds)) != len(args.seeds):
+        print(f"time_to_accuracy.py: --seeds: each seed once, got {' '.join(map(str, args.seeds))}", file=sys.stderr)
+        return 2
     base = TtaConfig(workers=args.workers, steps=args.steps, target=args.target, keep_going=args.keep_going,
-                     seed=args.seed, lr=args.lr, adagrad_init=args.adagrad_init, clip=args.clip, vocab=args.vocab,
+                     seed=args.seeds[0], lr=args.lr, adagrad_init=args.adagrad_init, clip=args.clip, vocab=args.vocab,
                      emb=args.emb, hidden=args.hidden, batch=args.batch, seq=args.seq, samples=args.samples,
                      eval_every=args.eval_every, eval_seqs=args.eval_seqs, topk_density=args.topk_density,
                      bucket_mb=args.bucket_mb, deadline=args.deadline, words=args.words, slots=args.slots,
@@ -754,7 +859,13 @@ def main(argv: list[str] | None = None) -> int:
     ref = reference_system(args.systems)
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="hina-tta-"))
     scratch.mkdir(parents=True, exist_ok=True)
-    configs = [replace(base, backend=s, reference=str(scratch), writes_reference=s == ref) for s in order]
+    for seed in args.seeds:  # each seed's reference leaves its parameters in a folder of its own
+        (scratch / f"seed{seed}").mkdir(exist_ok=True)
+    # every seed's runs through the switch, then every seed's over the bridge (on Mininet each kind is one
+    # network); within a seed the reference first (run_order)
+    configs = [replace(base, backend=s, seed=seed, reference=str(scratch / f"seed{seed}"), writes_reference=s == ref)
+               for kind in (True, False) for seed in args.seeds for s in order
+               if (s in THROUGH_SWITCH) == (kind == (order[0] in THROUGH_SWITCH))]
     env_label = "loopback" if args.env == "loopback" else (
         f"mininet at {args.bw or 'unshaped'} Mbit/s: hina through the {args.switch}, the others through a Linux bridge")
     try:
@@ -763,39 +874,44 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.scratch is None:
             shutil.rmtree(scratch, ignore_errors=True)
-    systems, failed = {}, False
-    entries = []
+    failed = False
+    entries: dict[tuple[int, str], dict[str, Any]] = {}
     for cfg, res in zip(configs, results):
         summ = summarize(res, args.target)
         failed |= bool(summ["errors"])
-        systems[cfg.backend] = summ
-        entries.append({"system": cfg.backend, "config": res["config"], "summary": summ,
-                        **({"fidelity": res["fidelity"]} if "fidelity" in res else {})})
+        entries[cfg.seed, cfg.backend] = {"system": cfg.backend, "seed": cfg.seed, "config": res["config"],
+                                          "summary": summ,
+                                          **({"fidelity": res["fidelity"]} if "fidelity" in res else {})}
     sizes = next((r["model"] for res in results for r in (res["ranks"] or [])[:1] if r and "model" in r), None)
-    by_input = {s: e for s, e in zip(order, entries)}
+    runs = []
+    for seed in args.seeds:
+        run = {"seed": seed, "systems": [entries[seed, s] for s in args.systems]}
+        run["exactness"] = exactness({e["system"]: e["summary"] for e in run["systems"]}, ref)
+        run["table"] = table(run, env_label)
+        runs.append(run)
     result = {"env": args.env, "env_label": env_label, "bw_mbit": args.bw if args.env == "mininet" else None,
               "config": {k: v for k, v in asdict(base).items()
                          if k not in ("backend", "reference", "writes_reference", "switch", "control", "store",
-                                      "switch_mac", "hosts", "job_id")} | {"systems": args.systems,
-                                                                           "run_order": order},
-              "corpus": data.describe(), "model": sizes, "systems": [by_input[s] for s in args.systems],
-              "exactness": exactness(systems, ref)}
-    result["table"] = table(result)
+                                      "switch_mac", "hosts", "job_id", "seed")}
+              | {"systems": args.systems, "run_order": order, "seeds": args.seeds},
+              "corpus": data.describe(), "model": sizes, "runs": runs, "spread": spread(runs)}
     from hina.provenance import command_line, write_result
 
     report = write_result(args.out, result, command_line("benchmarks/time_to_accuracy.py", argv),
                           torch=torch.__version__)
     print(markdown(report))
-    ex = report["exactness"]
-    if "hina_vs_dense" in ex:
-        hd = ex["hina_vs_dense"]
-        print(f"hina vs hina-dense: parameters bit-identical at every step: {hd['identical_every_step']} "
-              f"({hd['steps_compared']} steps)")
-    for name in ("gloo", "hina-dense", *LOSSY):
-        if name in ex and name != ex["reference"]:
-            e = ex[name]
-            print(f"{name} vs {ex['reference']}: max relative L2 {e['max_rel_l2']:.3e}, max |diff| / max |theta| "
-                  f"{e['max_rel']:.3e} over {e['evaluations_compared']} evaluations")
+    for run in report["runs"]:
+        ex = run["exactness"]
+        for other in SAME_SUM:
+            same = ex.get(f"hina_vs_{other.removeprefix('hina-')}")
+            if same:
+                print(f"seed {run['seed']}: hina vs {other}: parameters bit-identical at every step: "
+                      f"{same['identical_every_step']} ({same['steps_compared']} steps)")
+        for name in ("gloo", *SAME_SUM, *LOSSY):
+            if name in ex and name != ex["reference"]:
+                e = ex[name]
+                print(f"seed {run['seed']}: {name} vs {ex['reference']}: max relative L2 {e['max_rel_l2']:.3e}, "
+                      f"max |diff| / max |theta| {e['max_rel']:.3e} over {e['evaluations_compared']} evaluations")
     png = args.out.with_suffix(".png")
     with contextlib.suppress(Exception):
         if plot(report, png):

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 BACKENDS = ("hina", "hina-dense", "gloo")
 MODELS = ("lstm", "ncf")
-MODE_OF = {"hina": "auto", "hina-dense": "dense"}
+MODE_OF = {"hina": "auto", "hina-dense": "dense", "hina-blocks": "blocks"}
 COLOR_OF = {"gloo": "C0", "hina": "C1", "hina-dense": "C2"}  # one colour per backend in every panel
 
 

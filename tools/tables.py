@@ -93,7 +93,8 @@ def verdicts_in(data) -> list[str]:
                 v = x["verdict"]
             if isinstance(v, str):
                 found.append(v)
-            stack.extend(val for key, val in x.items() if key != "fidelity")
+            # a run's rendered table repeats its systems' verdicts: each run is counted once
+            stack.extend(val for key, val in x.items() if key != "fidelity" and not (key == "table" and "systems" in x))
         elif isinstance(x, list):
             stack.extend(x)
     return found
@@ -1040,27 +1041,51 @@ TTA = "time_to_accuracy"
 
 
 def _tta_sooner(data: dict) -> list[str]:
-    """What the 4-rank run to the target showed, as sentences (the exact systems, then each lossy one)."""
+    """What the 4-rank run to the target showed, as sentences: the exact systems (mean over the seeds, from the
+    interpolated crossings where the result has them), then each lossy one."""
     from hina.benchmarks import time_to_accuracy as tta
 
-    rows = {r["system"]: r for r in data["table"]}
-    hina, dense, gloo = rows["hina"], rows["hina-dense"], rows["gloo"]
+    by = data.get("spread") or tta.spread(tta.runs_of(data))
+    runs = tta.runs_of(data)
+    first = {r["system"]: r for r in runs[0]["table"]}
+    seeds = len(runs)
     lines = []
-    if all(r.get("reached") for r in (hina, dense, gloo)):
-        sooner = [other["seconds_to_target"] / hina["seconds_to_target"] for other in (dense, gloo)]
-        per_step = dense["seconds_per_step"] / hina["seconds_per_step"]
-        fewer = dense["bytes_per_step"] / hina["bytes_per_step"]
-        lines.append(f"hina reached the target {sooner[0]:.1f}x sooner than dense in-network aggregation and "
-                     f"{sooner[1]:.1f}x sooner than gloo, in the same {hina['steps_to_target']} steps; per step it "
-                     f"was {per_step:.1f}x faster than dense in-network aggregation (the paper's 3.74x) and sent "
+    exact = ("hina", "hina-dense", "gloo")
+    if all(s in by and by[s]["reached"] == seeds for s in exact):
+        key = "seconds_to_target_interp" if by["hina"].get("seconds_to_target_interp") else "seconds_to_target"
+        mean = {s: by[s][key]["mean"] for s in (*exact, "hina-blocks") if s in by and by[s].get(key)}
+        per_step = by["hina-dense"]["seconds_per_step"]["mean"] / by["hina"]["seconds_per_step"]["mean"]
+        fewer = by["hina-dense"]["bytes_per_step"]["mean"] / by["hina"]["bytes_per_step"]["mean"]
+        how = (["interpolated crossings"] if key.endswith("interp") else []) + (
+            [f"the mean of {seeds} seeds"] if seeds > 1 else [])
+        note = f" ({', '.join(how)})" if how else ""
+        blocks = (f" and {mean['hina-blocks'] / mean['hina']:.1f}x sooner than blocks (OmniReduce-style)"
+                  if "hina-blocks" in mean and by["hina-blocks"]["reached"] == seeds else "")
+        lines.append(f"hina reached the target {mean['hina-dense'] / mean['hina']:.1f}x sooner than dense in-network "
+                     f"aggregation and {mean['gloo'] / mean['hina']:.1f}x sooner than gloo{blocks}"
+                     f"{note}, in the same {first['hina']['steps_to_target']} steps; per step it was "
+                     f"{per_step:.1f}x faster than dense in-network aggregation (the paper's 3.74x) and sent "
                      f"{fewer:.1f}x fewer bytes.")
+    hina = by.get("hina", {})
     for lossy in tta.LOSSY:
-        r = rows.get(lossy)
-        if r and "error" not in r:
-            extra = (f"reached it in {r['steps_to_target']} steps ({r['steps_to_target'] - hina['steps_to_target']:+d} "
-                     f"against the exact systems)" if r["reached"] else f"missed it within {r['steps_run']} steps")
-            lines.append(f"- {tta.LABEL_OF[lossy]} {extra}; its parameters ended {r['vs_exact']} from the exact "
-                         "trajectory's.")
+        s = by.get(lossy)
+        r = first.get(lossy)
+        if not s or not r or "error" in r:
+            continue
+        if s["reached"]:
+            steps = s["steps_to_target"]["mean"]
+            key = "seconds_to_target_interp" if s.get("seconds_to_target_interp") else "seconds_to_target"
+            late = (f", {s[key]['mean'] / hina[key]['mean']:.2f}x hina's time" if hina.get(key) else "")
+            extra = (f"reached it in {steps:.0f} steps ({steps - hina['steps_to_target']['mean']:+.0f} against the "
+                     f"exact systems{late})" if hina.get("steps_to_target") else f"reached it in {steps:.0f} steps")
+            if s["reached"] < seeds:
+                extra += f" in {s['reached']} of {seeds} seeds"
+        else:
+            extra = f"missed it within {r['steps_run']} steps"
+        final = r.get("final_heldout_loss")
+        ended = f" and ended at {final:.2f} nats per token" if final is not None else ""
+        lines.append(f"- {tta.LABEL_OF[lossy]} {extra}{ended}; its parameters ended {r['vs_exact']} from the "
+                     "exact trajectory's.")
     return lines
 
 
@@ -1095,7 +1120,7 @@ def tta_per_step() -> str:
         name = f"{TTA}/{file}"
         data = load(name)
         sources.append((name, data))
-        by = {r["system"]: r for r in data["table"]}
+        by = {r["system"]: r for r in tta.runs_of(data)[0]["table"]}
         dense = by.get("hina-dense")
         for system in ("hina", "hina-dense", "gloo"):
             r = by.get(system)

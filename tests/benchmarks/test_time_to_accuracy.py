@@ -68,6 +68,9 @@ def _run(evals: list[tuple[int, float]], seconds: float = 0.5, nbytes: int = 100
 def test_summary_times_the_target_on_the_training_clock_and_says_when_it_was_missed():
     hit = tta.summarize(_run([(0, 9.0), (10, 6.0), (20, 4.0), (30, 3.0)]), target=4.5)
     assert hit["reached"] and hit["steps_to_target"] == 20 and hit["seconds_to_target"] == pytest.approx(10.0)
+    # the crossing between the evaluations at 10 (6.0) and 20 (4.0): three quarters of the way, 17.5 steps in
+    assert hit["steps_to_target_interp"] == pytest.approx(17.5)
+    assert hit["seconds_to_target_interp"] == pytest.approx(8.75)
     assert hit["bytes_to_target"] == 20_000 and hit["overlap"] == pytest.approx(0.5)
     assert hit["identical_every_step"] and hit["seconds_per_step"] == 0.5
     miss = tta.summarize(_run([(0, 9.0), (10, 6.0)]), target=4.5)
@@ -78,7 +81,7 @@ def test_summary_times_the_target_on_the_training_clock_and_says_when_it_was_mis
                           {"system": "topk", "summary": {"errors": ["rank 1: boom"]}}]}
     result["table"] = tta.table(result)
     md = tta.markdown(result)
-    assert "| hina (auto) | 10.0 | 20 |" in md and "missed within 10 steps" in md and "failed: rank 1: boom" in md
+    assert "| hina (auto) | 10.0 | 8.8 | 20 |" in md and "missed within 10 steps" in md and "failed: rank 1: boom" in md
     assert "n/a (loopback)" in md and md.count("\n|") == 5  # the header, its rule, a row per system
 
 
@@ -90,7 +93,8 @@ def test_a_tiny_run_of_every_system_on_loopback(tmp_path):
     out = tmp_path / "tta.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "time_to_accuracy.py"), "--workers", "2", "--steps", "4",
            "--eval-every", "2", "--vocab", "2000", "--emb", "16", "--hidden", "16", "--batch", "4", "--seq", "12",
-           "--samples", "64", "--eval-seqs", "4", "--bucket-mb", "0.05", "--target", "0.5", "--out", str(out)]
+           "--samples", "64", "--eval-seqs", "4", "--bucket-mb", "0.05", "--target", "0.5", "--seeds", "0", "1",
+           "--out", str(out)]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     r = json.loads(out.read_text())
@@ -98,8 +102,14 @@ def test_a_tiny_run_of_every_system_on_loopback(tmp_path):
     assert r["env"] == "loopback" and r["env_label"] == "loopback"
     assert r["corpus"]["files"]["heldout"] > 0 and r["corpus"]["vocab"] == 2000 and r["corpus"]["license"]
     assert r["model"]["parameters"] > r["model"]["embedding_parameters"] > 0.5 * r["model"]["parameters"]
-    assert [s["system"] for s in r["systems"]] == list(tta.SYSTEMS)
-    for s in r["systems"]:
+    assert [run["seed"] for run in r["runs"]] == [0, 1] and r["config"]["seeds"] == [0, 1]
+    assert [s["system"] for s in r["runs"][0]["systems"]] == list(tta.SYSTEMS)
+    # the two seeds start from other parameters and data: other digests, the same shape of record
+    assert r["runs"][0]["systems"][0]["summary"]["steps"][0]["digest"] != \
+        r["runs"][1]["systems"][0]["summary"]["steps"][0]["digest"]
+    assert r["spread"]["hina"]["seeds"] == 2 and r["spread"]["hina"]["ran"] == 2
+    assert len(r["spread"]["gloo"]["seconds_per_step"]["values"]) == 2
+    for s in (s for run in r["runs"] for s in run["systems"]):
         summ = s["summary"]
         assert not summ["errors"] and summ["steps_run"] == 4 and not summ["reached"]
         assert summ["identical_every_step"]  # every rank of every system holds the same parameters
@@ -111,13 +121,15 @@ def test_a_tiny_run_of_every_system_on_loopback(tmp_path):
             assert summ[key] is not None, (s["system"], key)
         assert summ["bytes_per_step"] > 0 and len(summ["steps"]) == 4
         assert all(len(st["digest"]) == 64 for st in summ["steps"])
-    by = {s["system"]: s["summary"] for s in r["systems"]}
-    # exact: hina and hina-dense the same bits at every step; gloo within rounding of them
-    ex = r["exactness"]
+    by = {s["system"]: s["summary"] for s in r["runs"][0]["systems"]}
+    # exact: hina, hina-dense and hina-blocks the same bits at every step; gloo within rounding of them
+    ex = r["runs"][0]["exactness"]
     assert ex["reference"] == "hina"
-    assert ex["hina_vs_dense"]["identical_every_step"] and ex["hina_vs_dense"]["steps_compared"] == 4
-    assert [st["digest"] for st in by["hina"]["steps"]] == [st["digest"] for st in by["hina-dense"]["steps"]]
-    assert ex["hina-dense"]["identical_at_every_evaluation"]
+    for same in ("dense", "blocks"):
+        assert ex[f"hina_vs_{same}"]["identical_every_step"] and ex[f"hina_vs_{same}"]["steps_compared"] == 4
+        assert [st["digest"] for st in by["hina"]["steps"]] == [st["digest"] for st in by[f"hina-{same}"]["steps"]]
+        assert ex[f"hina-{same}"]["identical_at_every_evaluation"]
+    assert r["runs"][1]["exactness"]["hina_vs_blocks"]["identical_every_step"]
     assert 0 < ex["gloo"]["max_rel_l2"] < 1e-5
     # lossy: their distance from hina at every evaluation, far beyond rounding
     for name in tta.LOSSY:
@@ -128,7 +140,7 @@ def test_a_tiny_run_of_every_system_on_loopback(tmp_path):
     assert by["int8"]["bytes_per_step"] < by["gloo"]["bytes_per_step"]
     assert by["hina"]["encodings"] and by["hina"]["wire_bytes_per_step"] >= by["hina"]["bytes_per_step"]
     assert by["hina"]["buckets"] >= 2  # --bucket-mb 0.05: several buckets a step
-    assert len(r["table"]) == 5 and all(row["fidelity"] is None for row in r["table"])
+    assert len(r["runs"][0]["table"]) == 6 and all(row["fidelity"] is None for row in r["runs"][0]["table"])
     assert "missed within 4 steps" in tta.markdown(r) and "loopback" in proc.stdout
     assert out.with_suffix(".png").exists() or "no PNG" in proc.stderr
 
