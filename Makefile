@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 # sees that one module (a symlink in .venv/debian) and nothing else from outside.
 DEBIAN_MININET := /usr/lib/python3/dist-packages/mininet
 
-.PHONY: install kernels corpus lint test test-fast bench tables demo mininet-demo fuzz soak p4 tofino clean
+.PHONY: install kernels corpus lint test test-fast bench tables reproduce demo mininet-demo fuzz soak p4 tofino clean
 
 # the venv, the kernels compiled for this machine (so that no first run waits on a compiler), the corpus
 install: $(STAMP) kernels corpus
@@ -50,6 +50,12 @@ bench: install
 # every table in README.md and docs/ from benchmarks/results/*.json (make test checks they match)
 tables: install
 	$(PY) tools/tables.py
+
+# re-measure headline claims here into a scratch folder and check them against the committed figures
+# (docs/reproduce.md; `make reproduce CLAIM=demo`, sudo for the Mininet claims; without CLAIM: the claims)
+CLAIM ?=
+reproduce: install
+	$(PY) tools/reproduce.py $(CLAIM)
 
 # the main job: emulator on loopback + 4 workers, 2^22-element gradients at 1%, verified exact
 demo: install

@@ -16,14 +16,24 @@ After the last step the tables are regenerated (--no-tables to skip).  Progress 
 terminal a bar (the step under way, steps done of all, the time so far and left, estimated from the
 steps done) below the steps' own output; in a log, a line as each step starts and one as it ends.
 
+Committed figures come from clean commits, so the campaign refuses to start (one line naming what
+differs, exit 2) on a checkout with uncommitted code, before any step runs: every step would refuse
+its own --out after its set-up anyway.  --allow-dirty (or HINA_ALLOW_DIRTY=1) runs it for drafts,
+whose result files say "dirty".  After each step that succeeded, its wall seconds, the load average
+before it and the commit are merged into benchmarks/results/campaign.json (--out; a re-run replaces
+that step's entry and keeps the others'), written as every result is (`hina.provenance.write_result`):
+docs/reproduce.md quotes those times.  --dry-run and --list write nothing.
+
 Exit status: 0 when every step that ran succeeded, 1 when one failed (the rest still run with
---keep-going), 2 on a bad argument.
+--keep-going), 2 on a bad argument or a checkout with uncommitted code.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
+import json
 import os
 import shlex
 import subprocess
@@ -32,6 +42,7 @@ import threading
 import time
 from pathlib import Path
 
+from hina import provenance
 from hina.cliargs import OneLineParser
 from hina.progress import Progress
 
@@ -39,6 +50,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 R = "benchmarks/results"
 GROUPS = ("loopback", "model", "mininet", "bmv2")
+# each step's latest wall seconds, load average before it and commit (docs/reproduce.md shows the times)
+TIMINGS = f"{R}/campaign.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,6 +282,34 @@ def clock(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
+def dirty_start() -> str | None:
+    """Why the campaign may not start here, or None: its steps write committed figures, which come from clean
+    commits (`provenance.dirty_refusal`'s rule, said once for the whole campaign, before any step runs)."""
+    if os.environ.get(provenance.ALLOW_DIRTY) == "1":
+        return None
+    changed = provenance.changes()
+    if not changed:
+        return None
+    shown = ", ".join(line[3:] for line in changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+    return (f"not started: every step writes a committed figure into {R}/, which must come from a clean commit, and "
+            f"this checkout has uncommitted changes ({shown}): commit them first, or pass --allow-dirty "
+            f"({provenance.ALLOW_DIRTY}=1) for drafts")
+
+
+def record(path: Path, step: Step, seconds: float, load: list[float], command: str) -> None:
+    """Merge one step's wall seconds, the load average before it and the commit into the timings file (the
+    other steps' entries kept), written by `provenance.write_result` like every result."""
+    try:
+        steps = dict(json.loads(path.read_text()).get("steps") or {})
+    except (OSError, ValueError, AttributeError):
+        steps = {}
+    head, dirty = provenance.commit()
+    steps[step.name] = {"group": step.group, "seconds": round(seconds, 1), "load_before": [round(x, 2) for x in load],
+                        "commit": head, "dirty": dirty,
+                        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    provenance.write_result(path, {"steps": dict(sorted(steps.items()))}, command)
+
+
 def run_step(step: Step, bar: Progress) -> int:
     """Run one step; its exit status.  Under a bar on a terminal, the step's output is relayed line by line
     above the bar (stdout to stdout, stderr to stderr; the step, writing to pipes, prints plain progress
@@ -306,6 +347,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="print each command instead of running it")
     ap.add_argument("--keep-going", action="store_true", help="run the remaining steps after a failure")
     ap.add_argument("--no-tables", action="store_true", help="do not regenerate the tables at the end")
+    ap.add_argument("--allow-dirty", action="store_true",
+                    help=f"run on a checkout with uncommitted code (drafts; as {provenance.ALLOW_DIRTY}=1)")
+    ap.add_argument("--out", type=Path, default=ROOT / TIMINGS, metavar="PATH",
+                    help=f"where each step's time goes (default: {TIMINGS}; the steps' results always go to their "
+                         "own fixed paths)")
     args = ap.parse_args(argv)
     try:
         chosen = select(steps(), args.only, args.skip, args.start)
@@ -317,6 +363,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{s.name:<30} {s.group:<9} {s.what}" + (f"  [skipped here: {why}]" if why else ""))
             print(f"{'':<30} {shlex.join(['python', *s.args])}")
         return 0
+    if args.allow_dirty:
+        os.environ[provenance.ALLOW_DIRTY] = "1"  # the steps (children) write their drafts too
+    refusal = dirty_start()  # before any step runs, not after each one's set-up
+    if refusal and not args.dry_run:
+        print(f"campaign.py: {refusal}", file=sys.stderr)
+        return 2
+    if refusal:
+        print(f"campaign.py: (a real run would refuse) {refusal}", file=sys.stderr)
+    command = provenance.command_line("tools/campaign.py", argv)
     runnable = []
     for s in chosen:
         why = unavailable(s.group)
@@ -330,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     failed, done = [], []
     with Progress(len(runnable), "campaign") as bar:
         for i, s in enumerate(runnable, 1):
-            load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+            loadavg = list(os.getloadavg())
+            load = ", ".join(f"{x:.2f}" for x in loadavg)
             what = f"{s.name} ({s.group}, load {load}): {shlex.join(['python', *s.args])}"
             if args.dry_run:
                 bar.print(f"[{i}/{len(runnable)}] {what}")
@@ -342,6 +398,11 @@ def main(argv: list[str] | None = None) -> int:
             took = time.monotonic() - t0
             (done if code == 0 else failed).append(s.name)
             bar.done(f"{s.name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {clock(took)}")
+            if code == 0:  # a failed step's time says nothing about how long the step takes
+                try:
+                    record(args.out, s, took, loadavg, command)
+                except SystemExit as exc:  # the code changed under the campaign: write_result says what
+                    bar.print(f"campaign.py: {s.name}'s time not recorded: {exc}", stream=sys.stderr)
             if code and not args.keep_going:
                 break
     if not args.dry_run and not args.no_tables and done:

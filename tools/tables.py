@@ -1137,6 +1137,38 @@ def tta_per_step() -> str:
     return block(lines, *sources)
 
 
+# -- the claims and how to reproduce them (tools/reproduce.py) -------------------------------------
+
+@table("reproduce")
+def reproduce_table() -> str:
+    """docs/reproduce.md: every claim of tools/reproduce.py's registry, its command, time, needs, committed
+    figures (with their commits) and tolerances; then each tolerance's reason."""
+    import reproduce
+
+    times = reproduce.timings()
+    body, kinds = [], {}
+    for claim in reproduce.CLAIMS.values():
+        figures = reproduce.committed_figures(claim)
+        need = reproduce.needs(claim)
+        command = f"{'sudo ' if 'root' in need else ''}make reproduce CLAIM={claim.name}"
+        shown = "; ".join(f"{f.name} **{f.text()}**" for f in figures)
+        for t in reproduce.tolerances(figures):
+            kinds.setdefault(f"**{t.kind}**, {t.rule()}", t.why)
+        page = Path(claim.page)  # README.md or docs/x.md, linked from docs/
+        link = (f"[{page.stem}]({page.name})" if page.parent.name == "docs" else f"[{page.name}](../{page})")
+        body.append([f"`{claim.name}` ({link})", claim.statement, f"`{command}`", reproduce.time_text(claim, times),
+                     ", ".join(need) or "-", f"{shown} (commit {reproduce.commits(claim)})",
+                     "; ".join(t.text() for t in reproduce.tolerances(figures))])
+    lines = [*rows_md(["claim", "statement", "command", "time (2-core machine)", "needs", "committed figures",
+                       "tolerance"], body), "", "Why each tolerance is as wide as it is:", "",
+             *(f"- {text}: {why}." for text, why in kinds.items())]
+    path = reproduce.timings_file()
+    if path.exists():
+        return block(lines, (path.name, json.loads(path.read_text())))
+    return block([*lines, "", f"Times: not yet timed (no `{campaign.TIMINGS}`: tools/campaign.py writes it as its "
+                              "steps run)."])
+
+
 # -- the pages ------------------------------------------------------------------------------------
 
 def pages() -> list[Path]:

@@ -1,0 +1,721 @@
+"""The project's headline claims, each re-measured here and checked against its committed figures.
+
+    python tools/reproduce.py                          # every claim: statement, needs, time, tolerance
+    python tools/reproduce.py demo scale-deeplight     # re-run their campaign steps here and compare
+    python tools/reproduce.py --committed-only         # the committed figures and verdicts; nothing runs
+    sudo make reproduce CLAIM=tree-lstm                # the same through make (root for the Mininet claims)
+
+A claim names the steps of tools/campaign.py that measure it, the result files it reads and an
+extractor that pulls its figures from them: ratios measured within one run (hina against dense
+in-network aggregation, against gloo, against line rate, against the same run alone) and pass/fail
+for exactness, never seconds, which do not travel between machines (the same calibration finds 205
+Mbit/s network-bound on one 2-core machine and 115 on another).  Each figure has a tolerance, relative
+on the ratio, with the reason for its width.
+
+A re-run runs each step as the campaign does, its --out moved from benchmarks/results/ into a scratch
+folder (a fresh one under hina.provenance.default_out(), or --out DIR; never benchmarks/results/,
+so no committed figure changes) and every other argument, its inputs included, as it is.  Then, for
+each figure: the committed value, the new one, new / committed, both runs' fidelity verdicts, and
+whether the new one is within the tolerance.  docs/reproduce.md is this registry as a table
+(tools/tables.py renders it from here).
+
+Exit status: 0 when every figure reproduced, 1 when one did not (or a step failed), 2 on a bad claim
+name or a claim this machine cannot run (one line naming what is missing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import campaign
+import tables
+
+from hina import provenance
+from hina.cliargs import OneLineParser
+from hina.progress import Progress, clock_text
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / campaign.R  # the committed figures (tests point this elsewhere)
+
+
+# -- tolerances: how far a re-run may land and still reproduce a figure, and why ---------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """What kind of figure, how far a re-run's value may lie from the committed one (relative, on new /
+    committed; None: pass/fail, the new value must be yes) and why that width.  `better` "higher" (or
+    "lower"): a value beyond the committed one on that side reproduces the claim too."""
+
+    kind: str
+    rel: float | None
+    why: str
+    better: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.better not in (None, "higher", "lower"):
+            raise ValueError(f"better must be None, 'higher' or 'lower', got {self.better!r}")
+        if self.rel is not None and not 0 < self.rel < 1:
+            raise ValueError(f"rel must lie in (0, 1), got {self.rel!r}")
+
+    def holds(self, committed: float | bool, new: float | bool) -> bool:
+        if self.rel is None:
+            return new is True
+        if committed == 0:
+            return new == 0
+        ratio = new / committed
+        if self.better == "higher":
+            return ratio >= 1 - self.rel
+        if self.better == "lower":
+            return ratio <= 1 + self.rel
+        return abs(ratio - 1) <= self.rel
+
+    def rule(self) -> str:
+        if self.rel is None:
+            return "pass/fail"
+        if self.better == "higher":
+            return f"at least {1 - self.rel:.0%} of it"
+        if self.better == "lower":
+            return f"at most {1 + self.rel:.0%} of it"
+        return f"within ±{self.rel:.0%}"
+
+    def text(self) -> str:
+        return f"{self.kind}: {self.rule()}"
+
+
+EXACT = Tolerance("exactness", None, "every worker's sum is numpy's, bit for bit, or it is not: no noise to allow for")
+PASS = Tolerance("the check", None, "a failure here is a bug, not noise")
+CHOICE = Tolerance("auto's choice", None, "auto chooses from the seeded gradients' statistics alone: the same choice "
+                   "on every machine")
+MODEL = Tolerance("modelled", 0.01, "a model on a virtual clock from seeded inputs: every machine computes the same "
+                  "figures; 1% is float rounding")
+PAYLOAD = Tolerance("payload bytes", 0.01, "the codec's payload follows from the seeded gradients alone: the same "
+                    "bytes on every machine")
+STEP_PAYLOAD = Tolerance("payload bytes per training step", 0.02, "the median step's payload follows from the "
+                         "seeded model and data, up to PyTorch's float rounding on another CPU moving a few elements "
+                         "of a gradient's support")
+WIRE = Tolerance("bytes on the wire", 0.10, "headers and resends included, and resends vary with each run's timing "
+                 "and losses")
+LINKS = Tolerance("seconds, both network-bound", 0.10, "two runs that the same emulated links set (their verdicts): "
+                  "the ratio follows from the bytes each sends; 10% covers TCP's and the queues' variation")
+LEAD = Tolerance("hina's lead in seconds", 0.30, "hina's sparse runs take tens of milliseconds and this machine's CPU "
+                 "often sets them (their verdicts say so): the ratio moves with the CPU and the load; a larger lead "
+                 "reproduces the claim too", better="higher")
+TRAINING = Tolerance("hina's lead in training time", 0.25, "dense's and gloo's steps are set by the links, hina's "
+                     "partly by this machine's CPU (their verdicts): the ratio moves with the CPU; a larger lead "
+                     "reproduces the claim too", better="higher")
+LOOPBACK = Tolerance("hina's lead on loopback", 0.30, "on loopback the switch and every worker share the cores: the "
+                     "seconds are the CPU's and noisy; a larger lead reproduces the claim too", better="higher")
+SWITCHES = Tolerance("one switch's seconds over another's", 0.35, "both switches run on this machine's CPU (BMv2 on a "
+                     "full core): their ratio moves with the CPU, its caches and the kernel")
+SHARE = Tolerance("share of a link", 0.20, "TCP's share of a contested link varies from run to run; a larger share "
+                  "for hina reproduces the claim too", better="higher")
+SLOWDOWN = Tolerance("slowdown beside a flow", 0.25, "the flow's TCP dynamics vary from run to run; a smaller "
+                     "slowdown reproduces the claim too", better="lower")
+MEMORY = Tolerance("memory growth", 0.10, "resident memory at the end over the start; the allocator's rounding "
+                   "varies; less growth reproduces the claim too", better="lower")
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """One figure of a claim: a ratio (`unit` "x", "%" for a share, "" for a plain ratio) or pass/fail, the
+    tolerance a re-run is held to, and the fidelity verdicts of the runs it divides."""
+
+    name: str
+    value: float | bool
+    tolerance: Tolerance
+    unit: str = "x"
+    verdicts: tuple[str, ...] = ()
+
+    def text(self, value: float | bool | None = None) -> str:
+        v = self.value if value is None else value
+        if isinstance(v, bool):
+            return "yes" if v else "NO"
+        if self.unit == "%":
+            return f"{v:.1%}"
+        return (f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}") + self.unit
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A headline claim: its statement in words (no figures: those come from the results), the campaign steps
+    that measure it, the result files it reads (relative to benchmarks/results/), the extractor that pulls its
+    figures from them (file name -> parsed JSON), what it needs beyond what its steps' groups need, and the
+    page that shows it."""
+
+    name: str
+    statement: str
+    steps: tuple[str, ...]
+    files: tuple[str, ...]
+    extract: Callable[[dict[str, dict]], list[Figure]]
+    needs: tuple[str, ...] = ()
+    page: str = ""
+
+
+# -- extractors --------------------------------------------------------------------------------------------
+
+def verdict(label: str, row: dict) -> str:
+    return f"{label} {tables.short_verdict(row)}"
+
+
+def compare_rows(data: dict) -> dict[tuple[str, str], dict]:
+    """compare.py's rows on the emulated network (not its loopback rows), by (preset, mode)."""
+    return {(r["preset"], r["mode"]): r for r in data["rows"] if not r["env"].startswith("loopback")}
+
+
+def fastest_lossless(rows: dict[tuple[str, str], dict], preset: str) -> dict:
+    from hina.baselines import LOSSY
+
+    return min((r for (p, m), r in rows.items() if p == preset and r.get("system") == "baseline" and m not in LOSSY),
+               key=lambda r: r["seconds"])
+
+
+LABEL = dict(tables.SYSTEMS)
+FAITHFUL = "compare_faithful.json"
+TREE_COMPARE = "trees/tree-compare.json"
+
+
+def sparse_lead(preset: str) -> Callable[[dict[str, dict]], list[Figure]]:
+    """hina auto against dense INA and the fastest lossless baseline on a sparse preset, 8-worker star."""
+    def extract(results: dict[str, dict]) -> list[Figure]:
+        rows = compare_rows(results[FAITHFUL])
+        auto, dense = rows[preset, "auto"], rows[preset, "dense"]
+        best = fastest_lossless(rows, preset)
+        return [Figure("hina auto over dense INA, seconds", dense["seconds"] / auto["seconds"], LEAD,
+                       verdicts=(verdict("auto", auto), verdict("dense", dense))),
+                Figure("hina auto over the fastest lossless baseline, seconds", best["seconds"] / auto["seconds"], LEAD,
+                       verdicts=(verdict("auto", auto), verdict(LABEL[best["mode"]], best))),
+                Figure("dense INA's payload over hina auto's", dense["payload_bytes_per_worker"]
+                       / auto["payload_bytes_per_worker"], PAYLOAD),
+                Figure("hina auto exact", auto["exact"] is True, EXACT)]
+    return extract
+
+
+DENSE_PRESETS = ("ncf", "bert_base", "vgg19")
+
+
+def auto_on_dense(results: dict[str, dict]) -> list[Figure]:
+    rows = compare_rows(results[FAITHFUL])
+    out = []
+    for p in DENSE_PRESETS:
+        auto, dense = rows[p, "auto"], rows[p, "dense"]
+        out += [Figure(f"{p}: hina auto ran dense", auto.get("encoding") == "dense", CHOICE),
+                Figure(f"{p}: hina auto's seconds over dense INA's", auto["seconds"] / dense["seconds"], LINKS,
+                       verdicts=(verdict("auto", auto), verdict("dense", dense)))]
+    return out
+
+
+def dense_over_ring(results: dict[str, dict]) -> list[Figure]:
+    rows = compare_rows(results[FAITHFUL])
+    return [Figure(f"{p}: dense INA over gloo's ring, seconds",
+                   rows[p, "ring"]["seconds"] / rows[p, "dense"]["seconds"], LINKS,
+                   verdicts=(verdict("dense", rows[p, "dense"]), verdict("ring", rows[p, "ring"])))
+            for p in tables.PRESETS if (p, "ring") in rows]
+
+
+TTA = "time_to_accuracy/mininet_4.json"
+
+
+def tta_figures(results: dict[str, dict]) -> list[Figure]:
+    """The 4-rank run to the target, as README's headline reads it (benchmarks/time_to_accuracy.py's `runs_of` and
+    `spread`): the mean over the seeds, at the interpolated crossing where the result has it."""
+    from hina.benchmarks import time_to_accuracy as tta
+
+    data = results[TTA]
+    runs = tta.runs_of(data)
+    by = data.get("spread") or tta.spread(runs)
+    key = "seconds_to_target_interp" if by["hina"].get("seconds_to_target_interp") else "seconds_to_target"
+    first = {r["system"]: r for r in runs[0]["table"]}
+    exact = ("hina", "hina-dense", "gloo")
+    steps = {r["steps_to_target"] for run in runs for r in run["table"] if r["system"] in exact}
+
+    def sooner(other: str) -> Figure:
+        return Figure(f"reached the target: {LABEL_TTA[other]}'s seconds over hina's",
+                      by[other][key]["mean"] / by["hina"][key]["mean"], TRAINING,
+                      verdicts=(verdict("hina", first["hina"]), verdict(LABEL_TTA[other], first[other])))
+
+    return [sooner("hina-dense"), sooner("gloo"),
+            Figure("payload bytes per step: dense INA's over hina's", by["hina-dense"]["bytes_per_step"]["mean"]
+                   / by["hina"]["bytes_per_step"]["mean"], STEP_PAYLOAD),
+            Figure("every exact system reached the target, in the same steps",
+                   all(by[s]["reached"] == len(runs) for s in exact) and len(steps) == 1, PASS),
+            Figure("hina's parameters identical to dense INA's after every step",
+                   all(run["exactness"]["hina_vs_dense"]["identical_every_step"] is True for run in runs), EXACT)]
+
+
+LABEL_TTA = {"hina-dense": "dense INA", "gloo": "gloo"}
+
+
+def tree_lead(preset: str) -> Callable[[dict[str, dict]], list[Figure]]:
+    """hina auto against dense INA, and the ring's uplink bytes against auto's, on the 4:1 leaf/spine tree."""
+    def extract(results: dict[str, dict]) -> list[Figure]:
+        rows = compare_rows(results[TREE_COMPARE])
+        auto, dense, ring = rows[preset, "auto"], rows[preset, "dense"], rows[preset, "ring"]
+        return [Figure("hina auto over dense INA, seconds", dense["seconds"] / auto["seconds"], LEAD,
+                       verdicts=(verdict("auto", auto), verdict("dense", dense))),
+                Figure("gloo's ring's uplink bytes over hina auto's", ring["uplink_bytes_per_aggregation"]
+                       / auto["uplink_bytes_per_aggregation"], WIRE),
+                Figure("hina auto exact", auto["exact"] is True, EXACT)]
+    return extract
+
+
+def leaves_figures(results: dict[str, dict]) -> list[Figure]:
+    def up(run: dict) -> float:
+        return sum(v["up"] for v in run["uplinks"].values())
+
+    out, exact = [], []
+    for preset, (summed, plain) in tables.LEAVES_RUNS.items():
+        for a, b in zip(results[summed]["runs"], results[plain]["runs"]):
+            mode = a["mode"]
+            out += [Figure(f"{preset} {mode}: uplink bytes up, spine only over leaves summing", up(b) / up(a), WIRE),
+                    Figure(f"{preset} {mode}: seconds, spine only over leaves summing", b["seconds"] / a["seconds"],
+                           LINKS if mode == "dense" else LEAD,
+                           verdicts=(verdict("leaves summing", a), verdict("spine only", b)))]
+            exact += [a["exact"], b["exact"]]
+    return [*out, Figure("every run exact", all(x is True for x in exact), EXACT)]
+
+
+def exact_trees(names: Iterable[str], folder: str) -> Callable[[dict[str, dict]], list[Figure]]:
+    names = tuple(names)
+
+    def extract(results: dict[str, dict]) -> list[Figure]:
+        return [Figure(f"{name}: every mode exact", all(r["exact"] is True for r in results[f"{folder}/{name}.json"]
+                                                         ["runs"]), EXACT) for name in names]
+    return extract
+
+
+def switch_figures(results: dict[str, dict]) -> list[Figure]:
+    rows = results["switch_bench.json"]["rows"]
+    bmv2 = {r["mode"]: r for r in rows if r["switch"] == "bmv2"}
+    out = [Figure(f"{r['mode']}: BMv2's best round over the one-pipe emulator's", r["bmv2_over_best"], SWITCHES,
+                  verdicts=(verdict("emulator", r), verdict("BMv2", bmv2[r["mode"]])))
+           for r in rows if r["switch"] == "emulator" and r["pipes"] == 1]
+    return [*out, Figure("every switch and mode exact", all(r["exact"] is True for r in rows), EXACT)]
+
+
+def scale_figures(results: dict[str, dict]) -> list[Figure]:
+    data = results["scale_model.json"]
+    rows = [r for r in data["projection"] if r["topology"] == "tree2" and r["gbps"] == 100.0]
+    n = max(r["workers"] for r in rows)
+    by = {r["preset"]: r for r in rows if r["workers"] == n}
+    deep = by["deeplight"]
+    nb = data["validation_network_bound"]
+    return [Figure("deeplight: hina auto over dense INA", deep["speedup_vs_dense"], MODEL),
+            Figure("deeplight: hina auto over the ring", deep["speedup_vs_ring"], MODEL),
+            Figure("the dense presets: least hina auto over dense INA",
+                   min(r["speedup_vs_dense"] for p, r in by.items() if p != "deeplight"), MODEL),
+            Figure("the model within 20% of every network-bound Mininet run it was checked against",
+                   nb["runs"] > 0 and nb["within_20pct"] == nb["runs"], PASS)]
+
+
+SHARE_FAIR = ("cross_traffic/fair.json", "cross_traffic/fair_cap.json")
+
+
+def share_figures(results: dict[str, dict]) -> list[Figure]:
+    out, slowdowns, exact = [], [], []
+    for name in SHARE_FAIR:
+        runs = results[name]["runs"]
+        for alone, beside in zip(runs[0::2], runs[1::2]):
+            shares = [x["share"] for x in beside["rounds"] if x.get("share") is not None]
+            cap = beside.get("cap")
+            flow = f"flow capped at {cap:g} Mbit/s" if cap else "flow uncapped"
+            out.append(Figure(f"{beside['bw']:g} Mbit/s, {flow}: hina's least share of the contested link",
+                              min(shares), SHARE, unit="%", verdicts=(verdict("alone", alone),
+                                                                       verdict("beside", beside))))
+            slowdowns.append(max(x["seconds"] for x in beside["rounds"]) / min(x["seconds"] for x in alone["rounds"]))
+            exact += [alone["exact"], beside["exact"]]
+    return [*out, Figure("the slowest round beside the flow over the best alone, worst rate", max(slowdowns), SLOWDOWN),
+            Figure("every sum exact", all(x is True for x in exact), EXACT)]
+
+
+def contest_figures(results: dict[str, dict]) -> list[Figure]:
+    rows = {(r["queue"], r["rule"]): r for r in results["contest_model.json"]["rows"]}
+    queues = sorted({q for q, _ in rows})
+    out = [Figure(f"queue {q}: contested rounds faster than the delay rule alone's",
+                  rows[q, "delay rule alone"]["slowdown"] / rows[q, "contested"]["slowdown"], MODEL)
+           for q in queues if q >= 128]
+    return [*out, *(Figure(f"queue {q}: hina's share of the link, fair-share rules", rows[q, "fair share"]["share"],
+                           MODEL, unit="%") for q in queues)]
+
+
+def demo_figures(results: dict[str, dict]) -> list[Figure]:
+    s = results["demo.json"]["summary"]
+    return [Figure("every worker exact", s["exact"] is True, EXACT),
+            Figure("payload over dense's bytes", s["payload_bytes_per_worker"] / s["dense_bytes_per_worker"], PAYLOAD,
+                   unit="%"),
+            Figure("bytes on the wire over dense's", s["bytes_per_worker"] / s["dense_bytes_per_worker"], WIRE,
+                   unit="%")]
+
+
+def loopback_figures(results: dict[str, dict]) -> list[Figure]:
+    e2e = results["emulator_bench.json"]["end_to_end"]
+    by = {(r["density"], r["mode"]): r for r in e2e}
+    return [Figure("1% density: hina auto over dense, seconds",
+                   by[0.01, "dense"]["seconds"] / by[0.01, "auto"]["seconds"], LOOPBACK),
+            Figure("every density and mode exact", all(r["exact"] is True for r in e2e), EXACT)]
+
+
+def fuzz_figures(results: dict[str, dict]) -> list[Figure]:
+    f = results["fuzz_bench.json"]
+    return [Figure("no hostile frame made the switch fail", f["failures"] == 0, PASS),
+            Figure("the idle job's state untouched", f["victim_changed"] is False, PASS)]
+
+
+def soak_figures(results: dict[str, dict]) -> list[Figure]:
+    s = results["soak.json"]
+    rss = s["rss_kib"]
+    return [Figure("every round exact", s["all_exact"] is True, EXACT),
+            Figure("the switch's memory, end over start", rss["end"]["switch"] / rss["start"]["switch"], MEMORY,
+                   unit=""),
+            Figure("the largest worker's memory, end over start", max(rss["end"]["workers"])
+                   / max(rss["start"]["workers"]), MEMORY, unit="")]
+
+
+# -- the claims --------------------------------------------------------------------------------------------
+
+def _claims() -> dict[str, Claim]:
+    star = "8 workers on an emulated 100 Mbit/s star (Mininet)"
+    tree = "8 workers on the emulated 4:1 leaf/spine tree at 80 Mbit/s (Mininet)"
+    exact_names = tuple(name for name, _ in campaign.EXACT_TREES)
+    bmv2_names = tuple(name for name, _ in campaign.BMV2_TREES)
+    leaves_steps = tuple(f"leaves-{p}-{kind}" for p, _ in campaign.LEAVES for kind in ("hina", "plain"))
+    claims = [
+        Claim("compare-deeplight", f"DeepLight-shaped gradients, {star}: hina auto is exact and faster than dense "
+              "in-network aggregation (SwitchML-style) and than the fastest lossless host baseline, at a fraction of "
+              "dense's bytes.", ("compare-faithful",), (FAITHFUL,), sparse_lead("deeplight"), page="README.md"),
+        Claim("compare-lstm", f"LSTM-shaped gradients, {star}: hina auto is exact and faster than dense in-network "
+              "aggregation and than the fastest lossless host baseline, at a fraction of dense's bytes.",
+              ("compare-faithful",), (FAITHFUL,), sparse_lead("lstm"), page="README.md"),
+        Claim("auto-dense-models", f"On the models whose gradients are dense (NCF, BERT-base, VGG19), {star}: hina "
+              "auto chooses dense and takes what dense in-network aggregation takes.", ("compare-faithful",),
+              (FAITHFUL,), auto_on_dense, page="README.md"),
+        Claim("dense-vs-ring", f"Dense in-network aggregation is faster than gloo's ring allreduce on every model, "
+              f"{star}, both set by the links (at 8 workers dense sends 4/7 of the ring's bytes).",
+              ("compare-faithful",), (FAITHFUL,), dense_over_ring, page="README.md"),
+        Claim("tta", "Training a word-level LSTM to a target held-out loss, 4 ranks on an emulated 100 Mbit/s star: "
+              "hina reaches it sooner than dense in-network aggregation and gloo, in the same steps, with parameters "
+              "identical to dense aggregation's after every step, sending fewer bytes.", ("tta-4",), (TTA,),
+              tta_figures, needs=("torch", "corpus"), page="docs/ddp.md"),
+        Claim("tree-deeplight", f"DeepLight-shaped gradients, {tree}: hina auto is exact and faster than dense "
+              "in-network aggregation, and its uplinks carry a sliver of the ring's bytes.", ("tree-compare",),
+              (TREE_COMPARE,), tree_lead("deeplight"), page="README.md"),
+        Claim("tree-lstm", f"LSTM-shaped gradients, {tree}: hina auto is exact and faster than dense in-network "
+              "aggregation, and its uplinks carry a fraction of the ring's bytes.", ("tree-compare",),
+              (TREE_COMPARE,), tree_lead("lstm"), page="README.md"),
+        Claim("tree-leaves", f"{tree}: hina's leaves summing their racks send one partial up each uplink where "
+              "plain leaves under a summing spine forward every worker's copy, and run faster, exact either way.",
+              leaves_steps,
+              tuple(f for pair in tables.LEAVES_RUNS.values() for f in pair), leaves_figures, page="docs/trees.md"),
+        Claim("exact-trees", "Every mode is exact through emulator trees: the 4:1 leaf/spine tree without and with 1% "
+              "loss on every link, and two spines with 1% loss.", exact_names,
+              tuple(f"trees/{n}.json" for n in exact_names), exact_trees(exact_names, "trees"), page="docs/trees.md"),
+        Claim("exact-bmv2-trees", "Every mode is exact through BMv2 and mixed BMv2/emulator trees with 1% loss on "
+              "every link.", tuple(f"tree-{n}" for n in bmv2_names), tuple(f"trees/bmv2/{n}.json" for n in bmv2_names),
+              exact_trees(bmv2_names, "trees/bmv2"), page="docs/trees.md"),
+        Claim("switch-vs-bmv2", "In one 32-word star with 1% loss, the one-pipe switch emulator's rounds are far "
+              "shorter than BMv2's (simple_switch_grpc), both exact.", ("switch-bench",), ("switch_bench.json",),
+              switch_figures, page="docs/benchmarks.md"),
+        Claim("scale-deeplight", "Modelled at 1,024 workers under a 2-tier tree of 100 Gbit/s links: hina auto beats "
+              "dense in-network aggregation and the ring on DeepLight and matches dense on the dense presets; the "
+              "model agrees within 20% with every network-bound Mininet run it was checked against.",
+              ("scale-model",), ("scale_model.json",), scale_figures, page="README.md"),
+        Claim("cross-traffic-share", "With the fair-share rules, beside one iperf3 TCP flow (uncapped or capped at "
+              "half the link) on a 4-worker star at 30 to 200 Mbit/s, hina keeps more than an even share of the "
+              "contested link, exact.", ("cross-traffic-fair", "cross-traffic-fair-cap"), SHARE_FAIR, share_figures,
+              needs=("iperf3",), page="docs/fidelity.md"),
+        Claim("contest-model", "On a virtual clock beside a Reno flow, the contested window keeps hina's rounds "
+              "several times faster than the delay rule alone behind long queues, and the fair-share rules keep a "
+              "large share of the link at every queue.", ("contest-model",), ("contest_model.json",),
+              contest_figures, page="docs/fidelity.md"),
+        Claim("demo", "README's main job (4 workers, 2^22 elements at 1%, 1% of the switch's packets dropped, on "
+              "loopback): every worker exact, at a small fraction of dense's bytes.", ("demo",), ("demo.json",),
+              demo_figures, page="README.md"),
+        Claim("loopback-auto", "End to end on loopback (4 workers, 2^24 elements): at 1% density hina auto is "
+              "several times faster than dense, exact at every density.", ("emulator-bench",),
+              ("emulator_bench.json",), loopback_figures, page="docs/benchmarks.md"),
+        Claim("fuzz", "2,000,000 random and mutated frames: the switch never fails and an idle job's state is "
+              "untouched.", ("fuzz",), ("fuzz_bench.json",), fuzz_figures, page="docs/reliability.md"),
+        Claim("soak", "A minute of 8 workers through 5% drop, 1% duplication and 1% reordering: every result exact, "
+              "memory flat.", ("soak",), ("soak.json",), soak_figures, page="docs/reliability.md"),
+    ]
+    return {c.name: c for c in claims}
+
+
+CLAIMS = _claims()
+
+
+# -- what a claim needs, and whether this machine has it ---------------------------------------------------
+
+GROUP_NEEDS = {"loopback": (), "model": (), "mininet": ("root", "Mininet"), "bmv2": ("root", "Mininet", "BMv2")}
+
+
+def _corpus() -> str | None:
+    from hina.host import corpus
+
+    return corpus.missing()
+
+
+EXTRA_NEEDS: dict[str, Callable[[], str | None]] = {
+    "torch": lambda: None if importlib.util.find_spec("torch") else "needs PyTorch (make install installs it)",
+    "corpus": _corpus,
+    "iperf3": lambda: None if shutil.which("iperf3") else "needs iperf3 (Debian: apt install iperf3)",
+}
+
+
+def steps_of(claim: Claim) -> list[campaign.Step]:
+    by = {s.name: s for s in campaign.steps()}
+    return [by[name] for name in claim.steps]
+
+
+def needs(claim: Claim) -> list[str]:
+    """What the claim needs, in words: its steps' groups' (root, Mininet, BMv2), then its own."""
+    words = [w for s in steps_of(claim) for w in GROUP_NEEDS[s.group]]
+    return list(dict.fromkeys([*words, *claim.needs]))
+
+
+def missing(claim: Claim) -> list[str]:
+    """Why this machine cannot run the claim (campaign.py's reasons for its groups, then its own needs)."""
+    why = [campaign.unavailable(g) for g in dict.fromkeys(s.group for s in steps_of(claim))]
+    why += [EXTRA_NEEDS[n]() for n in claim.needs]
+    return list(dict.fromkeys(w for w in why if w))
+
+
+# -- results: committed, new, and the time each step took -----------------------------------------------
+
+def load_results(claim: Claim, folder: Path) -> dict[str, dict]:
+    return {name: json.loads((folder / name).read_text()) for name in claim.files}
+
+
+def committed_figures(claim: Claim) -> list[Figure]:
+    return claim.extract(load_results(claim, RESULTS))
+
+
+def timings_file() -> Path:
+    """The campaign's record of each step's latest run (tools/campaign.py writes it)."""
+    return RESULTS / Path(campaign.TIMINGS).name
+
+
+def timings() -> dict[str, dict]:
+    """Each campaign step's latest recorded run (`timings_file`), or {} before the campaign has run."""
+    try:
+        return dict(json.loads(timings_file().read_text()).get("steps") or {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def seconds(claim: Claim, times: dict[str, dict] | None = None) -> float | None:
+    """The claim's steps' recorded seconds, summed; None until every one of them has been timed."""
+    times = timings() if times is None else times
+    if not all(name in times for name in claim.steps):
+        return None
+    return sum(times[name]["seconds"] for name in claim.steps)
+
+
+def time_text(claim: Claim, times: dict[str, dict] | None = None) -> str:
+    s = seconds(claim, times)
+    return "not yet timed" if s is None else f"about {clock_text(s)}"
+
+
+def commits(claim: Claim) -> str:
+    """The commits the claim's committed result files came from ("with uncommitted changes" where so)."""
+    found = []
+    for name in claim.files:
+        m = provenance.meta_of(json.loads((RESULTS / name).read_text()))
+        found.append(m["commit"] + (" with uncommitted changes" if m["dirty"] else ""))
+    return ", ".join(dict.fromkeys(found))
+
+
+def tolerances(figures: list[Figure]) -> list[Tolerance]:
+    return list(dict.fromkeys(f.tolerance for f in figures))
+
+
+# -- a re-run in a scratch folder --------------------------------------------------------------------------
+
+def moved(path: str, scratch: Path) -> Path:
+    """A path under benchmarks/results/ (as the campaign writes it), moved to the same place under `scratch`."""
+    rel = Path(path).relative_to(campaign.R)  # ValueError for a path outside the committed figures
+    return scratch / rel
+
+
+def scratch_step(step: campaign.Step, scratch: Path) -> campaign.Step:
+    """The step as the campaign runs it, but each --out (and so each output) moved from benchmarks/results/ to
+    the same place under `scratch`; every other argument, its inputs included, as it is."""
+    args = list(step.args)
+    for i in range(len(args) - 1):
+        if args[i] == "--out":
+            args[i + 1] = str(moved(args[i + 1], scratch))
+    return dataclasses.replace(step, args=tuple(args), outputs=tuple(str(moved(o, scratch)) for o in step.outputs))
+
+
+def fresh_scratch() -> Path:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return (provenance.default_out(f"reproduce-{stamp}")).resolve()
+
+
+# -- printing ----------------------------------------------------------------------------------------------
+
+def verdict_text(figure: Figure | None) -> str:
+    return ", ".join(figure.verdicts) if figure and figure.verdicts else "-"
+
+
+def print_committed(claim: Claim) -> None:
+    old = load_results(claim, RESULTS)
+    print(f"{claim.name}: {claim.statement}")
+    print(f"  committed: {', '.join(f'benchmarks/results/{n}' for n in claim.files)} (commit {commits(claim)})")
+    for f in claim.extract(old):
+        print(f"  {f.name}: {f.text()} ({f.tolerance.rule()})"
+              + (f"; verdicts: {verdict_text(f)}" if f.verdicts else ""))
+    fidelity_lines(claim, old)
+
+
+def compare(old: list[Figure], new: list[Figure]) -> list[tuple[str, bool]]:
+    """Print each committed figure beside the re-run's; (figure name, reproduced) for each."""
+    now = {f.name: f for f in new}
+    outcome = []
+    for f in old:
+        g = now.get(f.name)
+        if g is None:
+            print(f"  {f.name}: committed {f.text()}, new: not in the re-run's result: NOT REPRODUCED")
+            outcome.append((f.name, False))
+            continue
+        ok = f.tolerance.holds(f.value, g.value)
+        ratio = "" if isinstance(f.value, bool) or not f.value else f", {g.value / f.value:.2f} of it"
+        print(f"  {f.name}: committed {f.text()}, new {f.text(g.value)}{ratio} ({f.tolerance.rule()}): "
+              + ("reproduced" if ok else "NOT REPRODUCED"))
+        if f.verdicts or g.verdicts:
+            print(f"      verdicts: committed {verdict_text(f)}; new {verdict_text(g)}")
+        outcome.append((f.name, ok))
+    return outcome
+
+
+def what_set_the_time(data: dict | None) -> str | None:
+    """`tables.fidelity_line` without its lead-in: "network-bound 25, CPU-bound 2", or None (no Mininet run)."""
+    line = tables.fidelity_line(data) if data is not None else None
+    return line.split(": ", 1)[1].rstrip(".") if line else None
+
+
+def fidelity_lines(claim: Claim, old: dict[str, dict], new: dict[str, dict] | None = None) -> None:
+    """Per result file, what set the time by the fidelity monitor's verdicts: committed, and new if re-run."""
+    for name in claim.files:
+        a = what_set_the_time(old[name])
+        if new is None:
+            if a:
+                print(f"  {name}, what set the time: {a}")
+            continue
+        b = what_set_the_time(new.get(name))
+        if a or b:
+            print(f"  {name}, what set the time: committed {a or '-'}; new {b or '-'}")
+
+
+def list_claims() -> None:
+    times = timings()
+    for claim in CLAIMS.values():
+        figures = committed_figures(claim)
+        print(f"{claim.name}: {claim.statement} ({claim.page})")
+        print(f"    needs: {', '.join(needs(claim)) or 'nothing beyond make install'}; time: {time_text(claim, times)} "
+              f"(campaign steps: {', '.join(claim.steps)})")
+        for t in tolerances(figures):
+            print(f"    tolerance, {t.text()}: {t.why}")
+        why = missing(claim)
+        print(f"    here: {'cannot run: ' + '; '.join(why) if why else 'can run'}")
+
+
+# -- main --------------------------------------------------------------------------------------------------
+
+def run(chosen: list[Claim], scratch: Path) -> int:
+    """Re-run the chosen claims' steps (each once, in the campaign's order) into `scratch`, then compare."""
+    order = [s.name for s in campaign.steps()]
+    names = sorted({n for c in chosen for n in c.steps}, key=order.index)
+    by = {s.name: scratch_step(s, scratch) for s in campaign.steps() if s.name in names}
+    failed: dict[str, int] = {}
+    with Progress(len(names), "reproduce") as bar:
+        for name in names:
+            step = by[name]
+            load = ", ".join(f"{x:.2f}" for x in os.getloadavg())  # a busy machine sets the times, not the links
+            bar.start(f"{name} ({step.group}, load {load}): {shlex.join(['python', *step.args])}")
+            t0 = time.monotonic()
+            code = campaign.run_step(step, bar)
+            took = time.monotonic() - t0
+            if code:
+                failed[name] = code
+            bar.done(f"{name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {clock_text(took)}")
+    results, bad = [], []
+    for claim in chosen:
+        print(f"\n{claim.name}: {claim.statement}")
+        for name in claim.steps:
+            if name in failed:
+                print(f"  step {name} exited {failed[name]}")
+        old = load_results(claim, RESULTS)
+        try:
+            new = load_results(claim, scratch)
+            outcome = compare(claim.extract(old), claim.extract(new))
+        except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
+            print(f"  the re-run's figures could not be read ({type(exc).__name__}: {exc}): NOT REPRODUCED")
+            outcome, new = [("its result", False)], {}
+        fidelity_lines(claim, old, new)
+        ok = all(o for _, o in outcome) and not any(n in failed for n in claim.steps)
+        results += outcome
+        if not ok:
+            bad.append(claim.name + " (" + ", ".join(n for n, o in outcome if not o) + ")")
+    done = sum(o for _, o in results)
+    print(f"\nreproduce.py: {done} of {len(results)} figures reproduced"
+          + (f"; not reproduced: {'; '.join(bad)}" if bad else "") + f"; the re-run's results are in {scratch}")
+    return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="reproduce.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("claims", nargs="*", metavar="CLAIM", help="the claims to re-run (none: list every claim)")
+    ap.add_argument("--committed-only", action="store_true",
+                    help="print the committed figures (of the named claims, or every claim) and run nothing")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands a re-run would run, and run nothing")
+    ap.add_argument("--out", type=Path, metavar="DIR",
+                    help=f"the scratch folder the re-run writes into (default: a fresh reproduce-DATE-TIME folder in "
+                         f"{provenance.OUT_RULE}; never benchmarks/results/)")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.claims if n not in CLAIMS]
+    if unknown:
+        print(f"reproduce.py: no claim named {', '.join(map(repr, unknown))} (claims: {', '.join(CLAIMS)})",
+              file=sys.stderr)
+        return 2
+    chosen = [CLAIMS[n] for n in dict.fromkeys(args.claims)]
+    if args.committed_only:
+        for i, claim in enumerate(chosen or CLAIMS.values()):
+            if i:
+                print()
+            print_committed(claim)
+        return 0
+    if not chosen:
+        list_claims()
+        return 0
+    scratch = (args.out.resolve() if args.out else fresh_scratch())
+    if provenance.committed(scratch):
+        print(f"reproduce.py: --out {args.out}: a re-run never writes into benchmarks/results/ (the committed "
+              "figures)", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        order = [s.name for s in campaign.steps()]
+        for name in sorted({n for c in chosen for n in c.steps}, key=order.index):
+            step = scratch_step(next(s for s in campaign.steps() if s.name == name), scratch)
+            print(f"{name} ({step.group}): {shlex.join(['python', *step.args])}")
+        return 0
+    for claim in chosen:
+        why = missing(claim)
+        if why:
+            print(f"reproduce.py: {claim.name} cannot run here: {'; '.join(why)}", file=sys.stderr)
+            return 2
+    scratch.mkdir(parents=True, exist_ok=True)
+    return run(chosen, scratch)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
