@@ -10,7 +10,8 @@ dense-only variant (what OR and MAX cost), the BMv2 program p4/hina.p4 for both 
 the back end refuses, and why) and SwitchML's TNA program (a reference point, from a `fetch`ed copy:
 --switchml), each into hina-results/tofino/ (or --out), and keeps per row the compiler's verdict and the
 resources its logs report (stages, SRAM, TCAM, PHV, hash units, stateful ALUs per stage).  The
-throughput columns are arithmetic on the frame format, stated with the formula on the page.
+throughput columns are arithmetic on the frame format, stated with the formula on the page, and so is the
+recirculation table (on an assumed recirculation capacity, RECIRC_PORT_GBPS), its arithmetic written under it.
 """
 
 from __future__ import annotations
@@ -234,6 +235,19 @@ def hina_frame(words: int) -> Frame:
     return Frame(payload=4 * words, overhead=FRAME_OVERHEAD + HEADER_BYTES)
 
 
+# The second passes a chunk takes through the recirculation port (p4/tna/configuration.p4's pass_t), by
+# where the switch is in the job's tree: the frame that completes a copy goes round once (PASS_COMPLETE);
+# below a parent, the total coming down goes round once more to be stored (PASS_TOTAL).  A resend
+# (PASS_RESEND) adds one, only where a RESULT was lost.
+SECOND_PASSES = {"root (a star's switch, a spine)": 1, "leaf (below a spine)": 2}
+# What a frame carries round the loop besides itself: p4/tna/headers.p4's bridge_t (32 bits).
+BRIDGE_BYTES = 4
+# Recirculation capacity taken as one 100 Gbit/s port per pipe: an assumption (Intel's figures for the
+# dedicated recirculation port are not public); a front-panel port in loopback (-DHINA_RECIRC_PORT) adds its
+# own rate.
+RECIRC_PORT_GBPS = 100
+
+
 # -- rendering ----------------------------------------------------------------------------------------
 
 def render(text: str, data: dict) -> str:
@@ -323,6 +337,38 @@ def throughput_table(data: dict) -> str:
                             "Gbit/s of words at 100G", "Mpps at 400G", "Gbit/s of words at 400G"], rows)) + "\n"
 
 
+def recirculation_table(data: dict) -> str:
+    """The recirculation one job needs with its workers at line rate: a chunk a worker frame time (each chunk
+    is one frame from every worker), each chunk's second passes, each a frame and the bridge header round the
+    loop; then the arithmetic for K = 32, and what the assumed capacity leaves of line rate."""
+    rows, need = [], {}
+    for words in (32, 64, 80):
+        frame = hina_frame(words)
+        loop = Frame(frame.payload, frame.overhead + BRIDGE_BYTES)
+        for gbps in (100, 400):
+            for switch, passes in SECOND_PASSES.items():
+                mpps = passes * frame.mpps(gbps)
+                need[words, gbps, passes] = loop_gbps = mpps * 8 * loop.wire / 1e3
+                rows.append([f"hina, K = {words}", f"{gbps}G", switch, f"{frame.mpps(gbps):.1f}", passes,
+                             f"{mpps:.1f}", loop.wire, f"{loop_gbps:.1f}", f"{loop_gbps / RECIRC_PORT_GBPS:.2f}"])
+    lines = _rows(["frame", "workers' links", "switch", "M chunks a second", "second passes a chunk",
+                   "recirculation Mpps", "bytes round the loop", "recirculation Gbit/s",
+                   f"{RECIRC_PORT_GBPS}G recirculation ports"], rows)
+    frame, cap = hina_frame(32), RECIRC_PORT_GBPS
+    chunks, loop = frame.mpps(100), frame.wire + BRIDGE_BYTES
+    root, leaf = need[32, 100, 1], need[32, 100, 2]
+    arithmetic = (
+        f"At K = 32 on 100G links: 100 Gbit/s / (8 × {frame.wire} bytes) = {chunks:.1f} M chunks a second, so "
+        f"{chunks:.1f} Mpps of recirculation at the root and 2 × {chunks:.1f} = {2 * chunks:.1f} Mpps at a leaf; "
+        f"round the loop a frame is {BRIDGE_BYTES} + {frame.wire} = {loop} bytes, so {chunks:.1f} M × 8 × {loop} "
+        f"bytes = {root:.1f} Gbit/s at the root, {root / cap:.2f} of a {cap} Gbit/s recirculation port, and "
+        f"{leaf:.1f} Gbit/s at a leaf. On one such port the recirculation, not the front-panel ports, bounds the "
+        f"job: at {cap} / {root:.1f} = {cap / root:.0%} of line rate at the root and {cap} / {leaf:.1f} = "
+        f"{cap / leaf:.0%} at a leaf; on 400G links at {cap / need[32, 400, 1]:.0%} and "
+        f"{cap / need[32, 400, 2]:.0%}.")
+    return "\n".join([*lines, "", arithmetic]) + "\n"
+
+
 def _collapsed(names: list[str]) -> str:
     counts = collections.Counter(names)  # (in the order first seen)
     return ", ".join(f"`{n}`" + (f" x{c}" if c > 1 else "") if not n.startswith("+") else n
@@ -355,7 +401,7 @@ def stages_table(data: dict) -> str:
 
 
 TABLES = {"verdicts": verdicts_table, "resources": resources_table, "throughput": throughput_table,
-          "stages": stages_table, "words": words_table}
+          "recirculation": recirculation_table, "stages": stages_table, "words": words_table}
 
 
 # -- measuring ----------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ where Intel's open-source Tofino back end is installed, the compiled program's B
 names against the controller's entries.
 
 No Tofino software model (tofino-model) runs here (docs/tofino.md says what blocks it), so the packet
-vectors run on `tna_model` (tests/tna_model.py), a control-by-control transliteration of p4/tna/*.p4.
+vectors run on `tna_model` (tests/tna_model.py), which runs p4/tna/*.p4's controls from the source
+(tests/p4_source.py); tests/p4/test_tna_mutations.py runs these tests on mutated copies of the source.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from hina.control import JobConfig, Member
 from hina.control.controller import p4_entries
 from hina.control.topology import Topology
 from hina.emulator import Pipeline
+from hina.emulator.frames import FrameSwitch
 from hina.host.window import CongestionWindow
 from hina.sim.netsim import VirtualNetwork, expected, run_transfers
 from hina.wire.headers import FIELDS, UDP_PORT, Drop, Flags, MsgType, Op
@@ -70,13 +72,46 @@ def test_the_tna_model_passes_every_vector(path):
     assert drops == case["expected_drops"]
 
 
-def test_a_completed_copy_takes_one_second_pass():
-    """Three UPDATEs complete a copy: four passes (the third frame's second pass reads the high halves)."""
-    case = json.loads((ROOT / "tests" / "vectors" / "add_combine_multicast.json").read_text())
+@pytest.mark.parametrize("vector, switch", [("add_combine_multicast", "root"),
+                                            ("tree_result_from_parent_multicast_down", "leaf")])
+def test_a_chunk_takes_the_second_passes_the_recirculation_table_counts(vector, switch):
+    """A root's chunk goes round the recirculation port once (the UPDATE that completes the copy: the second
+    pass reads the high halves), a leaf's twice (and the spine's total, stored): what docs/tofino.md's
+    recirculation table counts (tools/tofino_report.py), each time with the bridge header."""
+    import tofino_report
+
+    case = json.loads((ROOT / "tests" / "vectors" / f"{vector}.json").read_text())
     model = tna_model.TnaModel(Topology.from_config(case["topology"]))
     for p in case["packets"]:
         model.process(p["port"], bytes.fromhex(p["frame"]))
-    assert model.passes == len(case["packets"]) + 1
+    passes = next(n for label, n in tofino_report.SECOND_PASSES.items() if label.startswith(switch))
+    assert model.passes == len(case["packets"]) + passes
+    assert tofino_report.BRIDGE_BYTES == model.program.layout("bridge_t")[1]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_child_gone_to_the_other_copy_is_stale_in_the_copy_sent_up(version):
+    """On a leaf, an arrival clears the sender's bit in the slot's other copy (arrival_bitmap.p4), so a late
+    UPDATE into a copy that went up with no total yet, from a child that has since arrived in the other
+    copy, is STALE and nothing goes up again (the verdict), on the model as on the emulator.  No vector
+    comes to this: a child moves on when the total comes down, and then the copy holds the total."""
+    k = make_vectors.K
+
+    def update(port, copy, offset):  # child port - 1 on the leaf's port `port`, slot 0
+        return port, make_vectors.update(port, [port], worker=port - 1, version=copy, offset=offset)
+
+    packets = [update(1, 0, 0), update(2, 0, 0)]  # copy 0 complete: up
+    if version == 1:  # its total down; copy 1 complete: up (copy 0 FREE)
+        packets += [(5, make_vectors.frame(5, make_vectors.hina([7], msg_type=1, worker=1))),
+                    update(1, 1, 4 * k), update(2, 1, 4 * k)]
+    late = packets[-2]
+    packets += [update(1, 1 - version, 8 * k), late]  # child 0 in the other copy, then its late UPDATE
+    out, drops = tna_model.run(make_vectors.TREE_TOPOLOGY, packets)
+    emulator = FrameSwitch(Topology.from_config(make_vectors.TREE_TOPOLOGY))
+    want = [sent for port, frame in packets for sent in emulator.process(port, frame)]
+    assert Counter((int(p), bytes(f)) for p, f in out) == Counter((int(p), bytes(f)) for p, f in want)
+    assert drops == {"stale": 1} == {name: n for name, n in emulator.counters()["drops"].items() if n}
+    assert [port for port, _ in out].count(5) == 1 + version  # each completed copy went up once
 
 
 # -- frame for frame against the emulator, driven by the real workers ------------------------------
@@ -253,9 +288,9 @@ def test_the_p4info_names_the_controllers_tables(tofino_build, target):
 @pytest.mark.parametrize("target", ["tofino", "tofino2"])
 @pytest.mark.parametrize("file, table", [("frame_checks.p4", "checks"), ("slot_rules.p4", "verdict")])
 def test_the_compiled_checks_and_verdict_are_the_entries_the_model_runs(tofino_build, target, file, table):
-    """The two tables the model reads from the P4 source (tna_model.const_entries) are, in the compiled
-    program (context.json's static entries), the same entries in the same priority order: every key's
-    value and mask, the action and its arguments."""
+    """The two deciding tables, as the model reads them from the P4 source (tna_model.const_entries), are,
+    in the compiled program (context.json's static entries), the same entries in the same priority order:
+    every key's value and mask, the action and its arguments."""
     context = json.loads((tofino_build / target / "pipe" / "context.json").read_text())
     compiled = find({t["name"]: t for t in context["tables"]}, table)
     actions = {a["handle"]: a["name"].rsplit(".", 1)[-1] for a in compiled["actions"]}

@@ -1,0 +1,942 @@
+"""p4/tna/'s P4 source, read and run: what tests/tna_model.py executes instead of a transliteration.
+
+`program(folder, words)` reads a folder of P4_16 files as the compiler sees them (`#include "..."`,
+`#define` with and without arguments and `##`, `#if`/`#ifdef`/`#ifndef`/`#elif`/`#else`; comments
+dropped) and keeps their declarations: typedefs, constants, the fields of every struct and header, and per
+control its parameters, actions, tables (keys, constant entries, default action), registers,
+RegisterActions, counters, instances of other controls, local variables and apply block.  A `Pipe` runs
+those controls on `Struct`s and `Header`s (views of a frame's bytes), with one pipe's registers and
+counters and the control plane's entries for the tables that have no constant entries.  A control is
+compiled the first time it runs: names resolved and types known (P4 is statically typed), its
+statements become Python closures on plain integers.
+
+It knows the subset of P4_16 that p4/tna/'s controls are written in, and raises `P4Unsupported`, naming
+what it met, on anything else, so that a change to the source that needs more fails loudly:
+
+- statements: `x = e;`, calls, `if (e) ... else ...`, `{ ... }`;
+- expressions: `| & ^ ~ + - * / == != && || !`, `++`, slices `x[hi:lo]`, casts `(bit<W>) e`, `max(a, b)`,
+  `h.isValid()`, `t.apply()` of a table (and its `.hit`, `.miss`), `a.execute(i)` of a RegisterAction,
+  `c.count(i)` of a Counter, `c.apply(...)` of a control instance (scalars copied in and out);
+- every value is masked to its type's width where it is stored, and an int<W> is signed where `max`
+  compares it.
+
+Parsers and deparsers are not read: tests/tna_model.py writes those by hand.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import dataclasses
+import functools
+import ipaddress
+import operator
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+TNA = Path(__file__).resolve().parents[1] / "p4" / "tna"
+
+# The fields of tna.p4's intrinsic metadata (Intel's, not in this repository) that p4/tna/ uses.
+TNA_INTRINSICS = """
+header ingress_intrinsic_metadata_t { bit<9> ingress_port; }
+struct ingress_intrinsic_metadata_from_parser_t { bit<16> parser_err; }
+header ingress_intrinsic_metadata_for_deparser_t { bit<3> drop_ctl; }
+header ingress_intrinsic_metadata_for_tm_t { bit<9> ucast_egress_port; bit<1> bypass_egress; bit<16> mcast_grp_a; }
+header egress_intrinsic_metadata_t { bit<9> egress_port; bit<16> egress_rid; }
+struct egress_intrinsic_metadata_from_parser_t { }
+struct egress_intrinsic_metadata_for_deparser_t { bit<3> drop_ctl; }
+struct egress_intrinsic_metadata_for_output_port_t { }
+"""
+
+
+class P4Unsupported(Exception):
+    """The source uses P4 that this reader does not know."""
+
+
+class Type(NamedTuple):
+    """A scalar type: bit<W>, int<W> (signed), bool (bit<1>).  A struct or header is named by a str."""
+
+    width: int
+    signed: bool = False
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.width) - 1
+
+    def signed_value(self, value: int) -> int:
+        return value - (1 << self.width) if self.signed and value >> (self.width - 1) & 1 else value
+
+
+BOOL = Type(1)
+
+
+# -- values: structs and headers -------------------------------------------------------------------
+
+class Struct:
+    """A struct's fields by name (also as attributes), each masked to its type where it is stored (a field
+    that is a struct or header, mask None, is kept as it is)."""
+
+    __slots__ = ("_masks", "_values")
+
+    def __init__(self, masks: dict[str, int | None], **values):
+        object.__setattr__(self, "_masks", masks)
+        object.__setattr__(self, "_values", {n: 0 if m is not None else None for n, m in masks.items()})
+        for name, value in values.items():
+            self[name] = value
+
+    def __getitem__(self, name: str):
+        return self._values[name]
+
+    def __setitem__(self, name: str, value) -> None:
+        mask = self._masks[name]  # KeyError: no such field
+        self._values[name] = value & mask if mask is not None else value
+
+    def __getattr__(self, name: str):
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value) -> None:
+        self[name] = value
+
+
+class Header:
+    """A header's fields over a frame's bytes from byte `start`, big-endian in declaration order (also as
+    attributes); one the parser did not extract (`valid` false) reads 0 and keeps nothing written to it."""
+
+    __slots__ = ("_data", "_start", "_layout", "valid")
+
+    def __init__(self, data: bytearray, start: int, layout: dict[str, tuple[int, int, int, int]], valid: bool):
+        object.__setattr__(self, "_data", data)
+        object.__setattr__(self, "_start", start)
+        object.__setattr__(self, "_layout", layout)  # name -> first byte, end byte, shift, mask
+        object.__setattr__(self, "valid", valid)
+
+    def __getitem__(self, name: str) -> int:
+        if not self.valid:
+            return 0
+        lo, hi, shift, mask = self._layout[name]
+        return int.from_bytes(self._data[self._start + lo:self._start + hi], "big") >> shift & mask
+
+    def __setitem__(self, name: str, value: int) -> None:
+        if not self.valid:
+            return
+        lo, hi, shift, mask = self._layout[name]
+        at = slice(self._start + lo, self._start + hi)
+        word = int.from_bytes(self._data[at], "big") & ~(mask << shift) | (value & mask) << shift
+        self._data[at] = word.to_bytes(hi - lo, "big")
+
+    def __getattr__(self, name: str) -> int:
+        if name not in self._layout:
+            raise AttributeError(name)
+        return self[name]
+
+    def __setattr__(self, name: str, value: int) -> None:
+        self[name] = value
+
+
+# -- the preprocessor ------------------------------------------------------------------------------
+
+_IDENT = re.compile(r"\b[A-Za-z_]\w*")
+
+
+class _Preprocessor:
+    """One file as the compiler reads it: its own lines, conditionals resolved and macros expanded; the
+    files it includes (`#include "..."`) only define macros (each file's declarations are read from it)."""
+
+    def __init__(self, folder: Path, defines: dict[str, str]):
+        self.folder = folder
+        self.macros: dict[str, tuple[list[str] | None, str]] = {n: (None, v) for n, v in defines.items()}
+
+    def text(self, file: str) -> str:
+        source = re.sub(r"/\*.*?\*/", " ", (self.folder / file).read_text(), flags=re.S)
+        source = re.sub(r"//.*", "", source).replace("\\\n", " ")
+        out, stack, live = [], [], True  # stack: (live outside the #if, a branch taken)
+        for line in source.splitlines():
+            directive = re.match(r"\s*#\s*(\w+)\s*(.*?)\s*$", line)
+            if directive is None:
+                if live:
+                    out.append(self.expand(line))
+                continue
+            word, rest = directive.groups()
+            if word in ("if", "ifdef", "ifndef"):
+                taken = live and self._holds(word, rest)
+                stack.append((live, taken))
+                live = taken
+            elif word in ("elif", "else"):
+                outer, done = stack[-1]
+                live = outer and not done and (word == "else" or self._holds("if", rest))
+                stack[-1] = (outer, done or live)
+            elif word == "endif":
+                live = stack.pop()[0]
+            elif not live:
+                continue
+            elif word == "define":
+                name, params, body = re.match(r"(\w+)(?:\(([^)]*)\))?\s*(.*)", rest).groups()
+                self.macros[name] = ([p.strip() for p in params.split(",")] if params is not None else None, body)
+            elif word == "undef":
+                self.macros.pop(rest, None)
+            elif word == "include":
+                if rest.startswith('"'):  # <core.p4>, <tna.p4>: Intel's, not read
+                    self.text(rest.strip('"'))
+            elif word == "error":
+                raise P4Unsupported(f"{file}: #error {rest}")
+            else:
+                raise P4Unsupported(f"{file}: #{word}")
+        return "\n".join(out)
+
+    def _holds(self, word: str, rest: str) -> bool:
+        if word != "if":
+            return (rest in self.macros) == (word == "ifdef")
+        expr = _IDENT.sub("0", self.expand(rest))  # a name left undefined is 0, as in C
+        return bool(constant(expr))
+
+    def expand(self, text: str, hidden: frozenset[str] = frozenset()) -> str:
+        out, at = [], 0
+        while (m := _IDENT.search(text, at)) is not None:
+            out.append(text[at:m.start()])
+            name, at = m.group(), m.end()
+            params, body = self.macros.get(name, (None, None))
+            if body is None or name in hidden:
+                out.append(name)
+                continue
+            if params is not None:
+                args, end = _arguments(text, at)
+                if args is None:  # a function-like macro's name alone
+                    out.append(name)
+                    continue
+                if len(args) != len(params):
+                    raise P4Unsupported(f"{name}: {len(args)} arguments for {len(params)}")
+                at = end
+                values = dict(zip(params, (self.expand(a, hidden) for a in args)))
+                body = re.sub(r"\s*##\s*", "", _IDENT.sub(lambda t: values.get(t.group(), t.group()), body))
+            out.append(self.expand(body, hidden | {name}))
+        out.append(text[at:])
+        return "".join(out)
+
+
+def _arguments(text: str, at: int) -> tuple[list[str] | None, int]:
+    """The comma-separated arguments in the parentheses at `at` (after blanks), and where they end."""
+    start = len(text) - len(text[at:].lstrip())
+    if start >= len(text) or text[start] != "(":
+        return None, at
+    args, depth, begin = [], 0, start + 1
+    for i in range(start, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                args.append(text[begin:i].strip())
+                return ([] if args == [""] else args), i + 1
+        elif text[i] == "," and depth == 1:
+            args.append(text[begin:i].strip())
+            begin = i + 1
+    raise P4Unsupported(f"unclosed arguments: {text[at:at + 40]!r}")
+
+
+# -- reading statements and expressions ------------------------------------------------------------
+
+_TOKEN = re.compile(r"\s*(0[xX][0-9a-fA-F]+|\d+|[A-Za-z_]\w*|&&&|\.\.|\+\+|==|!=|&&|\|\||[-+*/|&^~!<>=()\[\]{}:;,.])")
+# binary operators by precedence, loosest first (p4c's grammar: `| ^ &` bind tighter than `==`)
+_BINARY = [("||",), ("&&",), ("==", "!="), ("|",), ("^",), ("&",), ("++", "+", "-"), ("*", "/")]
+
+
+def _int(token: str) -> int:
+    return int(token, 16) if token[:2].lower() == "0x" else int(token)
+
+
+class _Reader:
+    """A recursive-descent reader of statements and expressions into tuples:
+    ("=", target, value), ("eval", e), ("if", e, then, else), ("block", [...]); ("int", v, type), ("name", n),
+    ("field", e, name), ("slice", e, hi, lo), ("cast", type, e), ("call", e, [args]), (op, a[, b])."""
+
+    def __init__(self, text: str, types: Program | None = None):
+        self.tokens, at, text = [], 0, text.rstrip()
+        while at < len(text):
+            m = _TOKEN.match(text, at)
+            if m is None:
+                raise P4Unsupported(f"cannot read {text[at:at + 40]!r}")
+            self.tokens.append(m.group(1))
+            at = m.end()
+        self.at, self.types = 0, types
+
+    def peek(self, ahead: int = 0) -> str:
+        return self.tokens[self.at + ahead] if self.at + ahead < len(self.tokens) else ""
+
+    def take(self, want: str | None = None) -> str:
+        token = self.peek()
+        if want is not None and token != want:
+            raise P4Unsupported(f"expected {want!r}, found {token!r} in {' '.join(self.tokens)[:120]!r}")
+        self.at += 1
+        return token
+
+    def statements(self) -> list:
+        body = []
+        while self.peek() not in ("", "}"):
+            body.append(self.statement())
+        return body
+
+    def statement(self) -> tuple:
+        if self.peek() == "{":
+            self.take()
+            body = self.statements()
+            self.take("}")
+            return ("block", body)
+        if self.peek() == "if":
+            self.take()
+            self.take("(")
+            cond = self.expression()
+            self.take(")")
+            then = self.statement()
+            other = self.statement() if self.peek() == "else" and self.take() else None
+            return ("if", cond, then, other)
+        target = self.expression()
+        if self.peek() == "=":
+            self.take()
+            value = self.expression()
+            self.take(";")
+            return ("=", target, value)
+        self.take(";")
+        return ("eval", target)
+
+    def expression(self, level: int = 0) -> tuple:
+        if level == len(_BINARY):
+            return self.unary()
+        left = self.expression(level + 1)
+        while self.peek() in _BINARY[level]:
+            op = self.take()
+            left = (op, left, self.expression(level + 1))
+        return left
+
+    def unary(self) -> tuple:
+        if self.peek() in ("!", "~", "-"):
+            op = self.take()
+            return ("u" + op, self.unary())
+        if self.peek() == "(" and (self.peek(1) in ("bit", "int") and self.peek(2) == "<"
+                                   or self.peek(2) == ")" and self.types and self.peek(1) in self.types.typedefs):
+            self.take()
+            t = self.type()
+            self.take(")")
+            return ("cast", t, self.unary())
+        e = self.primary()
+        while self.peek() in (".", "[", "("):
+            token = self.take()
+            if token == ".":
+                e = ("field", e, self.take())
+            elif token == "[":
+                hi = _int(self.take())
+                self.take(":")
+                lo = _int(self.take())
+                self.take("]")
+                e = ("slice", e, hi, lo)
+            else:
+                args = []
+                while self.peek() != ")":
+                    args.append(self.expression())
+                    if self.peek() == ",":
+                        self.take()
+                self.take(")")
+                e = ("call", e, args)
+        return e
+
+    def primary(self) -> tuple:
+        token = self.take()
+        if token == "(":
+            e = self.expression()
+            self.take(")")
+            return e
+        if token in ("true", "false"):
+            return ("int", int(token == "true"), BOOL)
+        if token[:1].isdigit():
+            return ("int", _int(token), None)
+        if _IDENT.fullmatch(token):
+            return ("name", token)
+        raise P4Unsupported(f"unexpected {token!r} in {' '.join(self.tokens)[:120]!r}")
+
+    def type(self) -> Type:
+        name = self.take()
+        if name in ("bit", "int"):
+            self.take("<")
+            width = _int(self.take())
+            self.take(">")
+            return Type(width, name == "int")
+        t = self.types.kind(name) if self.types else None
+        if not isinstance(t, Type):
+            raise P4Unsupported(f"cast to {name}")
+        return t
+
+
+def _statements(text: str, program: Program | None = None) -> list:
+    reader = _Reader(text, program)
+    body = reader.statements()
+    reader.take("")  # all of it
+    return body
+
+
+def _expression(text: str, program: Program | None = None) -> tuple:
+    reader = _Reader(text, program)
+    e = reader.expression()
+    reader.take("")
+    return e
+
+
+def constant(text: str, program: Program | None = None) -> int:
+    """The value of a constant expression (its names: `program`'s constants)."""
+    return _Compiler(program).expression(_expression(text, program))[0](None)
+
+
+# -- declarations ------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One constant entry: per key (value, mask) (mask 0 for `_`, None for "every bit") or a range, its
+    action and its arguments."""
+
+    keys: tuple[tuple[int, int | None] | range, ...]
+    action: str
+    args: tuple[int, ...]
+
+    def matches(self, values: tuple[int, ...]) -> bool:
+        return all(_matches(value, key) for value, key in zip(values, self.keys, strict=True))
+
+
+def _matches(value: int, key: tuple[int, int | None] | range) -> bool:
+    if isinstance(key, range):
+        return value in key
+    want, mask = key
+    return value == want if mask is None else value & mask == want & mask
+
+
+@dataclasses.dataclass
+class Action:
+    params: list[tuple[str, Type]]
+    body: list
+
+
+@dataclasses.dataclass
+class Table:
+    name: str
+    keys: list[tuple[str, tuple]]  # each key's text (the name the control plane matches it by), its expression
+    entries: list[Entry] | None  # None: the control plane writes them
+    default: tuple[str, tuple[int, ...]]
+
+
+@dataclasses.dataclass
+class RegisterAction:
+    register: str
+    cell: str  # apply()'s names for the register's cell and for the value handed back
+    rv: str | None
+    rv_type: Type | None
+    body: list
+
+
+@dataclasses.dataclass
+class Control:
+    name: str
+    file: str
+    params: list[tuple[str, str, str]]  # (direction, type, name)
+    actions: dict[str, Action] = dataclasses.field(default_factory=dict)
+    tables: dict[str, Table] = dataclasses.field(default_factory=dict)
+    registers: dict[str, tuple[str, Type]] = dataclasses.field(default_factory=dict)  # element struct, index
+    register_actions: dict[str, RegisterAction] = dataclasses.field(default_factory=dict)
+    counters: set[str] = dataclasses.field(default_factory=set)
+    instances: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> control
+    locals: list[tuple[str, str, tuple | None]] = dataclasses.field(default_factory=list)  # type, name, initializer
+    apply_text: str = ""  # read where the control first runs (the deparsers' is beyond this reader)
+
+
+def _items(text: str) -> list[str]:
+    """`text` cut into its top-level declarations: each ends at a `;` or a `}` outside any brace."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth == 0 and ch in ";}":
+            items.append(text[start:i + 1].strip())
+            start = i + 1
+    if text[start:].strip():
+        raise P4Unsupported(f"unterminated: {text[start:start + 60]!r}")
+    return [item for item in items if item not in ("", ";")]
+
+
+def _braced(text: str, pattern: str) -> str | None:
+    """What the braces after `pattern` hold."""
+    m = re.search(pattern + r"\s*\{", text)
+    if m is None:
+        return None
+    depth = 0
+    for i in range(m.end() - 1, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[m.end():i]
+    raise P4Unsupported(f"unclosed {pattern}")
+
+
+def _split(text: str) -> list[str]:
+    """`text`'s comma-separated parts, outside parentheses and angle brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, "<": 1, ")": -1, ">": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
+
+
+class Program:
+    """The declarations of a folder of P4 files (the TNA program at K = `words`)."""
+
+    def __init__(self, folder: Path, words: int):
+        self.folder = folder
+        self.typedefs: dict[str, str] = {}
+        self.structs: dict[str, list[tuple[str, str]]] = {}  # struct and header fields (type, name), in order
+        self._consts: dict[str, tuple[str, str]] = {}  # name -> type, expression
+        self.defines: dict[str, str] = {}  # every object-like macro, expanded
+        controls = []
+        for path in sorted(folder.glob("*.p4")):
+            pre = _Preprocessor(folder, {"HINA_WORDS": str(words)})
+            for item in _items(pre.text(path.name)):
+                controls += self._declare(item, path.name)
+            self.defines.update({n: pre.expand(body) for n, (params, body) in pre.macros.items() if params is None})
+        for item in _items(TNA_INTRINSICS):
+            self._declare(item, "tna.p4")
+        self.controls = {c.name: c for c in (self._control(*c) for c in controls)}
+        self.tables = {t.name: (c, t) for c in self.controls.values() for t in c.tables.values()}
+        self._compiled: dict[str, _Compiler] = {}
+
+    def _declare(self, item: str, file: str) -> list:
+        if m := re.fullmatch(r"typedef\s+(.+?)\s+(\w+)\s*;", item, re.S):
+            self.typedefs[m[2]] = m[1]
+        elif m := re.fullmatch(r"const\s+(.+?)\s+(\w+)\s*=\s*(.+?)\s*;", item, re.S):
+            self._consts[m[2]] = (m[1], m[3])
+        elif m := re.fullmatch(r"(?:header|struct)\s+(\w+)\s*\{(.*)\}", item, re.S):
+            self.structs[m[1]] = re.findall(r"([\w<>]+)\s+(\w+)\s*;", m[2])
+        elif m := re.fullmatch(r"control\s+(\w+)\s*\((.*?)\)\s*\{(.*)\}", item, re.S):
+            return [(m[1], file, m[2], m[3])]
+        elif not re.match(r"parser\s|\w+\s*\(.*\)\s*\w+\s*;$", item, re.S):  # parsers; Pipeline(...) pipe;
+            raise P4Unsupported(f"{file}: {item[:80]!r}")
+        return []
+
+    def _control(self, name: str, file: str, params: str, body: str) -> Control:
+        control = Control(name, file, [re.fullmatch(r"(?:(in|out|inout)\s+)?(\S+)\s+(\w+)", p).groups()
+                                       for p in _split(params)])
+        for item in _items(body):
+            if m := re.fullmatch(r"action\s+(\w+)\s*\((.*?)\)\s*\{(.*)\}", item, re.S):
+                params = [(n, self.kind(t)) for t, n in (p.rsplit(None, 1) for p in _split(m[2]))]
+                control.actions[m[1]] = Action(params, _statements(m[3], self))
+            elif m := re.fullmatch(r"table\s+(\w+)\s*\{(.*)\}", item, re.S):
+                control.tables[m[1]] = self._table(m[1], m[2])
+            elif m := re.fullmatch(r"RegisterAction\s*<(.*?)>\s*\(\s*(\w+)\s*\)\s*(\w+)\s*=\s*\{\s*void\s+apply\s*"
+                                   r"\((.*?)\)\s*\{(.*)\}\s*\}", item, re.S):
+                (_, cell), *rv = [p.split()[-2:] for p in _split(m[4])]  # [type, name] of the cell, [of rv]
+                control.register_actions[m[3]] = RegisterAction(
+                    m[2], cell, rv[0][1] if rv else None, self.kind(rv[0][0]) if rv else None,
+                    _statements(m[5], self))
+            elif m := re.fullmatch(r"Register\s*<(.*?)>\s*\(.*\)\s*(\w+)\s*;", item, re.S):
+                element, index = _split(m[1])
+                control.registers[m[2]] = (element, self.kind(index))
+            elif m := re.fullmatch(r"Counter\s*<.*>\s*\(.*\)\s*(\w+)\s*;", item, re.S):
+                control.counters.add(m[1])
+            elif m := re.fullmatch(r"apply\s*\{(.*)\}", item, re.S):
+                control.apply_text = m[1]
+            elif m := re.fullmatch(r"(\w+)\s*\(\s*\)\s*(\w+)\s*;", item):
+                control.instances[m[2]] = m[1]
+            elif m := re.fullmatch(r"([\w<>]+)\s+(\w+)\s*(?:=\s*(.+?))?\s*;", item, re.S):
+                control.locals.append((m[1], m[2], _expression(m[3], self) if m[3] else None))
+            else:
+                raise P4Unsupported(f"{file}, control {name}: {item[:80]!r}")
+        return control
+
+    def _table(self, name: str, body: str) -> Table:
+        keys = [k.rsplit(":", 1)[0].strip() for k in (_braced(body, r"\bkey\s*=") or "").split(";") if k.strip()]
+        default = re.search(r"default_action\s*=\s*(\w+)\s*\((.*?)\)\s*;", body)
+        entries = _braced(body, r"\bconst\s+entries\s*=")
+        if entries is not None:
+            entries = [self._entry(e) for e in entries.split(";") if e.strip()]
+        default = (default[1], tuple(constant(a, self) for a in _split(default[2]))) if default else ("NoAction", ())
+        return Table(name, [(k, _expression(k, self)) for k in keys], entries, default)
+
+    def _entry(self, text: str) -> Entry:
+        keys, action, args = re.fullmatch(r"\s*(.*?)\s*:\s*(\w+)\s*\((.*)\)\s*", text, re.S).groups()
+        if keys.startswith("(") and keys.endswith(")"):
+            keys = keys[1:-1]
+        parsed = []
+        for key in _split(keys):
+            if key == "_":
+                parsed.append((0, 0))
+            elif "&&&" in key:
+                parsed.append(tuple(constant(k, self) for k in key.split("&&&")))
+            elif ".." in key:
+                lo, hi = (constant(k, self) for k in key.split(".."))
+                parsed.append(range(lo, hi + 1))
+            else:
+                parsed.append((constant(key, self), None))
+        return Entry(tuple(parsed), action, tuple(constant(a, self) for a in _split(args)))
+
+    # -- types and values --
+    def kind(self, text: str) -> Type | str:
+        """bit<W>, int<W>, bool or a typedef of one as a Type; a struct or header by its name."""
+        if m := re.fullmatch(r"(bit|int)\s*<\s*(\d+)\s*>", text):
+            return Type(int(m[2]), m[1] == "int")
+        if text == "bool":
+            return BOOL
+        if text in self.typedefs:
+            return self.kind(self.typedefs[text])
+        if text in self.structs:
+            return text
+        raise P4Unsupported(f"type {text!r}")
+
+    @functools.cache  # noqa: B019 (Programs are cached for the session: `program`)
+    def fields(self, struct: str) -> dict[str, Type | str]:
+        return {name: self.kind(t) for t, name in self.structs[struct]}
+
+    @functools.cache  # noqa: B019
+    def const(self, name: str) -> tuple[int, Type | str]:
+        if name not in self._consts:
+            raise P4Unsupported(f"unknown name {name}")
+        type_text, expr = self._consts[name]
+        t = self.kind(type_text)
+        return constant(expr, self) & t.mask, t
+
+    def value(self, name: str) -> int:
+        """A constant's value, or a numeric macro's."""
+        return self.const(name)[0] if name in self._consts else constant(self.defines[name], self)
+
+    def new(self, struct: str, **values) -> Struct:
+        """A `struct`, every field 0 but `values`."""
+        return Struct(self._masks(struct), **values)
+
+    @functools.cache  # noqa: B019
+    def _masks(self, struct: str) -> dict[str, int | None]:
+        return {n: t.mask if isinstance(t, Type) else None for n, t in self.fields(struct).items()}
+
+    @functools.cache  # noqa: B019
+    def layout(self, header: str) -> tuple[dict[str, tuple[int, int, int, int]], int]:
+        """A header's fields (first byte, end byte, shift, mask) and its size in bytes."""
+        fields, offset = {}, 0
+        for name, t in self.fields(header).items():
+            lo, hi = offset // 8, (offset + t.width + 7) // 8
+            fields[name] = (lo, hi, 8 * hi - offset - t.width, t.mask)
+            offset += t.width
+        return fields, offset // 8
+
+    def header(self, name: str, data: bytearray, start: int, valid: bool) -> Header:
+        return Header(data, start, self.layout(name)[0], valid)
+
+    def compiled(self, control: str) -> _Compiler:
+        if control not in self._compiled:
+            self._compiled[control] = _Compiler(self, self.controls[control]).compile()
+        return self._compiled[control]
+
+
+@functools.cache
+def program(folder: Path = TNA, words: int = 32) -> Program:
+    """The program in `folder`, at K = `words` (read once per folder and K)."""
+    return Program(Path(folder).resolve(), words)
+
+
+def const_entries(file: str, table: str, folder: Path = TNA) -> tuple[list[Entry], tuple[str, tuple[int, ...]]]:
+    """`table`'s constant entries in `folder`/`file`, in their order (the first has the highest priority),
+    and its default action."""
+    control, t = program(folder).tables[table]
+    assert control.file == file and t.entries is not None, f"no table {table} of constant entries in {file}"
+    return t.entries, t.default
+
+
+# -- running: a control compiled into closures -------------------------------------------------------
+
+class _Activation:
+    """What running code reads and writes: the pipe, the name of the control instance in it (which owns its
+    registers and counters), the control's variables (parameters and locals) and the running action's (or
+    RegisterAction's) own."""
+
+    __slots__ = ("pipe", "path", "vars", "own")
+
+    def __init__(self, pipe: Pipe, path: str, variables: dict, own: dict):
+        self.pipe, self.path, self.vars, self.own = pipe, path, variables, own
+
+
+_ARITHMETIC = {"|": operator.or_, "&": operator.and_, "^": operator.xor, "+": operator.add, "-": operator.sub,
+               "*": operator.mul, "/": operator.floordiv}
+
+
+class _Compiler:
+    """One control's code as closures `f(activation)`; an expression's comes with its type (None: an
+    untyped literal)."""
+
+    def __init__(self, program: Program | None, control: Control | None = None):
+        self.program, self.control = program, control
+        self.vars = ({n: program.kind(t) for _, t, n in control.params} | {n: program.kind(t) for t, n, _ in
+                     control.locals}) if control else {}
+        self.own: dict[str, Type | str] = {}  # the names of the action (or RegisterAction) being compiled
+        self._actions: dict[str, Callable] = {}
+
+    def compile(self) -> _Compiler:
+        self.masks = {n: t.mask for n, t in self.vars.items() if isinstance(t, Type)}
+        self.locals = [(n, self.expression(init)[0] if init else (lambda a: 0), self.masks.get(n, -1))
+                       for _, n, init in self.control.locals]
+        self.body = self.statements(_statements(self.control.apply_text, self.program))
+        return self
+
+    def run(self, pipe: Pipe, path: str, args: dict) -> dict:
+        """Apply the control as the instance `path`: its variables, as it leaves them."""
+        variables = {n: v & self.masks[n] if n in self.masks else v for n, v in args.items()}
+        a = _Activation(pipe, path, variables, {})
+        for name, init, mask in self.locals:
+            variables[name] = init(a) & mask
+        self.body(a)
+        return variables
+
+    def _within(self, own: dict) -> _Compiler:
+        """This compiler, for the body of an action or RegisterAction with names of its own."""
+        inner = copy.copy(self)
+        inner.own = own
+        return inner
+
+    # -- statements --
+    def statements(self, body: list) -> Callable:
+        steps = [self.statement(s) for s in body]
+
+        def run(a):
+            for step in steps:
+                step(a)
+        return run
+
+    def statement(self, s: tuple) -> Callable:
+        if s[0] == "=":
+            store, value = self.store(s[1]), self.expression(s[2])[0]
+            return lambda a: store(a, value(a))
+        if s[0] == "eval":
+            return self.expression(s[1])[0]
+        if s[0] == "block":
+            return self.statements(s[1])
+        cond, then = self.expression(s[1])[0], self.statement(s[2])
+        other = self.statement(s[3]) if s[3] is not None else (lambda a: None)
+        return lambda a: then(a) if cond(a) else other(a)
+
+    def store(self, target: tuple) -> Callable:
+        """What writes `target` (a name, or a struct's or header's field, which masks it itself)."""
+        if target[0] == "name":
+            name = target[1]
+            where = "own" if name in self.own else "vars" if name in self.vars else None
+            if where is None:
+                raise P4Unsupported(f"assignment to {name}, not a variable")
+            t = (self.own if where == "own" else self.vars)[name]
+            mask = t.mask if isinstance(t, Type) else -1
+            if where == "own":
+                return lambda a, v: a.own.__setitem__(name, v & mask)
+            return lambda a, v: a.vars.__setitem__(name, v & mask)
+        if target[0] == "field":
+            base, name = self.expression(target[1])[0], target[2]
+            self._field_type(target)
+            return lambda a, v: base(a).__setitem__(name, v)
+        raise P4Unsupported(f"assignment to {target}")
+
+    # -- expressions --
+    def expression(self, e: tuple) -> tuple[Callable, Type | str | None]:
+        op = e[0]
+        if op == "int":
+            v = e[1]
+            return (lambda a: v), e[2]
+        if op == "name":
+            name = e[1]
+            if name in self.own:
+                return (lambda a: a.own[name]), self.own[name]
+            if name in self.vars:
+                return (lambda a: a.vars[name]), self.vars[name]
+            if self.program is None:
+                raise P4Unsupported(f"unknown name {name}")
+            v, t = self.program.const(name)
+            return (lambda a: v), t
+        if op == "field":
+            if e[2] in ("hit", "miss") and e[1][0] == "call":  # t.apply().hit
+                apply = self.expression(e[1])[0]
+                return (apply if e[2] == "hit" else lambda a: 1 - apply(a)), BOOL
+            name, t = e[2], self._field_type(e)
+            if e[1][0] == "name" and e[1][1] in self.vars and e[1][1] not in self.own:  # meta.x: one call less
+                struct = e[1][1]
+                return (lambda a: a.vars[struct][name]), t
+            base = self.expression(e[1])[0]
+            return (lambda a: base(a)[name]), t
+        if op == "call":
+            return self.call(e[1], e[2])
+        if op == "slice":
+            base, lo, t = self.expression(e[1])[0], e[3], Type(e[2] - e[3] + 1)
+            mask = t.mask
+            return (lambda a: base(a) >> lo & mask), t
+        if op == "cast":
+            inner, t = self.expression(e[2])[0], e[1]
+            mask = t.mask
+            return (lambda a: inner(a) & mask), t
+        if op in ("&&", "||"):
+            x, y = self.expression(e[1])[0], self.expression(e[2])[0]
+            if op == "&&":
+                return (lambda a: int(bool(x(a)) and bool(y(a)))), BOOL
+            return (lambda a: int(bool(x(a)) or bool(y(a)))), BOOL
+        x, tx = self.expression(e[1])
+        if op == "u!":
+            return (lambda a: int(not x(a))), BOOL
+        if op in ("u~", "u-"):
+            f = operator.invert if op == "u~" else operator.neg
+            mask = tx.mask if isinstance(tx, Type) else -1
+            return (lambda a: f(x(a)) & mask), tx
+        y, ty = self.expression(e[2])
+        t = tx or ty
+        mask = t.mask if isinstance(t, Type) else -1
+        if op in _ARITHMETIC:
+            f = _ARITHMETIC[op]
+            return (lambda a: f(x(a), y(a)) & mask), t
+        if op in ("==", "!="):
+            same = op == "=="
+            if e[2][0] == "int" or e[2][0] == "name" and e[2][1] not in self.own and e[2][1] not in self.vars:
+                c = y(None) & mask  # a constant: compared as it is masked
+                return (lambda a: int((x(a) & mask == c) == same)), BOOL
+            return (lambda a: int((x(a) & mask == y(a) & mask) == same)), BOOL
+        if op == "++":
+            if not (isinstance(tx, Type) and isinstance(ty, Type)):
+                raise P4Unsupported("++ of an untyped value")
+            return (lambda a: x(a) << ty.width | y(a)), Type(tx.width + ty.width)
+        raise P4Unsupported(f"operator {op}")
+
+    def _field_type(self, e: tuple) -> Type | str:
+        struct = self.expression(e[1])[1]
+        if not isinstance(struct, str) or e[2] not in self.program.fields(struct):
+            raise P4Unsupported(f"no field {e[2]} in {struct}")
+        return self.program.fields(struct)[e[2]]
+
+    def call(self, fn: tuple, args: list) -> tuple[Callable, Type | str | None]:
+        if fn == ("name", "max"):  # the stateful ALU's max: signed for int<W>
+            (x, tx), (y, ty) = (self.expression(arg) for arg in args)
+            t = tx or ty
+            mask = t.mask
+            return (lambda a: max(x(a) & mask, y(a) & mask, key=t.signed_value)), t
+        if fn[0] == "field" and fn[2] == "isValid":
+            header = self.expression(fn[1])[0]
+            return (lambda a: int(header(a).valid)), BOOL
+        values = [self.expression(arg)[0] for arg in args]
+        control = self.control
+        if fn[0] == "name" and control and fn[1] in control.actions:  # an action called directly
+            name = fn[1]
+            return (lambda a: self.action(name)(a, [v(a) for v in values])), None
+        name, method = (fn[1][1], fn[2]) if fn[0] == "field" and fn[1][0] == "name" else (None, None)
+        if control is None or name is None:
+            raise P4Unsupported(f"call of {fn}")
+        if method == "apply" and name in control.tables:
+            return self.table(control.tables[name]), None
+        if method == "apply" and name in control.instances:
+            return self.instance(name, args), None
+        if method == "execute" and name in control.register_actions:
+            return self.execute(control.register_actions[name], values[0])
+        if method == "count" and name in control.counters:
+            index = values[0]
+
+            def count(a):
+                a.pipe.counters[f"{a.path}.{name}"][index(a)] += 1
+            return count, None
+        raise P4Unsupported(f"{control.name}: {name}.{method}()")
+
+    def action(self, name: str) -> Callable:
+        """`name`'s body as `f(activation, arguments)`."""
+        if name == "NoAction":
+            return lambda a, args: None
+        if name not in self._actions:
+            action = self.control.actions[name]
+            body = self._within(dict(action.params)).statements(action.body)
+            params = [(p, t.mask) for p, t in action.params]
+
+            def run(a, args):
+                body(_Activation(a.pipe, a.path, a.vars, {p: v & m for (p, m), v in zip(params, args, strict=True)}))
+            self._actions[name] = run
+        return self._actions[name]
+
+    def table(self, table: Table) -> Callable:
+        """Applying `table`: the action of the entry its keys match (else its default); 1 if one matched."""
+        keys = [self.expression(e)[0] for _, e in table.keys]
+        matched: dict[tuple, tuple[str, tuple] | None] = {}  # constant entries: key values -> entry
+
+        def apply(a):
+            values = tuple(k(a) for k in keys)
+            if table.entries is None:
+                found = a.pipe.entries[table.name].get(values)
+            elif values in matched:
+                found = matched[values]
+            else:
+                entry = next((e for e in table.entries if e.matches(values)), None)
+                found = matched[values] = (entry.action, entry.args) if entry else None
+            action, args = found or table.default
+            self.action(action)(a, args)
+            return int(found is not None)
+        return apply
+
+    def execute(self, action: RegisterAction, index: Callable) -> tuple[Callable, Type | None]:
+        """A RegisterAction on its register's cell `index` (a struct, updated in place); its rv."""
+        element, index_type = self.control.registers[action.register]
+        own = {action.cell: element} | ({action.rv: action.rv_type} if action.rv else {})
+        body = self._within(own).statements(action.body)
+        register, cell_name, rv, new = action.register, action.cell, action.rv, self.program.new
+
+        def execute(a):
+            cells = a.pipe.registers[f"{a.path}.{register}"]
+            i = index(a) & index_type.mask
+            cell = cells.get(i)
+            if cell is None:
+                cell = cells[i] = new(element)
+            variables = {cell_name: cell} | ({rv: 0} if rv else {})
+            body(_Activation(a.pipe, a.path, a.vars, variables))
+            return variables[rv] if rv else 0
+        return execute, action.rv_type
+
+    def instance(self, name: str, args: list) -> Callable:
+        """Applying the control instance `name`: structs and headers by reference, scalars copied in (in,
+        inout) and back out (out, inout)."""
+        callee = self.program.controls[self.control.instances[name]]
+        bound, back = [], []
+        for (direction, type_text, param), arg in zip(callee.params, args, strict=True):
+            scalar = isinstance(self.program.kind(type_text), Type)
+            bound.append((param, self.expression(arg)[0] if direction != "out" or not scalar else lambda a: 0))
+            if scalar and direction in ("out", "inout"):
+                back.append((param, self.store(arg)))
+
+        def apply(a):
+            variables = self.program.compiled(callee.name).run(a.pipe, f"{a.path}.{name}",
+                                                               {p: v(a) for p, v in bound})
+            for param, store in back:
+                store(a, variables[param])
+        return apply
+
+
+class Pipe:
+    """One pipe running the program: its registers and counters, and the control plane's table entries
+    (objects with `table`, `match` (key text -> value), `action` and `params` (name -> value), the values
+    as the controller writes them: decimal, MAC or IPv4 text)."""
+
+    def __init__(self, program: Program, entries: Iterable = ()):
+        self.program = program
+        self.registers: dict[str, dict[int, Struct]] = collections.defaultdict(dict)  # "path.register"
+        self.counters: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        self.entries: dict[str, dict[tuple, tuple[str, tuple[int, ...]]]] = collections.defaultdict(dict)
+        for e in entries:
+            control, table = program.tables[e.table]
+            params = control.actions[e.action].params
+            self.entries[e.table][tuple(_plane_value(e.match[k]) for k, _ in table.keys)] = (
+                e.action, tuple(_plane_value(e.params[p]) for p, _ in params))
+
+    def apply(self, control: str, path: str, **args) -> dict:
+        """Apply `control` as the instance `path`, its parameters bound to `args` (structs and headers by
+        reference); its variables come back, with what it left in its out and inout scalars."""
+        params = {name for _, _, name in self.program.controls[control].params}
+        if set(args) != params:
+            raise TypeError(f"{control} takes {sorted(params)}, not {sorted(args)}")
+        return self.program.compiled(control).run(self, path, args)
+
+
+def _plane_value(text: str) -> int:
+    if ":" in text:
+        return int(text.replace(":", ""), 16)
+    if "." in text:
+        return int(ipaddress.IPv4Address(text))
+    return int(text, 0)
