@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import os
 import secrets
 import select
 import time
@@ -26,6 +27,7 @@ from hina.codec import CodecParams, WorkerResult
 from hina.codec.ops import Op
 from hina.wire.headers import MAX_WORKERS
 
+from . import sendplane as sp
 from .job import JobSpec
 from .window import (
     REFUSALS,
@@ -42,6 +44,11 @@ from .window import (
 )
 
 HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run has its identity
+# Worker.profile's keys that moving frames spends (the rest of an aggregation's CPU time is the codec's): in the
+# compiled rules (the window, the frames written into the ring), the system calls that send and receive,
+# waiting for a frame or a timer, and the frame-at-a-time path's Python.  CPU seconds of the worker's thread
+# (time.thread_time): a worker descheduled on a busy machine is not charged for the wait
+MOVING = ("rules", "send", "recv", "wait", "other")
 
 __all__ = ["AggregationTimeout", "StaleSwitchState", "SwitchUnreachable", "Worker"]
 
@@ -56,6 +63,15 @@ def _check_reachable(counts, xfer: PhaseTransfer) -> None:
                                 f"switch's data port, and is the switch running?")
 
 
+def profiling() -> bool:
+    """Whether this process keeps a profile of where its time goes ($HINA_PROFILE=1)."""
+    return os.environ.get("HINA_PROFILE") == "1"
+
+
+def _no_clock() -> float:
+    return 0.0
+
+
 def load_kernels() -> None:
     """The codec's and the sender's compiled kernels in this process, before anything is timed: from
     this machine's cache, or compiled by one process while any other waits (`hina.kernels`)."""
@@ -67,13 +83,16 @@ class Worker:
     """One rank of a job; keeps its slot copies and RTT estimate across aggregations."""
 
     def __init__(self, transport, job: JobSpec, worker_id: int, *, deadline: float = 10.0,
-                 rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True, fair_share: bool = False):
+                 rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True, fair_share: bool = False,
+                 pace_mbps: float | None = None):
         """pipes: the switch's pipes (what `ControlClient.join` returns on the emulator; 1 for BMv2):
         RESULTs are in order only within a pipe, and loss detection has to know.
         batch: move frames by the batch (recvmmsg / sendmmsg) where the transport offers it
         (`UdpTransport.batcher`); False: one `transport.send` / `recv` call per frame.
         fair_share: the window's fair-share rules (`CongestionWindow(fair=True)`), for links shared with
-        other traffic."""
+        other traffic.
+        pace_mbps: this worker's link rate: new chunks leave at it rather than a window at once
+        (`CongestionWindow(pace_mbps=...)`); None: unpaced."""
         if not 0 <= worker_id < 32:
             raise ValueError(f"worker_id must be 0..31, got {worker_id}")
         self.transport = transport
@@ -84,11 +103,15 @@ class Worker:
         self.pool = SlotPool(job.slot_base, job.slots)
         self.rtt = rtt or (RttEstimator.fair() if fair_share else RttEstimator())
         # chunks in flight: adapts to loss, at most W
-        self.window = CongestionWindow(job.slots, fair=fair_share)
+        self.window = CongestionWindow(job.slots, fair=fair_share, pace_mbps=pace_mbps)
         self._tag = 0
         self._salt: int | None = None  # the run's identity, from the hello
         self.workspace = codec.Workspace()  # the codec's buffers, reused across aggregations
         self.stats: collections.Counter[str] = collections.Counter()
+        # CPU seconds by where they went (MOVING, codec), where $HINA_PROFILE is 1 (benchmarks/budget.py): a
+        # clock read costs a system call, so a worker that is not asked reads none
+        self.profile: collections.Counter[str] = collections.Counter()
+        self._clock = time.thread_time if profiling() else _no_clock
         self.phase_seconds: dict[str, float] = {}
         # batched I/O where the transport has it: RESULTs in by the batch, the frames they let out
         # written by the compiled sender straight into the sendmmsg ring
@@ -117,6 +140,9 @@ class Worker:
 
         out: an int32 buffer of the gradient's size for the fixed-point sum (reuse it across steps).
         """
+        clock = self._clock
+        began = clock()
+        moving = sum(self.profile[k] for k in MOVING)
         session = codec.WorkerSession(params, grad, who=f"worker {self.worker_id}'s gradient", out=out,
                                       workspace=self.workspace)
         self.phase_seconds = {}
@@ -125,7 +151,10 @@ class Worker:
             aggregate = self.transfer(phase.name, phase.ops, phase.words)
             self.phase_seconds[phase.name] = self.phase_seconds.get(phase.name, 0.0) + time.monotonic() - start
             session.receive(aggregate)
-        return session.result()
+        result = session.result()
+        # the codec's share: the aggregation's time that moving frames did not take
+        self.profile["codec"] += clock() - began - (sum(self.profile[k] for k in MOVING) - moving)
+        return result
 
     def hello(self) -> int:
         """Agree on this run's identity with the other workers; once per Worker, before its first transfer.
@@ -170,50 +199,89 @@ class Worker:
         counts = (self.batch_io if self.batch_io is not None else self.transport) if self._salt is None else None
         if self.batch_io is not None:
             try:
-                self._batched(xfer, self.batch_io, counts)
+                self._batched(xfer, self.batch_io, counts, self.profile, self._clock)
             finally:
                 self.stats.update(xfer.stats)
             return xfer.result
         send, recv = self.transport.send, self.transport.recv
+        clock, profile = self._clock, self.profile
         try:
+            t = clock()
             for frame in xfer.start(now):
                 send(frame)
+            profile["other"] += clock() - t
             while not xfer.done:
+                t = clock()
                 frame = recv(xfer.next_timer() - time.monotonic())
                 _check_reachable(counts, xfer)
                 now = time.monotonic()
+                t1 = clock()
+                profile["recv"] += t1 - t  # waiting included: the frame-at-a-time path cannot tell them apart
                 if frame is not None:
                     for out in xfer.receive(frame, now):
                         send(out)
                 for out in xfer.poll(now):
                     send(out)
+                profile["other"] += clock() - t1
         finally:
             self.stats.update(xfer.stats)
         return xfer.result
 
     @staticmethod
-    def _batched(xfer: PhaseTransfer, io, counts=None) -> None:
+    def _batched(xfer: PhaseTransfer, io, counts=None, profile=None, clock=_no_clock) -> None:
         """The transfer's loop on a `BatchSocket`: each recvmmsg's RESULTs taken in one compiled call,
-        whatever they (and the timers) let out sent with one sendmmsg."""
+        whatever they (and the timers) let out sent with one sendmmsg.  `profile` sums the CPU seconds spent
+        receiving, waiting, in the compiled rules and sending (`Worker.profile`) as `clock` tells them."""
         rx, lengths, entry_bytes, fd = io.rx_array, io.rx_lengths, io.entry_bytes, io.fd
+        spent = profile if profile is not None else collections.Counter()
+        send = io.send
+        segment = getattr(io, "segment", 0)
+        if segment:  # UDP segmentation offload: the ring's back-to-back frames go as few messages
+            iov, limit = io.tx_iov, min(sp.MAX_SEGMENTS, sp.MAX_MESSAGE // segment)
+
+            def send(m: int) -> int:
+                return io.send(sp.coalesce(iov, m, segment, limit))
+        t = clock()
         m = xfer.start_into(time.monotonic())
+        t1 = clock()
+        spent["rules"] += t1 - t
         if m:
-            io.send(m)
+            send(m)
+        spent["send"] += clock() - t1
         while not xfer.done:
+            t = clock()
             n = io.recv()
+            t1 = clock()
+            spent["recv"] += t1 - t
             if n == 0:
                 wait = xfer.next_timer() - time.monotonic()
                 if wait > 0 and select.select((fd,), (), (), wait)[0]:
+                    t2 = clock()
+                    spent["wait"] += t2 - t1
                     n = io.recv()
+                    t1 = clock()
+                    spent["recv"] += t1 - t2
+                else:
+                    t2 = clock()
+                    spent["wait"] += t2 - t1
+                    t1 = t2
                 _check_reachable(counts, xfer)
             now = time.monotonic()
+            sending = 0.0
             i, m = xfer.take(rx, entry_bytes, lengths, 0, n, now)
             while i < n:  # the ring filled up: send it and take the rest
-                io.send(m)
+                t2 = clock()
+                send(m)
+                sending += clock() - t2
                 i, m = xfer.take(rx, entry_bytes, lengths, i, n, now)
             if not xfer.room(m):
-                io.send(m)
+                t2 = clock()
+                send(m)
+                sending += clock() - t2
                 m = 0
             m = xfer.poll_into(now, m)
+            t2 = clock()
+            spent["rules"] += t2 - t1 - sending
             if m:
-                io.send(m)
+                send(m)
+            spent["send"] += sending + clock() - t2

@@ -301,10 +301,11 @@ def _experiment_worker(args: argparse.Namespace) -> int:
         return 2
     transport = open_transport(switch_ip, ifname=me.get("ifname"), src_mac=me.get("mac"),
                                src_ip=me.get("ip"), switch_mac=switch_mac, kind=args.transport,
-                               bind_ip=spec["switch"].get("answers_to", "0.0.0.0"), port=me.get("udp_port", UDP_PORT))
+                               bind_ip=spec["switch"].get("answers_to", "0.0.0.0"), port=me.get("udp_port", UDP_PORT),
+                               offload=spec.get("offload", True))
     # the switch's pipes: with P > 1 loss detection compares a chunk only with chunks of its own pipe
     worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1),
-                    fair_share=args.fair_share or spec.get("fair_share", False))
+                    fair_share=args.fair_share or spec.get("fair_share", False), pace_mbps=me.get("pace_mbps"))
     try:  # before "ready", as a training job sets up before its first step: kernels loaded, run agreed
         worker.prepare(params, grad)
     except Exception as exc:  # reported to the orchestrator, which fails the run

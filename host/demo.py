@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import multiprocessing as mp
+import os
 import subprocess
 import sys
 import time
@@ -99,10 +100,15 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
                     out: np.ndarray | None = None) -> dict[str, Any]:
     """Aggregate once and report what an orchestrator needs: a digest of the result and the costs."""
     before = worker.stats.copy()  # the worker's counters run over its whole life: report this round's
+    spent = worker.profile.copy()
+    cpu = os.times()
     start = time.perf_counter()
     result = worker.aggregate(params, grad, out=out)
     seconds = time.perf_counter() - start
+    cpu_after = os.times()
     stats = worker.stats - before
+    profile = {k: v - spent.get(k, 0.0) for k, v in worker.profile.items()}
+    profile.update(cpu_user=cpu_after.user - cpu.user, cpu_system=cpu_after.system - cpu.system)
     return {
         "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": stats["bytes"],
         "frames": stats["frames"], "retransmissions": stats["retransmissions"],
@@ -111,7 +117,7 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
         "ignored": stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
         "phases": worker.phase_seconds, "compute": result.seconds, "payload_by_phase": result.bytes_sent,
         "union": result.union, "residual": result.residual, "encoding": result.encoding, "group": result.group,
-        "rounds": result.rounds,
+        "rounds": result.rounds, "profile": profile,
     }
 
 

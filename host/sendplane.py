@@ -52,6 +52,7 @@ from hina.wire.headers import (
     AT_PHASE,
     AT_POOL_INDEX,
     AT_WORKER_ID,
+    FRAME_OVERHEAD,
     HEADER_BYTES,
     VERSION_BIT,
     Flags,
@@ -72,6 +73,7 @@ TRANSFER = np.dtype([
     ("chunks", np.int64), ("words", np.int64), ("job", np.int64), ("worker", np.int64), ("tag", np.int64),
     ("slot_base", np.int64), ("slots", np.int64), ("pipes", np.int64),
     ("stale_slot", np.int64),  # the slot a STALE_RUN answer named
+    ("pace_at", np.float64),  # when new chunks the pacer held back may go (inf: none held back)
     # last progress, the earliest timeout, the RACK timer, the deadline, the tail probe
     ("last_progress", np.float64), ("earliest", np.float64), ("rack_at", np.float64), ("deadline", np.float64),
     ("probe_at", np.float64),
@@ -123,7 +125,14 @@ WINDOW = np.dtype([
     ("rate_prev", np.float64), ("samples", np.float64, (SAMPLES,)),
     ("on", np.bool_),  # contested
     ("fair", np.bool_),  # the fair-share rules (CongestionWindow's `fair`)
+    # the pacer: seconds per byte on the worker's link (0: none), and when what it let out has left at that rate
+    ("pace", np.float64), ("paced_until", np.float64),
 ])
+# The pacer lets new chunks out at the link's rate, not a window at once: bursts of a whole window from every
+# worker overflow a shaped link's queue and their queueing delay outlasts the timers.  It lets this much
+# sending time go at once (a segmentation-offload batch of jumbo frames at a few hundred Mbit/s); resends are
+# not paced.
+PACE_QUANTUM = 1.5e-3
 # stats: what a transfer counts (`PhaseTransfer.stats`)
 STATS = np.dtype([(name, np.int64) for name in ("frames", "bytes", "retransmissions", "fast_retransmissions",
                                                  "timeouts", "spurious_resends", "ignored", "probes")])
@@ -425,11 +434,18 @@ def fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats):
     room = np.int64(cw.cwnd) - t.in_flight
     slots = t.slots
     first = t.next
+    t.pace_at = math.inf
+    wire_bytes = FRAME_OVERHEAD + HEADER_BYTES + 4 * t.words
     while room > 0 and t.next < t.chunks:
         chunk = t.next
         slot = chunk % slots
         if fl[slot].chunk >= 0:
             break
+        if cw.pace > 0.0:  # at the link's rate: what is let out now leaves by paced_until
+            if cw.paced_until > now + PACE_QUANTUM:
+                t.pace_at = cw.paced_until - PACE_QUANTUM
+                break
+            cw.paced_until = max(cw.paced_until, now) + wire_bytes * cw.pace
         _send_new(t, fl, slot, chunk, version[slot], now, r.rto)
         m = _frame(t, chunks, wire, slot, chunk, version[slot], tx, iov, m, base, stats)
         t.next += 1
@@ -634,10 +650,13 @@ def take(t, r, cw, rack, version, chunks, wire, answers, fl, rx, entry_bytes, le
 
 
 @njit(cache=True)
-def poll(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
-    """Retransmissions that are due; DEADLINE when nothing progressed for the deadline."""
+def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats):
+    """Retransmissions that are due, and new chunks the pacer held back; DEADLINE when nothing progressed
+    for the deadline."""
     if t.received == t.chunks:
         return m, OK
+    if now >= t.pace_at:
+        m = fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats)
     if now - t.last_progress >= t.deadline:
         return m, DEADLINE
     if now >= t.rack_at:
@@ -705,8 +724,9 @@ def poll(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
 
 @njit(cache=True)
 def next_timer(t):
-    """When `poll` has something to do next: a timeout, RACK's timer, the tail probe or the deadline."""
-    return min(t.earliest, t.rack_at, t.probe_at, t.last_progress + t.deadline)
+    """When `poll` has something to do next: a timeout, RACK's timer, the tail probe, chunks the pacer
+    held back or the deadline."""
+    return min(t.earliest, t.rack_at, t.probe_at, t.pace_at, t.last_progress + t.deadline)
 
 
 # -- what window.py calls: its record arrays as bytes ---------------------------------------------------
@@ -740,13 +760,40 @@ def take_bytes(t, r, cw, rack, version, chunks, wire, answers, fl, rx, entry_byt
 
 
 @njit(cache=True)
-def poll_bytes(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
+def poll_bytes(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats):
     """`poll`, from window.py."""
-    return poll(t.view(TRANSFER)[0], r.view(RTT)[0], cw.view(WINDOW)[0], rack.view(RACK), chunks.view(CHUNK), wire,
-                fl.view(SLOT), now, tx, iov, m, base, stats.view(STATS)[0])
+    return poll(t.view(TRANSFER)[0], r.view(RTT)[0], cw.view(WINDOW)[0], rack.view(RACK), version,
+                chunks.view(CHUNK), wire, fl.view(SLOT), now, tx, iov, m, base, stats.view(STATS)[0])
 
 
 @njit(cache=True)
 def next_timer_bytes(t):
     """`next_timer`, from window.py."""
     return next_timer(t.view(TRANSFER)[0])
+
+
+# UDP segmentation offload (UDP_SEGMENT): one message of k back-to-back frames goes through the host's stack as
+# one buffer and is cut into k datagrams of `segment` bytes (the last may be shorter) as it leaves, instead of k
+# passes through the socket, UDP, IP and the queue.  The kernel takes at most this many segments a message
+# (UDP_MAX_SEGMENTS), and a message's payload fits one UDP datagram's length field.
+MAX_SEGMENTS = 64
+MAX_MESSAGE = 65507  # bytes: 65535 - 20 (IPv4) - 8 (UDP)
+
+
+@njit(cache=True)
+def coalesce(iov, m, segment, limit):
+    """Merge messages 0..m-1 of a sendmmsg ring (`iov`: (address, length) per message) into runs of up to
+    `limit` adjacent frames, every one of a run but its last exactly `segment` bytes; return the runs' count
+    (the merged messages now fill `iov[0 : 2 runs]`).  A frame shorter than `segment` ends its run."""
+    runs = 0
+    i = 0
+    while i < m:
+        address, length = iov[2 * i], iov[2 * i + 1]
+        k = 1
+        while (i + k < m and k < limit and length == segment * k and iov[2 * (i + k)] == address + length):
+            length += iov[2 * (i + k) + 1]
+            k += 1
+        iov[2 * runs], iov[2 * runs + 1] = address, length
+        runs += 1
+        i += k
+    return runs

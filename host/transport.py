@@ -19,6 +19,8 @@ from hina.wire.frames import encapsulate, ip_bytes, mac_bytes
 from hina.wire.headers import UDP_PORT
 from hina.wire.mmsg import set_buffers
 
+SOL_UDP, UDP_SEGMENT = 17, 103  # <linux/udp.h>: UDP segmentation offload, a socket option since Linux 4.18
+
 
 class UdpTransport:
     """A worker's UDP socket to a switch's data port (`switch`: host, port), bound to `bind` (default a port
@@ -26,7 +28,11 @@ class UdpTransport:
     switch must authorize `address` (a join through the control port does).  `send`, `recv(timeout)` and
     `batcher` (recvmmsg/sendmmsg batches, which `Worker` uses) are the transport interface."""
 
-    def __init__(self, switch: tuple[str, int], *, bind: tuple[str, int] = ("127.0.0.1", 0)):
+    def __init__(self, switch: tuple[str, int], *, bind: tuple[str, int] = ("127.0.0.1", 0),
+                 segment_offload: bool = True):
+        """segment_offload: send a batch's back-to-back frames as one buffer the kernel cuts into datagrams
+        (UDP_SEGMENT; `batcher`), where the kernel has it."""
+        self.segment_offload = segment_offload
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.buffer_bytes = set_buffers(self._sock)
         self._sock.bind(bind)
@@ -45,8 +51,17 @@ class UdpTransport:
         recvmmsg is unavailable."""
         if not mmsg.available():
             return None
-        return mmsg.BatchSocket(self._sock, entries=64, entry_bytes=frame_bytes, tx_messages=frames,
-                                tx_bytes=frames * frame_bytes, name_bytes=0)
+        # (no receive offload, UDP_GRO: a run of the switch's super-frame handed over whole measured slower here,
+        # with resends, than the kernel cutting it for the socket; docs/budget.md)
+        io = mmsg.BatchSocket(self._sock, entries=64, entry_bytes=frame_bytes, tx_messages=frames,
+                              tx_bytes=frames * frame_bytes, name_bytes=0)
+        if self.segment_offload:
+            try:  # every datagram a message holds is frame_bytes long but its last: Worker coalesces the ring
+                self._sock.setsockopt(SOL_UDP, UDP_SEGMENT, frame_bytes)
+                io.segment = frame_bytes
+            except OSError:  # a kernel without UDP GSO: one datagram a message, as before
+                io.segment = 0
+        return io
 
     def send(self, frame: bytes) -> None:
         try:
@@ -140,8 +155,9 @@ class RawTransport:
 
 def open_transport(switch_ip: str, *, ifname: str | None = None, src_mac: str | None = None,
                    src_ip: str | None = None, switch_mac: str | None = None, kind: str = "auto",
-                   bind_ip: str = "0.0.0.0", port: int = UDP_PORT):
+                   bind_ip: str = "0.0.0.0", port: int = UDP_PORT, offload: bool = True):
     """A transport to a switch at `switch_ip`: UDP when this host has a route to it, else raw frames.
+    offload: UDP's segmentation and receive offload (`UdpTransport`'s `segment_offload`).
 
     Both send from UDP port `port` and take RESULTs there: 0x4E41 for a worker the switch knows by
     its port alone, a port of its own for one of several ranks on the host; raw needs the
@@ -155,7 +171,7 @@ def open_transport(switch_ip: str, *, ifname: str | None = None, src_mac: str | 
         raise ValueError(f"transport must be auto, udp or raw, got {kind!r}")
     if kind in ("auto", "udp"):
         try:
-            return UdpTransport((switch_ip, UDP_PORT), bind=(bind_ip, port))
+            return UdpTransport((switch_ip, UDP_PORT), bind=(bind_ip, port), segment_offload=offload)
         except OSError as exc:
             if kind == "udp":
                 raise

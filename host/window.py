@@ -251,19 +251,26 @@ class CongestionWindow:
     SAMPLES = sp.SAMPLES  # round trips whose least says whether a queue stands
     CONTEST = 8.0  # windows of RESULTs queued more than our own chunks could, after which the queue is contested
     CONTEST_FAIR = 2.0  # the same for the fair-share rules
+    # the pacer's rate over the link's: a little faster, so that the link's queue, not a timer that fired late,
+    # sets the pace (at exactly the link's rate a late wake-up is sending time lost for good)
+    PACE_GAIN = 1.25
 
     def __init__(self, limit: int, initial: int = 16, minimum: int = 2, contest: float | None = None,
-                 fair: bool = False):
+                 fair: bool = False, pace_mbps: float | None = None):
         """contest: windows of RESULTs queued more than the window's own chunks could after which the
         queue is contested (default `CONTEST`, or `CONTEST_FAIR` with `fair`; inf: never, the delay rule
-        alone).  fair: the fair-share rules (above)."""
+        alone).  fair: the fair-share rules (above).  pace_mbps: the worker's link rate, at which (times
+        `PACE_GAIN`) new chunks are let out, `sendplane.PACE_QUANTUM` of sending at once (None: a window at
+        once)."""
+        if pace_mbps is not None and not 0 < pace_mbps < math.inf:
+            raise ValueError(f"pace_mbps must be a positive rate, got {pace_mbps}")
         minimum = min(minimum, limit)
         if contest is None:
             contest = self.CONTEST_FAIR if fair else self.CONTEST
         self.state, self.state_bytes = _records(
             sp.WINDOW, limit=limit, minimum=minimum, cwnd=max(minimum, min(initial, limit)), ssthresh=limit,
             cut_at=-math.inf, recent=math.nan, queue_delay=self.QUEUE_DELAY, contest=contest, rate_at=math.nan,
-            fair=fair)
+            fair=fair, pace=8 / (pace_mbps * 1e6 * self.PACE_GAIN) if pace_mbps else 0.0, paced_until=-math.inf)
 
     cwnd = _field("cwnd")
     ssthresh = _field("ssthresh")
@@ -383,7 +390,7 @@ class PhaseTransfer:
         self._t, self._t_bytes = _records(  # the transfer's scalars
             sp.TRANSFER, chunks=self.chunks, words=words, job=job_id, worker=worker_id, tag=self.tag,
             slot_base=pool.slot_base, slots=slots, pipes=self.pipes, last_progress=now, earliest=math.inf,
-            rack_at=math.inf, deadline=deadline, probe_at=math.inf)
+            rack_at=math.inf, deadline=deadline, probe_at=math.inf, pace_at=math.inf)
         # slot -> the chunk in flight there (-1: none), and the last one answered there
         self._fl, self._fl_bytes = _records(sp.SLOT, slots, chunk=-1, version=-1, seq=-1, retries=-1, done_chunk=-1,
                                             done_version=-1, done_retries=-1)
@@ -465,8 +472,8 @@ class PhaseTransfer:
     def poll_into(self, now: float, m: int) -> int:
         """`poll`, appending to ring messages 0..m-1 (`room(m)` must hold); returns the new message count."""
         m, status = sp.poll_bytes(self._t_bytes, self.rtt.state_bytes, self.window.state_bytes, self._rack_bytes,
-                                  self._chunk_bytes, self._wire, self._fl_bytes, now, self.ring.tx, self.ring.iov, m,
-                                  self.ring.base, self._stats_bytes)
+                                  self.pool.version, self._chunk_bytes, self._wire, self._fl_bytes, now, self.ring.tx,
+                                  self.ring.iov, m, self.ring.base, self._stats_bytes)
         self._check(status)
         return m
 
@@ -551,3 +558,5 @@ def _drive() -> None:
     rx = np.zeros(4 * HEADER_BYTES, np.uint8)
     lengths = np.zeros(4, np.uint32)[::2]  # strided, as the mmsghdr lengths are
     x.take(rx, HEADER_BYTES, lengths, 0, 1, 0.5)
+    iov = np.zeros(4, np.uint64)
+    sp.coalesce(iov, 2, 8, 2)

@@ -71,6 +71,9 @@ class Sample:
     links: dict[str, tuple[int, int]]
     cpu: dict[int, float]
     machine: tuple[float, float]
+    # where the CPU seconds went: per pid (user, system), the machine's (user, system, irq, softirq)
+    split: dict[int, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    kernel: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
 # --- the verdict: a pure function of samples -------------------------------------------------------------
@@ -189,22 +192,35 @@ def read_link(ifname: str) -> tuple[int, int] | None:
         return None
 
 
-def read_cpu(pid: int) -> float | None:
-    """utime + stime of the process (all its threads), seconds."""
+def read_split(pid: int) -> tuple[float, float] | None:
+    """(utime, stime) of the process (all its threads), seconds."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3, utime 14, stime 15
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
+def read_cpu(pid: int) -> float | None:
+    """utime + stime of the process (all its threads), seconds."""
+    split = read_split(pid)
+    return None if split is None else split[0] + split[1]
+
+
+def read_machine_split() -> tuple[tuple[float, float], tuple[float, float, float, float]]:
+    """(busy, total) CPU seconds since boot, all cores (steal counts as busy: we could not run), and the busy
+    seconds as (user, system, irq, softirq)."""
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
+    busy = user + nice + system + irq + softirq + steal
+    return ((busy / CLK_TCK, (busy + idle + iowait) / CLK_TCK),
+            ((user + nice) / CLK_TCK, system / CLK_TCK, irq / CLK_TCK, softirq / CLK_TCK))
 
 
 def read_machine() -> tuple[float, float]:
     """(busy, total) CPU seconds since boot, all cores (steal counts as busy: we could not run)."""
-    with open("/proc/stat") as f:
-        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
-    busy = user + nice + system + irq + softirq + steal
-    return busy / CLK_TCK, (busy + idle + iowait) / CLK_TCK
+    return read_machine_split()[0]
 
 
 def children(pid: int) -> list[int]:
@@ -289,11 +305,12 @@ class Monitor:
 
     def sample(self) -> Sample:
         links = {link.ifname: c for link in self.links if (c := read_link(link.ifname)) is not None}
-        cpu = {}
+        cpu, split = {}, {}
         for pid in descendants(self.root):
-            used = read_cpu(pid)
-            if used is not None:
-                cpu[pid] = used
+            parts = read_split(pid)
+            if parts is not None:
+                cpu[pid] = parts[0] + parts[1]
+                split[pid] = parts
                 # a fresh child carries its parent's command line, then mnexec's, until it has entered its
                 # host's namespace and exec'd: name it again on its first few samples
                 seen = self._seen.get(pid, 0)
@@ -302,7 +319,8 @@ class Monitor:
                     name = self._name(pid)
                     if pid not in self.names or "?" not in name:  # an exited process keeps its last name
                         self.names[pid] = name
-        return Sample(time.monotonic(), links, cpu, read_machine())
+        machine, kernel = read_machine_split()
+        return Sample(time.monotonic(), links, cpu, machine, split, kernel)
 
     def mark(self) -> Sample:
         """Take a sample now (the runner's thread), kept in order with the sampler's."""
@@ -344,6 +362,40 @@ class Monitor:
     def judge_window(self, start: float, end: float) -> dict:
         self._rename()
         return judge(self.window(start, end), self.links, self.names, self.cpus)
+
+    def cpu_window(self, start: float, end: float) -> dict:
+        """Where the window's CPU time went (`cpu_split`)."""
+        self._rename()
+        return cpu_split(self.window(start, end), self.names)
+
+
+def role(name: str) -> str:
+    """What a monitored process is, by its name: worker, switch (the emulator and its pipes, BMv2), harness
+    (the runner and what else it started: the monitor is a thread of it) or traffic (iperf3)."""
+    if name.startswith("hina worker") or "time_to_accuracy" in name or "train_ddp" in name:
+        return "worker"
+    if name.startswith(("hina.emulator", "simple_switch")):
+        return "switch"
+    if name.startswith("iperf3"):
+        return "traffic"
+    return "harness"
+
+
+def cpu_split(samples: Sequence[Sample], names: dict[int, str]) -> dict:
+    """CPU seconds over a window, by role (`role`) as user and system time of its processes, and the machine's:
+    user, system, irq and softirq (the kernel's packet work: veth, the bridge, shaping, mostly runs there,
+    charged to no process), with the window's wall seconds."""
+    if len(samples) < 2:
+        return {}
+    first, last = samples[0], samples[-1]
+    roles: dict[str, dict[str, float]] = {}
+    for pid, (user, system) in last.split.items():
+        u0, s0 = first.split.get(pid, (0.0, 0.0))
+        r = roles.setdefault(role(names.get(pid, "?")), {"user": 0.0, "system": 0.0})
+        r["user"] += user - u0
+        r["system"] += system - s0
+    machine = {k: b - a for k, a, b in zip(("user", "system", "irq", "softirq"), first.kernel, last.kernel)}
+    return {"seconds": last.t - first.t, "roles": roles, "machine": machine}
 
 
 def links_of(net, label=lambda name: name) -> list[Link]:

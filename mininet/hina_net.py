@@ -318,6 +318,10 @@ class ExperimentConfig:
     # the switch knows it by that address (1: one worker per host, known by its switch port, as before)
     ranks_per_host: int = 1
     fair_share: bool = False  # the workers' congestion windows with the fair-share rules (hina worker --fair-share)
+    pace: bool = True  # the workers let new chunks out at their link's rate (CongestionWindow's pacer)
+    # segmentation offload where the emulator is the switch: the hosts' stacks hand their links super-frames,
+    # the emulator cuts them and gathers each member's RESULTs into super-frames (False: frame by frame)
+    offload: bool = True
 
     def __post_init__(self) -> None:
         """Refuse bad parameters here, before any host, link or process exists (one-line ValueErrors)."""
@@ -404,7 +408,8 @@ class Experiment:
         switch_cls = Bmv2Switch if cfg.switch == "bmv2" else EmulatorSwitch
         if switch_cls is EmulatorSwitch:
             switch_cls = type("ConfiguredEmulatorSwitch", (EmulatorSwitch,), {
-                "impair_args": [] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)],
+                "impair_args": ([] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)])
+                + ([] if cfg.offload else ["--no-offload"]),
                 "pipes": cfg.pipes})
         per_rank = cfg.per_rank_links()
         if any("delay" in o for o in per_rank.values()) and not self.netem:
@@ -479,8 +484,11 @@ class Experiment:
             peer = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
             for node, name in ((h, intf.name), (sw, peer.name)):
                 node.cmd(f"ip link set dev {name} mtu {cfg.mtu}")
-                # a user-space switch forwards frames as read: checksums must be complete in them
-                node.cmd(f"ethtool -K {name} tx off rx off >/dev/null 2>&1")
+                # a user-space switch forwards frames as read: checksums must be complete in them (BMv2); the
+                # emulator completes them and cuts a host's super-frames itself (segmentation offload: a host's
+                # batch of datagrams crosses its stack and its link's queue as one buffer)
+                tx = "on" if self.segmentation_offload else "off"
+                node.cmd(f"ethtool -K {name} tx {tx} rx off >/dev/null 2>&1")
             h.cmd(f"arp -s {SWITCH_IP} {SWITCH_MAC}")
             if cfg.loss and not self.netem:
                 _nft_loss(h, intf.name, cfg.loss)
@@ -495,6 +503,24 @@ class Experiment:
         topology = Topology(SWITCH_MAC, SWITCH_IP, tuple(hosts), (job,))
         sw.target.configure(topology)
         return topology
+
+    @property
+    def segmentation_offload(self) -> bool:
+        """Whether the hosts hand their links super-frames (transmit checksum and segmentation offload on):
+        where the emulator, reading virtio_net_hdrs on its batched path, is the switch; not BMv2, which reads
+        frames as they are, nor the emulator's impaired path (a delay line without netem)."""
+        return self.cfg.offload and self.cfg.switch == "emulator" and not (self.cfg.delay and not self.netem)
+
+    def _pace(self, rank: int) -> float | None:
+        """The rate rank `rank` paces its new chunks at: its host link's, shared by the host's ranks."""
+        cfg = self.cfg
+        if not cfg.pace or not cfg.bw:
+            return None
+        bw = heterogeneity.per_rank_links(cfg.host_bw, cfg.host_delay, cfg.workers).get(rank, {}).get("bw", cfg.bw)
+        return bw / cfg.ranks_per_host
+
+    def _switch_profile(self) -> dict | None:
+        return _profile_of(getattr(self.switch, "target", None))
 
     def _expected(self) -> str:
         """Digest of numpy's sum of the quantized inputs: the same for every mode, computed once."""
@@ -527,9 +553,10 @@ class Experiment:
         spec = {"params": params.to_config(), "job": job.to_config(), "density": cfg.density, "seed": cfg.seed,
                 "workload": cfg.workload, "scale": cfg.scale,
                 "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC, **self._answers_to()},
-                "pipes": cfg.pipes, "fair_share": cfg.fair_share,
+                "pipes": cfg.pipes, "fair_share": cfg.fair_share, "offload": self.segmentation_offload,
                 "hosts": [{"ifname": h.defaultIntf().name, "mac": host_mac(r // cfg.ranks_per_host + 1),
-                           "ip": host_ip(r // cfg.ranks_per_host + 1), "udp_port": self._rank_port(r)}
+                           "ip": host_ip(r // cfg.ranks_per_host + 1), "udp_port": self._rank_port(r),
+                           "pace_mbps": self._pace(r)}
                           for r, h in enumerate(hosts)]}
         with tempfile.NamedTemporaryFile("w", prefix="hina-spec-", suffix=".json", delete=False) as f:
             json.dump(spec, f)
@@ -554,6 +581,7 @@ class Experiment:
                     raise RuntimeError(f"worker {r} did not start: {said['error']}")
                 transports.add(said["transport"])
             for rnd in range(cfg.rounds):
+                before = self._switch_profile()
                 start = self.monitor.mark().t if self.monitor else None
                 delays = (straggler.delays(cfg.workers, cfg.compute, rng) if straggler
                           else np.zeros(cfg.workers))
@@ -563,7 +591,12 @@ class Experiment:
                 exact = not errors and all(x["digest"] == expected for x in reports)
                 rounds.append(_summarize(reports, errors, exact, cfg, delays))
                 if self.monitor:  # the round's window: from the first "go" to the last report
-                    rounds[-1]["fidelity"] = self.monitor.judge_window(start, self.monitor.mark().t)
+                    end = self.monitor.mark().t
+                    rounds[-1]["fidelity"] = self.monitor.judge_window(start, end)
+                    rounds[-1]["cpu"] = self.monitor.cpu_window(start, end)  # where the machine's time went
+                after = self._switch_profile()
+                if before is not None and after is not None:  # the emulator's own account of the round
+                    rounds[-1]["switch_profile"] = {k: v - before.get(k, 0) for k, v in after.items()}
                 self.log(f"[{mode}] round {rnd + 1}: exact={exact} {rounds[-1]['seconds']:.3f} s, "
                          f"ran {rounds[-1]['encoding']} (index group {rounds[-1]['group']}), "
                          f"{rounds[-1]['wire_bytes_per_worker']:,.0f} B/worker, "
@@ -584,6 +617,16 @@ class Experiment:
         verdicts = [x["fidelity"] for x in rounds if "fidelity" in x]
         return {"mode": mode, "exact": all(x["exact"] for x in rounds), "transports": sorted(transports),
                 "rounds": rounds, **best, **({"fidelity_rounds": fidelity.summary(verdicts)} if verdicts else {})}
+
+
+def _profile_of(target) -> dict | None:
+    """The emulator's profile counters (seconds by where they went, its CPU time), or None (BMv2, a tree)."""
+    if not isinstance(target, EmulatorTarget):
+        return None
+    try:
+        return dict(target.counters().get("profile") or {}) or None
+    except (ControlError, OSError, ValueError):
+        return None
 
 
 def _go(procs, delays) -> None:
@@ -632,7 +675,10 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
             "wire_bytes_per_worker": wire, "payload_bytes_per_worker": sum(x["payload_bytes"] for x in ok) / n,
             "line_rate_seconds": line_rate, "retransmissions": sum(x["retransmissions"] for x in ok),
             "timeouts": sum(x.get("timeouts", 0) for x in ok), "probes": sum(x.get("probes", 0) for x in ok),
-            "frames": sum(x["frames"] for x in ok), "phase_seconds": phases, "compute_seconds": compute}
+            "frames": sum(x["frames"] for x in ok), "phase_seconds": phases, "compute_seconds": compute,
+            # the workers' own account of the aggregation, summed over them (Worker.profile, their CPU time)
+            "profile": {k: sum(x.get("profile", {}).get(k, 0.0) for x in ok)
+                        for k in sorted({k for x in ok for k in x.get("profile", {})})}}
 
 
 UPLINK_LOSS_TABLE = "hina_uplink_loss"  # nftables table (root namespace) of a tree's loss between switches

@@ -302,6 +302,11 @@ def build_parser() -> OneLineParser:
     ap.add_argument("--ranks-per-host", type=int, default=1, metavar="R",
                     help="workers per host, each at a UDP port of its own, the switch sending each its RESULTs "
                          "(the star has --workers / R hosts; default: 1)")
+    ap.add_argument("--no-offload", action="store_true",
+                    help="frame by frame: no segmentation offload in the hosts' stacks, and the emulator reads "
+                         "and sends every frame as the wire carries it")
+    ap.add_argument("--no-pace", action="store_true",
+                    help="the workers send a window of new chunks at once instead of at their link's rate")
     ap.add_argument("--fair-share", action="store_true",
                     help="the workers' congestion windows with the fair-share rules, for links shared with "
                          "other traffic (--cross; docs/fidelity.md)")
@@ -408,7 +413,8 @@ def configure(args) -> tuple:
                  host_bw=args.host_bw, host_delay=args.host_delay, straggler=args.straggler,
                  compute=args.compute, cross=tuple(args.cross),
                  **({"ranks_per_host": args.ranks_per_host} if args.ranks_per_host != 1 else {}),
-                 **({"fair_share": True} if args.fair_share else {}))
+                 **({"fair_share": True} if args.fair_share else {}), **({"pace": False} if args.no_pace else {}),
+                 **({"offload": False} if args.no_offload else {}))
     if args.calibrate and (not args.bw or args.bw <= CALIBRATE_LOW or args.calibrate_steps < 1):
         raise ValueError(f"--calibrate needs --bw above {CALIBRATE_LOW:g} Mbit/s (the top of the search) and "
                          f"--calibrate-steps >= 1, got --bw {args.bw:g}, --calibrate-steps {args.calibrate_steps}")

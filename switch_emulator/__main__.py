@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-batch", dest="batch", action="store_false",
                     help="one system call per packet instead of recvmmsg/sendmmsg batches run through the "
                          "compiled rules, for comparison (default: batches, where Linux's libc has them)")
+    ap.add_argument("--no-offload", dest="offload", action="store_false",
+                    help="raw mode: read and send every frame as the wire carries it, for comparison (default: "
+                         "virtio_net_hdrs: a host's segmentation-offload super-frames are cut here, and each "
+                         "member's RESULTs go out gathered into super-frames the kernel cuts)")
     ap.add_argument("--topology", type=Path,
                     help="raw mode: JSON topology (hosts, jobs) to start with (default: none)")
     ap.add_argument("--lease", type=non_negative, default=DEFAULT_LEASE, metavar="SECONDS",
@@ -197,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             topology = Topology.from_config(json.loads(args.topology.read_text())) if args.topology else None
             token = read_token(args.token_file)
             switch = RawSwitch(dict(args.raw), None, control=args.control, impair=impair,
-                               stats_every=args.stats, pipes=args.pipes, batch=args.batch)
+                               stats_every=args.stats, pipes=args.pipes, batch=args.batch, offload=args.offload)
             if topology is not None:  # as a controller's configure (every pipe's, pinned there), before any request
                 reply, _ = handle(switch.pipeline, json.dumps({"op": "configure", "topology": topology.to_config()}),
                                   configure=switch._configure())
@@ -210,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             for job in jobs:
                 pipeline.add_job(job, origin="command line")
             switch = UdpSwitch(pipeline, data=args.listen, control=args.control, impair=impair,
-                               stats_every=args.stats, pipes=args.pipes, batch=args.batch)
+                               stats_every=args.stats, pipes=args.pipes, batch=args.batch, offload=args.offload)
         switch.set_lease(args.lease)
         switch.set_token(token)
     except (ValueError, OSError, KeyError, TypeError) as exc:  # TokenError is a ValueError

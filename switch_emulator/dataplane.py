@@ -75,7 +75,20 @@ from numba import njit
 
 from hina import kernels
 from hina.control.config import MAX_PARENTS
-from hina.wire.frames import ETH, IP_END, UDP_END
+from hina.wire.frames import (
+    ETH,
+    IP_END,
+    UDP_END,
+    VNET_AT_CSUM_OFFSET,
+    VNET_AT_CSUM_START,
+    VNET_AT_FLAGS,
+    VNET_AT_GSO_SIZE,
+    VNET_AT_GSO_TYPE,
+    VNET_AT_HDR_LEN,
+    VNET_F_NEEDS_CSUM,
+    VNET_GSO_UDP_L4,
+    VNET_HDR_BYTES,
+)
 from hina.wire.headers import (
     AT_COUNT,
     AT_FLAGS,
@@ -526,6 +539,182 @@ def _sent_before(auth, j, w, member):
 
 
 @njit(cache=True)
+def unwrap(rx, stride, lengths, rx_names, start, n, out, out_stride, out_lengths, out_names, origin, capacity,
+           passed):
+    """Frames read after a virtio_net_hdr (PACKET_VNET_HDR: entry i is rx[i * stride:], lengths[i] bytes with the
+    header, its sockaddr_ll at rx_names[20 i:]) from entries start..n-1, made what the wire would carry, into
+    `out` (frame k at out[k * out_stride:], out_lengths[k] bytes, its sockaddr_ll at out_names[20 k:], origin[k]
+    the entry it came from): a hina super-frame (IPv4 without options, UDP to port 0x4E41, gso_type UDP_L4:
+    the sender's stack left its datagrams whole) is cut into its datagrams, each with its own IPv4 and UDP
+    lengths, IPv4 identification and checksum and the super-frame's headers otherwise; any other hina frame is
+    copied as it is.  Every other frame (ARP, other traffic, a frame longer than `out_stride`) keeps its header
+    for the caller: its entry index goes into `passed`.
+
+    Returns (next entry, frames out, entries passed); it stops before an entry whose frames would not fit."""
+    k = 0
+    p = 0
+    for i in range(start, n):
+        base = i * stride
+        at = base + VNET_HDR_BYTES
+        length = np.int64(lengths[i]) - VNET_HDR_BYTES
+        hina = (length >= UDP_END and _be16(rx, at + 12) == 0x0800 and rx[at + ETH] == 0x45
+                and rx[at + ETH + 9] == 17 and _be16(rx, at + IP_END + 2) == UDP_PORT)
+        segment = _le16(rx, base + VNET_AT_GSO_SIZE)
+        if hina and rx[base + VNET_AT_GSO_TYPE] == VNET_GSO_UDP_L4 and segment > 0 and length > UDP_END + segment:
+            payload = length - UDP_END
+            pieces = (payload + segment - 1) // segment
+            if UDP_END + segment > out_stride or pieces > capacity:  # it could never fit: the caller's
+                passed[p] = i
+                p += 1
+                continue
+            if k + pieces > capacity:
+                return i, k, p
+            ident = _be16(rx, at + ETH + 4)
+            for piece in range(pieces):
+                size = min(segment, payload - piece * segment)
+                o = k * out_stride
+                out[o : o + UDP_END] = rx[at : at + UDP_END]
+                source = at + UDP_END + piece * segment
+                out[o + UDP_END : o + UDP_END + size] = rx[source : source + size]
+                total = UDP_END - ETH + size
+                out[o + ETH + 2], out[o + ETH + 3] = total >> 8, total & 0xFF
+                seq = (ident + piece) & 0xFFFF
+                out[o + ETH + 4], out[o + ETH + 5] = seq >> 8, seq & 0xFF
+                checksum = _ipv4_checksum(out, o + ETH)
+                out[o + ETH + 10], out[o + ETH + 11] = checksum >> 8, checksum & 0xFF
+                udp = 8 + size
+                out[o + IP_END + 4], out[o + IP_END + 5] = udp >> 8, udp & 0xFF
+                out_lengths[k] = UDP_END + size
+                out_names[SOCKADDR_LL * k : SOCKADDR_LL * (k + 1)] = rx_names[SOCKADDR_LL * i : SOCKADDR_LL * (i + 1)]
+                origin[k] = i
+                k += 1
+        elif hina and length <= out_stride:
+            if k + 1 > capacity:
+                return i, k, p
+            o = k * out_stride
+            out[o : o + length] = rx[at : at + length]
+            out_lengths[k] = length
+            out_names[SOCKADDR_LL * k : SOCKADDR_LL * (k + 1)] = rx_names[SOCKADDR_LL * i : SOCKADDR_LL * (i + 1)]
+            origin[k] = i
+            k += 1
+        else:
+            passed[p] = i
+            p += 1
+    return n, k, p
+
+
+GATHER_LEAST = 1024  # bytes of UDP payload a replica needs to be gathered: smaller ones gain little, cost latency
+
+
+UDP_CHECKSUM_AT = 6  # the UDP header's checksum field
+
+
+@njit(cache=True, inline="always")
+def _le16(b, i):
+    """A virtio_net_hdr's 16-bit fields are in the host's byte order: little-endian on every host hina runs on."""
+    return np.int64(b[i]) | (np.int64(b[i + 1]) << 8)
+
+
+@njit(cache=True, inline="always")
+def _put_le16(b, i, v):
+    b[i], b[i + 1] = v & 0xFF, (v >> 8) & 0xFF
+
+
+@njit(cache=True, inline="always")
+def _same_flow(tx, a, names, i, b, j):
+    """Whether frames at tx[a:] and tx[b:] (messages i and j) go out of the same interface to the same
+    destination: MAC, IPv4 address, UDP port."""
+    for k in range(SOCKADDR_LL):
+        if names[SOCKADDR_LL * i + k] != names[SOCKADDR_LL * j + k]:
+            return False
+    for k in range(6):
+        if tx[a + k] != tx[b + k]:
+            return False
+    for k in range(4):
+        if tx[a + ETH + 16 + k] != tx[b + ETH + 16 + k]:
+            return False
+    return tx[a + IP_END + 2] == tx[b + IP_END + 2] and tx[a + IP_END + 3] == tx[b + IP_END + 3]
+
+
+@njit(cache=True)
+def gather(tx, tx_names, tx_iov, tx_at, m, out, out_names, out_iov, out_at, limit, taken):
+    """The replicas of a transmit ring (messages 0..m-1: frames at tx_iov's addresses less `tx_at`, their
+    interfaces' sockaddr_ll in tx_names) as super-frames for a packet socket with virtio_net_hdrs: each run of
+    frames to one destination (interface, MAC, IPv4 address, UDP port), in the ring's order, of one size but
+    its last (a shorter one ends it), at most `limit` of them, becomes one message: a virtio_net_hdr asking
+    for segmentation (UDP_L4, the run's UDP payload size) and the checksums, the first frame's headers sized
+    for the whole run, and every frame's UDP payload back to back; a run of one is its frame after a header
+    that asks nothing.  The kernel cuts a super-frame into the frames it stands for where the link does not
+    carry it whole.  Returns the messages written to out (at address `out_at` + offset, out_iov and out_names
+    as a sendmmsg ring's); `taken` is scratch, m flags."""
+    for i in range(m):
+        taken[i] = False
+    k = 0
+    used = 0
+    for i in range(m):
+        if taken[i]:
+            continue
+        a = np.int64(tx_iov[2 * i]) - tx_at
+        size = np.int64(tx_iov[2 * i + 1])
+        o = used
+        payload = size - UDP_END
+        out[o + VNET_HDR_BYTES : o + VNET_HDR_BYTES + size] = tx[a : a + size]
+        total = payload
+        pieces = 1
+        taken[i] = True
+        if payload >= GATHER_LEAST and _be16(tx, a + IP_END + 4) == 8 + payload:  # no bytes after it: runs
+            for j in range(i + 1, m):
+                if pieces == limit or total + payload > 65507:
+                    break
+                if taken[j]:
+                    continue
+                b = np.int64(tx_iov[2 * j]) - tx_at
+                if not _same_flow(tx, a, tx_names, i, b, j):
+                    continue
+                more = np.int64(tx_iov[2 * j + 1]) - UDP_END
+                if more > payload or more <= 0 or _be16(tx, b + IP_END + 4) != 8 + more:
+                    break  # a larger frame to this destination (or one with bytes after its datagram): in order
+                start = o + VNET_HDR_BYTES + UDP_END + total
+                out[start : start + more] = tx[b + UDP_END : b + UDP_END + more]
+                taken[j] = True
+                total += more
+                pieces += 1
+                if more < payload:
+                    break  # the shorter frame ends the run
+        h = o + VNET_HDR_BYTES  # the first frame's headers, for the whole run
+        for x in range(VNET_HDR_BYTES):
+            out[o + x] = 0
+        if pieces > 1:
+            out[o + VNET_AT_FLAGS] = VNET_F_NEEDS_CSUM
+            out[o + VNET_AT_GSO_TYPE] = VNET_GSO_UDP_L4
+            _put_le16(out, o + VNET_AT_HDR_LEN, UDP_END)
+            _put_le16(out, o + VNET_AT_GSO_SIZE, payload)
+            _put_le16(out, o + VNET_AT_CSUM_START, IP_END)  # the UDP header, and in it its checksum field
+            _put_le16(out, o + VNET_AT_CSUM_OFFSET, UDP_CHECKSUM_AT)
+            ip_total = UDP_END - ETH + total
+            out[h + ETH + 2], out[h + ETH + 3] = ip_total >> 8, ip_total & 0xFF
+            checksum = _ipv4_checksum(out, h + ETH)
+            out[h + ETH + 10], out[h + ETH + 11] = checksum >> 8, checksum & 0xFF
+            udp = 8 + total
+            out[h + IP_END + 4], out[h + IP_END + 5] = udp >> 8, udp & 0xFF
+            # a partial checksum: the pseudo-header's sum (addresses, protocol, length), which the kernel
+            # completes over each datagram it cuts
+            pseudo = np.int64(17) + udp
+            for x in range(0, 8, 2):
+                pseudo += _be16(out, h + ETH + 12 + x)
+            while pseudo >> 16:
+                pseudo = (pseudo & 0xFFFF) + (pseudo >> 16)
+            out[h + IP_END + 6], out[h + IP_END + 7] = pseudo >> 8, pseudo & 0xFF
+        length = VNET_HDR_BYTES + UDP_END + total
+        out_names[SOCKADDR_LL * k : SOCKADDR_LL * (k + 1)] = tx_names[SOCKADDR_LL * i : SOCKADDR_LL * (i + 1)]
+        out_iov[2 * k] = out_at + o
+        out_iov[2 * k + 1] = length
+        k += 1
+        used += length
+    return k
+
+
+@njit(cache=True)
 def raw_batch(job_index, meta, auth, copies, values, counts, names, rx, stride, lengths, rx_names, check_outgoing,
               start, n, ingress_port, rewrite, port_names, punt, tx, tx_names, tx_iov, tx_at, capacity):
     """Run the parser, `ingress` and the egress rewrite on raw frames start..n-1 received on switch
@@ -661,7 +850,11 @@ def _drive(batch: bool, raw: bool) -> None:
         udp_batch(job_index, meta, auth, copies, values, counts, names, frame, HEADER_BYTES, lengths,
                   np.zeros(SOCKADDR, np.uint8), 0, 1, out, np.zeros(SOCKADDR * MAX_WORKERS, np.uint8),
                   np.zeros(2 * MAX_WORKERS, np.uint64), 0, MAX_WORKERS)
-    if raw:  # one frame too short to parse: punted
+    if raw:  # one frame too short to parse: punted; one frame after a virtio_net_hdr, unwrapped; none gathered
+        gather(out, np.zeros(SOCKADDR_LL, np.uint8), np.zeros(2, np.uint64), 0, 0, out, np.zeros(SOCKADDR_LL, np.uint8),
+               np.zeros(2, np.uint64), 0, 1, np.zeros(1, np.bool_))
+        unwrap(np.zeros(64, np.uint8), 64, lengths, np.zeros(SOCKADDR_LL, np.uint8), 0, 1, np.zeros(64, np.uint8), 64,
+               lengths, np.zeros(SOCKADDR_LL, np.uint8), np.zeros(1, np.int64), 1, np.zeros(1, np.int64))
         names = np.zeros((0, MAX_WORKERS + MAX_PARENTS, SOCKADDR), np.uint8)
         raw_batch(job_index, meta, auth, copies, values, counts, names, frame, HEADER_BYTES, lengths,
                   np.zeros(SOCKADDR_LL, np.uint8), True, 0, 1, 1, np.zeros((2, 21), np.uint8),

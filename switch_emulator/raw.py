@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import socket
 import struct
+import sys
 
 import numpy as np
 
 from hina.control.topology import Topology
 from hina.wire import mmsg
+from hina.wire.frames import VNET_HDR_BYTES
 from hina.wire.mmsg import set_buffers
 
-from .dataplane import SOCKADDR_LL, raw_batch, warm
+from .dataplane import SOCKADDR_LL, gather, raw_batch, unwrap, warm
 from .frames import FrameSwitch
 from .impair import ImpairmentConfig
 from .pipes import join_fanout
@@ -41,6 +43,10 @@ from .server import SwitchServer
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23
+PACKET_VNET_HDR = 15
+_UNWRAPPED = 512  # frames of one unwrapping: super-frames cut into datagrams (jumbo frames: 4.7 MB)
+GATHER = 64  # frames a super-frame stands for at most (UDP_MAX_SEGMENTS; 64 KB of datagram bound it too)
+_UNWRAPPED_BYTES = 9216  # a datagram's frame at most (MTU 9000 and the Ethernet header); longer ones are passed
 PACKET_OUTGOING = 4
 _BATCH = 256
 _MAX_FRAME = 65536
@@ -49,7 +55,8 @@ _MAX_FRAME = 65536
 class RawSwitch(SwitchServer):
     def __init__(self, interfaces: dict[int, str], topology: Topology | None = None, *,
                  control: tuple[str, int] = ("127.0.0.1", 0), impair: ImpairmentConfig | None = None,
-                 stats_every: float = 0.0, stats_stream=None, pipes: int = 1, batch: bool | None = None):
+                 stats_every: float = 0.0, stats_stream=None, pipes: int = 1, batch: bool | None = None,
+                 offload: bool = True):
         self.frames = FrameSwitch(topology)
         self.frames.pipeline.reuse_buffers = True  # each output is sent (or copied) before the next frame
         super().__init__(self.frames.pipeline, control=control, impair=impair, stats_every=stats_every,
@@ -61,6 +68,9 @@ class RawSwitch(SwitchServer):
         self.batch = mmsg.available() if batch is None else bool(batch and mmsg.available())
         if self.batch:
             warm(raw=True)  # compiled before the first frame waits on it
+        # the batched path reads every frame after a virtio_net_hdr: a host that leaves its datagrams whole for
+        # the device to cut (segmentation offload) hands a veth one super-frame, which `unwrap` cuts here
+        self.vnet = self.batch and not self._impaired and offload and sys.byteorder == "little"
         self._io: mmsg.BatchSocket | None = None  # made where the frames are served (a pipe: after the fork)
         self._tx_sock: socket.socket | None = None
         self._punt = np.zeros(64, np.int64)
@@ -78,6 +88,8 @@ class RawSwitch(SwitchServer):
                         sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
                     except OSError:  # kernels before 4.20: the packet type check in _drain does it
                         self._ignoring_outgoing = False
+                    if self.vnet:
+                        sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
                     sock.bind((ifname, ETH_P_ALL))
                 if pipes > 1 and not join_fanout(group, pipes):
                     self._ignoring_outgoing = False
@@ -96,7 +108,7 @@ class RawSwitch(SwitchServer):
     def counters(self) -> dict:
         if self.pipe_set is not None:
             return self.pipe_set.counters()
-        return {**self.frames.counters(), **self.impairment_counters()}
+        return {**self.frames.counters(), **self.impairment_counters(), "profile": self.profile_counters()}
 
     def _drain(self, sock: socket.socket, port: int) -> None:
         if self.batch and not self._impaired:
@@ -132,8 +144,10 @@ class RawSwitch(SwitchServer):
         if self._io is None:
             self._tx_sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # protocol 0: hears nothing
             set_buffers(self._tx_sock)
-            self._io = mmsg.BatchSocket(self._tx_sock, entries=len(self._punt), entry_bytes=_MAX_FRAME,
-                                        name_bytes=SOCKADDR_LL)
+            if self.vnet:  # the replicas go out gathered into super-frames (`dataplane.gather`)
+                self._tx_sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+            self._io = io = mmsg.BatchSocket(self._tx_sock, entries=len(self._punt), entry_bytes=_MAX_FRAME,
+                                             name_bytes=SOCKADDR_LL)
             ports = max(self.interfaces, default=0) + 1
             self._port_names = np.zeros((ports, SOCKADDR_LL), np.uint8)
             for port, ifname in self.interfaces.items():
@@ -142,34 +156,82 @@ class RawSwitch(SwitchServer):
                 name = struct.pack("=HHiHBB8x", socket.AF_PACKET, socket.htons(0x0800),
                                    socket.if_nametoindex(ifname), 0, 0, 0)
                 self._port_names[port] = np.frombuffer(name, np.uint8)
+            if self.vnet:  # where `gather` puts the replicas' super-frames, and `unwrap` a batch's datagrams
+                self._gathered = mmsg.BatchSocket(self._tx_sock, entries=1, entry_bytes=64,
+                                                  tx_messages=io.tx_capacity,
+                                                  tx_bytes=len(io.tx_array) + VNET_HDR_BYTES * io.tx_capacity,
+                                                  name_bytes=SOCKADDR_LL)
+                self._taken = np.zeros(io.tx_capacity, np.bool_)
+                self._wire = np.zeros(_UNWRAPPED * _UNWRAPPED_BYTES, np.uint8)
+                # strided, as the mmsghdr lengths are: raw_batch is compiled for that layout alone
+                self._wire_lengths = np.zeros(2 * _UNWRAPPED, np.uint32)[::2]
+                self._wire_names = np.zeros(_UNWRAPPED * SOCKADDR_LL, np.uint8)
+                self._origin = np.zeros(_UNWRAPPED, np.int64)
+                self._passed = np.zeros(io.entries, np.int64)
         return self._io
 
     def _drain_batched(self, sock: socket.socket, port: int) -> None:
         io = self._batch_io()
-        p, fd, punt, rx = self.frames.pipeline, sock.fileno(), self._punt, io.rx_array
-        rewrite, check_outgoing = self.frames.rewrite_table, not self._ignoring_outgoing
+        fd, rx, check_outgoing = sock.fileno(), io.rx_array, not self._ignoring_outgoing
+        clock, spent = self.clock, self.profile
         for _ in range(_BATCH // io.entries):
+            t = clock()
             try:
                 n = io.recv(fd)
             except OSError:
                 return  # interface going away: Mininet is tearing down
-            done = 0
-            while done < n:  # the ring holds at least one entry's outputs: each call gets past one
-                done, messages, _, punted, unsent = raw_batch(
-                    p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, p.names, rx, io.entry_bytes,
-                    io.rx_lengths,
-                    io.rx_names_array, check_outgoing, done, n, port, rewrite, self._port_names, punt,
-                    io.tx_array, io.tx_names_array, io.tx_iov, io.tx_address, io.tx_capacity)
-                if messages:
-                    self.tx_errors += io.send(messages)
-                self.tx_errors += unsent
-                for k in range(punted):  # not hina: the MAC table, frame by frame
-                    at = int(punt[k]) * io.entry_bytes
-                    frame = bytes(rx[at : at + int(io.rx_lengths[punt[k]])])
-                    for dest, out in self.frames.process(port, frame):
-                        self._send(out, dest)
+            t1 = clock()
+            spent["recv"] += t1 - t
+            if not self.vnet:
+                self._rules(port, rx, io.entry_bytes, io.rx_lengths, io.rx_names_array, n, check_outgoing, t1)
+            else:  # the batch's hina datagrams (super-frames cut), then the rest, each with its virtio_net_hdr
+                entry = 0
+                while entry < n:
+                    entry, k, passed = unwrap(rx, io.entry_bytes, io.rx_lengths, io.rx_names_array, entry, n,
+                                              self._wire, _UNWRAPPED_BYTES, self._wire_lengths, self._wire_names,
+                                              self._origin, _UNWRAPPED, self._passed)
+                    t2 = clock()
+                    spent["unwrap"] += t2 - t1
+                    t1 = t2
+                    self._rules(port, self._wire, _UNWRAPPED_BYTES, self._wire_lengths, self._wire_names, k,
+                                check_outgoing, t1)
+                    for j in range(passed):  # not hina: the MAC table, frame by frame, its header kept
+                        at = int(self._passed[j]) * io.entry_bytes
+                        raw = bytes(rx[at : at + int(io.rx_lengths[self._passed[j]])])
+                        for dest, out in self.frames.process(port, raw[VNET_HDR_BYTES:]):
+                            self._send(out, dest, raw[:VNET_HDR_BYTES])
+            spent["received"] += n
             if n < io.entries:
                 return
+
+    def _rules(self, port: int, rx, stride: int, lengths, names, n: int, check_outgoing: bool, t1: float) -> None:
+        """The compiled parser, rules and egress rewrite over frames 0..n-1 of `rx`, the replicas sent."""
+        io, p, punt, clock, spent = self._io, self.frames.pipeline, self._punt, self.clock, self.profile
+        done = 0
+        while done < n:  # the ring holds at least one entry's outputs: each call gets past one
+            done, messages, _, punted, unsent = raw_batch(
+                p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, p.names, rx, stride, lengths, names,
+                check_outgoing, done, n, port, self.frames.rewrite_table, self._port_names, punt, io.tx_array,
+                io.tx_names_array, io.tx_iov, io.tx_address, io.tx_capacity)
+            t2 = clock()
+            spent["rules"] += t2 - t1
+            if messages and self.vnet:
+                g = self._gathered
+                count = gather(io.tx_array, io.tx_names_array, io.tx_iov, io.tx_address, messages, g.tx_array,
+                               g.tx_names_array, g.tx_iov, g.tx_address, GATHER, self._taken)
+                self.tx_errors += g.send(count)
+                spent["sent"] += count
+            elif messages:
+                self.tx_errors += io.send(messages)
+                spent["sent"] += messages
+            t1 = clock()
+            spent["send"] += t1 - t2
+            self.tx_errors += unsent
+            for k in range(punted):  # not hina: the MAC table, frame by frame
+                at = int(punt[k]) * stride
+                frame = bytes(rx[at : at + int(lengths[punt[k]])])
+                for dest, out in self.frames.process(port, frame):
+                    self._send(out, dest)
 
     def close(self) -> None:
         super().close()
@@ -179,12 +241,14 @@ class RawSwitch(SwitchServer):
     def _process(self, frame: bytes, port: int):
         return self.frames.process(port, frame)
 
-    def _send(self, frame: bytes, port: int) -> None:
+    def _send(self, frame: bytes, port: int, vnet: bytes = bytes(VNET_HDR_BYTES)) -> None:
+        """One frame out of the port's socket; with virtio_net_hdrs (`self.vnet`) after `vnet` (a frame
+        forwarded as it came keeps its own: a super-frame, or a partial checksum, the kernel completes)."""
         sock = self._socks.get(port)
         if sock is None:
             self.tx_errors += 1
             return
         try:
-            sock.send(frame)
+            sock.send(vnet + bytes(frame) if self.vnet else frame)
         except OSError:
             self.tx_errors += 1  # e.g. frame larger than the interface's MTU

@@ -24,8 +24,10 @@ requests that change the switch must carry proof of it
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
+import os
 import selectors
 import socket
 import sys
@@ -43,6 +45,10 @@ from .pipes import PipeDown, Pipes, merge
 TICK = 0.5  # seconds between looks at the jobs' counters (activity, leases)
 
 
+def _no_clock() -> float:
+    return 0.0
+
+
 def check_pipes(pipes: int) -> int:
     if isinstance(pipes, bool) or not isinstance(pipes, int) or pipes < 1:
         raise ValueError(f"pipes must be a positive integer, got {pipes!r}")
@@ -56,6 +62,10 @@ class SwitchServer:
         self.pipes = check_pipes(pipes)
         self.pipe_set: Pipes | None = None  # the pipe processes, when pipes > 1
         self.pipe_index: int | None = 0 if pipes == 1 else None  # which pipe this process serves
+        # seconds: wait, recv, rules, send (and unwrap), where $HINA_PROFILE is 1 (benchmarks/budget.py): a clock
+        # read costs a system call, so a switch that is not asked reads none
+        self.profile: collections.Counter[str] = collections.Counter()
+        self.clock = time.thread_time if os.environ.get("HINA_PROFILE") == "1" else _no_clock
         self._pipe_socks: list[list[tuple[socket.socket, Hashable]]] = []  # per pipe, filled by the backend
         self._channel: socket.socket | None = None  # a pipe's control requests from the parent
         self._control = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -132,7 +142,15 @@ class SwitchServer:
     def counters(self) -> dict:
         if self.pipe_set is not None:
             return self.pipe_set.counters()  # each pipe's already holds its impairment counters
-        return {**self.pipeline.counters(), **self.impairment_counters()}
+        return {**self.pipeline.counters(), **self.impairment_counters(), "profile": self.profile_counters()}
+
+    def profile_counters(self) -> dict:
+        """Where this process's time went: waiting in select (wall seconds), the backend's batched path's
+        receiving, compiled rules (replicas written included) and sending (CPU seconds of the serving thread;
+        `self.profile`, with the datagrams received and sent); and its CPU time, user and system.  Summed over
+        the pipes with their counters."""
+        cpu = os.times()
+        return {**self.profile, "cpu_user": cpu.user, "cpu_system": cpu.system}
 
     # -- shared ----------------------------------------------------------------
     @property
@@ -259,7 +277,10 @@ class SwitchServer:
                 timers = [t for t in (self.impair_in.next_timer(), self.impair_out.next_timer(), next_stats,
                                       next_tick) if t is not None]
                 timeout = max(0.0, min(timers) - time.monotonic()) if timers else 0.2
-                for key, _ in sel.select(timeout):
+                t = self.clock()
+                ready = sel.select(timeout)
+                self.profile["wait"] += self.clock() - t
+                for key, _ in ready:
                     kind, tag = key.data
                     if kind == "data":
                         self._drain(key.fileobj, tag)

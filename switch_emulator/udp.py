@@ -107,19 +107,29 @@ class UdpSwitch(SwitchServer):
         if io is None:  # made in the process that serves the socket (a pipe's, after the fork)
             io = self._batches[sock] = mmsg.BatchSocket(sock, entry_bytes=_MAX_DATAGRAM)
         p = self.pipeline
+        clock, spent = self.clock, self.profile
         for _ in range(_BATCH // io.entries):
+            t = clock()
             try:
                 n = io.recv()
             except OSError:
                 continue  # an ICMP error surfacing on the socket; nothing to process
+            t1 = clock()
+            spent["recv"] += t1 - t
             done = 0
             while done < n:
                 done, messages, _ = udp_batch(p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, p.names,
                                               io.rx_array, io.entry_bytes, io.rx_lengths, io.rx_names_array, done, n,
                                               io.tx_array, io.tx_names_array, io.tx_iov, io.tx_address,
                                               io.tx_capacity)
+                t2 = clock()
+                spent["rules"] += t2 - t1
                 if messages:
                     self.tx_errors += io.send(messages)
+                    spent["sent"] += messages
+                t1 = clock()
+                spent["send"] += t1 - t2
+            spent["received"] += n
             if n < io.entries:
                 return
 

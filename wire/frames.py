@@ -19,6 +19,17 @@ IP_END = ETH + IPV4_HEADER_BYTES
 UDP_END = IP_END + UDP_HEADER_BYTES
 _IPV4_WORDS = struct.Struct("!10H")
 
+# A packet socket with PACKET_VNET_HDR reads (and writes) each frame after a struct virtio_net_hdr (host byte
+# order): flags, gso_type, hdr_len, gso_size, csum_start, csum_offset.  A frame a host's stack left whole for the
+# device to cut (segmentation offload) arrives as one "super-frame": gso_type UDP_L4, and gso_size the bytes of
+# every UDP payload it stands for but the last.
+VNET_HDR_BYTES = 10
+VNET = struct.Struct("=BBHHHH")
+VNET_AT_FLAGS, VNET_AT_GSO_TYPE, VNET_AT_HDR_LEN, VNET_AT_GSO_SIZE, VNET_AT_CSUM_START, VNET_AT_CSUM_OFFSET = (
+    0, 1, 2, 4, 6, 8)
+VNET_F_NEEDS_CSUM = 1  # the transport checksum is partial: csum_start/csum_offset say where to complete it
+VNET_GSO_NONE, VNET_GSO_UDP_L4 = 0, 5
+
 
 def mac_bytes(mac: str) -> bytes:
     parts = mac.split(":")

@@ -131,6 +131,7 @@ class BatchSocket:
         self.tx_iov = np.frombuffer(self._tx_iov, np.uint64)
         self.tx_address = _address(self._tx)
         self.sent = self.failed = self.received = self.receives = 0
+        self.segment = 0  # with UDP_SEGMENT on the socket: the bytes of every datagram a message holds but its last
         self.refused = 0  # receives that found ICMP port unreachable: nothing listens where the socket sends
 
     def recv(self, fd: int | None = None) -> int:

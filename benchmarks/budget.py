@@ -1,0 +1,253 @@
+"""The budget of a byte: where a Mininet star's CPU goes per megabyte aggregated, beside the kernel alone.
+
+On a small machine an emulated network is only worth the rates at which its links, not its CPUs, set
+the time (docs/fidelity.md).  This benchmark says where the CPU goes, rate by rate: an N-worker star
+through the emulator (`mininet/run.py`'s experiment), dense and auto, and for every round
+
+- the workers' own account (`Worker.profile`, summed over them): the codec, the compiled rules (the
+  window, frames written into the send ring), the system calls that send and that receive, and the
+  rest of their CPU time (Python between those, the collector);
+- the emulator's (its control port's `profile`): receiving, the compiled rules with the replicas they
+  write, sending, the rest;
+- the kernel's packet work that no process is charged for (softirq and irq: veth, shaping), other
+  kernel time, and the harness (the runner, its monitor);
+- frames, retransmissions and timeouts, and the seconds against line rate;
+
+then the same star with a Linux bridge where the emulator was and iperf3 between the hosts (host i to
+host i+1, UDP datagrams of the jumbo MTU at the link's rate, one per system call, and TCP with its
+segmentation offload): the CPU the kernel alone spends to move a megabyte through the same links, and
+the share of the links it fills.  CPU seconds are per megabyte the workers sent (headers and resends
+included), so rates and modes compare.
+
+    sudo .venv/bin/python benchmarks/budget.py [--workers 8] [--bws 200 400 800] [--modes dense auto]
+        [--out benchmarks/results/budget.json]
+
+Writes the JSON and a stacked bar chart beside it (same stem, .png); docs/budget.md shows both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# the workers' parts, the switch's, the kernel's and the harness's, in the order the bars stack them
+PARTS = ("worker codec", "worker rules", "worker send", "worker receive", "worker rest", "switch receive",
+         "switch rules", "switch send", "switch rest", "kernel softirq", "kernel other", "harness")
+MB = 1e6
+
+
+def budget(rnd: dict[str, Any]) -> dict[str, Any]:
+    """One round's CPU seconds by part (`PARTS`), from the workers' profiles, the emulator's and the monitor's
+    split of the machine, with the megabytes the workers sent."""
+    prof, switch, cpu = rnd.get("profile", {}), rnd.get("switch_profile") or {}, rnd.get("cpu") or {}
+    wire = rnd["wire_bytes_per_worker"] * len(rnd["workers"]) / MB
+    worker_cpu = prof.get("cpu_user", 0.0) + prof.get("cpu_system", 0.0)
+    worker_parts = {"worker codec": prof.get("codec", 0.0), "worker rules": prof.get("rules", 0.0),
+                    "worker send": prof.get("send", 0.0), "worker receive": prof.get("recv", 0.0)}
+    worker_parts["worker rest"] = max(worker_cpu - sum(worker_parts.values()), 0.0)
+    switch_cpu = switch.get("cpu_user", 0.0) + switch.get("cpu_system", 0.0)
+    switch_parts = {"switch receive": switch.get("recv", 0.0), "switch rules": switch.get("rules", 0.0),
+                    "switch send": switch.get("send", 0.0)}
+    switch_parts["switch rest"] = max(switch_cpu - sum(switch_parts.values()), 0.0)
+    roles, machine = cpu.get("roles", {}), cpu.get("machine", {})
+    processes_system = sum(r["system"] for r in roles.values())
+    parts = {**worker_parts, **switch_parts,
+             "kernel softirq": machine.get("softirq", 0.0) + machine.get("irq", 0.0),
+             "kernel other": max(machine.get("system", 0.0) - processes_system, 0.0),
+             "harness": sum(roles.get("harness", {}).values())}
+    return {"seconds": rnd["seconds"], "line_rate_seconds": rnd["line_rate_seconds"], "wire_mb": wire,
+            "frames": rnd["frames"], "retransmissions": rnd["retransmissions"], "timeouts": rnd["timeouts"],
+            "verdict": (rnd.get("fidelity") or {}).get("verdict"), "cpu_seconds": parts,
+            "ms_per_mb": {k: 1000 * v / wire for k, v in parts.items()},
+            "machine_busy": sum(machine.values()), "window": cpu.get("seconds")}
+
+
+# The data path compared: frame by frame as the wire carries them, every window sent at once; and with the hosts'
+# segmentation and receive offload (the emulator cutting their super-frames and gathering each member's RESULTs
+# into its own) and the workers pacing new chunks at their link's rate
+VARIANTS = {"frame by frame, unpaced": {"offload": False, "pace": False},
+            "offload and pacing": {"offload": True, "pace": True}}
+
+
+def hina_runs(workers: int, bw: float, modes: list[str], length: int, density: float, rounds: int, variant: str,
+              log) -> list[dict[str, Any]]:
+    from hina.mininet.hina_net import Experiment, ExperimentConfig
+
+    cfg = ExperimentConfig(workers=workers, switch="emulator", modes=tuple(modes), bw=bw, length=length,
+                           density=density, rounds=rounds, ping=False, **VARIANTS[variant])
+    result = Experiment(cfg, log=log).run()
+    out = []
+    for run in result["runs"]:
+        first = run["rounds"][0]  # a one-shot aggregation: what a job's first step pays
+        steady = run["rounds"][1:] or run["rounds"]
+        best = min(steady, key=lambda r: r["seconds"])
+        out.append({"mode": run["mode"], "mbps": bw, "variant": variant, "exact": run["exact"],
+                    "encoding": best["encoding"], **budget(best), "first_round": budget(first),
+                    "rounds": [budget(r) for r in run["rounds"]]})
+    return out
+
+
+def kernel_ceiling(workers: int, bw: float, seconds: float, log) -> dict[str, Any]:
+    """iperf3 on the same star with a Linux bridge for the switch: host i to host i+1 (every link busy both
+    ways, as an aggregation keeps it), UDP at the link's rate in jumbo datagrams, then TCP; the share of the
+    links each filled and the CPU the machine spent per megabyte."""
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+    from mininet.nodelib import LinuxBridge
+
+    from hina.mininet import fidelity
+    from hina.mininet.hina_net import FastTCLink, new_run_id
+    from hina.mininet.plain_star import Names, PlainStarTopo, cleanup, host_ip
+
+    names = Names(new_run_id())
+    cleanup(names.run)
+    setLogLevel("critical")
+    link = {"cls": FastTCLink, "bw": bw}
+    net = Mininet(topo=PlainStarTopo(workers=workers, link=link, names=names), switch=LinuxBridge,
+                  controller=None, link=FastTCLink, build=True)
+    out: dict[str, Any] = {"mbps": bw}
+    try:
+        net.start()
+        hosts = [net[names.host(i)] for i in range(1, workers + 1)]
+        for h in hosts:
+            intf = h.defaultIntf()
+            peer = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
+            h.cmd(f"ip link set dev {intf.name} mtu 9000")
+            peer.node.cmd(f"ip link set dev {peer.name} mtu 9000")
+        monitor = fidelity.monitor_for(net, label=names.label).start()
+        try:
+            for proto, flags in (("udp", f"-u -b {bw:g}M -l 8900"), ("tcp", "")):
+                servers = [h.popen(["iperf3", "-s", "-1", "-J"], stdout=open(os.devnull, "w")) for h in hosts]
+                time.sleep(0.5)
+                start = monitor.mark().t
+                clients = [h.popen(f"iperf3 -c {host_ip((i + 1) % workers + 1)} -t {seconds:g} -J {flags}".split())
+                           for i, h in enumerate(hosts)]
+                reports = [json.loads(c.communicate()[0] or "{}") for c in clients]
+                cpu = monitor.cpu_window(start, monitor.mark().t)
+                for s in servers:
+                    s.wait(10)
+                got = [r.get("end", {}).get("sum_received", r.get("end", {}).get("sum", {})).get("bits_per_second",
+                                                                                                   0.0)
+                       for r in reports]
+                moved = sum(got) / 8 * seconds / MB  # megabytes the hosts received
+                machine = sum(cpu.get("machine", {}).values())
+                out[proto] = {"share_of_line": statistics.fmean(got) / (bw * 1e6), "delivered_mbps": got,
+                              "mb": moved, "machine_busy": machine, "window": cpu.get("seconds"),
+                              "ms_per_mb": 1000 * machine / moved if moved else None, "cpu": cpu}
+                log(f"kernel ceiling at {bw:g} Mbit/s, {proto}: {out[proto]['share_of_line']:.0%} of the links, "
+                    f"{out[proto]['ms_per_mb'] or float('nan'):.2f} ms of CPU per MB")
+        finally:
+            monitor.stop()
+    finally:
+        net.stop()
+        cleanup(names.run)
+    return out
+
+
+def plot(result: dict[str, Any], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = result["hina"]
+    modes = sorted({r["mode"] for r in rows}, key=["dense", "auto"].index)
+    variants = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
+    fig, axes = plt.subplots(1, len(modes), figsize=(7.5 * len(modes), 5.2), squeeze=False)
+    colors = plt.get_cmap("tab20").colors
+    for ax, mode in zip(axes[0], modes):
+        mine = [r for r in rows if r["mode"] == mode]
+        mine.sort(key=lambda r: (r["mbps"], variants.index(r["variant"])))
+        labels = [f"{r['mbps']:g} Mbit/s\n{'before' if r['variant'] == variants[0] else 'after'}" if len(variants) > 1
+                  else f"{r['mbps']:g} Mbit/s" for r in mine]
+        x = list(range(len(mine)))
+        bottom = [0.0] * len(mine)
+        for k, part in enumerate(PARTS):
+            values = [r["ms_per_mb"][part] for r in mine]
+            ax.bar(x, values, bottom=bottom, color=colors[k % len(colors)], label=part)
+            bottom = [b + v for b, v in zip(bottom, values)]
+        ax.set_xticks(x, labels, fontsize=8)
+        drawn = False
+        for i, r in enumerate(mine):
+            ceiling = next((c for c in result["ceiling"] if c["mbps"] == r["mbps"]), None)
+            if ceiling and ceiling["udp"]["ms_per_mb"]:
+                ax.plot([i - 0.4, i + 0.4], [ceiling["udp"]["ms_per_mb"]] * 2, color="black", linewidth=2,
+                        label=None if drawn else "kernel alone (iperf3 UDP)")
+                drawn = True
+            ax.text(i, bottom[i], f"{r['seconds'] / r['line_rate_seconds']:.2f}x\nline rate\n{r['timeouts']} t/o",
+                    ha="center", va="bottom", fontsize=7)
+        ax.set(title=f"{mode}: CPU milliseconds per MB the workers sent", ylabel="ms of CPU per MB")
+        ax.set_ylim(0, max(bottom) * 1.3 if bottom else 1)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(f"{result['config']['workers']} workers on an emulated star, {result['config']['length']:,} elements "
+                 f"at {result['config']['density']:.0%}: where the CPU goes")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    from hina.cliargs import OneLineParser, between, fraction, positive
+    from hina.provenance import command_line, default_out, out_help, out_path, write_result
+
+    ap = OneLineParser(prog="budget.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=between(2, 32), default=8, help="workers, one per Mininet host (default 8)")
+    ap.add_argument("--bws", type=positive, nargs="+", default=[200.0, 400.0, 800.0],
+                    help="link rates, Mbit/s (default 200 400 800)")
+    ap.add_argument("--modes", nargs="+", choices=("dense", "auto"), default=["dense", "auto"])
+    ap.add_argument("--length", type=between(1), default=1 << 22, help="elements per gradient (default 2^22)")
+    ap.add_argument("--density", type=fraction, default=0.01, help="non-zero fraction (default 0.01)")
+    ap.add_argument("--rounds", type=between(2), default=3, help="rounds per run; the best after the first counts")
+    ap.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS),
+                    help="the data paths compared (default: both)")
+    ap.add_argument("--ceiling-seconds", type=positive, default=3.0, help="seconds of iperf3 per protocol and rate")
+    ap.add_argument("--no-ceiling", action="store_true", help="leave out the iperf3 measurement")
+    ap.add_argument("--out", type=out_path, default=default_out("budget.json"), help=out_help("budget.json"))
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("budget.py: Mininet needs root (sudo)", file=sys.stderr)
+        return 2
+    from hina.mininet.hina_net import missing_requirements
+    from hina.progress import Progress
+
+    problem = missing_requirements()
+    if problem:
+        print(f"budget.py: {problem}", file=sys.stderr)
+        return 2
+    os.environ["HINA_PROFILE"] = "1"  # the workers and the emulator keep their profiles (they inherit it)
+    steps = len(args.bws) * (1 if args.no_ceiling else 2)
+    rows, ceilings = [], []
+    with Progress(steps, "budget") as bar:
+        for bw in args.bws:
+            for variant in args.variants:
+                bar.start(f"hina at {bw:g} Mbit/s, {variant}")
+                rows += hina_runs(args.workers, bw, args.modes, args.length, args.density, args.rounds, variant,
+                                  bar.print)
+                bar.done(f"{bw:g} Mbit/s, {variant}: " + ", ".join(
+                    f"{r['mode']} {r['seconds']:.3f} s ({r['seconds'] / r['line_rate_seconds']:.2f}x line rate), "
+                    f"{sum(r['ms_per_mb'].values()):.2f} ms/MB" for r in rows
+                    if r["mbps"] == bw and r["variant"] == variant), n=1 / (len(args.variants)))
+            if not args.no_ceiling:
+                bar.start(f"the kernel alone at {bw:g} Mbit/s")
+                ceilings.append(kernel_ceiling(args.workers, bw, args.ceiling_seconds, bar.print))
+                bar.done()
+    result = {"config": {"workers": args.workers, "bws": args.bws, "modes": args.modes, "length": args.length,
+                         "density": args.density, "rounds": args.rounds, "variants": args.variants},
+              "variants": {v: VARIANTS[v] for v in args.variants}, "parts": PARTS, "hina": rows,
+              "ceiling": ceilings}
+    write_result(args.out, result, command_line("benchmarks/budget.py", argv))
+    png = args.out.with_suffix(".png")
+    print(f"wrote {args.out}" + (f" and {png}" if plot(result, png) else " (no PNG: matplotlib is missing)"))
+    return 0 if all(r["exact"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
