@@ -204,7 +204,7 @@ def run(args, bw: float) -> list[dict]:
     for cross in ((), (f"1>0{f'@{cap:g}' if cap else ''}",)):
         cfg = hina_net.ExperimentConfig(workers=args.workers, bw=bw, length=args.length, density=1.0,
                                         modes=("dense",), rounds=args.rounds, ping=False, deadline=120.0,
-                                        cross=cross, slots=args.slots, fair_share=args.fair_share)
+                                        cross=cross, slots=args.slots, fair_share=not args.delay_rule)
         load = os.getloadavg()
         res = TracedExperiment(cfg, log=lambda m: print(m, file=sys.stderr, flush=True)).run()
         (r,) = res["runs"]
@@ -212,7 +212,7 @@ def run(args, bw: float) -> list[dict]:
                   for x in r["rounds"]]
         for x in rounds:
             x["share"] = contested_share(x, bw)
-        out.append({"bw": bw, "cap": cap, "slots": args.slots, "fair_share": args.fair_share, "cross": list(cross),
+        out.append({"bw": bw, "cap": cap, "slots": args.slots, "fair_share": not args.delay_rule, "cross": list(cross),
                     "loadavg": load,
                     "exact": r["exact"], "seconds": r["seconds"],
                     "line_rate_seconds": r["line_rate_seconds"], "retransmissions": r["retransmissions"],
@@ -255,7 +255,7 @@ def table_rows(result: dict) -> list[str]:
         cap = beside.get("cap")
         lines.append(
             f"| {beside['bw']:g} | TCP{f', capped at {cap:g} Mbit/s' if cap else ''} | "
-            f"{'fair share' if beside.get('fair_share') else 'default'} | {best:.3f} | "
+            f"{'fair share' if beside.get('fair_share') else 'delay rule'} | {best:.3f} | "
             + ", ".join(f"{x['seconds']:.3f}" for x in beside["rounds"]) + f" | {slowest / best:.2f}x | "
             + (f"{min(shares):.0%}" if shares else "-") + " | "
             + (f"{mbps:.1f}" if mbps is not None else "-") + " | "
@@ -278,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bw", type=positive, default=100.0, help="Mbit/s per link (default: 100)")
     ap.add_argument("--bws", type=positive, nargs="+", help="run once per rate, Mbit/s (instead of --bw)")
     ap.add_argument("--slots", type=between(2, 4096), default=64, help="the job's slots, W (default: 64)")
-    ap.add_argument("--fair-share", action="store_true", help="the workers' windows with the fair-share rules")
+    ap.add_argument("--delay-rule", action="store_true",
+                    help="the workers' windows with the delay rule alone, for comparison (default: the fair-share "
+                         "rules)")
     ap.add_argument("--length", type=between(1), default=4_000_000, help="elements per gradient (default: 4e6)")
     ap.add_argument("--rounds", type=between(1), default=2, help="aggregations per run (default: 2)")
     ap.add_argument("--cap", type=cap_arg, help="cap the iperf3 flow at this many Mbit/s, or this share of the link "

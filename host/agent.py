@@ -83,14 +83,15 @@ class Worker:
     """One rank of a job; keeps its slot copies and RTT estimate across aggregations."""
 
     def __init__(self, transport, job: JobSpec, worker_id: int, *, deadline: float = 10.0,
-                 rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True, fair_share: bool = False,
+                 rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True, fair_share: bool = True,
                  pace_mbps: float | None = None):
         """pipes: the switch's pipes (what `ControlClient.join` returns on the emulator; 1 for BMv2):
         RESULTs are in order only within a pipe, and loss detection has to know.
         batch: move frames by the batch (recvmmsg / sendmmsg) where the transport offers it
         (`UdpTransport.batcher`); False: one `transport.send` / `recv` call per frame.
-        fair_share: the window's fair-share rules (`CongestionWindow(fair=True)`), for links shared with
-        other traffic.
+        fair_share: the window's fair-share rules (`CongestionWindow(fair=True)`): a timeout does not cut
+        it, and beside other traffic it contests the link sooner and catches up to an equal split; False: the
+        delay rule alone (the rules before, for comparison).
         pace_mbps: this worker's link rate: new chunks leave at it rather than a window at once
         (`CongestionWindow(pace_mbps=...)`); None: unpaced."""
         if not 0 <= worker_id < 32:

@@ -233,7 +233,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "
               f"{args.switch[0]}:{args.switch[1]} from {here[0]}:{here[1]}, mode {args.mode}", file=sys.stderr,
               flush=True)
-        worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes, fair_share=args.fair_share)
+        worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes)
         out = np.empty(grad.size, dtype=np.int32)
         reports = []
         try:
@@ -305,7 +305,7 @@ def _experiment_worker(args: argparse.Namespace) -> int:
                                offload=spec.get("offload", True))
     # the switch's pipes: with P > 1 loss detection compares a chunk only with chunks of its own pipe
     worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1),
-                    fair_share=args.fair_share or spec.get("fair_share", False), pace_mbps=me.get("pace_mbps"))
+                    fair_share=spec.get("fair_share", True), pace_mbps=me.get("pace_mbps"))
     try:  # before "ready", as a training job sets up before its first step: kernels loaded, run agreed
         worker.prepare(params, grad)
     except Exception as exc:  # reported to the orchestrator, which fails the run
@@ -439,9 +439,6 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--rounds", type=int, default=1, help="aggregations of the same gradient")
     w.add_argument("--deadline", type=float, default=30.0, help="seconds without progress before giving up")
     w.add_argument("--json", action="store_true", help="print one JSON object instead of a summary line")
-    w.add_argument("--fair-share", action="store_true",
-                   help="the congestion window's fair-share rules, for links shared with other traffic "
-                        "(docs/fidelity.md measures them beside TCP)")
     w.add_argument("--bind", type=_address, help="send from (and take RESULTs at) this HOST:PORT: a job installed "
                                                  "without --control names its members' addresses and UDP ports; "
                                                  "default: a port of its own, the kernel's choice (several "

@@ -99,7 +99,7 @@ class SwitchAllreduce:
     @classmethod
     def connect(cls, switch: tuple[str, int], rank: int, world_size: int, *, control: tuple[str, int] | None = None,
                 job: JobSpec = JobSpec(), deadline: float = 10.0, transport=None, bind: tuple[str, int] | None = None,
-                fair_share: bool = False, **codec_options) -> SwitchAllreduce:
+                fair_share: bool = True, **codec_options) -> SwitchAllreduce:
         """A UDP worker for `rank` (or the given transport: `hina.host.transport.open_transport` for raw frames).
 
         control: the emulator's control port; joining there authorizes this rank's address and UDP port
@@ -107,7 +107,7 @@ class SwitchAllreduce:
         from and takes its RESULTs at (default: a port of its own, the kernel's choice, so that the ranks
         of a machine do not collide); without `control` (BMv2, a P4 switch) the job installed on the
         switch must list this rank at that address, so give it.  fair_share: the congestion window's
-        fair-share rules (`Worker`), for links shared with other traffic.
+        fair-share rules (`Worker`; False: the delay rule alone, for comparison).
         """
         from hina.control.client import ControlClient
         from hina.control.config import Member

@@ -317,7 +317,7 @@ class ExperimentConfig:
     # workers per host: each rank of a host sends from a UDP port of its own (0x4E41 + its index there), and
     # the switch knows it by that address (1: one worker per host, known by its switch port, as before)
     ranks_per_host: int = 1
-    fair_share: bool = False  # the workers' congestion windows with the fair-share rules (hina worker --fair-share)
+    fair_share: bool = True  # the workers' windows with the fair-share rules (False: the delay rule alone)
     pace: bool = True  # the workers let new chunks out at their link's rate (CongestionWindow's pacer)
     # segmentation offload where the emulator is the switch: the hosts' stacks hand their links super-frames,
     # the emulator cuts them and gathers each member's RESULTs into super-frames (False: frame by frame)

@@ -307,9 +307,9 @@ def build_parser() -> OneLineParser:
                          "and sends every frame as the wire carries it")
     ap.add_argument("--no-pace", action="store_true",
                     help="the workers send a window of new chunks at once instead of at their link's rate")
-    ap.add_argument("--fair-share", action="store_true",
-                    help="the workers' congestion windows with the fair-share rules, for links shared with "
-                         "other traffic (--cross; docs/fidelity.md)")
+    ap.add_argument("--delay-rule", action="store_true",
+                    help="the workers' congestion windows with the delay rule alone, for comparison (default: the "
+                         "fair-share rules, docs/fidelity.md)")
     ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
                     help="the switch: the Python emulator on raw sockets, or BMv2 simple_switch_grpc "
                          "(default: emulator)")
@@ -413,7 +413,7 @@ def configure(args) -> tuple:
                  host_bw=args.host_bw, host_delay=args.host_delay, straggler=args.straggler,
                  compute=args.compute, cross=tuple(args.cross),
                  **({"ranks_per_host": args.ranks_per_host} if args.ranks_per_host != 1 else {}),
-                 **({"fair_share": True} if args.fair_share else {}), **({"pace": False} if args.no_pace else {}),
+                 **({"fair_share": False} if args.delay_rule else {}), **({"pace": False} if args.no_pace else {}),
                  **({"offload": False} if args.no_offload else {}))
     if args.calibrate and (not args.bw or args.bw <= CALIBRATE_LOW or args.calibrate_steps < 1):
         raise ValueError(f"--calibrate needs --bw above {CALIBRATE_LOW:g} Mbit/s (the top of the search) and "

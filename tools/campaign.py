@@ -145,8 +145,8 @@ def steps() -> list[Step]:
                   "hina's share of a link beside an iperf3 flow, 30 to 200 Mbit/s", "benchmarks/cross_traffic.py",
                   "--workers", "4", "--bws", "30", "60", "100", "200", *flags,
                   "--out", f"{R}/cross_traffic/{name}.json", outputs=(f"{R}/cross_traffic/{name}.json",))
-          for name, flags in (("default", ()), ("default_cap", ("--cap", "50%")), ("fair", ("--fair-share",)),
-                              ("fair_cap", ("--fair-share", "--cap", "50%")))),
+          for name, flags in (("fair", ()), ("fair_cap", ("--cap", "50%")), ("delay", ("--delay-rule",)),
+                              ("delay_cap", ("--delay-rule", "--cap", "50%")))),
         _run_py("compare-gbit", "mininet", "the 1 and 10 Gbit/s comparison again, for its verdicts", compare,
                 "--workers", "8", "--rounds", "1", "--bws", "1000", "10000", "--loopback", "off",
                 "--out", R, "--name", "compare_gbit_verdicts", outputs=(f"{R}/compare_gbit_verdicts.json",)),

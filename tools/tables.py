@@ -947,7 +947,7 @@ def fidelity_window() -> str:
     return block(lines, (name, data))
 
 
-SHARE_RUNS = ("cross_traffic/default.json", "cross_traffic/default_cap.json", "cross_traffic/fair.json",
+SHARE_RUNS = ("cross_traffic/delay.json", "cross_traffic/delay_cap.json", "cross_traffic/fair.json",
               "cross_traffic/fair_cap.json")
 
 

@@ -547,7 +547,7 @@ def share_figures(tables) -> list[tuple[str, str]]:
                 for a, b in zip(runs[0::2], runs[1::2])]
 
     fair = rows("fair") + rows("fair_cap")
-    default, capped = rows("default"), rows("default_cap")
+    default, capped = rows("delay"), rows("delay_cap")
     kept = span([100 * r[1] for r in fair], ".0f")
     held = [100 * r[1] for r in capped] + [100 * r[1] for r in default if r[0] >= 100]
     fell = span([100 * r[1] for r in default if r[0] < 100], ".0f")
@@ -557,7 +557,7 @@ def share_figures(tables) -> list[tuple[str, str]]:
             ("docs/fidelity.md", f"but {fell}% at 30 and 60"),
             ("docs/fidelity.md", f"hina gets {fell}% of the link"),
             ("docs/worker.md", f"they keep {kept}% of the link from 30 to 200"),
-            ("docs/deploy.md", f"keeps hina at {kept}% of it"),
+            ("docs/deploy.md", f"keep hina at {kept}% of"),
             ("docs/design.md", f"They hold {kept}% of a link beside TCP from 30 to 200 Mbit/s, where the default "
                                f"rules fall to {fell}% below 100 Mbit/s")]
 

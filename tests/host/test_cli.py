@@ -235,7 +235,7 @@ def test_every_flag_has_help_with_its_default():
 
 def test_standalone_workers_against_a_running_emulator(tmp_path):
     """`hina worker --switch --control` joins a job on an emulator started with no jobs; the sums are exact,
-    with one rank's window on the fair-share rules (`--fair-share`)."""
+    every rank's window on the fair-share rules (the default)."""
     from helpers import dense_fixed_sum, sparse_gradients
 
     from hina import codec
@@ -252,16 +252,14 @@ def test_standalone_workers_against_a_running_emulator(tmp_path):
         workers = [subprocess.Popen([sys.executable, "-m", "hina", "worker", "--switch", data, "--control",
                                      control, "--rank", str(w), "--workers", "3", "--input", paths[w], "--out",
                                      str(tmp_path / f"sum{w}.npy"), "--words", "256", "--json"]
-                                    + (["--out-dtype", "float64"] if w == 2 else [])
-                                    + (["--fair-share"] if w == 1 else []),
+                                    + (["--out-dtype", "float64"] if w == 2 else []),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                    for w in range(3)]
         outs = [p.communicate(timeout=120) for p in workers]
         for p, (_stdout, stderr) in zip(workers, outs):
             assert p.returncode == 0, stderr
         shift = json.loads(outs[0][0])["rounds"][-1]["shift"]
-        # rank 1's window ran the fair-share rules, the others the default
-        assert [json.loads(out)["window"]["fair_share"] for out, _ in outs] == [False, True, False]
+        assert [json.loads(out)["window"]["fair_share"] for out, _ in outs] == [True, True, True]
         want = codec.dequantize(dense_fixed_sum(grads, shift), shift)
         for w in range(3):  # the inputs' dtype by default (the exact sum rounded once), float64 on request
             got = np.load(tmp_path / f"sum{w}.npy")
