@@ -2,15 +2,18 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 # Debian's Mininet module lives here; pyenv's interpreter does not search it.  The venv
 # sees that one module (a symlink in .venv/debian) and nothing else from outside.
 DEBIAN_MININET := /usr/lib/python3/dist-packages/mininet
 
-.PHONY: install kernels corpus lint test test-fast bench tables reproduce demo mininet-demo fuzz soak p4 tofino clean
+.PHONY: install venv kernels corpus lint test test-fast bench tables reproduce demo mininet-demo fuzz soak p4 tofino clean
 
 # the venv, the kernels compiled for this machine (so that no first run waits on a compiler), the corpus
-install: $(STAMP) kernels corpus
+install: venv kernels corpus
+
+# the .venv with hina and its extras (pip; redone when pyproject.toml or constraints.txt changes)
+venv: $(STAMP)
 
 # numba's kernels, each group compiled by one process, in parallel (seconds; nothing once compiled)
 kernels: $(STAMP)
@@ -20,12 +23,12 @@ kernels: $(STAMP)
 corpus: $(STAMP)
 	@$(PY) -m hina.host.corpus fetch
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "hina needs Python >= 3.11"'
 	$(PYTHON) -m venv $(VENV)
 	mkdir -p $(VENV)/debian && ln -sfn $(DEBIAN_MININET) $(VENV)/debian/mininet
 	echo "$(CURDIR)/$(VENV)/debian" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-debian-mininet.pth"
-	$(PY) -m pip install --quiet -e '.[test,plot,torch]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,plot,torch]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -149,6 +149,47 @@ def kernel_ceiling(workers: int, bw: float, seconds: float, log) -> dict[str, An
     return out
 
 
+# the parts grouped for the table's columns
+GROUPS = {"workers": PARTS[:5], "switch": PARTS[5:9], "kernel": PARTS[9:11], "harness": PARTS[11:]}
+
+
+def markdown(result: dict[str, Any]) -> list[str]:
+    """The table of docs/budget.md: per rate, mode and data path, the seconds against line rate, what set
+    them, frames, resends and timeouts, and the CPU milliseconds per MB by part; then the kernel alone."""
+    cfg = result["config"]
+    lines = [f"{cfg['workers']} workers on an emulated star, {cfg['length']:,} elements at {cfg['density']:.0%} "
+             f"per worker, the best of rounds 2-{cfg['rounds']} (the first round, a one-shot aggregation, in "
+             "brackets); CPU milliseconds per MB the workers sent, by part.", "",
+             "| link | mode | data path | seconds / line rate | what set the time | frames | resent (timeouts) | "
+             "CPU ms per MB: workers (codec, rules, send, receive, rest) | switch (receive, rules, send, rest) | "
+             "kernel (softirq, other) | harness | total |", "|---" * 12 + "|"]
+    order = list(VARIANTS)
+    for r in sorted(result["hina"], key=lambda r: (r["mbps"], ["dense", "auto"].index(r["mode"]),
+                                                   order.index(r["variant"]))):
+        ms = r["ms_per_mb"]
+        cell = {g: f"{sum(ms[p] for p in parts):.2f} (" + ", ".join(f"{ms[p]:.2f}" for p in parts) + ")"
+                for g, parts in GROUPS.items() if len(parts) > 1}
+        first = r["first_round"]
+        verdict = (r["verdict"] or "not monitored").split(" (")[0].split(":")[0]
+        lines.append(f"| {r['mbps']:g} Mbit/s | {r['mode']} | {r['variant']} | "
+                     f"{r['seconds']:.3f} s / {r['line_rate_seconds']:.3f} s = "
+                     f"{r['seconds'] / r['line_rate_seconds']:.2f}x "
+                     f"({first['seconds'] / first['line_rate_seconds']:.2f}x) | {verdict} | {r['frames']:,} | "
+                     f"{r['retransmissions']} ({r['timeouts']}) [{first['retransmissions']} ({first['timeouts']})] | "
+                     f"{cell['workers']} | {cell['switch']} | {cell['kernel']} | {ms['harness']:.2f} | "
+                     f"{sum(ms.values()):.2f} |")
+    if result["ceiling"]:
+        lines += ["", "The kernel alone on the same links (iperf3 from host i to host i+1 through a Linux bridge, "
+                  "every link busy both ways): the share of the links it filled and the machine's CPU per MB "
+                  "delivered.", "", "| link | UDP, one 8,900-byte datagram a call | TCP, segmentation offload |",
+                  "|---|---|---|"]
+        for c in result["ceiling"]:
+            lines.append(f"| {c['mbps']:g} Mbit/s | "
+                         + " | ".join(f"{c[p]['share_of_line']:.0%} of the links, {c[p]['ms_per_mb']:.2f} ms per MB"
+                                      if c[p]["ms_per_mb"] else "-" for p in ("udp", "tcp")) + " |")
+    return lines
+
+
 def plot(result: dict[str, Any], path: Path) -> bool:
     try:
         import matplotlib
@@ -245,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
               "ceiling": ceilings}
     write_result(args.out, result, command_line("benchmarks/budget.py", argv))
     png = args.out.with_suffix(".png")
+    print("\n".join(markdown(result)))
     print(f"wrote {args.out}" + (f" and {png}" if plot(result, png) else " (no PNG: matplotlib is missing)"))
     return 0 if all(r["exact"] for r in rows) else 1
 

@@ -446,7 +446,9 @@ def fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats):
                 t.pace_at = cw.paced_until - PACE_QUANTUM
                 break
             cw.paced_until = max(cw.paced_until, now) + wire_bytes * cw.pace
-        _send_new(t, fl, slot, chunk, version[slot], now, r.rto)
+        # a paced chunk's answer cannot come before the chunks ahead of it crossed the link at its rate, up and
+        # back down: its timer waits for that too (a queue of our own making is not a loss)
+        _send_new(t, fl, slot, chunk, version[slot], now, r.rto + 2.0 * t.in_flight * wire_bytes * cw.pace)
         m = _frame(t, chunks, wire, slot, chunk, version[slot], tx, iov, m, base, stats)
         t.next += 1
         room -= 1

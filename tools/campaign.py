@@ -121,6 +121,9 @@ def steps() -> list[Step]:
                            "network-bound", run, "--calibrate", *args, "--bw", "1000", "--rounds", "2",
                            "--calibrate-steps", "5", "--out", f"{R}/calibrate", "--name", name,
                            outputs=(f"{R}/calibrate/{name}.json",)))
+    out.append(_run_py("budget", "mininet", "where the CPU goes per megabyte on the 8-worker star, both data paths, "
+                       "beside the kernel alone", "benchmarks/budget.py", "--out", f"{R}/budget.json",
+                       outputs=(f"{R}/budget.json",)))
     compare = "benchmarks/compare.py"
     star = ("--workers", "8", "--rounds", "2", "--bws", STAR_MBPS, "--loopback", "off", "--out", R)
     out += [
