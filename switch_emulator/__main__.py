@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             for job in jobs:
                 pipeline.add_job(job, origin="command line")
             switch = UdpSwitch(pipeline, data=args.listen, control=args.control, impair=impair,
-                               stats_every=args.stats, pipes=args.pipes, batch=args.batch, offload=args.offload)
+                               stats_every=args.stats, pipes=args.pipes, batch=args.batch)
         switch.set_lease(args.lease)
         switch.set_token(token)
     except (ValueError, OSError, KeyError, TypeError) as exc:  # TokenError is a ValueError
