@@ -4,7 +4,7 @@
     runs = launch.run_loopback({"workload": "lstm", "scale": 0.01, "baselines": ["ring", "zen"],
                                 "seeds": [0, 1, 2]}, workers=8)
 
-`run_loopback` writes the spec, starts `python -m baselines.worker` once per
+`run_loopback` writes the spec, starts `python -m hina.baselines.worker` once per
 rank (gloo over 127.0.0.1), reads every rank's JSON lines and returns one
 summary per baseline (`summarize`): the fastest round's seconds (the
 slowest rank's, as every rank must finish), every round listed, mean bytes
@@ -34,7 +34,7 @@ def free_port() -> int:
 
 
 def worker_command(spec_path: str, rank: int) -> list[str]:
-    return [sys.executable, "-m", "baselines.worker", "--spec", spec_path, "--rank", str(rank)]
+    return [sys.executable, "-m", "hina.baselines.worker", "--spec", spec_path, "--rank", str(rank)]
 
 
 def validate(spec: dict) -> None:

@@ -1,6 +1,6 @@
 """One rank of a baseline run: join the gloo group, run each baseline for every round, report JSON lines.
 
-    python -m baselines.worker --spec SPEC.json --rank R
+    python -m hina.baselines.worker --spec SPEC.json --rank R
 
 The spec (written by `launch`, or by mininet/plain_star.py for a host) names
 the group (`world`, `master` host:port), the gradients (a `workload` preset

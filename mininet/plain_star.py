@@ -5,7 +5,7 @@ The baselines need no programmable switch, so their star has Mininet's
 emulator: forwarding their TCP through the Python emulator would measure
 the emulator.  The links are hina's (`FastTCLink` at the same rate, the
 same MTU), hosts and bridge have their own names (`bh1`..., `bsw`), and
-host 1 is the rendezvous.  Each host runs `python -m baselines.worker`;
+host 1 is the rendezvous.  Each host runs `python -m hina.baselines.worker`;
 every rank reads its interface's transmitted bytes (headers included)
 around each round.
 
