@@ -118,6 +118,10 @@ class Worker:
         # written by the compiled sender straight into the sendmmsg ring
         batcher = getattr(transport, "batcher", None) if batch else None
         self.batch_io = batcher(Ring.frame_size(job.words), Ring.frames_for(job.slots)) if batcher else None
+        if self.batch_io is not None and pipes > 1:
+            # a switch with pipes steers each datagram to its slot's pipe, by its first bytes: a super-frame of
+            # several slots' chunks would reach one pipe whole; so frame by frame
+            self.batch_io.segment = 0
         self._ring = (Ring(job.words, job.slots, tx=self.batch_io.tx_array, iov=self.batch_io.tx_iov,
                            base=self.batch_io.tx_address) if self.batch_io else Ring(job.words, job.slots))
         warm()

@@ -229,6 +229,8 @@ def _standalone_worker(args: argparse.Namespace) -> int:
                 print(f"hina worker: rank {args.rank} of job {args.job_id} was held from {held}; this worker took "
                       f"it over (a restarted worker does; if that one still runs, one of you has the wrong "
                       f"--rank: it will time out)", file=sys.stderr, flush=True)
+        # batches of frames as single buffers where the switch is the emulator (it answered the join) with one pipe
+        transport.segment_offload = bool(args.control) and pipes == 1
         here = transport.address
         print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "
               f"{args.switch[0]}:{args.switch[1]} from {here[0]}:{here[1]}, mode {args.mode}", file=sys.stderr,
@@ -302,7 +304,7 @@ def _experiment_worker(args: argparse.Namespace) -> int:
     transport = open_transport(switch_ip, ifname=me.get("ifname"), src_mac=me.get("mac"),
                                src_ip=me.get("ip"), switch_mac=switch_mac, kind=args.transport,
                                bind_ip=spec["switch"].get("answers_to", "0.0.0.0"), port=me.get("udp_port", UDP_PORT),
-                               offload=spec.get("offload", True))
+                               offload=spec.get("offload", False))
     # the switch's pipes: with P > 1 loss detection compares a chunk only with chunks of its own pipe
     worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1),
                     fair_share=spec.get("fair_share", True), pace_mbps=me.get("pace_mbps"))

@@ -123,6 +123,8 @@ class SwitchAllreduce:
             if control is not None:
                 with ControlClient(control) as ctl:
                     pipes = ctl.join(job.switch_config(world_size), Member(rank, transport.address))
+                if owned:  # the emulator answered the join: with one pipe it takes a batch of frames as one buffer
+                    transport.segment_offload = pipes == 1
             worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes, fair_share=fair_share)
             # the codec's kernels loaded now, not in the first step's first bucket (the hello waits for that
             # bucket: the ranks need not connect together)

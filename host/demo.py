@@ -130,7 +130,7 @@ def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> N
         load_kernels()
         conn.send(("kernels", time.perf_counter() - start))
         grad = cfg.gradient(rank)
-        with UdpTransport(switch) as transport:
+        with UdpTransport(switch, segment_offload=cfg.pipes == 1) as transport:
             conn.send(("ready", transport.address))
             if conn.recv() != "prepare":
                 return

@@ -29,9 +29,11 @@ class UdpTransport:
     `batcher` (recvmmsg/sendmmsg batches, which `Worker` uses) are the transport interface."""
 
     def __init__(self, switch: tuple[str, int], *, bind: tuple[str, int] = ("127.0.0.1", 0),
-                 segment_offload: bool = True):
+                 segment_offload: bool = False):
         """segment_offload: send a batch's back-to-back frames as one buffer the kernel cuts into datagrams
-        (UDP_SEGMENT; `batcher`), where the kernel has it."""
+        (UDP_SEGMENT; `batcher`), where the kernel has it: for a switch that takes them whole, the emulator
+        with one pipe (set it before `Worker` calls `batcher`; a switch with pipes steers each datagram by
+        its slot, and BMv2 reads frames as the link carries them)."""
         self.segment_offload = segment_offload
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.buffer_bytes = set_buffers(self._sock)
@@ -155,7 +157,7 @@ class RawTransport:
 
 def open_transport(switch_ip: str, *, ifname: str | None = None, src_mac: str | None = None,
                    src_ip: str | None = None, switch_mac: str | None = None, kind: str = "auto",
-                   bind_ip: str = "0.0.0.0", port: int = UDP_PORT, offload: bool = True):
+                   bind_ip: str = "0.0.0.0", port: int = UDP_PORT, offload: bool = False):
     """A transport to a switch at `switch_ip`: UDP when this host has a route to it, else raw frames.
     offload: UDP's segmentation and receive offload (`UdpTransport`'s `segment_offload`).
 

@@ -508,8 +508,10 @@ class Experiment:
     def segmentation_offload(self) -> bool:
         """Whether the hosts hand their links super-frames (transmit checksum and segmentation offload on):
         where the emulator, reading virtio_net_hdrs on its batched path, is the switch; not BMv2, which reads
-        frames as they are, nor the emulator's impaired path (a delay line without netem)."""
-        return self.cfg.offload and self.cfg.switch == "emulator" and not (self.cfg.delay and not self.netem)
+        frames as they are, nor the emulator's impaired path (a delay line without netem), nor an emulator
+        with pipes (which steer each frame to its slot's pipe: a super-frame of several slots would reach one)."""
+        return (self.cfg.offload and self.cfg.switch == "emulator" and self.cfg.pipes == 1
+                and not (self.cfg.delay and not self.netem))
 
     def _pace(self, rank: int) -> float | None:
         """The rate rank `rank` paces its new chunks at: its host link's, shared by the host's ranks."""
