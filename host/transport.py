@@ -20,6 +20,8 @@ from hina.wire.headers import UDP_PORT
 from hina.wire.mmsg import set_buffers
 
 SOL_UDP, UDP_SEGMENT = 17, 103  # <linux/udp.h>: UDP segmentation offload, a socket option since Linux 4.18
+IP_MTU = 14  # <linux/in.h>: a connected socket's path MTU
+IP_UDP_HEADERS = 28  # an IPv4 header without options and a UDP header
 
 
 class UdpTransport:
@@ -57,13 +59,21 @@ class UdpTransport:
         # with resends, than the kernel cutting it for the socket; docs/budget.md)
         io = mmsg.BatchSocket(self._sock, entries=64, entry_bytes=frame_bytes, tx_messages=frames,
                               tx_bytes=frames * frame_bytes, name_bytes=0)
-        if self.segment_offload:
+        if self.segment_offload and frame_bytes + IP_UDP_HEADERS <= self.path_mtu():
             try:  # every datagram a message holds is frame_bytes long but its last: Worker coalesces the ring
                 self._sock.setsockopt(SOL_UDP, UDP_SEGMENT, frame_bytes)
                 io.segment = frame_bytes
             except OSError:  # a kernel without UDP GSO: one datagram a message, as before
                 io.segment = 0
         return io
+
+    def path_mtu(self) -> int:
+        """The route's MTU toward the switch (the kernel's, for this connected socket): a segmentation-offload
+        message's datagrams may not exceed it (the kernel would refuse the message: it does not fragment them)."""
+        try:
+            return self._sock.getsockopt(socket.IPPROTO_IP, IP_MTU)
+        except OSError:
+            return 0
 
     def send(self, frame: bytes) -> None:
         try:
