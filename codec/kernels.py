@@ -115,7 +115,7 @@ class NumbaKernels:
     @staticmethod
     def union_values(step, union: np.ndarray, size: int) -> np.ndarray:
         """This worker's fixed-point values at the set bits of `union`, in position order."""
-        return values.gather(union, step.own, step.mine(), step.workspace.buffer("values", size, np.int32))
+        return values.gather(union, step.own, step.mine(), step.workspace.buffer("values", size + 1, np.int32))
 
     @staticmethod
     def group_values(step, union: np.ndarray, group: int, ngroups: int) -> np.ndarray:

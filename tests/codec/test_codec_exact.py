@@ -1,6 +1,8 @@
 """Bit-exactness of the codec in every mode: `fixed` is the dense sum of the quantized arrays, for every
 input; what auto picks; the two-level index and the bitmap kernels it is built from."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from helpers import (
@@ -19,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hina import codec
-from hina.codec import bitmap
+from hina.codec import bitmap, values
 
 
 def words(n):
@@ -419,10 +421,32 @@ def bitmaps(draw):
     return length, group, density, seed
 
 
+# Both ways the bitmap kernels build the group bitmaps and the fine stream: 64 elements per pext/pdep
+# (where the CPU has them fast) and one group at a time (everywhere else, and for sparse unions).
+BIT_EXTRACT = [pytest.param(True, id="pext", marks=pytest.mark.skipif(
+                   not bitmap.FAST_BIT_EXTRACT, reason="this CPU has no fast pext/pdep")),
+               pytest.param(False, id="by-group")]
+
+
+@contextlib.contextmanager
+def bit_extract(fast):
+    saved = bitmap.FAST_BIT_EXTRACT
+    bitmap.FAST_BIT_EXTRACT = fast
+    try:
+        yield
+    finally:
+        bitmap.FAST_BIT_EXTRACT = saved
+
+
+@pytest.mark.parametrize("fast", BIT_EXTRACT)
 @settings(max_examples=150)
 @given(bitmaps())
-def test_bitmap_coarse_fine_expand_match_numpy(case):
-    length, group, density, seed = case
+def test_bitmap_coarse_fine_expand_match_numpy(fast, case):
+    with bit_extract(fast):
+        check_coarse_fine_expand(*case)
+
+
+def check_coarse_fine_expand(length, group, density, seed):
     rng = np.random.default_rng(seed)
     mask, own = random_bitmap(rng, length, density)
     ngroups = -(-length // group)
@@ -434,8 +458,9 @@ def test_bitmap_coarse_fine_expand_match_numpy(case):
     assert coarse.dtype == np.uint32 and coarse.size == words(ngroups)
     assert np.array_equal(coarse, pack(groups))
 
-    # a group union: this worker's groups and some others (as other workers would add)
-    union_groups = groups | (rng.random(ngroups) < 0.2)
+    # a group union: this worker's groups and some others (as other workers would add); sparse and
+    # dense unions take the kernels' two ways where the CPU has pext
+    union_groups = groups | (rng.random(ngroups) < rng.choice([0.0, 0.02, 0.2, 1.0]))
     chosen = np.flatnonzero(union_groups)
     fine = bitmap.fine(own, pack(union_groups), length, group, chosen.size)
     padded = np.zeros(ngroups * group, dtype=bool)
@@ -467,22 +492,78 @@ def test_bitmap_group_counts_match_numpy(case):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
-@pytest.mark.parametrize("length", [1, 31, 32, 33, 10_007])
-def test_bitmap_scan_matches_numpy(dtype, length):
-    """Support bitmap of g != 0 and the non-zeros in order; -0.0 is zero, NaN is not."""
+@pytest.mark.parametrize("length", [1, 31, 32, 33, 63, 64, 65, 10_007])
+@pytest.mark.parametrize("density", [0.0, 0.01, 0.3, 1.0])
+def test_bitmap_scan_matches_numpy(dtype, length, density):
+    """Support bitmap of g != 0 and the non-zeros in order; -0.0 is zero, NaN is not.  Words with none,
+    one and many non-zeros, the last element alone, and -0.0 everywhere a non-zero could be."""
     rng = np.random.default_rng(length)
-    g = np.where(rng.random(length) < 0.3, rng.integers(-9, 10, size=length), 0).astype(dtype)
+    g = np.where(rng.random(length) < density, rng.integers(1, 10, size=length) * rng.choice([-1, 1], length), 0)
+    g = g.astype(dtype)
     if dtype != np.int32:
-        g[rng.random(length) < 0.1] = -0.0
-        if length > 5:
+        g[(g == 0) & (rng.random(length) < 0.5)] = -0.0
+        if length > 5 and density:
             g[5] = np.nan
+    if density == 0.01:
+        g[-1] = 7  # a lone non-zero in the last, partial word
     out = np.empty(words(length), dtype=np.uint32)
-    compact = np.empty(length, dtype=dtype)
+    compact = np.full(length, 99, dtype=dtype)
     nnz = bitmap.scan(g, out, compact)
     nonzero = ~(g == 0)
     assert nnz == nonzero.sum()
     assert np.array_equal(out, pack(nonzero))
     assert np.array_equal(compact[:nnz], g[nonzero], equal_nan=dtype != np.int32)
+
+
+@pytest.mark.parametrize("length", [1, 32, 33, 1000, 4097])
+@pytest.mark.parametrize("union_density,own_share", [(0.0, 0.0), (0.005, 0.5), (0.05, 0.0), (0.05, 0.5),
+                                                      (0.3, 1.0), (0.9, 0.5), (1.0, 1.0)])
+def test_values_gather_and_scatter_match_numpy(length, union_density, own_share):
+    """values.gather (this worker's values at the union's bits) and values.scatter (the sum back into
+    place) against numpy: empty and full unions and owns, words with more than four bits, the last word
+    alone, and both of scatter's ways (a sparse union zeroes first; a denser one writes each word once)."""
+    rng = np.random.default_rng(length + int(union_density * 1000))
+    union_mask = rng.random(length) < union_density
+    own_mask = union_mask & (rng.random(length) < own_share)
+    union, own = pack(union_mask), pack(own_mask)
+    mine = rng.integers(-2**31, 2**31, size=int(own_mask.sum()), dtype=np.int64).astype(np.int32)
+    out = np.full(int(union_mask.sum()) + 1, 12345, dtype=np.int32)
+    expected = np.zeros(length, dtype=np.int32)
+    expected[own_mask] = mine
+    assert np.array_equal(values.gather(union, own, mine, out), expected[union_mask])
+
+    summed = rng.integers(-2**31, 2**31, size=int(union_mask.sum()), dtype=np.int64).astype(np.int32)
+    dense = np.full(length, -7, dtype=np.int32)
+    values.scatter(union, summed, dense)
+    expected = np.zeros(length, dtype=np.int32)
+    expected[union_mask] = summed
+    assert np.array_equal(dense, expected)
+    with pytest.raises(ValueError, match="values for a bitmap"):
+        values.scatter(union, np.append(summed, 1).astype(np.int32), dense)
+
+
+@pytest.mark.parametrize("length", [1, 255, 256, 257, 5000])
+@pytest.mark.parametrize("density", [0.0, 0.002, 0.5])
+def test_values_group_gather_and_scatter_match_numpy(length, density):
+    """The blocks encoding's kernels: every element of the union's groups (zeros past the tensor's end,
+    a partial last group included), and back, with zeros between the groups."""
+    rng = np.random.default_rng(length)
+    g = np.where(rng.random(length) < density, rng.standard_normal(length), 0).astype(np.float32)
+    if length > 1:
+        g[-1] = 0.5
+    chosen = group_mask(g != 0, 256)
+    coarse = pack(chosen)
+    out = np.empty(chosen.sum() * 256, dtype=np.int32)
+    padded = np.zeros(chosen.size * 256, dtype=np.int32)
+    padded[:length] = codec.quantize(g, 20)
+    expected = padded.reshape(-1, 256)[chosen].reshape(-1)
+    assert np.array_equal(values.gather_groups(g, coarse, 256, 20, out), expected)
+
+    back = np.full(length, -7, dtype=np.int32)
+    values.scatter_groups(coarse, 256, expected, back)
+    assert np.array_equal(back, np.where(np.repeat(chosen, 256)[:length], padded[:length], 0))
+    with pytest.raises(ValueError, match="values for"):
+        values.scatter_groups(coarse, 256, np.append(expected, 0).astype(np.int32), back)
 
 
 def test_bitmap_refuses_bits_past_the_tensor():
