@@ -55,9 +55,10 @@ __all__ = ["AggregationTimeout", "StaleSwitchState", "SwitchUnreachable", "Worke
 
 
 def _check_reachable(counts, xfer: PhaseTransfer) -> None:
-    """Raise SwitchUnreachable once `counts` (a transport or batch socket: `refused`, `received`) saw
-    REFUSALS port-unreachable answers and not one frame: nothing listens where this worker sends."""
-    if counts is not None and counts.refused >= REFUSALS and counts.received == 0:
+    """Raise SwitchUnreachable once `counts` (a transport or batch socket: `refused`, `received`; a raw
+    transport hears no port-unreachable and has neither) saw REFUSALS port-unreachable answers and not one
+    frame: nothing listens where this worker sends."""
+    if counts is not None and getattr(counts, "refused", 0) >= REFUSALS and getattr(counts, "received", 1) == 0:
         raise SwitchUnreachable(f"job {xfer.job_id}, worker {xfer.worker_id}: nothing listens where this worker "
                                 f"sends (its {counts.refused} tries came back port unreachable): is it the "
                                 f"switch's data port, and is the switch running?")
