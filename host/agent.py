@@ -137,6 +137,8 @@ class Worker:
         grad = np.zeros(params.length, dtype=params.dtype) if grad is None else grad
         session = codec.WorkerSession(solo, grad, who=f"worker {self.worker_id}'s gradient", workspace=self.workspace)
         while (phase := session.next_phase()) is not None:
+            # the phase's answers, where a transfer will put them: touched now, not in the first step
+            self.workspace.buffer(f"answers:{phase.name}", phase.words.size, np.int32).fill(0)
             session.receive(phase.words)
         if hello:
             self.hello()
@@ -149,6 +151,10 @@ class Worker:
         clock = self._clock
         began = clock()
         moving = sum(self.profile[k] for k in MOVING)
+        if out is None and isinstance(grad, np.ndarray):
+            # the sum in memory of its own: the phases' answers live in the workspace, reused next time (a
+            # tensor's sum is copied off them by the torch kernels anyway)
+            out = np.empty(params.length, np.int32)
         session = codec.WorkerSession(params, grad, who=f"worker {self.worker_id}'s gradient", out=out,
                                       workspace=self.workspace)
         self.phase_seconds = {}
@@ -200,7 +206,7 @@ class Worker:
         xfer = PhaseTransfer(job_id=self.job.job_id, worker_id=self.worker_id, words=self.job.words,
                              pool=self.pool, rtt=self.rtt, tag=tag, ops=ops, payload=words,
                              name=name, now=now, deadline=self.deadline, salt=salt, window=self.window,
-                             pipes=self.pipes, ring=self._ring)
+                             pipes=self.pipes, ring=self._ring, workspace=self.workspace)
         # on the first exchange, a socket that hears only "port unreachable" fails at once, not at the deadline
         counts = (self.batch_io if self.batch_io is not None else self.transport) if self._salt is None else None
         if self.batch_io is not None:

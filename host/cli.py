@@ -237,6 +237,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
               flush=True)
         worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes)
         out = np.empty(grad.size, dtype=np.int32)
+        out.fill(0)  # its pages touched now: a first round faults nothing in
         reports = []
         try:
             worker.prepare(params, grad)  # kernels loaded, run agreed with the others: not in the first round
@@ -308,13 +309,14 @@ def _experiment_worker(args: argparse.Namespace) -> int:
     # the switch's pipes: with P > 1 loss detection compares a chunk only with chunks of its own pipe
     worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1),
                     fair_share=spec.get("fair_share", True), pace_mbps=me.get("pace_mbps"))
+    out = np.empty(grad.size, dtype=np.int32)  # reused, as a training step (and `hina demo`) reuses its buffers
+    out.fill(0)  # its pages touched now, before "ready": a first round faults nothing in
     try:  # before "ready", as a training job sets up before its first step: kernels loaded, run agreed
         worker.prepare(params, grad)
     except Exception as exc:  # reported to the orchestrator, which fails the run
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
         return 1
     print(json.dumps({"ready": args.rank, "transport": type(transport).__name__}), flush=True)
-    out = np.empty(grad.size, dtype=np.int32)  # reused, as a training step (and `hina demo`) reuses its buffers
     status = 0
     for line in sys.stdin:
         if line.strip() != "go":

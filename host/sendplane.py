@@ -369,6 +369,22 @@ def _copy(dst, d, src, s, n):
         dst[d : d + n] = src[s : s + n]
 
 
+@njit(cache=True, inline="always")
+def _bswap(x):
+    """A uint32 with its bytes reversed (one instruction): native words to the wire's big-endian and back."""
+    return ((x & np.uint32(0xFF)) << np.uint32(24)) | ((x & np.uint32(0xFF00)) << np.uint32(8)) \
+        | ((x >> np.uint32(8)) & np.uint32(0xFF00)) | (x >> np.uint32(24))
+
+
+@njit(cache=True)
+def _swap_copy(dst, d, src, s, n):
+    """dst[d : d + n] = src[s : s + n] with every 32-bit word's bytes reversed (n, d and s multiples of 4): the
+    codec's native words into a frame, and a RESULT's words out of one, in one pass."""
+    out, inp = dst[d : d + n].view(np.uint32), src[s : s + n].view(np.uint32)
+    for i in range(n >> 2):
+        out[i] = _bswap(inp[i])
+
+
 @njit(cache=True)
 def _frame(t, chunks, wire, slot, chunk, version, tx, iov, m, base, stats):
     """UPDATE for `chunk` in `slot`, copy `version`, as message m, at byte m (16 + 4 K) of `tx`."""
@@ -388,7 +404,9 @@ def _frame(t, chunks, wire, slot, chunk, version, tx, iov, m, base, stats):
     _put16(tx, at + AT_OFFSET + 2, c.wire_offset & 0xFFFF)
     _put16(tx, at + AT_COUNT, c.count)
     _put16(tx, at + AT_PHASE, t.tag)
-    _copy(tx, at + HEADER_BYTES, wire, 4 * c.offset, 4 * words)
+    # the chunk's words (the codec's, native: `wire` is their bytes), big-endian, then zeros to K words
+    _swap_copy(tx, at + HEADER_BYTES, wire, 4 * c.offset, 4 * c.count)
+    tx[at + HEADER_BYTES + 4 * c.count : at + size] = 0
     iov[2 * m] = base + at
     iov[2 * m + 1] = size
     stats.frames += 1
@@ -579,7 +597,7 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
     if frame[at + AT_FLAGS] & _STALE_RUN_FLAG:
         t.stale_slot = slot
         return m, STALE_RUN
-    _copy(answers, 4 * c.offset, frame, at + HEADER_BYTES, 4 * count)
+    _swap_copy(answers, 4 * c.offset, frame, at + HEADER_BYTES, 4 * count)
     rtt = now - s.sent
     min_rtt = r.min_rtt
     fresh = s.retries == 0

@@ -346,7 +346,8 @@ class PhaseTransfer:
     def __init__(self, *, job_id: int, worker_id: int, words: int, pool: SlotPool, rtt: RttEstimator,
                  tag: int, op: int | None = None, payload: np.ndarray, name: str, now: float, deadline: float,
                  ops: tuple[tuple[int, int, int], ...] | None = None, salt: int = 0,
-                 window: CongestionWindow | None = None, pipes: int = 1, ring: Ring | None = None):
+                 window: CongestionWindow | None = None, pipes: int = 1, ring: Ring | None = None,
+                 workspace=None):
         """`ops`: (op, start, stop) of each segment of `payload`; or one `op` for all of it.
 
         salt: added (mod 2^32) to every offset on the wire: the run's identity (`Worker` agrees
@@ -355,6 +356,8 @@ class PhaseTransfer:
         pipes: the switch's pipes (the emulator's `--pipes`): slot s is answered by pipe s mod pipes,
         in order within each pipe only, so loss detection compares chunks within a pipe.
         ring: where the frames go (a `Ring` of this job's K and W); by default one of its own.
+        workspace: where the answers go (`codec.Workspace`, reused across a worker's aggregations: `result` is
+        then valid until the next transfer of the same name); by default fresh memory.
         """
         self.pipes = max(1, int(pipes))
         self.job_id, self.worker_id, self.words = job_id, worker_id, words
@@ -378,11 +381,13 @@ class PhaseTransfer:
         self._chunks = np.concatenate(parts) if parts else np.zeros(0, sp.CHUNK)
         self._chunk_bytes = self._chunks.view(np.uint8)
         self.chunks = len(self._chunks)
-        wire = np.zeros(self.length + words, dtype=">i4")  # a last chunk reads K words
-        wire[: self.length] = payload
-        self._wire = wire.view(np.uint8)
-        # RESULT words land here as they came (big-endian), one byte copy each; `result` converts once
-        self._answers = np.zeros(self.length, dtype=">i4")
+        # the words sent, as the codec made them (native int32: a frame gets them byte-swapped to big-endian)
+        self._payload = np.ascontiguousarray(payload, dtype=np.int32)
+        self._wire = self._payload.view(np.uint8)
+        # RESULT words land here, native again (every word of the phase is answered before `result`); from the
+        # worker's workspace, one buffer per phase name, so that a step pays no fresh memory
+        self._answers = (workspace.buffer(f"answers:{name}", self.length, np.int32) if workspace is not None
+                         else np.empty(self.length, np.int32))
         self._answer_bytes = self._answers.view(np.uint8)
         self._result: np.ndarray | None = None
         slots = pool.slots
@@ -419,7 +424,7 @@ class PhaseTransfer:
             if not self.done:
                 answered = self._t["received"][0]
                 raise RuntimeError(f"phase {self.name!r}: {answered}/{self.chunks} chunks answered so far")
-            self._result = self._answers.astype(np.int32)
+            self._result = self._answers
         return self._result
 
     def next_timer(self) -> float:
