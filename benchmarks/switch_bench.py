@@ -2,20 +2,23 @@
 
 Issue 15 asks whether the emulator is much faster than an optimized BMv2
 on the same hosts.  This runs one experiment of `mininet/hina_net.py` per
-switch: the emulator with each --pipes P, and BMv2 (simple_switch_grpc with
-`p4/build/hina.json`) where it is installed; each aggregates the same
+switch: the emulator with each --pipes P, BMv2 (simple_switch_grpc with
+`p4/build/hina.json`) where it is installed, and the -O3 BMv2 without
+logging that `tools/p4-toolchain.sh --fast-bmv2 /opt/bmv2-fast` builds
+(--fast-bmv2 PATH for another place); each aggregates the same
 gradients in each --modes mode for --rounds rounds, every result checked
 exact.  The defaults are the issue's run: 3 workers, 100 Mbit/s links, 1%
 loss, 200,000 elements at 1% density, and 32-word packets for every switch
 (BMv2's program carries 32 words; the emulator gets them from --mtu 172).
 
 Per switch and mode it reports the best and the median round, resent
-frames (of them tail probes and timeouts), and the ratio of BMv2's seconds to each emulator
-row's (best to best, median to median).  Without BMv2 the emulator rows
-are still measured and the BMv2 row says why it is missing.
+frames (of them tail probes and timeouts), and the ratio of each BMv2 build's seconds to each
+emulator row's (best to best, median to median).  Without a BMv2 build the emulator rows
+are still measured and the table says why that build is missing.
 
     sudo .venv/bin/python benchmarks/switch_bench.py [--pipes 1 2 4] [--rounds 10] [--modes dense auto]
-        [--bmv2 auto|off] [--workers 3 --bw 100 --loss 1 --length 200000 --density 0.01 --mtu 172]
+        [--bmv2 auto|off] [--fast-bmv2 PATH|off]
+        [--workers 3 --bw 100 --loss 1 --length 200000 --density 0.01 --mtu 172]
 
 Writes switch_bench.json, .md and .png into --out (default: $HINA_RESULTS, else hina-results/).
 """
@@ -38,6 +41,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="the emulator's pipe counts, one experiment each (default: 1 2 4)")
     ap.add_argument("--bmv2", choices=("auto", "off"), default="auto",
                     help="auto: also run BMv2 where simple_switch_grpc and p4/build are present (default: auto)")
+    ap.add_argument("--fast-bmv2", metavar="PATH|off", default=None,
+                    help="the -O3 BMv2 build without logging, also run where it is installed (default: "
+                         "/opt/bmv2-fast/bin/simple_switch_grpc, where tools/p4-toolchain.sh --fast-bmv2 "
+                         "/opt/bmv2-fast puts it; off: not run)")
     ap.add_argument("--modes", nargs="+", choices=MODES, default=["dense", "auto"],
                     help="codec modes, each a run per switch (default: dense auto)")
     ap.add_argument("--rounds", type=between(1), default=10, help="aggregations per mode (default: 10)")
@@ -54,11 +61,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def rows_of(results: dict, switch: str, pipes: int, words: int) -> list[dict]:
+# BMv2's builds: the one on PATH (built as Debian or tools/p4-toolchain.sh builds it), and -O3 without logging
+BUILDS = {"default": "BMv2", "fast": "BMv2 -O3"}
+
+
+def rows_of(results: dict, switch: str, pipes: int, words: int, build: str | None = None) -> list[dict]:
     rows = []
     for run in results["runs"]:
         seconds = [r["seconds"] for r in run["rounds"]]
-        rows.append({"switch": switch, "pipes": pipes, "mode": run["mode"], "encoding": run.get("encoding"),
+        rows.append({"switch": switch, "pipes": pipes, "build": build, "mode": run["mode"],
+                     "encoding": run.get("encoding"),
                      "exact": run["exact"], "best": min(seconds), "median": statistics.median(seconds),
                      "rounds": seconds, "resent": sum(r["retransmissions"] for r in run["rounds"]),
                      "timeouts": sum(r["timeouts"] for r in run["rounds"]),
@@ -72,36 +84,44 @@ def rows_of(results: dict, switch: str, pipes: int, words: int) -> list[dict]:
 
 
 def name(row: dict) -> str:
-    return "BMv2" if row["switch"] == "bmv2" else f"emulator P={row['pipes']}"
+    return BUILDS[row.get("build") or "default"] if row["switch"] == "bmv2" else f"emulator P={row['pipes']}"
 
 
 def with_ratios(rows: list[dict]) -> list[dict]:
-    """BMv2's best and median over each emulator row's of the same mode (None without a BMv2 row)."""
-    bmv2 = {r["mode"]: r for r in rows if r["switch"] == "bmv2"}
-    for r in rows:
-        b = bmv2.get(r["mode"]) if r["switch"] == "emulator" else None
-        r["bmv2_over_best"] = b["best"] / r["best"] if b else None
-        r["bmv2_over_median"] = b["median"] / r["median"] if b else None
+    """Each BMv2 build's best and median over each emulator row's of the same mode: bmv2_over_* for the
+    default build, fast_over_* for -O3 (None where that build did not run)."""
+    for build, key in (("default", "bmv2"), ("fast", "fast")):
+        bmv2 = {r["mode"]: r for r in rows if r["switch"] == "bmv2" and (r.get("build") or "default") == build}
+        for r in rows:
+            b = bmv2.get(r["mode"]) if r["switch"] == "emulator" else None
+            r[f"{key}_over_best"] = b["best"] / r["best"] if b else None
+            r[f"{key}_over_median"] = b["median"] / r["median"] if b else None
     return rows
 
 
-def markdown(rows: list[dict], missing: str | None, cfg: dict) -> str:
+def markdown(rows: list[dict], missing: str | None, cfg: dict, fast_missing: str | None = None) -> str:
     lines = [f"{cfg['workers']} workers, {cfg['bw']:g} Mbit/s, loss {cfg['loss']:g}%, d = {cfg['length']:,} at "
              f"{cfg['density']:.2%}, {cfg['rounds']} rounds per mode; every worker's sum checked against numpy "
              "(exact).", "",
              "| switch | mode | ran | K | best s | median s | line rate s | resent (of frames) | probes | timeouts "
-             "| exact | BMv2 / this (best) | BMv2 / this (median) | what set the best round's time |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| exact | BMv2 / this (best) | BMv2 / this (median) | BMv2 -O3 / this (best) | BMv2 -O3 / this (median) "
+             "| what set the best round's time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ratio = [f"{x:.2f}x" if x else "-" for x in (r["bmv2_over_best"], r["bmv2_over_median"])]
+        ratio = [f"{x:.2f}x" if x else "-" for x in (r["bmv2_over_best"], r["bmv2_over_median"],
+                                                     r.get("fast_over_best"), r.get("fast_over_median"))]
         line_rate = f"{r['line_rate']:.3f}" if r["line_rate"] else "-"
         share = f" ({r['resent'] / r['frames']:.1%})" if r["frames"] else ""
         verdict = r.get("fidelity", {}).get("verdict", "-")
         lines.append(f"| {name(r)} | {r['mode']} | {r['encoding']} | {r['words']} | {r['best']:.3f} | "
                      f"{r['median']:.3f} | {line_rate} | {r['resent']:,}{share} | {r['probes']} | {r['timeouts']} | "
-                     f"{'yes' if r['exact'] else 'NO'} | {ratio[0]} | {ratio[1]} | {verdict} |")
+                     f"{'yes' if r['exact'] else 'NO'} | {' | '.join(ratio)} | {verdict} |")
+    if missing or fast_missing:
+        lines.append("")
     if missing:
-        lines += ["", f"BMv2 not measured: {missing}."]
+        lines.append(f"BMv2 not measured: {missing}.")
+    if fast_missing:
+        lines.append(f"BMv2 -O3 not measured: {fast_missing}.")
     return "\n".join(lines) + "\n"
 
 
@@ -146,27 +166,39 @@ def main(argv: list[str] | None = None) -> int:
         print(f"switch_bench.py: {problem}", file=sys.stderr)
         return 2
     missing = "--bmv2 off" if args.bmv2 == "off" else hina_net.missing_requirements("bmv2")
+    fast = args.fast_bmv2 or hina_net.FAST_BMV2
+    if args.fast_bmv2 == "off":
+        fast_missing = "--fast-bmv2 off"
+    elif not args.fast_bmv2 and not Path(fast).exists():
+        fast_missing = f"not installed at {fast} (sudo bash tools/p4-toolchain.sh --fast-bmv2 /opt/bmv2-fast)"
+    else:
+        fast_missing = hina_net.missing_requirements("bmv2", fast)
     shape = dict(workers=args.workers, modes=tuple(dict.fromkeys(args.modes)), bw=args.bw, loss=args.loss,
                  length=args.length, density=args.density, rounds=args.rounds, ping=False)
-    runs = [("emulator", p) for p in dict.fromkeys(args.pipes)] + ([] if missing else [("bmv2", 1)])
+    runs = ([("emulator", p, None) for p in dict.fromkeys(args.pipes)] + ([] if missing else [("bmv2", 1, "default")])
+            + ([] if fast_missing else [("bmv2", 1, "fast")]))
     rows = []
-    for switch, pipes in runs:
-        label = "BMv2" if switch == "bmv2" else f"emulator P={pipes}"
+    for switch, pipes, build in runs:
+        label = BUILDS[build] if switch == "bmv2" else f"emulator P={pipes}"
         print(f"{label}: {len(shape['modes'])} modes x {args.rounds} rounds ...", file=sys.stderr, flush=True)
+        binary = {"bmv2_binary": fast} if build == "fast" else {}
         try:
-            cfg = hina_net.ExperimentConfig(switch=switch, pipes=pipes, mtu=args.mtu, **shape)
+            cfg = hina_net.ExperimentConfig(switch=switch, pipes=pipes, mtu=args.mtu, **binary, **shape)
             results = hina_net.Experiment(cfg, log=lambda m: print(f"  {m}", file=sys.stderr, flush=True)).run()
         except (RuntimeError, ValueError) as exc:
             print(f"switch_bench.py: {label}: {exc}", file=sys.stderr)
             return 2
-        rows += rows_of(results, switch, pipes, cfg.words)
+        rows += rows_of(results, switch, pipes, cfg.words, build)
     rows = with_ratios(rows)
-    config = {**shape, "modes": list(shape["modes"]), "mtu": args.mtu, "pipes": list(dict.fromkeys(args.pipes))}
-    table = markdown(rows, missing, config)
+    config = {**shape, "modes": list(shape["modes"]), "mtu": args.mtu, "pipes": list(dict.fromkeys(args.pipes)),
+              "fast_bmv2": None if fast_missing else fast}
+    table = markdown(rows, missing, config, fast_missing)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_result(args.out / "switch_bench.json", {"config": config, "bmv2_missing": missing, "rows": rows},
-                 command_line("benchmarks/switch_bench.py", argv), **({} if missing else {"p4": p4_versions()}))
+    write_result(args.out / "switch_bench.json", {"config": config, "bmv2_missing": missing,
+                                                   "fast_bmv2_missing": fast_missing, "rows": rows},
+                 command_line("benchmarks/switch_bench.py", argv),
+                 **({} if missing and fast_missing else {"p4": p4_versions()}))
     (args.out / "switch_bench.md").write_text(table)
     png = args.out / "switch_bench.png"
     print(f"wrote {args.out / 'switch_bench.json'}, .md" + (f" and {png}" if plot(rows, png) else ""))

@@ -124,16 +124,23 @@ def netem_available() -> bool:
         subprocess.run(["ip", "link", "del", name], capture_output=True)
 
 
-def missing_requirements(switch: str = "emulator") -> str | None:
-    """None if an experiment can run here, else why not."""
+# BMv2's switch binary, and where `tools/p4-toolchain.sh --fast-bmv2 /opt/bmv2-fast` installs the -O3 build
+# without logging (off PATH) that benchmarks/switch_bench.py times the emulator against
+BMV2_BINARY = "simple_switch_grpc"
+FAST_BMV2 = "/opt/bmv2-fast/bin/simple_switch_grpc"
+
+
+def missing_requirements(switch: str = "emulator", bmv2_binary: str = BMV2_BINARY) -> str | None:
+    """None if an experiment can run here, else why not (`bmv2_binary`: the BMv2 build a bmv2 switch runs)."""
     if os.geteuid() != 0:
         return "Mininet needs root"
     for tool in ("mnexec", "tc", "ip"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (Debian: mininet, iproute2)"
     if switch == "bmv2":
-        if shutil.which("simple_switch_grpc") is None:
-            return "--switch bmv2 needs simple_switch_grpc on PATH"
+        if shutil.which(bmv2_binary) is None:
+            return (f"--switch bmv2 needs {BMV2_BINARY} on PATH" if bmv2_binary == BMV2_BINARY
+                    else f"{bmv2_binary} is not an executable BMv2 switch")
         if not (P4_BUILD / "hina.json").exists():
             return "--switch bmv2 needs the compiled P4 program: run `make p4` (needs p4c)"
     return None
@@ -165,7 +172,7 @@ def cleanup(run: str) -> None:
     names = Names(check_run_id(run))
     # {run}hsw-eth: the star's switch; {run}hsw<leaf or spine>-eth: a tree's (mininet/topo.py)
     subprocess.run(["pkill", "-f", f"hina[.]emulator.*--raw=[0-9]+={names.switch}[a-z0-9]*-eth"], capture_output=True)
-    subprocess.run(["pkill", "-f", f"simple_switch_grpc.*@{names.switch}[a-z0-9]*-eth"], capture_output=True)
+    subprocess.run(["pkill", "-f", f"{BMV2_BINARY}.*@{names.switch}[a-z0-9]*-eth"], capture_output=True)
     # what ran on the run's hosts (workers, ranks: each its own session, so only its namespace finds it), then
     # the host shells themselves
     shells = subprocess.run(["pgrep", "-f", f"mininet:{names.run}{HOST}[0-9]+$"], capture_output=True, text=True)
@@ -258,6 +265,8 @@ class Bmv2Switch(Switch):
     """BMv2 simple_switch_grpc running p4/hina.p4 (pushed over P4Runtime by the controller); its gRPC and
     Thrift servers on free ports of their own."""
 
+    binary = BMV2_BINARY  # the build to run (an Experiment's subclass sets another)
+
     def __init__(self, name: str, **params):
         super().__init__(name, **params)
         self.proc: subprocess.Popen | None = None
@@ -265,7 +274,7 @@ class Bmv2Switch(Switch):
         self.grpc_port, self.thrift_port = free_tcp_port(), free_tcp_port()
 
     def start(self, controllers) -> None:
-        cmd = ["simple_switch_grpc", "--device-id", "0", "--thrift-port", str(self.thrift_port), "--no-p4"]
+        cmd = [self.binary, "--device-id", "0", "--thrift-port", str(self.thrift_port), "--no-p4"]
         for intf in self.intfList():
             if intf.name != "lo":
                 cmd += ["-i", f"{self.ports[intf]}@{intf.name}"]
@@ -305,6 +314,7 @@ class ExperimentConfig:
     ping: bool = True
     transport: str = "auto"  # workers' transport: auto (UDP when routed), udp, raw
     pipes: int = 1  # the emulator's data-plane processes (BMv2 is one process: 1)
+    bmv2_binary: str = BMV2_BINARY  # the BMv2 build --switch bmv2 runs (a path, or a name on PATH)
     workload: str | None = None  # a preset of benchmarks/workloads.py instead of uniform sparsity
     scale: float = 1.0
     # heterogeneity (mininet/heterogeneity.py): per-rank link rate (Mbit/s) and delay (ms) as "R=V,...",
@@ -388,7 +398,7 @@ class Experiment:
 
     def run(self) -> dict:
         cfg = self.cfg
-        problem = missing_requirements(cfg.switch)
+        problem = missing_requirements(cfg.switch, cfg.bmv2_binary)
         if problem:
             raise RuntimeError(problem)
         if cfg.switch == "bmv2" and cfg.delay and not self.netem:
@@ -406,6 +416,8 @@ class Experiment:
             if cfg.loss:
                 link["loss"] = cfg.loss
         switch_cls = Bmv2Switch if cfg.switch == "bmv2" else EmulatorSwitch
+        if switch_cls is Bmv2Switch and cfg.bmv2_binary != Bmv2Switch.binary:
+            switch_cls = type("ConfiguredBmv2Switch", (Bmv2Switch,), {"binary": cfg.bmv2_binary})
         if switch_cls is EmulatorSwitch:
             switch_cls = type("ConfiguredEmulatorSwitch", (EmulatorSwitch,), {
                 "impair_args": ([] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)])

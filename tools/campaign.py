@@ -71,10 +71,17 @@ def _run_py(name: str, group: str, what: str, *args: str, outputs: tuple[str, ..
 
 
 # the 8-worker and 4-worker stars and the tree: where dense aggregation stays network-bound
-CALIBRATIONS = (("calibrate-star-8w", ("--workers", "8")), ("calibrate-star-4w", ("--workers", "4")),
-                ("calibrate-leafspine214-8w", ("--topology", "leafspine:2,1,4", "--oversubscription", "4")))
-# the link rates the comparisons run at, from those calibrations (docs/fidelity.md says why these)
-STAR_MBPS, TREE_MBPS = "100", "80"
+# (the top of each search: above what its machine keeps network-bound, 4 workers past 1 Gbit/s)
+CALIBRATIONS = (("calibrate-star-8w", ("--workers", "8", "--bw", "1000")),
+                ("calibrate-star-4w", ("--workers", "4", "--bw", "3000")),
+                ("calibrate-leafspine214-8w", ("--topology", "leafspine:2,1,4", "--oversubscription", "4", "--bw",
+                                               "1000")))
+# the link rates the comparisons run at, from those calibrations (docs/fidelity.md says why these): about half the
+# highest rate at which dense aggregation stayed network-bound (8-worker star 562 Mbit/s, 4-worker star 1030,
+# the 4:1 leaf/spine tree 487)
+STAR_MBPS, STAR4_MBPS, TREE_MBPS = "250", "500", "200"
+# the rates no calibration chose: the cross-traffic runs', and the scale model's validation runs' (below)
+CROSS_MBPS = "100"
 # the scale model's validation: 4 and 8 workers, uniform and DeepLight-shaped, at two rates each
 VALIDATION = tuple((f"star-{n}w-{bw}-{kind}", n, bw, data)
                    for n in (4, 8) for bw in (100, 50)
@@ -102,8 +109,8 @@ RANKS = (("emulator-2x4", ("--ranks-per-host", "4", "--length", "4000000")),
 
 # time to accuracy (docs/ddp.md): to the target at 4 ranks, then per step with buckets, dense gradients, 8 ranks
 EXACT = ("--systems", "hina,hina-dense,gloo", "--target", "1")
-TTA_RUNS = (("4", "every system trained to the target held-out loss", ("--workers", "4", "--target", "5.0",
-                                                                       "--steps", "400")),
+TTA_RUNS = (("4", "every system trained to the target held-out loss and on to the budget, three seeds",
+             ("--workers", "4", "--target", "4.25", "--steps", "300", "--keep-going", "--seeds", "0", "1", "2")),
             ("4_buckets", "per step with several DDP buckets", ("--workers", "4", *EXACT, "--bucket-mb", "4",
                                                                 "--steps", "30", "--eval-every", "30")),
             ("4_dense_model", "per step on a model with dense gradients", ("--workers", "4", *EXACT, "--vocab", "2000",
@@ -118,7 +125,7 @@ def steps() -> list[Step]:
     run = "mininet/run.py"
     for name, args in CALIBRATIONS:
         out.append(_run_py(name, "mininet", "--calibrate: the highest rate at which dense aggregation is "
-                           "network-bound", run, "--calibrate", *args, "--bw", "1000", "--rounds", "2",
+                           "network-bound", run, "--calibrate", *args, "--rounds", "2",
                            "--calibrate-steps", "5", "--out", f"{R}/calibrate", "--name", name,
                            outputs=(f"{R}/calibrate/{name}.json",)))
     out.append(_run_py("budget", "mininet", "where the CPU goes per megabyte on the 8-worker star, both data paths, "
@@ -142,7 +149,7 @@ def steps() -> list[Step]:
                 f"{R}/compare_faithful.json", f"{R}/compare_cross.json", "--out", f"{R}/slowdown_cross.md",
                 outputs=(f"{R}/slowdown_cross.json",)),
         _run_py("cross-traffic", "mininet", "hina's congestion windows alone and beside an iperf3 flow",
-                "benchmarks/cross_traffic.py", "--workers", "4", "--bw", STAR_MBPS, "--length", "4000000",
+                "benchmarks/cross_traffic.py", "--workers", "4", "--bw", CROSS_MBPS, "--length", "4000000",
                 "--rounds", "2", "--out", f"{R}/cross_traffic.json", outputs=(f"{R}/cross_traffic.json",)),
         *(_run_py(f"cross-traffic-{name.replace('_', '-')}", "mininet",
                   "hina's share of a link beside an iperf3 flow, 30 to 200 Mbit/s", "benchmarks/cross_traffic.py",
@@ -217,8 +224,11 @@ def steps() -> list[Step]:
                            "--length", "50000", "--density", "0.01", "--rounds", "1", "--out", bmv2,
                            "--name", name, outputs=(f"{bmv2}/{name}.json",)))
     out += [
-        _run_py("switch-bench", "bmv2", "the emulator at 1, 2 and 4 pipes and BMv2 in one 32-word star, 1% loss",
-                "benchmarks/switch_bench.py", "--out", R, outputs=(f"{R}/switch_bench.json",)),
+        _run_py("switch-bench", "bmv2", "the emulator at 1, 2 and 4 pipes and BMv2 (as built and -O3) in one 32-word "
+                "star, 1% loss", "benchmarks/switch_bench.py", "--out", R, outputs=(f"{R}/switch_bench.json",)),
+        _run_py("switch-bench-lossless", "bmv2", "the one-pipe emulator and BMv2 (as built and -O3) in the same star "
+                "without loss", "benchmarks/switch_bench.py", "--pipes", "1", "--loss", "0", "--out",
+                f"{R}/switch_bench_lossless", outputs=(f"{R}/switch_bench_lossless/switch_bench.json",)),
         _run_py("demo", "loopback", "README's main job", "benchmarks/demo_result.py", "--out", f"{R}/demo.json",
                 outputs=(f"{R}/demo.json",)),
         _run_py("sender-bench", "loopback", "the sender's own cost per chunk", "benchmarks/sender_bench.py",
@@ -246,8 +256,9 @@ def steps() -> list[Step]:
                        "--target", "1", "--out", f"{tta}/loopback_gloo_curve.json",
                        outputs=(f"{tta}/loopback_gloo_curve.json",)))
     for name, what, extra in TTA_RUNS:
+        rate = STAR_MBPS if extra[1] == "8" else STAR4_MBPS  # the star's calibration for that many ranks
         out.append(_run_py(f"tta-{name}", "mininet", what, "benchmarks/time_to_accuracy.py", "--env", "mininet",
-                           "--bw", STAR_MBPS, *extra, "--out", f"{tta}/mininet_{name}.json",
+                           "--bw", rate, *extra, "--out", f"{tta}/mininet_{name}.json",
                            outputs=(f"{tta}/mininet_{name}.json",)))
     return out
 

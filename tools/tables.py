@@ -395,13 +395,32 @@ def emulator_e2e() -> str:
     return block(lines, ("emulator_bench.json", data))
 
 
-@table("switch-bench")
-def switch_bench_table() -> str:
+def switch_bench_block(name: str) -> str:
     from hina.benchmarks import switch_bench
 
-    data = load("switch_bench.json")
-    return block(switch_bench.markdown(data["rows"], data.get("bmv2_missing"), data["config"]).splitlines(),
-                 ("switch_bench.json", data))
+    data = load(name)
+    return block(switch_bench.markdown(data["rows"], data.get("bmv2_missing"), data["config"],
+                                       data.get("fast_bmv2_missing")).splitlines(), (name, data))
+
+
+@table("switch-bench")
+def switch_bench_table() -> str:
+    return switch_bench_block("switch_bench.json")
+
+
+@table("switch-bench-lossless")
+def switch_bench_lossless_table() -> str:
+    return switch_bench_block("switch_bench_lossless/switch_bench.json")
+
+
+@table("budget")
+def budget_table() -> str:
+    """docs/budget.md: where the CPU goes per megabyte aggregated on the 8-worker star, both data paths, beside
+    the kernel alone."""
+    from hina.benchmarks import budget
+
+    data = load("budget.json")
+    return block(budget.markdown(data), ("budget.json", data))
 
 
 # -- the sender (sender_bench.py, loss_model.py) ----------------------------------------------------
