@@ -13,7 +13,7 @@ the codec (numpy as the switch) and checks the sum exact.
 
     pip install -e '.[torch]'          # CPU PyTorch 2.13 (the wheel on this machine)
     python benchmarks/capture_torch.py [--workers 8 --steps 3 --aggregate]
-Writes capture_torch.json into --out's folder (default: $HINA_RESULTS, else hina-results/).
+Writes capture_torch.json (--out: the file; default: in $HINA_RESULTS, else hina-results/).
 """
 
 from __future__ import annotations

@@ -80,7 +80,8 @@ CALIBRATIONS = (("calibrate-star-8w", ("--workers", "8", "--bw", "1000")),
 # highest rate at which dense aggregation stayed network-bound (8-worker star 562 Mbit/s, 4-worker star 1030,
 # the 4:1 leaf/spine tree 487)
 STAR_MBPS, STAR4_MBPS, TREE_MBPS = "250", "500", "200"
-# the rates no calibration chose: the cross-traffic runs', and the scale model's validation runs' (below)
+# the rate no calibration chose: the cross-traffic runs' and the one-shot comparison's (the scale model's
+# validation runs have theirs below)
 CROSS_MBPS = "100"
 # the scale model's validation: 4 and 8 workers, uniform and DeepLight-shaped, at two rates each
 VALIDATION = tuple((f"star-{n}w-{bw}-{kind}", n, bw, data)
@@ -157,9 +158,9 @@ def steps() -> list[Step]:
                   "--out", f"{R}/cross_traffic/{name}.json", outputs=(f"{R}/cross_traffic/{name}.json",))
           for name, flags in (("fair", ()), ("fair_cap", ("--cap", "50%")), ("delay", ("--delay-rule",)),
                               ("delay_cap", ("--delay-rule", "--cap", "50%")))),
-        _run_py("compare-gbit", "mininet", "the 1 and 10 Gbit/s comparison again, for its verdicts", compare,
-                "--workers", "8", "--rounds", "1", "--bws", "1000", "10000", "--loopback", "off",
-                "--out", R, "--name", "compare_gbit_verdicts", outputs=(f"{R}/compare_gbit_verdicts.json",)),
+        _run_py("compare", "mininet", "one-shot aggregations of every system and preset: loopback, and the 8-worker "
+                "star at 100 Mbit/s, 1 and 10 Gbit/s", compare, "--workers", "8", "--rounds", "1", "--bws", CROSS_MBPS,
+                "1000", "10000", "--out", R, outputs=(f"{R}/compare.json",)),
     ]
     trees = f"{R}/trees"
     for name, extra in EXACT_TREES:
@@ -229,6 +230,22 @@ def steps() -> list[Step]:
         _run_py("switch-bench-lossless", "bmv2", "the one-pipe emulator and BMv2 (as built and -O3) in the same star "
                 "without loss", "benchmarks/switch_bench.py", "--pipes", "1", "--loss", "0", "--out",
                 f"{R}/switch_bench_lossless", outputs=(f"{R}/switch_bench_lossless/switch_bench.json",)),
+        _run_py("codec-bench", "loopback", "the codec's encode and decode against a memory copy, bytes against the "
+                "bound", "benchmarks/codec_bench.py", "--out", f"{R}/codec_bench.json",
+                outputs=(f"{R}/codec_bench.json",)),
+        *(_run_py(f"codec-bench-{backend}-{size}", "loopback", f"the {backend} codec at d = {length}, the accelerator "
+                  "path's CPU reference", "benchmarks/codec_bench.py", "--backend", backend.split("-")[0],
+                  *(("--device", "cpu") if backend == "torch-cpu" else ()), "--lengths", length, "--densities",
+                  "0.001", "0.01", "0.05", "--workers", "8", "--presets", "--out", f"{R}/{name}.json",
+                  outputs=(f"{R}/{name}.json",))
+          for backend, size, length, name in (
+              ("numba", "2e22", "4194304", "codec_bench_numba_2e22"),
+              ("torch-cpu", "2e22", "4194304", "codec_bench_torch_cpu"),
+              ("numba", "2e25", "33554432", "codec_bench_numba_2e25"),
+              ("torch-cpu", "2e25", "33554432", "codec_bench_torch_cpu_2e25"))),
+        _run_py("capture-torch", "loopback", "real gradients of small PyTorch models against the generators' "
+                "densities, summed exact", "benchmarks/capture_torch.py", "--aggregate", "--out",
+                f"{R}/capture_torch.json", outputs=(f"{R}/capture_torch.json",)),
         _run_py("demo", "loopback", "README's main job", "benchmarks/demo_result.py", "--out", f"{R}/demo.json",
                 outputs=(f"{R}/demo.json",)),
         _run_py("sender-bench", "loopback", "the sender's own cost per chunk", "benchmarks/sender_bench.py",

@@ -168,6 +168,6 @@ def test_the_curve_and_the_default_target_docs_ddp_quote_are_the_measured_ones()
     assert len(pairs) == 5
     for loss, step in pairs:
         assert f"{loss_at[int(step)]:.2f}" == loss
-    assert f"target, {tta.DEFAULT_TARGET:.1f} nats per token" in text and f"budget, {tta.DEFAULT_STEPS} steps" in text
+    assert f"target, {tta.DEFAULT_TARGET:g} nats per token" in text and f"budget, {tta.DEFAULT_STEPS} steps" in text
     first = min(s for s, v in loss_at.items() if v <= tta.DEFAULT_TARGET)
     assert f"arrive after {first} steps" in text

@@ -308,7 +308,7 @@ def fidelity_figures(tables) -> list[tuple[str, str]]:
             f"of {topk['rel_l2_error']:.2f}",
             f"blocks was {pct(1 - blocks / auto)} faster ({blocks:.3f} s against {auto:.3f})"]
 
-    gbit = tables.load("compare_gbit_verdicts.json")["rows"]
+    gbit = tables.load("compare.json")["rows"]
     dense = {(r["env"], r["preset"]): r["seconds"] for r in gbit if r["mode"] == "dense"}
     ratios: dict[str, list[float]] = {}
     for r in gbit:
