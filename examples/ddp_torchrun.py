@@ -20,6 +20,7 @@ prints one JSON line per step and, with `--out`, writes them all.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -142,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(lines, indent=1))
     if hook is not None:
         hook.close()
+    # every rank past its last collective before any closes its gloo connections, and DDP's reducer (which holds
+    # the process group and its last work) freed while the interpreter is whole: either left to the exit, a rank's
+    # gloo threads could abort its process (SIGABRT after the last step)
+    dist.barrier()
+    del model, opt
+    gc.collect()
     dist.destroy_process_group()
     return 0
 

@@ -246,6 +246,9 @@ def steps() -> list[Step]:
         _run_py("capture-torch", "loopback", "real gradients of small PyTorch models against the generators' "
                 "densities, summed exact", "benchmarks/capture_torch.py", "--aggregate", "--out",
                 f"{R}/capture_torch.json", outputs=(f"{R}/capture_torch.json",)),
+        _run_py("first-run", "loopback", "a fresh clone's make install and make demo, a wheel's first demo alone and "
+                "beside two CPU-bound processes (needs pip's registry)", "benchmarks/first_run.py", "--out",
+                f"{R}/first_run.json", outputs=(f"{R}/first_run.json",)),
         _run_py("demo", "loopback", "README's main job", "benchmarks/demo_result.py", "--out", f"{R}/demo.json",
                 outputs=(f"{R}/demo.json",)),
         _run_py("sender-bench", "loopback", "the sender's own cost per chunk", "benchmarks/sender_bench.py",

@@ -447,6 +447,28 @@ def loss_model() -> str:
     return block(lines, ("loss_model.json", data))
 
 
+@table("first-run")
+def first_run() -> str:
+    """docs/contributing.md: a fresh clone's make install (per step) and make demo, and a wheel's first demos."""
+    name = "first_run.json"
+    data = load(name)
+    steps = data["steps"]
+    what = {"install_venv": "`make install`: the venv and pip", "install_kernels": "`make install`: `hina compile`",
+            "install_corpus": "`make install`: the corpus", "make_demo": "`make demo` after it",
+            "wheel_demo": "the wheel's first `hina demo` (a fresh venv)",
+            "wheel_demo_beside_two_cpu_hogs": "the same beside two CPU-bound processes"}
+    rows = []
+    for key, label in what.items():
+        step = steps[key]
+        compiled = ("-" if "compiled" not in step else
+                    f"yes, {step['compiled_in']}" if step["compiled"] else "no: loaded")
+        exact = "-" if "exact" not in step else ("yes" if step["exact"] else "NO")
+        rows.append([label, f"{step['seconds']:.1f}", compiled, exact])
+    lines = rows_md(["step", "wall s", "kernels compiled by the demo", "exact"], rows)
+    lines += ["", f"`make install` in all: {data['install_seconds']:.0f} s."]
+    return block(lines, (name, data))
+
+
 @table("demo")
 def demo() -> str:
     from hina.host.demo import format_summary
