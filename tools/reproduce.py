@@ -385,8 +385,8 @@ def soak_figures(results: dict[str, dict]) -> list[Figure]:
 # -- the claims --------------------------------------------------------------------------------------------
 
 def _claims() -> dict[str, Claim]:
-    star = "8 workers on an emulated 100 Mbit/s star (Mininet)"
-    tree = "8 workers on the emulated 4:1 leaf/spine tree at 80 Mbit/s (Mininet)"
+    star = f"8 workers on an emulated {campaign.STAR_MBPS} Mbit/s star (Mininet)"
+    tree = f"8 workers on the emulated 4:1 leaf/spine tree at {campaign.TREE_MBPS} Mbit/s (Mininet)"
     exact_names = tuple(name for name, _ in campaign.EXACT_TREES)
     bmv2_names = tuple(name for name, _ in campaign.BMV2_TREES)
     leaves_steps = tuple(f"leaves-{p}-{kind}" for p, _ in campaign.LEAVES for kind in ("hina", "plain"))
@@ -403,7 +403,8 @@ def _claims() -> dict[str, Claim]:
         Claim("dense-vs-ring", f"Dense in-network aggregation is faster than gloo's ring allreduce on every model, "
               f"{star}, both set by the links (at 8 workers dense sends 4/7 of the ring's bytes).",
               ("compare-faithful",), (FAITHFUL,), dense_over_ring, page="README.md"),
-        Claim("tta", "Training a word-level LSTM to a target held-out loss, 4 ranks on an emulated 100 Mbit/s star: "
+        Claim("tta", "Training a word-level LSTM to a target held-out loss, 4 ranks on an emulated "
+              f"{campaign.STAR4_MBPS} Mbit/s star: "
               "hina reaches it sooner than dense in-network aggregation and gloo, in the same steps, with parameters "
               "identical to dense aggregation's after every step, sending fewer bytes.", ("tta-4",), (TTA,),
               tta_figures, needs=("torch", "corpus"), page="docs/ddp.md"),
@@ -430,10 +431,10 @@ def _claims() -> dict[str, Claim]:
               "dense in-network aggregation and the ring on DeepLight and matches dense on the dense presets; the "
               "model agrees within 20% with every network-bound Mininet run it was checked against.",
               ("scale-model",), ("scale_model.json",), scale_figures, page="README.md"),
-        Claim("cross-traffic-share", "With the fair-share rules, beside one iperf3 TCP flow (uncapped or capped at "
-              "half the link) on a 4-worker star at 30 to 200 Mbit/s, hina keeps more than an even share of the "
-              "contested link, exact.", ("cross-traffic-fair", "cross-traffic-fair-cap"), SHARE_FAIR, share_figures,
-              needs=("iperf3",), page="docs/fidelity.md"),
+        Claim("cross-traffic-share", "With the default window (the fair-share rules), beside one iperf3 TCP "
+              "flow (uncapped or capped at half the link) on a 4-worker star at 30 to 200 Mbit/s, hina keeps "
+              "more than an even share of the contested link, exact.", ("cross-traffic-fair", "cross-traffic-fair-cap"),
+              SHARE_FAIR, share_figures, needs=("iperf3",), page="docs/fidelity.md"),
         Claim("contest-model", "On a virtual clock beside a Reno flow, the contested window keeps hina's rounds "
               "several times faster than the delay rule alone behind long queues, and the fair-share rules keep a "
               "large share of the link at every queue.", ("contest-model",), ("contest_model.json",),

@@ -145,7 +145,7 @@ SYSTEMS = (("auto", "hina auto"), ("dense", "hina dense (SwitchML-style)"), ("bl
 PRESETS = ("deeplight", "lstm", "ncf", "bert_base", "vgg19")
 # the result file and environment README's headline shows: the comparison at the rate --calibrate found
 # network-bound for dense aggregation of 8 workers (docs/fidelity.md)
-HEADLINE = ("compare_faithful.json", "mininet 0.1 Gbit/s")
+HEADLINE = ("compare_faithful.json", f"mininet {int(campaign.STAR_MBPS) / 1000:g} Gbit/s")
 
 
 def verdict_text(r: dict) -> str:
@@ -600,7 +600,7 @@ def scale_model_k32() -> str:
 
 # the campaign's runs (tools/campaign.py writes them under these names)
 TREE_RUNS = tuple(f"trees/{name}.json" for name, _ in campaign.EXACT_TREES)
-# leafspine:2,1,4 at 80 Mbit/s, 4:1: hina's leaves summing their racks, then plain leaves (the spine only)
+# leafspine:2,1,4 at campaign.TREE_MBPS, 4:1: hina's leaves summing their racks, then plain leaves (the spine only)
 LEAVES_RUNS = {preset: (f"trees/leaves-{preset}-hina.json", f"trees/leaves-{preset}-plain.json")
                for preset, _ in campaign.LEAVES}
 
@@ -891,7 +891,7 @@ def fidelity_compare() -> str:
 
 @table("fidelity-gbit")
 def fidelity_gbit() -> str:
-    """docs/fidelity.md: the one-shot comparison on Mininet (100 Mbit/s, 1 and 10 Gbit/s) with its verdicts."""
+    """docs/fidelity.md: the one-shot comparison on Mininet (0.1, 1 and 10 Gbit/s) with its verdicts."""
     name = "compare.json"
     data = load(name)
     lines = []
@@ -995,7 +995,8 @@ SHARE_RUNS = ("cross_traffic/delay.json", "cross_traffic/delay_cap.json", "cross
 @table("fidelity-share")
 def fidelity_share() -> str:
     """docs/fidelity.md: hina's share of a link it shares with one iperf3 TCP flow, from 30 to 200 Mbit/s, the
-    flow uncapped and capped at half the link, with the default window and the fair-share rules."""
+    flow uncapped and capped at half the link, with the default window (the fair-share rules) and the delay rule
+    alone (--delay-rule)."""
     from hina.benchmarks.cross_traffic import TABLE_HEADER, table_rows
 
     sources = [(name, load(name)) for name in SHARE_RUNS]

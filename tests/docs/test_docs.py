@@ -293,7 +293,7 @@ def fidelity_figures(tables) -> list[tuple[str, str]]:
     row = {(r["preset"], r["mode"]): r for r in tables.load(name)["rows"] if r["env"] == env}
     verdict = {k: tables.verdict_text(r) for k, r in row.items()}
     busy = numbers([v for v in verdict.values() if v.startswith("CPU-bound: the machine")], r"machine, ([\d.]+) of")
-    rate = float(env.split()[1]) * 1e9  # "mininet 0.1 Gbit/s"
+    rate = float(env.split()[1]) * 1e9  # "mininet 0.25 Gbit/s"
     lstm, deep, topk = row["lstm", "auto"], row["deeplight", "auto"], row["lstm", "oktopk_topk"]
     blocks, auto = row["bert_base", "blocks"]["seconds"], row["bert_base", "auto"]["seconds"]
     out += [f"CPU-bound: the machine ({span(busy)} of 2 cores busy)",
