@@ -421,7 +421,7 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log, bar=Non
     if hina:
         ecfg = hina_net.ExperimentConfig(workers=configs[0].workers, switch=args.switch,
                                          modes=tuple(str(i) for i in range(len(hina))), bw=args.bw or None,
-                                         slots=args.slots, seed=args.seed, deadline=args.deadline,
+                                         slots=args.slots, seed=configs[0].seed, deadline=args.deadline,
                                          transport=args.transport, ping=False)
         out = DdpExperiment(ecfg, log=log).run()
         results.update({index: res for (index, _), res in zip(hina, out["runs"])})
