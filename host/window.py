@@ -235,8 +235,9 @@ class CongestionWindow:
     Copa, Arun and Balakrishnan, NSDI 2018).  Alone nothing changes: a queue of the window's own is
     never contested.
 
-    `fair=True` (the fair-share sender, `hina worker --fair-share`; docs/fidelity.md measures it
-    beside TCP at 30-200 Mbit/s) changes four rules: timeouts never cut the window (a late peer
+    `fair=True` (the fair-share sender, every worker's default; `Worker(fair_share=False)` and
+    `mininet/run.py --delay-rule` turn it off; docs/fidelity.md measures both beside TCP at 30-200
+    Mbit/s) changes four rules: timeouts never cut the window (a late peer
     fires them as well as a loss; RACK's losses still cut, and RACK counts a chunk overtaken only
     by one after it in the switch's order); it is contested after `CONTEST_FAIR` windows of such
     RESULTs, or at once on a loss or a timeout while the queue is more than twice its own, and stays
