@@ -436,6 +436,10 @@ def trees_figures(tables) -> list[tuple[str, str]]:
     aligned = next(r for r in bmv2["bmv2-leafspine214"] if r["mode"] == "aligned")
     plain = bmv2["bmv2-spine-plain-leaves"]
     i = next(i for i, r in enumerate(plain) if r["mode"] == "dense")
+    stalled = [next(r for r in plain if r["mode"] == m) for m in ("auto", "aligned")]
+
+    def busy(run: dict) -> float:
+        return run["fidelity"]["machine_cores_busy"]
 
     def duplicates(run: dict) -> int:  # the spine's counter, for the network's life up to this run
         return sum((sw.get("drops") or {}).get("duplicate", 0) for sw in (run.get("switches") or {}).values())
@@ -443,8 +447,10 @@ def trees_figures(tables) -> list[tuple[str, str]]:
     out += [f"a tree runs {span(mixed, '.1f')}x faster, mode by mode, than with BMv2 leaves under an emulator spine",
             f"Auto's first round in the all-BMv2 tree took {auto['rounds'][0]['seconds']:.1f} s against "
             f"{aligned['seconds']:.1f} s for the same aligned encoding",
-            f"{auto['rounds'][0]['timeouts']:,} timeouts in its values phase, the machine idle "
-            f"({auto['fidelity']['machine_cores_busy']:.2f} of 2 cores)",
+            f"{sum(r['retransmissions'] for r in stalled):,}, came from auto and aligned, whose values phase stalled: "
+            f"{stalled[0]['seconds']:.0f} s and {stalled[1]['seconds']:.0f} s, with {stalled[0]['timeouts']:,} and "
+            f"{stalled[1]['timeouts']:,} timeouts, the machine idle ({busy(stalled[0]):.2f} and {busy(stalled[1]):.2f} "
+            "of 2 cores)",
             f"the workers resent {sum(x['retransmissions'] for r in plain for x in r['rounds']):,} frames in the five "
             f"modes, {plain[i]['retransmissions']:,} of them in dense's {plain[i]['frames']:,}: "
             f"{plain[i]['timeouts']:,} on a timeout",
@@ -462,12 +468,16 @@ def trees_figures(tables) -> list[tuple[str, str]]:
     dense_presets, alltoall = ("ncf", "bert_base", "vgg19"), ("sparcml", "oktopk", "zen")
     pairs = [(p, m) for p in dense_presets for m in alltoall]
     dense_runs = [(p, "dense") for p in tables.PRESETS] + [(p, "auto") for p in dense_presets]
-    out += [f"on DeepLight {s('deeplight', 'auto'):.3f} s, {s('deeplight', 'zen') / s('deeplight', 'auto'):.1f}x "
-            f"ahead of the fastest baseline (Zen, {s('deeplight', 'zen'):.3f} s) and "
-            f"{s('deeplight', 'ring') / s('deeplight', 'auto'):.0f}x ahead of the ring; on LSTM "
-            f"{s('lstm', 'auto'):.3f} s, {s('lstm', 'zen') / s('lstm', 'auto'):.1f}x ahead of the fastest lossless "
-            f"baseline (Zen, {s('lstm', 'zen'):.3f} s), {s('lstm', 'ring') / s('lstm', 'auto'):.0f}x ahead of the "
-            f"ring, and ahead of the lossy Ok-Topk top-k too ({s('lstm', 'oktopk_topk'):.3f} s, relative error "
+    short = {"sparcml": "SparCML", "oktopk": "Ok-Topk", "oktopk_topk": "Ok-Topk top-k", "zen": "Zen",
+             "ring": "gloo's ring"}
+    fastest = min(short, key=lambda m: s("deeplight", m))
+    out += [f"on DeepLight {s('deeplight', 'auto'):.3f} s, {s('deeplight', fastest) / s('deeplight', 'auto'):.1f}x "
+            f"ahead of the fastest baseline ({short[fastest]}, {s('deeplight', fastest):.3f} s)",
+            f"{s('deeplight', 'zen') / s('deeplight', 'auto'):.1f}x ahead of Zen ({s('deeplight', 'zen'):.3f} s) and "
+            f"{s('deeplight', 'ring') / s('deeplight', 'auto'):.0f}x ahead of the ring",
+            f"on LSTM {s('lstm', 'auto'):.3f} s, {s('lstm', 'zen') / s('lstm', 'auto'):.1f}x ahead of the fastest "
+            f"lossless baseline (Zen, {s('lstm', 'zen'):.3f} s), {s('lstm', 'ring') / s('lstm', 'auto'):.0f}x ahead "
+            f"of the ring, and ahead of the lossy Ok-Topk top-k too ({s('lstm', 'oktopk_topk'):.3f} s, relative error "
             f"{tc['lstm', 'oktopk_topk']['rel_l2_error']:.2f})",
             f"1/{1 / uplink('deeplight', 'auto'):.0f} of the ring's on DeepLight and "
             f"1/{1 / uplink('lstm', 'auto'):.0f} on LSTM",
