@@ -162,7 +162,7 @@ def test_the_curve_and_the_default_target_docs_ddp_quote_are_the_measured_ones()
 
     text = " ".join((ROOT / "docs" / "ddp.md").read_text().split())
     run = json.loads((ROOT / "benchmarks/results/time_to_accuracy/loopback_gloo_curve.json").read_text())
-    loss_at = {e["step"]: e["heldout_loss"] for e in run["systems"][0]["summary"]["evals"]}
+    loss_at = {e["step"]: e["heldout_loss"] for e in tta.runs_of(run)[0]["systems"][0]["summary"]["evals"]}
     quoted = re.search(r"loopback_gloo_curve\.json`: (.*?)\), which", text).group(1)
     pairs = re.findall(r"(\d+\.\d+) at (?:step )?(\d+)", quoted)
     assert len(pairs) == 5
