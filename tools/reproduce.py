@@ -236,7 +236,9 @@ def tta_figures(results: dict[str, dict]) -> list[Figure]:
     key = "seconds_to_target_interp" if by["hina"].get("seconds_to_target_interp") else "seconds_to_target"
     first = {r["system"]: r for r in runs[0]["table"]}
     exact = ("hina", "hina-dense", "gloo")
-    steps = {r["steps_to_target"] for run in runs for r in run["table"] if r["system"] in exact}
+    # per seed: hina and dense INA apply the same sums, so they cross in the same step (gloo's float sums may not)
+    same = all(len({r["steps_to_target"] for r in run["table"] if r["system"] in ("hina", "hina-dense")}) == 1
+               for run in runs)
 
     def sooner(other: str) -> Figure:
         return Figure(f"reached the target: {LABEL_TTA[other]}'s seconds over hina's",
@@ -246,8 +248,8 @@ def tta_figures(results: dict[str, dict]) -> list[Figure]:
     return [sooner("hina-dense"), sooner("gloo"),
             Figure("payload bytes per step: dense INA's over hina's", by["hina-dense"]["bytes_per_step"]["mean"]
                    / by["hina"]["bytes_per_step"]["mean"], STEP_PAYLOAD),
-            Figure("every exact system reached the target, in the same steps",
-                   all(by[s]["reached"] == len(runs) for s in exact) and len(steps) == 1, PASS),
+            Figure("every exact system reached the target, hina in dense INA's steps on every seed",
+                   all(by[s]["reached"] == len(runs) for s in exact) and same, PASS),
             Figure("hina's parameters identical to dense INA's after every step",
                    all(run["exactness"]["hina_vs_dense"]["identical_every_step"] is True for run in runs), EXACT)]
 
@@ -404,9 +406,9 @@ def _claims() -> dict[str, Claim]:
               f"{star}, both set by the links (at 8 workers dense sends 4/7 of the ring's bytes).",
               ("compare-faithful",), (FAITHFUL,), dense_over_ring, page="README.md"),
         Claim("tta", "Training a word-level LSTM to a target held-out loss, 4 ranks on an emulated "
-              f"{campaign.STAR4_MBPS} Mbit/s star: "
-              "hina reaches it sooner than dense in-network aggregation and gloo, in the same steps, with parameters "
-              "identical to dense aggregation's after every step, sending fewer bytes.", ("tta-4",), (TTA,),
+              f"{campaign.STAR4_MBPS} Mbit/s star: hina reaches it sooner than dense in-network aggregation and "
+              "gloo, in dense aggregation's steps, with parameters identical to dense aggregation's after every step, "
+              "sending fewer bytes.", ("tta-4",), (TTA,),
               tta_figures, needs=("torch", "corpus"), page="docs/ddp.md"),
         Claim("tree-deeplight", f"DeepLight-shaped gradients, {tree}: hina auto is exact and faster than dense "
               "in-network aggregation, and its uplinks carry a sliver of the ring's bytes.", ("tree-compare",),
