@@ -5,8 +5,8 @@ frames, K = 2239 words) whose rank 0 downlink is a drop-tail queue of
 `--queues` packets shared, from round 1 on, with a TCP Reno flow
 (sim/netsim.py `beside_reno`; round 0 alone).  For each queue and seed,
 the workers' own `CongestionWindow` with the delay rule alone
-(`contest=inf`), as shipped (contested after `CONTEST` windows) and with
-the fair-share rules (`fair=True`, `hina worker --fair-share`): the
+(`contest=inf`), contested after `CONTEST` windows (the rules without
+`fair`), and with the fair-share rules (`fair=True`, every worker's default): the
 rounds' seconds beside the flow over round 0's, hina's share of the link,
 rank 0's window after each round and the frames resent.  A run is a pure
 function of its seed: no sockets, no CPU time in the figures.
@@ -35,7 +35,7 @@ from hina.sim.netsim import beside_reno
 # each sender: beside_reno's arguments
 RULES = {"delay rule alone": {"contest": math.inf}, "contested": {"contest": None},
          "fair share": {"contest": None, "fair": True}}
-SHIPPED = ("contested", "fair share")  # the senders a user can run (the default and --fair-share)
+SHIPPED = ("contested", "fair share")  # the senders a user can run (Worker(fair_share=False), and the default)
 
 
 def table(data: dict) -> list[str]:

@@ -9,8 +9,8 @@ from 100 ms, window from 16 chunks).
 
 And beside a TCP flow: a drop-tail link shared with a Reno flow, where the
 delay rule alone gave the flow the link and the contested window keeps a
-share of it, and the fair-share rules (`CongestionWindow(fair=True)`, `hina
-worker --fair-share`) at least 40% of it.
+share of it, and the fair-share rules (`CongestionWindow(fair=True)`, every
+worker's default) at least 40% of it.
 """
 
 import math
