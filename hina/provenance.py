@@ -181,8 +181,18 @@ def write_result(path: Path, result: dict, command: str, **extra: Any) -> dict:
     data = {"meta": meta, **{k: v for k, v in result.items() if k != "meta"}}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1))
+    path.write_text(result_text(data))
     return data
+
+
+INDENTED_UP_TO = 1 << 20  # bytes: a larger result (per-step records of long runs) is written without indentation
+
+
+def result_text(data: dict) -> str:
+    """A result file's text: indented to be read and diffed, or compact where indenting would pass
+    INDENTED_UP_TO (the same JSON value either way)."""
+    text = json.dumps(data, indent=1)
+    return text if len(text) <= INDENTED_UP_TO else json.dumps(data, separators=(",", ":"))
 
 
 NOT_RECORDED = "not recorded"

@@ -106,3 +106,16 @@ def test_every_scripts_out_flag_refuses_a_dirty_committed_figure():
         if '"--out"' in text:
             assert re.search(r'"--out", type=(provenance\.)?out_path', text) or "dirty_refusal(out)" in text, \
                 f"{path.name}: --out is not checked by out_path"
+
+
+def test_a_large_result_is_written_compact_and_reads_back_the_same(tmp_path):
+    """Past INDENTED_UP_TO bytes indented, a result goes without indentation (tracked files stay small); either
+    way it reads back as the value written."""
+    from hina import provenance
+
+    small, large = {"x": [1.5] * 10}, {"x": [0.25] * (provenance.INDENTED_UP_TO // 4)}
+    for name, value in (("small", small), ("large", large)):
+        data = provenance.write_result(tmp_path / f"{name}.json", value, "python x.py")
+        text = (tmp_path / f"{name}.json").read_text()
+        assert json.loads(text) == data
+        assert ("\n" in text) == (name == "small")
