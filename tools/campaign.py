@@ -77,8 +77,8 @@ CALIBRATIONS = (("calibrate-star-8w", ("--workers", "8", "--bw", "1000")),
                 ("calibrate-leafspine214-8w", ("--topology", "leafspine:2,1,4", "--oversubscription", "4", "--bw",
                                                "1000")))
 # the link rates the comparisons run at, from those calibrations (docs/fidelity.md says why these): about half the
-# highest rate at which dense aggregation stayed network-bound (8-worker star 562 Mbit/s, 4-worker star 1030,
-# the 4:1 leaf/spine tree 487)
+# highest rate at which dense aggregation stayed network-bound (benchmarks/results/calibrate/: the 8-worker star
+# 487-562 Mbit/s over two runs, the 4-worker star 1471 at most a third, the 4:1 leaf/spine tree 487)
 STAR_MBPS, STAR4_MBPS, TREE_MBPS = "250", "500", "200"
 # the rate no calibration chose: the cross-traffic runs' and the one-shot comparison's (the scale model's
 # validation runs have theirs below)
