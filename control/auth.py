@@ -19,6 +19,14 @@ read the same token: `--token-file PATH` where a command has the flag, else
 HINA_TOKEN.  A token file holds the secret on its first line (surrounding
 whitespace ignored); anything from 16 random bytes up will do, e.g.
 `python -c "import secrets; print(secrets.token_hex(32))" > hina.token`.
+
+**Tenants.**  A switch may also hold one secret per job owner (`--tenants
+FILE`: a line `OWNER SECRET` each).  An owner's token file holds `OWNER
+SECRET` on its first line; its requests carry "owner" (under the MAC), and a
+job an owner installs is theirs: only their token, or the operator's (the
+switch's own `--token-file`), changes it (`OWNERS_ONLY`: join, leave,
+remove_job, reset_job); configure and shutdown take the operator's alone.
+Everyone may list every job.
 """
 
 from __future__ import annotations
@@ -33,27 +41,75 @@ from typing import Any
 
 ENV = "HINA_TOKEN"
 WINDOW = 30.0  # seconds a signed request stays valid either side of the switch's clock
-CHANGES = frozenset({"add_job", "join", "remove_job", "reset_job", "configure", "shutdown"})
+CHANGES = frozenset({"add_job", "join", "leave", "remove_job", "reset_job", "configure", "shutdown"})
+OWNERS_ONLY = frozenset({"add_job", "join", "leave", "remove_job", "reset_job"})  # a job's owner or the operator
+OPERATOR = "operator"  # who a request signed with the switch's own token comes from
 REFUSED = f"control request refused: no valid token (set {ENV} or --token-file)"
+OWNER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-@")
 
 
 class TokenError(ValueError):
     """A token file that cannot be read or holds no secret; the message names it."""
 
 
-def read_token(path: str | Path | None = None, *, environ: dict[str, str] | None = None) -> bytes | None:
-    """The shared secret: the first line of `path` if given, else $HINA_TOKEN, else None (no token)."""
+def check_owner(name: str, where: str) -> str:
+    if not name or not set(name) <= OWNER_CHARS or name == OPERATOR:
+        raise TokenError(f"{where}: an owner's name is letters, digits and _.-@ (not {OPERATOR!r}), got {name!r}")
+    return name
+
+
+def _credentials(line: str, where: str) -> tuple[str | None, bytes]:
+    """`SECRET` (the operator's, or a switch's single token) or `OWNER SECRET` (a tenant's)."""
+    fields = line.split()
+    if len(fields) == 1:
+        return None, fields[0].encode()
+    if len(fields) == 2:
+        return check_owner(fields[0], where), fields[1].encode()
+    raise TokenError(f"{where}: a token is SECRET or OWNER SECRET on one line, got {len(fields)} fields")
+
+
+def read_credentials(path: str | Path | None = None, *,
+                     environ: dict[str, str] | None = None) -> tuple[str | None, bytes] | None:
+    """(owner or None, secret): the first line of `path` if given, else $HINA_TOKEN, else None (no token)."""
     if path is not None:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise TokenError(f"--token-file {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
-        secret = text.strip().splitlines()[0].strip() if text.strip() else ""
-        if not secret:
+        line = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if not line:
             raise TokenError(f"--token-file {path}: the file is empty")
-        return secret.encode()
+        return _credentials(line, f"--token-file {path}")
     value = (os.environ if environ is None else environ).get(ENV, "").strip()
-    return value.encode() if value else None
+    return _credentials(value, ENV) if value else None
+
+
+def read_token(path: str | Path | None = None, *, environ: dict[str, str] | None = None) -> bytes | None:
+    """The secret alone (`read_credentials`): the first line of `path` if given, else $HINA_TOKEN, else None."""
+    found = read_credentials(path, environ=environ)
+    return None if found is None else found[1]
+
+
+def read_tenants(path: str | Path) -> dict[str, bytes]:
+    """A switch's tenants: `OWNER SECRET` per line (blank lines and # comments skipped), owners distinct."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TokenError(f"--tenants {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+    tenants: dict[str, bytes] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        owner, secret = _credentials(line, f"--tenants {path} line {n}")
+        if owner is None:
+            raise TokenError(f"--tenants {path} line {n}: a tenant is OWNER SECRET, got one field")
+        if owner in tenants:
+            raise TokenError(f"--tenants {path} line {n}: {owner} is named twice")
+        tenants[owner] = secret
+    if not tenants:
+        raise TokenError(f"--tenants {path}: no OWNER SECRET line")
+    return tenants
 
 
 def _canonical(msg: dict[str, Any]) -> bytes:
@@ -61,21 +117,37 @@ def _canonical(msg: dict[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
-def sign(msg: dict[str, Any], token: bytes, now: float | None = None) -> dict[str, Any]:
-    """`msg` with "ts" and "mac" added (a copy)."""
+def sign(msg: dict[str, Any], token: bytes, now: float | None = None, owner: str | None = None) -> dict[str, Any]:
+    """`msg` with "ts" and "mac" added (a copy); a tenant's also with "owner"."""
     signed = {**msg, "ts": round(time.time() if now is None else now, 3)}
+    if owner is not None:
+        signed["owner"] = owner
     signed["mac"] = hmac.new(token, _canonical(signed), hashlib.sha256).hexdigest()
     return signed
 
 
 class Guard:
-    """The switch's side: check a request's proof, remember what it took (for the window) so none runs twice."""
+    """The switch's side: check a request's proof, remember what it took (for the window) so none runs twice.
 
-    def __init__(self, token: bytes, *, window: float = WINDOW, clock=time.time):
-        if not token:
-            raise ValueError("a guard needs a non-empty token")
-        self.token, self.window, self.clock = token, window, clock
+    token: the operator's secret (None: there is no operator, with tenants only); tenants: each owner's."""
+
+    def __init__(self, token: bytes | None, *, tenants: dict[str, bytes] | None = None, window: float = WINDOW,
+                 clock=time.time):
+        if not token and not tenants:
+            raise ValueError("a guard needs a non-empty token or tenants")
+        self.token, self.tenants, self.window, self.clock = token or None, dict(tenants or {}), window, clock
         self._seen: dict[str, tuple[float, Any, dict | None]] = {}  # mac -> (ts, peer, the reply sent)
+
+    def _secret(self, msg: dict[str, Any]) -> bytes | None:
+        owner = msg.get("owner")
+        return self.token if owner is None else self.tenants.get(owner) if isinstance(owner, str) else None
+
+    def who(self, msg: dict[str, Any]) -> str | None:
+        """Whom a request that passed `check` comes from: OPERATOR, an owner's name, or None (unsigned)."""
+        if msg.get("op") not in CHANGES or not isinstance(msg.get("mac"), str):
+            return None
+        owner = msg.get("owner")
+        return OPERATOR if owner is None else owner
 
     def check(self, msg: dict[str, Any], peer: Any = None) -> tuple[str | None, dict | None]:
         """(None, None): go ahead; (refusal line, None): refuse it; (None, reply): a retransmission of a
@@ -85,7 +157,11 @@ class Guard:
         mac, ts = msg.get("mac"), msg.get("ts")
         if not isinstance(mac, str) or isinstance(ts, bool) or not isinstance(ts, (int, float)):
             return REFUSED, None
-        want = hmac.new(self.token, _canonical(msg), hashlib.sha256).hexdigest()
+        secret = self._secret(msg)
+        if secret is None:
+            return (REFUSED if msg.get("owner") is None else
+                    f"control request refused: this switch has no tenant {msg.get('owner')!r}"), None
+        want = hmac.new(secret, _canonical(msg), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(want, mac):
             return REFUSED, None
         now = self.clock()
@@ -114,4 +190,5 @@ class Guard:
                 del self._seen[mac]
 
 
-__all__ = ["CHANGES", "ENV", "REFUSED", "WINDOW", "Guard", "TokenError", "read_token", "sign"]
+__all__ = ["CHANGES", "ENV", "OPERATOR", "OWNERS_ONLY", "REFUSED", "WINDOW", "Guard", "TokenError", "check_owner",
+           "read_credentials", "read_tenants", "read_token", "sign"]

@@ -7,7 +7,14 @@ back; every reply has "ok" and either the result or an "error" string:
     {"op": "join", "job": {...}, "member": {"worker_id": 0, "address": [host, port]}}
                                                          authorize one worker (installs the job if absent,
                                                          else checks its shape; slots are kept)
-                                                         -> {"pipes": P}
+                                                         -> {"pipes": P, "job": {the job as installed}}
+    {"op": "join", ..., "place": {"slots": W, "least": M, "when_full": "refuse"|"fewer"|"wait"}}
+                                                         the switch chooses the job's slot range (the job's
+                                                         own slot_base and slots are ignored; `ledger`):
+                                                         -> {"pipes": P, "job": {...}}, or with "wait" while
+                                                         no range is free {"queued": position}
+    {"op": "leave", "job_id": 1, "worker_id": 0}         a member is done; the last one's leaving removes a
+                                                         job that joins installed -> {"removed": bool}
     {"op": "remove_job", "job_id": 1}
     {"op": "reset_job", "job_id": 1}                     empty every slot copy of the job
     {"op": "configure", "topology": {Topology}}          raw-frame backends: hosts, MAC table, jobs
@@ -18,15 +25,16 @@ back; every reply has "ok" and either the result or an "error" string:
                                                          "leases": {job_id: seconds left, or null: pinned}}}
     {"op": "jobs"}                                       -> {"jobs": [{job_id, workers, words, slot_base, slots,
                                                          members, counters, state, idle_s, frame_s, refused_s,
-                                                         age_s, origin, pinned, lease_left_s}, ...]}
+                                                         age_s, origin, pinned, lease_left_s, owner}, ...]}
                                                          (`Pipeline.listing`, summed over the pipes)
     {"op": "ping"}                                       fails naming any pipe that is down
     {"op": "shutdown"}
 
 A switch with a token (`hina.control.auth`) refuses the requests that change
-it (add_job, join, remove_job, reset_job, configure, shutdown) unless they
-carry "ts" and "mac", which `ControlClient` adds when it has the token
-(`token=`, `token_file=`, or $HINA_TOKEN).
+it (add_job, join, leave, remove_job, reset_job, configure, shutdown) unless
+they carry "ts" and "mac", which `ControlClient` adds when it has the token
+(`token=`, `token_file=`, or $HINA_TOKEN); a tenant's token also names its
+owner, and a job is then changed only by its owner or the operator.
 
 `handle` is the server side, pure; `ControlClient` the client side.
 """
@@ -42,6 +50,7 @@ from typing import Any
 
 from . import auth
 from .config import JobConfig, Member
+from .ledger import WAIT_POLL, Placement
 
 IP_RECVERR = getattr(socket, "IP_RECVERR", 11)  # Linux: ICMP errors reach an unconnected UDP socket
 
@@ -50,22 +59,30 @@ class ControlError(RuntimeError):
     """The switch refused a control request; the message says why."""
 
 
+class SwitchFull(ControlError):
+    """A join the switch could not give slots to now (when_full "refuse" or "fewer"); the message names the
+    jobs that hold them and the remedies."""
+
+
 class ControlClient:
     """Talk to a running emulator's control port.
 
     token: the switch's shared secret (`hina.control.auth`); by default the first line of `token_file`
     if given, else $HINA_TOKEN, else none.  With a token every request is signed (a switch without
-    one ignores the signature).
+    one ignores the signature).  owner: the tenant the token is (a token file's `OWNER SECRET` says so).
     """
 
     def __init__(self, address: tuple[str, int], *, timeout: float = 2.0, retries: int = 3,
-                 token: bytes | str | None = None, token_file: str | Path | None = None):
+                 token: bytes | str | None = None, token_file: str | Path | None = None, owner: str | None = None):
         self.address = address
         self.timeout = timeout
         self.retries = retries
         self.token = token.encode() if isinstance(token, str) else token
+        self.owner = owner
         if self.token is None:
-            self.token = auth.read_token(token_file)  # a TokenError (a ValueError) names a bad file
+            found = auth.read_credentials(token_file)  # a TokenError (a ValueError) names a bad file
+            if found is not None:
+                self.owner, self.token = owner or found[0], found[1]
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sock.bind(("127.0.0.1" if address[0].startswith("127.") else "0.0.0.0", 0))
         try:  # a closed port answers with ICMP port unreachable: say so at once, not after every retry
@@ -74,6 +91,7 @@ class ControlClient:
             pass
         self._seq = itertools.count(1)
         self.replaced: Member | None = None  # what the last join took its rank from (`join`)
+        self.granted: JobConfig | None = None  # the job as the switch holds it, after the last join
 
     def close(self) -> None:
         self._sock.close()
@@ -88,7 +106,7 @@ class ControlClient:
         seq = next(self._seq)
         msg = {"op": op, "seq": seq, **fields}
         if self.token:
-            msg = auth.sign(msg, self.token)  # retries send these same bytes: the switch applies it once
+            msg = auth.sign(msg, self.token, owner=self.owner)  # retries send these same bytes: applied once
         data = json.dumps(msg).encode()
         where = f"{self.address[0]}:{self.address[1]}"
         for _ in range(self.retries):
@@ -118,7 +136,8 @@ class ControlClient:
                 if reply.get("seq") != seq:
                     continue  # a late reply to an earlier retry
                 if not reply.get("ok"):
-                    raise ControlError(f"{op} refused by the switch: {reply.get('error')}")
+                    kind = SwitchFull if reply.get("full") else ControlError
+                    raise kind(f"{op} refused by the switch: {reply.get('error')}")
                 return reply
         raise ControlError(f"no reply from the switch's control port {self.address} to {op!r}")
 
@@ -136,14 +155,43 @@ class ControlClient:
     def add_job(self, job: JobConfig) -> None:
         self.request("add_job", job=job.to_config())
 
-    def join(self, job: JobConfig, member: Member) -> int:
+    def join(self, job: JobConfig, member: Member, *, place: Placement | None = None, deadline: float = 600.0,
+             waiting=None) -> int:
         """Authorize `member` for `job` (installing it if the switch lacks it); return the switch's
         pipes, which a worker's loss detection needs (`Worker(pipes=...)`).  `replaced` is then the
         member this one took the rank from, where it was held from another address (a restarted
-        worker, or a second worker given the same rank), else None."""
-        reply = self.request("join", job=job.to_config(), member=member.to_config())
+        worker, or a second worker given the same rank), else None; `granted` the job as the switch
+        holds it (its slot range).
+
+        place: let the switch choose the slot range (`hina.control.ledger`; `job`'s own range is
+        ignored).  With when_full "wait" the join is asked again every WAIT_POLL seconds while the job
+        waits in line, calling `waiting(position)` when its position changes, for up to `deadline`
+        seconds (then a ControlError)."""
+        fields = {"job": job.to_config(), "member": member.to_config()}
+        if place is not None:
+            fields["place"] = place.to_config()
+        give_up = time.monotonic() + deadline
+        position = None
+        while True:
+            reply = self.request("join", **fields)
+            if "queued" not in reply:
+                break
+            if reply["queued"] != position:
+                position = reply["queued"]
+                if waiting is not None:
+                    waiting(position)
+            if time.monotonic() > give_up:
+                raise ControlError(f"join: job {job.job_id} waited {deadline:g} s for slots and is still number "
+                                   f"{position} in line")
+            time.sleep(WAIT_POLL)
         self.replaced = Member.from_config(reply["replaced"]) if reply.get("replaced") else None
+        self.granted = JobConfig.from_config(reply["job"]) if reply.get("job") else job
         return reply.get("pipes", 1)
+
+    def leave(self, job_id: int, worker_id: int) -> bool:
+        """Say that member `worker_id` of job `job_id` is done: the last member's leaving removes a job that
+        joins installed, freeing its slots.  Whether the job is gone."""
+        return bool(self.request("leave", job_id=job_id, worker_id=worker_id).get("removed"))
 
     def remove_job(self, job_id: int) -> None:
         self.request("remove_job", job_id=job_id)

@@ -27,12 +27,14 @@ from typing import Any
 
 from hina.wire.headers import Drop
 
-from .client import ControlClient, ControlError
+from .client import ControlClient, ControlError, SwitchFull
+from .config import JobConfig
+from .ledger import DEFAULT_POLICY, DEFAULT_SPACE, Held, Placement, choose, describe
 from .topology import FLOOD_GROUP, Topology, job_group
 
 P4_BUILD = Path(__file__).resolve().parent.parent / "p4" / "build"
 P4_WORDS = 32  # K the P4 program is compiled for (p4/configuration.p4)
-P4_SLOTS = 4096  # HINA_SLOTS in p4/configuration.p4
+P4_SLOTS = DEFAULT_SPACE  # HINA_SLOTS in p4/configuration.p4: the slots a switch hands out by default
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +200,59 @@ class Bmv2Target:
         copies = range(2 * base, 2 * (base + count))
         self.cli([f"register_write {self._register(r)} {i} 0" for r in ("bitmap", "arrivals", "totals")
                   for i in copies])
+
+    # -- jobs at run time: one more beside those configured, placed where the slots are free -------
+    def add_job(self, job: JobConfig, topology: Topology | None = None) -> None:
+        """Install one job beside the configured ones, while the switch runs: its `jobs`, `workers`,
+        `worker_addresses` and `parents` entries, its replicas' rewrites and its multicast group (the hosts
+        and the MAC table are `configure`'s, in this session or another: then give its `topology`, whose
+        hosts say where each member's RESULTs go).  Its slots are emptied first; they must not overlap
+        another job's."""
+        from .p4rt_tables import read_groups
+
+        hosts = self._topology or topology
+        if hosts is None:
+            raise ControlError("add_job needs the switch's hosts: configure it first, or give its topology")
+        for other in self.jobs():
+            start, end = other["slot_base"], other["slot_base"] + other["slots"]
+            if other["job_id"] == job.job_id:
+                raise ControlError(f"job {job.job_id} is on the switch already: remove it first")
+            if job.slot_base < end and start < job.slot_base + job.slots:
+                raise ControlError(f"job {job.job_id}'s slots [{job.slot_base}, {job.slot_base + job.slots}) overlap "
+                                   f"job {other['job_id']}'s [{start}, {end})")
+        alone = dataclasses.replace(hosts, jobs=(job,))  # checks its members' ports against the hosts
+        entries, groups = p4_entries(alone)
+        taken = max((rid for replicas in read_groups(self._client).values() for _, rid in replicas), default=0)
+        own = ("jobs", "parents", "workers", "worker_addresses", "replicas")
+        self._clear_slots(job.slot_base, job.slots)
+        for e in entries:
+            if e.table not in own:
+                continue
+            if e.table == "replicas":  # replica ids are the switch's: past every id in use
+                rid = int(e.match["standard_metadata.egress_rid"]) + taken
+                e = dataclasses.replace(e, match={"standard_metadata.egress_rid": str(rid)})
+            self._client.write([self._info.table_entry(e.table, e.match, e.action, e.params)],
+                               what=f"inserting {e.describe()}")
+        group = job_group(job.job_id)
+        if groups.get(group):
+            replicas = tuple((port, rid + taken) for port, rid in groups[group])
+            self._client.write([self._info.multicast_group(group, replicas)],
+                               what=f"creating multicast group {group} with replicas {list(replicas)}")
+        self._topology = dataclasses.replace(hosts, jobs=(*(self._topology.jobs if self._topology else ()), job))
+
+    def place(self, job: JobConfig, want: Placement, *, topology: Topology | None = None, space: int = P4_SLOTS,
+              policy: str = DEFAULT_POLICY) -> JobConfig:
+        """Install `job` on a slot range the switch has free (`hina.control.ledger.choose`: `want` slots, capped
+        by `policy`, or with when_full "fewer" at least `want.least`); its own slot_base and slots are ignored.
+        The job as installed; `SwitchFull` when no range holds it."""
+        held = [Held(j["job_id"], j["slot_base"], j["slots"], j["workers"]) for j in self.jobs()]
+        got = choose(want, job.workers, held, space, policy)
+        if got is None:
+            raise SwitchFull(f"job {job.job_id}: no free range of {want.minimum} slots among the switch's {space}; "
+                             f"held: {describe(held)}")
+        placed = dataclasses.replace(job, slot_base=got[0], slots=got[1])
+        self.add_job(placed, topology)
+        return placed
 
     # -- jobs on the switch: listing and removal ---------------------------------------------------
     def _job_entry(self, job_id: int) -> dict:

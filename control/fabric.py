@@ -42,6 +42,7 @@ from hina.wire.frames import ip_bytes, mac_bytes
 from hina.wire.headers import MAX_WORKERS
 
 from .config import MAX_PARENTS, JobConfig, Member
+from .ledger import DEFAULT_POLICY, DEFAULT_SPACE, Held, Placement, choose, describe
 from .topology import Host, Topology
 
 TARGETS = ("emulator", "bmv2")  # what a switch may run; None: the run's choice (mininet/run.py --switch)
@@ -107,11 +108,12 @@ class Link:
 
 @dataclasses.dataclass(frozen=True)
 class TreeJob:
-    """A job over the fabric: its workers (host names, in rank order) and, optionally, its roots."""
+    """A job over the fabric: its workers (host names, in rank order) and, optionally, its roots.  slot_base
+    None: the same free range on every switch of its tree, chosen by `Fabric.place`."""
 
     job_id: int
     words: int
-    slot_base: int
+    slot_base: int | None
     slots: int
     workers: tuple[str, ...]
     roots: tuple[str, ...] = ()
@@ -475,10 +477,40 @@ class Fabric:
                                 parents=tuple(parents.get(sw, ())))
         return out
 
+    def place(self, jobs: list[TreeJob] | tuple[TreeJob, ...], *, space: int = DEFAULT_SPACE,
+              policy: str = DEFAULT_POLICY) -> list[TreeJob]:
+        """The jobs, each without a slot range (slot_base None) given one in order: the lowest range of its
+        `slots` (capped by `policy`) free on every switch of its tree (`hina.control.ledger.choose`), beside
+        the jobs with ranges of their own and those placed before it.  A ValueError names the job, its
+        switches and what they hold when none is free."""
+        held: dict[str, list[Held]] = collections.defaultdict(list)
+        spans = {}
+        for job in jobs:  # the switches each job's tree crosses (its range does not change them)
+            spans[job.job_id] = tuple(self.shares(dataclasses.replace(job, slot_base=job.slot_base or 0)))
+            if job.slot_base is not None:
+                for sw in spans[job.job_id]:
+                    held[sw].append(Held(job.job_id, job.slot_base, job.slots, len(job.workers)))
+        out = []
+        for job in jobs:
+            if job.slot_base is None:
+                beside = [h for sw in spans[job.job_id] for h in held[sw]]
+                got = choose(Placement(job.slots), len(job.workers), beside, space, policy)
+                if got is None:
+                    raise ValueError(f"job {job.job_id}: no range of {job.slots} slots is free on every switch of "
+                                     f"its tree ({', '.join(sorted(spans[job.job_id]))}, {space} slots each); held: "
+                                     f"{describe(beside)}")
+                job = dataclasses.replace(job, slot_base=got[0], slots=got[1])
+                for sw in spans[job.job_id]:
+                    held[sw].append(Held(job.job_id, job.slot_base, job.slots, len(job.workers)))
+            out.append(job)
+        return out
+
     def topologies(self, jobs: list[TreeJob] | tuple[TreeJob, ...] = ()) -> dict[str, Topology]:
         """One `Topology` per switch: its hosts and neighbouring switches (as hosts: where it addresses
-        frames), and its share of every job."""
+        frames), and its share of every job (those without a slot range placed first: `place`)."""
         shares = collections.defaultdict(list)
+        if any(job.slot_base is None for job in jobs):
+            jobs = self.place(jobs)
         for job in jobs:
             for sw, cfg in self.shares(job).items():
                 shares[sw].append(cfg)

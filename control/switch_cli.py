@@ -1,6 +1,7 @@
 """`hina switch`: look at a running switch's jobs, remove or reset one, see how the switch is.
 
-    hina switch jobs   --control HOST:PORT [--json]       every job: members, slots, state, counters, last heard
+    hina switch jobs   --control HOST:PORT [--json] [--watch S]  every job: members, slots, state, counters, last
+                                                          heard, owner (again every S seconds)
     hina switch remove JOB_ID --control HOST:PORT         remove a job, freeing its slots
     hina switch reset  JOB_ID --control HOST:PORT         empty a job's slot copies (it stays installed)
     hina switch status --control HOST:PORT [--json]       pipes, uptime, lease, token, each job's lease
@@ -11,7 +12,8 @@ switch instead (its P4Runtime server: the `jobs`, `workers`,
 with the P4Info the switch runs; slots emptied through simple_switch_CLI
 on `--thrift-port`).  Requests that change a switch
 guarded by a token are signed with it: `--token-file PATH`, else
-$HINA_TOKEN (`hina.control.auth`).  Output is a plain table; `--json`
+$HINA_TOKEN (`hina.control.auth`); a tenant's token (`OWNER SECRET`)
+removes and resets only that owner's jobs.  Output is a plain table; `--json`
 prints one JSON object for scripts.  A refusal or an unreachable switch is
 one line on stderr and exit status 1; bad flags, status 2.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +61,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        help="seconds to wait for each reply (default 2)")
         p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
-    j = commands.add_parser("jobs", help="every job: members, slots, state, counters, last heard, lease")
+    j = commands.add_parser("jobs", help="every job: members, slots, state, counters, last heard, lease, owner")
     common(j)
+    j.add_argument("--watch", type=positive, metavar="SECONDS",
+                   help="list again every SECONDS until interrupted (with --json: one JSON line each, with its "
+                        "time \"t\"; the slots held over time)")
     r = commands.add_parser("remove", help="remove a job: its slots are free for another")
     r.add_argument("job_id", type=between(0, (1 << 16) - 1), metavar="JOB_ID", help="the job's id")
     common(r)
@@ -130,9 +136,13 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
     try:
         command = args.switch_command
         if command == "jobs":
-            jobs = switch.jobs()
-            print(json.dumps({"switch": switch.where, "jobs": jobs}) if args.json
-                  else format_jobs(jobs, switch.where), file=out)
+            while True:
+                jobs = switch.jobs()
+                print(json.dumps({"switch": switch.where, "t": round(time.time(), 3), "jobs": jobs}) if args.json
+                      else format_jobs(jobs, switch.where), file=out, flush=True)
+                if not getattr(args, "watch", None):
+                    break
+                time.sleep(args.watch)
         elif command == "status":
             status = switch.status()
             print(json.dumps({"switch": switch.where, "status": status}) if args.json
@@ -148,6 +158,8 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
     except ControlError as exc:
         print(f"hina switch: {exc}", file=err)
         return 1
+    except KeyboardInterrupt:  # the end of a --watch
+        pass
     finally:
         switch.close()
     return 0
@@ -192,7 +204,7 @@ def format_jobs(jobs: list[dict], where: str) -> str:
     if not jobs:
         return f"no jobs on {where}"
     rows = [["JOB", "STATE", "MEMBERS", "SLOTS", "UPDATES", "RESULTS", "RESENDS", "DROPS", "LAST FRAME", "LEASE",
-             "ORIGIN"]]
+             "ORIGIN", "OWNER"]]
     for j in jobs:
         c = j.get("counters", {})
         drops = sum(c.get("drops", {}).values()) if isinstance(c.get("drops"), dict) else None
@@ -203,7 +215,8 @@ def format_jobs(jobs: list[dict], where: str) -> str:
         rows.append([str(j["job_id"]), j.get("state", "-"), f"{len(j.get('members', []))} of {j['workers']}",
                      f"{j['slot_base']}+{j['slots']}",
                      *(f"{c[k]:,}" if k in c else "-" for k in ("updates", "results", "resends")),
-                     "-" if drops is None else f"{drops:,}", heard, lease, j.get("origin", "-")])
+                     "-" if drops is None else f"{drops:,}", heard, lease, j.get("origin", "-"),
+                     j.get("owner") or "-"])
     lines = [_table(rows), ""]
     for j in jobs:
         members = ", ".join(member_text(m) for m in j.get("members", [])) or "none yet"
@@ -225,6 +238,12 @@ def format_status(status: dict, where: str) -> str:
     lines = [f"switch at {where}: up {seconds(status.get('uptime_s'))}, {pipes} pipe{'s' if pipes != 1 else ''} "
              f"({alive} alive), lease {seconds(lease) if lease else 'none'}, "
              f"token {'required' if status.get('token') else 'not required'}"]
+    if status.get("tenants"):
+        lines.append(f"tenants: {', '.join(status['tenants'])}")
+    if "slot_space" in status:
+        waiting = status.get("waiting") or []
+        lines.append(f"slots: {status['slot_space']:,} handed out, policy {status.get('slot_policy')}"
+                     + (f"; waiting: job{'s' * (len(waiting) != 1)} {', '.join(map(str, waiting))}" if waiting else ""))
     lines += [f"  {line}" for line in status.get("down", [])]
     if leases:
         lines.append(f"{len(leases)} job{'s' if len(leases) != 1 else ''}: " + ", ".join(

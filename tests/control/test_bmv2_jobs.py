@@ -272,3 +272,36 @@ def test_bmv2_argument_parsing_needs_one_target():
         build_parser().parse_args(["switch", "jobs", "--bmv2", "a:1", "--control", "127.0.0.1:1"])
     args = build_parser().parse_args(["switch", "remove", "3", "--bmv2", "127.0.0.1:9559"])
     assert isinstance(args, argparse.Namespace) and args.job_id == 3 and args.switch_command == "remove"
+
+
+def test_place_installs_a_job_on_free_slots_beside_the_others_and_remove_takes_it_away(bmv2, monkeypatch):
+    """A job added at run time: the lowest free range (job 1 holds [0, 64), job 2 [64, 66)), its entries,
+    replica ids past those in use, its group; emptied slots; then removed as any job is."""
+    from hina.control.config import JobConfig, Member
+    from hina.control.ledger import Placement
+    from hina.control.topology import Host, Topology
+
+    addr, fake, _ = bmv2
+    cleared = []
+    monkeypatch.setattr(Bmv2Target, "_clear_slots", lambda self, base, count: cleared.append((base, count)))
+    hosts = Topology("02:00:00:00:00:fe", "10.0.0.254", tuple(Host(p, f"02:00:00:00:00:{p:02x}", f"10.0.0.{p}")
+                                                            for p in (5, 6)))
+    target = Bmv2Target(addr, push_pipeline=False, p4info="/nonexistent/hina.p4info.txtpb", timeout=5)
+    try:
+        job = JobConfig(5, 2, 32, 0, 16, (Member(0, 5), Member(1, 6)))
+        placed = target.place(job, Placement(16), topology=hosts, policy="request")
+        assert (placed.slot_base, placed.slots) == (66, 16) and cleared == [(66, 16)]
+        listed = {j["job_id"]: j for j in target.jobs()}
+        assert (listed[5]["slot_base"], listed[5]["slots"]) == (66, 16)
+        assert listed[5]["members"] == [{"worker_id": 0, "port": 5}, {"worker_id": 1, "port": 6}]
+        replicas = [(r.egress_port, r.instance) for r in fake.groups[job_group(5)].replicas]
+        assert replicas == [(5, 9), (6, 10)]  # past replica ids 7 and 8, which jobs 1 and 2 use
+        with pytest.raises(ControlError, match=r"job 6's slots \[60, 70\) overlap job 1's \[0, 64\)"):
+            target.add_job(JobConfig(6, 1, 32, 60, 10, (Member(0, 5),)), hosts)
+        with pytest.raises(ControlError, match="no free range of 4096 slots"):
+            target.place(JobConfig(7, 1, 32, 0, 4096, (Member(0, 5),)), Placement(4096), topology=hosts,
+                         policy="request")
+        target.remove_job(5, clear_slots=False)
+        assert [j["job_id"] for j in target.jobs()] == [1, 2] and job_group(5) not in fake.groups
+    finally:
+        target.close()

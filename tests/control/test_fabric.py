@@ -326,3 +326,22 @@ def test_a_fabric_made_in_code_is_checked_too():
         Fabric(fab.switches, fab.hosts, fab.links + fab.links[:1])
     with pytest.raises(ValueError, match=r"^topology roots\[0\]: no switch named 's9'"):
         Fabric(fab.switches, fab.hosts, fab.links, roots=("s9",))
+
+
+def test_jobs_without_a_range_get_one_free_on_every_switch_of_their_tree():
+    """A rack's job holds slots on its leaf only; a job over both racks gets a range free on both leaves and the
+    spine; a fixed range is kept as given; a tree with no room is refused naming its switches."""
+    fab = Fabric.leafspine(2, 1, 2)
+    a = TreeJob(1, 32, None, 16, ("h1", "h2"))
+    b = TreeJob(2, 32, None, 24, ("h3", "h4"))
+    c = TreeJob(3, 32, None, 8, ("h1", "h2", "h3", "h4"))
+    fixed = TreeJob(4, 32, 100, 4, ("h1", "h3"))
+    placed = {j.job_id: j for j in fab.place([a, b, fixed, c], policy="request")}
+    assert [(placed[j].slot_base, placed[j].slots) for j in (1, 2, 3, 4)] == [(0, 16), (0, 24), (24, 8), (100, 4)]
+    topologies = fab.topologies([a, b, fixed, c])  # placed the same way when it is handed unplaced jobs
+    ranges = {sw: sorted((j.job_id, j.slot_base, j.slots) for j in t.jobs) for sw, t in topologies.items()}
+    assert ranges == {"l1": [(1, 0, 16), (3, 24, 8), (4, 100, 4)], "l2": [(2, 0, 24), (3, 24, 8), (4, 100, 4)],
+                      "s1": [(3, 24, 8), (4, 100, 4)]}
+    with pytest.raises(ValueError, match=r"job 5: no range of 4096 slots is free on every switch of its tree "
+                                         r"\(l1, l2, s1, 4096 slots each\)"):
+        fab.place([c, TreeJob(5, 32, None, 4096, ("h1", "h4"))], policy="request")
