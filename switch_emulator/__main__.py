@@ -10,7 +10,10 @@ with s mod P == i (the kernel steers each packet by its slot).  On start it
 prints one JSON line with its bound addresses; with --stats it prints the
 counters every few seconds.  A job none of whose members was heard for
 --lease seconds is removed (jobs given here are pinned); with a token
-(--token-file, or $HINA_TOKEN) only requests signed with it may change jobs.
+(--token-file, or $HINA_TOKEN) only requests signed with it may change jobs,
+and with --tenants each owner's token changes only that owner's jobs.  A job
+that joins without a slot range is given one from the --slot-space slots,
+capped by --slot-policy (`hina.control.ledger`).
 """
 
 from __future__ import annotations
@@ -23,15 +26,17 @@ import socket
 import sys
 from pathlib import Path
 
-from hina.cliargs import OneLineParser, non_negative, pipes_flag, probability
-from hina.control.auth import ENV, read_token
+from hina.cliargs import OneLineParser, between, non_negative, pipes_flag, probability
+from hina.control.auth import ENV, read_tenants, read_token
 from hina.control.config import JobConfig, Member
+from hina.control.ledger import DEFAULT_POLICY, DEFAULT_SPACE, POLICIES
 from hina.control.topology import Topology
 from hina.emulator.control_port import handle
 from hina.emulator.impair import ImpairmentConfig
 from hina.emulator.pipeline import Pipeline
 from hina.emulator.raw import RawSwitch
 from hina.emulator.udp import UdpSwitch, announce
+from hina.wire.headers import MAX_SLOTS
 
 
 def _port(text: str, what: str) -> int:
@@ -130,6 +135,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--token-file", type=Path, metavar="PATH",
                     help="a shared secret (first line): requests that change jobs must be signed with it; reads "
                          f"stay open (default: ${ENV}, else no token: every request is taken)")
+    ap.add_argument("--tenants", type=Path, metavar="PATH",
+                    help="the job owners' secrets, a line OWNER SECRET each: an owner's token changes only the "
+                         "jobs it installed; --token-file's (the operator's) changes every job (default: none)")
+    ap.add_argument("--slot-space", type=between(1, MAX_SLOTS), default=DEFAULT_SPACE, metavar="SLOTS",
+                    help="the slots this switch hands out to jobs that join without a slot range of their own "
+                         f"(default: {DEFAULT_SPACE}, as the P4 program's registers)")
+    ap.add_argument("--slot-policy", choices=POLICIES, default=DEFAULT_POLICY,
+                    help="the most a new job is given: equal (space / (jobs + 1)), workers (in proportion to its "
+                         f"workers), request (what it asks for) (default: {DEFAULT_POLICY})")
     return ap
 
 
@@ -216,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
             switch = UdpSwitch(pipeline, data=args.listen, control=args.control, impair=impair,
                                stats_every=args.stats, pipes=args.pipes, batch=args.batch)
         switch.set_lease(args.lease)
-        switch.set_token(token)
+        switch.set_token(token, read_tenants(args.tenants) if args.tenants else None)
+        switch.set_slots(args.slot_space, args.slot_policy)
     except (ValueError, OSError, KeyError, TypeError) as exc:  # TokenError is a ValueError
         print(f"hina.emulator: {exc}", file=sys.stderr)
         return 2

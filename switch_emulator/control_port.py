@@ -11,8 +11,9 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from hina.control.auth import Guard
+from hina.control.auth import CHANGES, OPERATOR, OWNERS_ONLY, Guard
 from hina.control.config import JobConfig, Member
+from hina.control.ledger import Full, Ledger, Placement
 from hina.control.topology import Topology
 
 from .pipeline import JobMismatch, Pipeline
@@ -22,7 +23,7 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
            configure: Callable[[Topology], None] | None = None,
            status: Callable[[], dict] | None = None, *, listing: Callable[[], list] | None = None,
            info: Callable[[], dict] | None = None, guard: Guard | None = None, peer: Any = None,
-           where: tuple[str, int] | None = None) -> tuple[dict, bool]:
+           where: tuple[str, int] | None = None, ledger: Ledger | None = None) -> tuple[dict, bool]:
     """Apply one request; return (reply, shutdown requested).  Never raises on bad input.
 
     `configure` installs a whole topology; only raw-frame backends have one.  `status` says
@@ -31,6 +32,9 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
     jobs (default `pipeline.listing()`).  With a `guard` (the switch has a token) the requests that
     change the switch must carry proof of it (`hina.control.auth`); `peer` is the sender's address.
     `where`, the control port's address, goes into the command a refused join is told to run.
+    `ledger` (the process holding the control port has one) places the jobs that join without a slot
+    range of their own and keeps each job's owner: with tenants, a job is changed only by its owner or
+    the operator (`hina.control.auth`).
     """
     seq = op = msg = None
     try:
@@ -46,19 +50,56 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
             if again is not None:  # a retransmission of a request already applied: its reply, nothing applied
                 return again, False
         reply: dict[str, Any] = {"ok": True}
+        who = guard.who(msg) if guard is not None else None
+        jobs = None
+        if ledger is not None and op in OWNERS_ONLY:
+            jobs = listing() if listing is not None else pipeline.listing()
+            job_id = msg["job"].get("job_id") if isinstance(msg.get("job"), dict) else msg.get("job_id")
+            refusal = _not_theirs(ledger, jobs, job_id, who, op) if guard is not None else None
+            if refusal is not None:
+                reply = {"ok": False, "error": refusal, "seq": seq}
+                guard.remember(msg, reply)
+                return reply, False
         if op == "add_job":
-            pipeline.add_job(JobConfig.from_config(_field(msg, "job", dict)))
+            cfg = JobConfig.from_config(_field(msg, "job", dict))
+            pipeline.add_job(cfg)
+            if ledger is not None:
+                ledger.owners[cfg.job_id] = None if who in (None, OPERATOR) else who
         elif op == "join":
+            cfg = JobConfig.from_config(_field(msg, "job", dict))
+            have = next((j for j in jobs or () if j["job_id"] == cfg.job_id), None)
+            if "place" in msg and ledger is not None:
+                want = Placement.from_config(msg["place"])
+                if have is not None:  # the job's first member placed it: the others join that range
+                    cfg = JobConfig(cfg.job_id, cfg.workers, cfg.words, have["slot_base"], have["slots"], cfg.members)
+                else:
+                    got = ledger.place(cfg.job_id, cfg.workers, want, jobs or [])
+                    if isinstance(got, int):  # in line
+                        reply["queued"] = got
+                        reply["seq"] = seq
+                        if guard is not None:
+                            guard.remember(msg, reply)
+                        return reply, False
+                    cfg = JobConfig(cfg.job_id, cfg.workers, cfg.words, got[0], got[1], cfg.members)
             try:
-                replaced = pipeline.join(JobConfig.from_config(_field(msg, "job", dict)),
-                                         Member.from_config(_field(msg, "member", dict)))
+                replaced = pipeline.join(cfg, Member.from_config(_field(msg, "member", dict)))
                 if replaced is not None:  # its rank was held from elsewhere: the joining worker says so
                     reply["replaced"] = replaced.to_config()
             except JobMismatch as exc:
                 raise JobMismatch(f"{exc} (remove it: {remove_command(exc.job_id, where)})", exc.job_id) from None
+            if ledger is not None and have is None:
+                ledger.owners[cfg.job_id] = None if who in (None, OPERATOR) else who
             reply["pipes"] = status()["pipes"] if status is not None else 1  # RESULTs are in order per pipe
+            reply["job"] = {k: v for k, v in cfg.to_config().items() if k != "members"}
+        elif op == "leave":
+            job_id = _field(msg, "job_id", int)
+            reply["removed"] = pipeline.leave(job_id, _field(msg, "worker_id", int))
+            if reply["removed"] and ledger is not None:
+                ledger.forget(job_id)
         elif op == "remove_job":
             pipeline.remove_job(_field(msg, "job_id", int))
+            if ledger is not None:
+                ledger.forget(msg["job_id"])
         elif op == "reset_job":
             pipeline.reset_job(_field(msg, "job_id", int))
         elif op == "counters":
@@ -66,6 +107,8 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
             if extra:
                 reply["counters"].update(extra)
         elif op == "configure":
+            if guard is not None and who != OPERATOR:
+                raise ValueError(f"only the switch operator's token may configure the switch, not {who}'s")
             if configure is None:
                 raise ValueError("this emulator serves UDP on loopback: install jobs with add_job, "
                                  "topologies need the raw-frame backend")
@@ -77,6 +120,9 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
                     jobs[job.job_id].origin = "configure"
         elif op == "jobs":
             reply["jobs"] = listing() if listing is not None else pipeline.listing()
+            if ledger is not None:
+                for job in reply["jobs"]:
+                    job["owner"] = ledger.owners.get(job["job_id"])
         elif op in ("ping", "status"):
             state = status() if status is not None else {"pipes": 1, "alive": 1, "down": []}
             if op == "status":
@@ -84,6 +130,8 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
             elif state["down"]:
                 raise RuntimeError(f"{'; '.join(state['down'])}; that pipe's slots are lost")
         elif op == "shutdown":
+            if guard is not None and who != OPERATOR:
+                raise ValueError(f"only the switch operator's token may shut the switch down, not {who}'s")
             reply = {"ok": True, "seq": seq}
             if guard is not None:
                 guard.remember(msg, reply)
@@ -95,10 +143,26 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
         if op and isinstance(op, str) and detail.startswith(f"{op}: "):  # a pipe's reply already names the op
             detail = detail[len(op) + 2:]
         reply = {"ok": False, "error": f"{op or 'request'}: {detail}" if op else detail}
+        if isinstance(exc, Full):  # the client raises SwitchFull: a DDP job may then aggregate on its hosts
+            reply["full"] = True
     reply["seq"] = seq
     if guard is not None and isinstance(msg, dict):
         guard.remember(msg, reply)
     return reply, False
+
+
+def _not_theirs(ledger: Ledger, jobs: list[dict], job_id: Any, who: str | None, op: str) -> str | None:
+    """Why `who` may not `op` job `job_id` (None: they may): a job installed by an owner is changed only by that
+    owner or the operator, one installed by the operator (or from the command line) only by the operator."""
+    if who == OPERATOR or op not in CHANGES or not any(j["job_id"] == job_id for j in jobs):
+        return None
+    owner = ledger.owners.get(job_id)
+    if owner == who:
+        return None
+    holder = f"{owner}'s" if owner else "the switch operator's"
+    tokens = f"{owner}'s token or the switch operator's" if owner else "the switch operator's token"
+    return (f"{op}: job {job_id} is {holder}, and this request is {who}'s; only {tokens} changes it "
+            f"(sign with that --token-file, or use another --job-id)")
 
 
 def remove_command(job_id: int, where: tuple[str, int] | None) -> str:

@@ -296,6 +296,17 @@ class Pipeline:
         job.heard = time.monotonic()  # a member joining is a member heard
         return before if before is not None and before != member else None
 
+    def leave(self, job_id: int, worker_id: int) -> bool:
+        """Member `worker_id` of a job is done: it is no longer authorized, and when it was the last member of
+        a job that a join installed the job goes, its slots free.  Whether the job went."""
+        job = self._job(job_id)
+        others = tuple(m for m in job.cfg.members if m.worker_id != worker_id)
+        if not others and job.origin == "join":
+            self.remove_job(job_id)
+            return True
+        job.set_members(dataclasses.replace(job.cfg, members=others))
+        return False
+
     def remove_job(self, job_id: int) -> None:
         self._job(job_id)
         del self.jobs[job_id]

@@ -274,6 +274,10 @@ class Pipes:
         replaced = replies[0].get("replaced")  # every pipe holds the same members
         return Member.from_config(replaced) if replaced else None
 
+    def leave(self, job_id: int, worker_id: int) -> bool:
+        replies = self._all({"op": "leave", "job_id": job_id, "worker_id": worker_id})
+        return bool(replies[0].get("removed"))  # every pipe holds the same members
+
     def remove_job(self, job_id: int) -> None:
         self._all({"op": "remove_job", "job_id": job_id})
 

@@ -36,6 +36,7 @@ import time
 from collections.abc import Hashable
 
 from hina.control.auth import Guard
+from hina.control.ledger import Ledger
 
 from .control_port import handle
 from .impair import Impairment, ImpairmentConfig
@@ -74,6 +75,7 @@ class SwitchServer:
         self.started = time.monotonic()
         self.lease = 0.0  # seconds without a member heard before a job is removed; 0: never (`set_lease`)
         self.guard: Guard | None = None  # the token's check, where the switch has one (`set_token`)
+        self.ledger = Ledger()  # the slots it hands out, their policy, who waits, who owns what (`set_slots`)
         self._log = lambda line: print(f"hina.emulator: {line}", file=sys.stderr, flush=True)
         self._impair_cfg = cfg = impair or ImpairmentConfig()
         self.impair_in = Impairment(cfg, stream=1)
@@ -89,9 +91,14 @@ class SwitchServer:
             raise ValueError(f"a lease is a finite number of seconds >= 0 (0: none), got {seconds!r}")
         self.lease = float(seconds)
 
-    def set_token(self, token: bytes | None) -> None:
-        """Refuse state-changing control requests without proof of `token` (None: take them all)."""
-        self.guard = Guard(token) if token else None
+    def set_token(self, token: bytes | None, tenants: dict[str, bytes] | None = None) -> None:
+        """Refuse state-changing control requests without proof of `token` (the operator's) or of a tenant's
+        secret (`tenants`: owner -> secret); None and no tenants: take them all."""
+        self.guard = Guard(token, tenants=tenants) if token or tenants else None
+
+    def set_slots(self, space: int, policy: str) -> None:
+        """The slots this switch hands out to jobs that join without a range, and how it shares them."""
+        self.ledger = Ledger(space, policy)
 
     def _start_pipes(self) -> None:
         """With pipes > 1, fork the pipe processes (once the backend has filled `_pipe_socks`)."""
@@ -197,7 +204,9 @@ class SwitchServer:
         """What `status` adds: uptime, the lease, whether a token guards the port, each job's lease left."""
         jobs = self.listing()
         return {"uptime_s": round(time.monotonic() - self.started, 3), "lease_s": self.lease,
-                "token": self.guard is not None, "jobs": len(jobs),
+                "token": self.guard is not None, "tenants": sorted(self.guard.tenants) if self.guard else [],
+                "slot_space": self.ledger.space, "slot_policy": self.ledger.policy,
+                "waiting": list(self.ledger.waiting), "jobs": len(jobs),
                 "leases": {job["job_id"]: job["lease_left_s"] for job in jobs}}
 
     def _tick(self, now: float) -> None:
@@ -214,6 +223,7 @@ class SwitchServer:
             except Exception as exc:  # noqa: BLE001 - a pipe down: said in its own line; try again next tick
                 self._log(f"job {job['job_id']}'s lease ran out, but removing it failed: {exc}")
                 continue
+            self.ledger.forget(job["job_id"])
             self._log(f"job {job['job_id']} removed: none of its members heard for {job['idle_s']:.0f} s "
                       f"(lease {self.lease:g} s); slots [{job['slot_base']}, {job['slot_base'] + job['slots']}) "
                       f"are free")
@@ -349,7 +359,7 @@ class SwitchServer:
         reply, shutdown = handle(self.pipeline, request, extra=extra, configure=self._configure(), status=status,
                                  listing=self.listing if owner else None, info=self.info if owner else None,
                                  guard=self.guard if owner else None, peer=peer if owner else None,
-                                 where=self._control_name)
+                                 where=self._control_name, ledger=self.ledger if owner else None)
         try:
             if self._channel is not None:
                 sock.send(json.dumps(reply).encode())

@@ -90,10 +90,10 @@ def test_hina_switch_lists_removes_resets_and_reports_as_a_table_and_as_json(emu
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].split() == ["JOB", "STATE", "MEMBERS", "SLOTS", "UPDATES", "RESULTS", "RESENDS", "DROPS", "LAST",
-                                "FRAME", "LEASE", "ORIGIN"]
+                                "FRAME", "LEASE", "ORIGIN", "OWNER"]
     assert lines[1].split()[:9] == ["1", "idle", "1", "of", "2", "0+8", "0", "0", "0"]
-    assert lines[1].split()[-3:] == ["pinned", "command", "line"]  # from the command line: no lease ends it
-    assert re.match(r"2\s+idle\s+1 of 3\s+8\+16\s+0\s+0\s+0\s+0\s+never\s+5 min left\s+join$", lines[2]), lines[2]
+    assert lines[1].split()[-4:] == ["pinned", "command", "line", "-"]  # from the command line: no lease ends it
+    assert re.match(r"2\s+idle\s+1 of 3\s+8\+16\s+0\s+0\s+0\s+0\s+never\s+5 min left\s+join\s+-$", lines[2]), lines[2]
     assert "job 1 members: 0=127.0.0.1:7000" in lines and "job 2 members: 2=127.0.0.1:7002" in lines
 
     listing = json.loads(hina("switch", "jobs", "--control", sw.control_text, "--json").stdout)
@@ -101,7 +101,8 @@ def test_hina_switch_lists_removes_resets_and_reports_as_a_table_and_as_json(emu
     jobs = {j["job_id"]: j for j in listing["jobs"]}
     assert set(jobs) == {1, 2} and jobs[2]["members"] == [{"worker_id": 2, "address": ["127.0.0.1", 7002]}]
     assert jobs[2]["counters"] == {"updates": 0, "results": 0, "resends": 0, "drops": {}}
-    assert {"state", "idle_s", "frame_s", "refused_s", "age_s", "origin", "pinned", "lease_left_s"} <= set(jobs[2])
+    assert {"state", "idle_s", "frame_s", "refused_s", "age_s", "origin", "pinned", "lease_left_s", "owner"} <= set(
+        jobs[2])
     assert jobs[1]["lease_left_s"] is None and 290 < jobs[2]["lease_left_s"] <= 300
 
     status = hina("switch", "status", "--control", sw.control_text)
@@ -147,7 +148,7 @@ def test_a_token_from_the_environment_or_a_file_guards_every_change(emulator, tm
     assert worker.returncode == 2 and REFUSED in one_line(worker.stderr)
     with ControlClient(sw.control, token_file=token) as ctl:
         ctl.add_job(JobConfig(1, 2, 32, 0, 8))
-    wrong = hina("switch", "remove", "1", "--control", sw.control_text, environ=env(**{ENV: "not the token"}))
+    wrong = hina("switch", "remove", "1", "--control", sw.control_text, environ=env(**{ENV: "not-the-token"}))
     assert wrong.returncode == 1 and REFUSED in wrong.stderr
     by_env = hina("switch", "reset", "1", "--control", sw.control_text,
                   environ=env(**{ENV: "0123456789abcdef0123456789abcdef"}))
@@ -189,12 +190,18 @@ def write_gradients(tmp_path: Path, n: int, length: int, seed: int) -> tuple[lis
 
 def test_a_lease_frees_the_slots_of_workers_that_stopped_and_a_new_shape_then_runs_exact(emulator, tmp_path):
     """Today's complaint: a job re-run with another worker count was refused forever.  Now the first
-    run's workers stop (one never came, one timed out), the lease removes the job, and a run with three
-    workers on the same job id and slots joins and sums exactly."""
+    run's workers die without leaving the job (one never came, one is killed), the lease removes the job,
+    and a run with three workers on the same job id and slots joins and sums exactly."""
     sw = emulator("--lease", "1.5")
-    first = hina("worker", "--switch", sw.data_text, "--control", sw.control_text, "--rank", "0", "--workers", "2",
-                 "--length", "5000", "--words", "64", "--deadline", "1")
-    assert first.returncode == 1 and "got no RESULT" in first.stderr
+    first = subprocess.Popen([sys.executable, "-m", "hina", "worker", "--switch", sw.data_text, "--control",
+                              sw.control_text, "--rank", "0", "--workers", "2", "--length", "5000", "--words", "64",
+                              "--deadline", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env())
+    start = time.monotonic()
+    while not json.loads(hina("switch", "jobs", "--control", sw.control_text, "--json").stdout)["jobs"]:
+        assert time.monotonic() - start < 60, "the worker did not join"
+        time.sleep(0.2)
+    first.kill()  # it never leaves: only the lease frees its slots
+    first.communicate()
     start = time.monotonic()
     while json.loads(hina("switch", "jobs", "--control", sw.control_text, "--json").stdout)["jobs"]:
         assert time.monotonic() - start < 10, "the lease did not end"
@@ -262,3 +269,51 @@ def test_every_worker_of_a_run_on_a_switch_without_a_control_port_gets_the_refus
                     if not refused((code, err)) and "phase 'hello'" in err}
             assert not hung, f"refused on some workers, timed out in the hello on {hung}"
     assert all(refused(o) for o in outcomes[-1].values()), outcomes[-1]
+
+
+def test_hina_worker_runs_on_the_slots_the_switch_gives_and_answers_a_full_switch_as_told(emulator, tmp_path):
+    """A job placed by the switch sums exactly and its workers' leaving frees its slots; beside a job that holds
+    64 of the switch's 96 slots, a job asking for 64 is refused in one line, runs on the 32 left, or waits in
+    line until its deadline, as its --when-full says."""
+    from hina.control import Placement
+
+    sw = emulator("--slot-space", "96", "--slot-policy", "request")
+    grads, paths = write_gradients(tmp_path, 2, 20_000, 7)
+
+    def job(*flags: str) -> list[tuple[int, str, str]]:
+        procs = [subprocess.Popen([sys.executable, "-m", "hina", "worker", "--switch", sw.data_text, "--control",
+                                   sw.control_text, "--rank", str(w), "--workers", "2", "--input", paths[w], "--out",
+                                   str(tmp_path / f"sum{w}.npy"), "--out-dtype", "float64", "--job-id", "3", "--json",
+                                   *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                  env=env()) for w in range(2)]
+        return [(p.wait(120), *p.communicate()) for p in procs]
+
+    def exact(outs) -> bool:
+        shift = json.loads(outs[0][1])["rounds"][-1]["shift"]
+        want = codec.dequantize(dense_fixed_sum(grads, shift), shift)
+        return all(np.array_equal(np.load(tmp_path / f"sum{w}.npy"), want) for w in range(2))
+
+    def jobs() -> list[int]:
+        return [j["job_id"] for j in json.loads(hina("switch", "jobs", "--control", sw.control_text,
+                                                     "--json").stdout)["jobs"]]
+
+    alone = job()
+    assert [rc for rc, _, _ in alone] == [0, 0], [err for _, _, err in alone]
+    assert json.loads(alone[0][1])["job"] == {"job_id": 3, "slot_base": 0, "slots": 64} and exact(alone)
+    assert jobs() == []  # both workers left: its slots are free
+    with ControlClient(sw.control) as ctl:
+        ctl.join(JobConfig(9, 2, 2239, 0, 64), Member(0, ("127.0.0.1", 7000)), place=Placement(64))
+    refused = job()
+    assert [rc for rc, _, _ in refused] == [2, 2]
+    line = one_line(refused[0][2])
+    assert line.startswith("hina worker: could not join job 3 at ") and "job 3 asks for 64 slots and the switch " \
+        "has 32 of its 96 free, in runs of at most 32; held: job 9 [0, 64) (2 workers)" in line
+    fewer = job("--when-full", "fewer", "--min-slots", "16")
+    assert [rc for rc, _, _ in fewer] == [0, 0], [err for _, _, err in fewer]
+    assert json.loads(fewer[0][1])["job"] == {"job_id": 3, "slot_base": 64, "slots": 32} and exact(fewer)
+    assert "hina worker: job 3 runs on 32 of the 64 slots it asked for ([64, 96): the switch is full)" in fewer[0][2]
+    waited = job("--when-full", "wait", "--deadline", "1")
+    assert [rc for rc, _, _ in waited] == [2, 2]
+    assert "hina worker: job 3 waits for slots on the switch: number 1 in line" in waited[0][2]
+    assert "waited 1 s for slots and is still number 1 in line" in waited[0][2].strip().splitlines()[-1]
+    assert jobs() == [9]
