@@ -35,6 +35,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 import hina
 from hina.cliargs import OneLineParser, between, positive
+from hina.control.ledger import DEFAULT_WHEN_FULL, WHEN_FULL
+from hina.host.ddp import register
+from hina.host.job import DEFAULT_SLOTS
 
 
 class Recommender(nn.Module):
@@ -83,6 +86,15 @@ def main(argv: list[str] | None = None) -> int:
                          "configuration lists it (default: a port of the kernel's choice, with --control)")
     ap.add_argument("--job-id", type=between(0, 65535), default=1, help="the job on the switch (default: 1)")
     ap.add_argument("--mode", choices=hina.MODES, default="auto", help="the codec's mode (default: auto)")
+    ap.add_argument("--slots", type=between(1), default=DEFAULT_SLOTS,
+                    help=f"slots asked of the switch (default: {DEFAULT_SLOTS})")
+    ap.add_argument("--when-full", choices=WHEN_FULL, default=DEFAULT_WHEN_FULL,
+                    help="a switch with too few free slots: refuse, run on fewer (at least --min-slots), or wait "
+                         "in line (default: refuse)")
+    ap.add_argument("--min-slots", type=between(1), default=None, help="with --when-full fewer: the fewest slots")
+    ap.add_argument("--host-fallback", action="store_true",
+                    help="where the switch has no slots for the job, sum the gradients on the hosts (DDP's own "
+                         "allreduce) instead of failing")
     ap.add_argument("--steps", type=between(1), default=10, help="training steps (default: 10)")
     ap.add_argument("--rows", type=between(2), default=100_000, help="embedding rows (default: 100000)")
     ap.add_argument("--dim", type=between(1), default=16, help="embedding width (default: 16)")
@@ -105,14 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     hook = None
     if args.backend == "hina":
         bind = None if args.port_base is None else ("0.0.0.0", args.port_base + local)
-        try:
-            hook = hina.SwitchAllreduce.connect(args.switch, rank, world, control=args.control, bind=bind,
-                                                job=hina.JobSpec(job_id=args.job_id), deadline=args.deadline,
-                                                mode=args.mode)
+        job = hina.JobSpec(job_id=args.job_id, slots=args.slots, least=args.min_slots, when_full=args.when_full)
+        try:  # with --host-fallback, a switch without slots for the job leaves DDP's own allreduce in place
+            hook = register(model, args.switch, control=args.control, fallback=args.host_fallback, bind=bind,
+                            job=job, deadline=args.deadline, mode=args.mode,
+                            log=lambda line: print(f"examples/ddp_torchrun.py: {line}", file=sys.stderr))
         except (OSError, hina.ControlError) as exc:
             print(f"examples/ddp_torchrun.py: rank {rank}: {exc}", file=sys.stderr)
             return 2
-        model.register_comm_hook(hook, hina.switch_allreduce_hook)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     lines = []
     for step in range(args.steps):
@@ -127,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         dist.all_gather_object(digests, digest(model.module))
         identical = len(set(digests)) == 1
         line = {"step": step, "rank": rank, "backend": args.backend, "loss": loss.item(), "seconds": seconds,
-                "identical": identical, "world": world}
+                "identical": identical, "world": world, "through": "switch" if hook is not None else "hosts"}
         if hook is not None:
             report = hook.pop_step()  # this step's buckets: codec bytes, encodings, seconds
             if report:

@@ -58,8 +58,8 @@ torch, it does not use); `help(hina.NAME)` for any of them:
   `StaleSwitchState`; with torch: `SwitchAllreduce`, `switch_allreduce_hook`
 - the switch emulator: `Pipeline` (the data plane), `UdpSwitch`,
   `InProcessSwitch`, `FrameSwitch`, `ImpairmentConfig`
-- the control plane: `ControlClient`, `ControlError`, `JobConfig`,
-  `Member`, `Topology`, `Fabric`
+- the control plane: `ControlClient`, `ControlError`, `SwitchFull` (a join
+  the switch had no slots for), `JobConfig`, `Member`, `Topology`, `Fabric`
 - the wire: `UDP_PORT`, `HinaHeader`, `Drop`, `max_words`
 """
 
@@ -76,7 +76,7 @@ _EXPORTS = {
     "hina.host": ("Worker", "JobSpec", "UdpTransport", "AggregationTimeout", "StaleSwitchState",
                   "synthetic_gradient", "SwitchAllreduce", "switch_allreduce_hook"),
     "hina.emulator": ("Pipeline", "UdpSwitch", "InProcessSwitch", "FrameSwitch", "ImpairmentConfig"),
-    "hina.control": ("ControlClient", "ControlError", "JobConfig", "Member", "Topology", "Fabric"),
+    "hina.control": ("ControlClient", "ControlError", "SwitchFull", "JobConfig", "Member", "Topology", "Fabric"),
     "hina.wire": ("UDP_PORT", "HinaHeader", "Drop", "max_words"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

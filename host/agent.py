@@ -102,7 +102,7 @@ class Worker:
         self.worker_id = worker_id
         self.deadline = deadline
         self.pipes = pipes
-        self.pool = SlotPool(job.slot_base, job.slots)
+        self.pool = SlotPool(job.first_slot, job.slots)
         self.rtt = rtt or (RttEstimator.fair() if fair_share else RttEstimator())
         # chunks in flight: adapts to loss, at most W
         self.window = CongestionWindow(job.slots, fair=fair_share, pace_mbps=pace_mbps)

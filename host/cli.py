@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -198,7 +199,8 @@ def _standalone_worker(args: argparse.Namespace) -> int:
             grad = synthetic_gradient(args.length, args.density, seed=args.seed, rank=args.rank)
         params = codec.CodecParams(length=grad.size, workers=args.workers, dtype=grad.dtype.name, mode=args.mode,
                                    group=args.group, link_gbps=args.link_gbps)
-        job = JobSpec(job_id=args.job_id, words=args.words, slot_base=args.slot_base, slots=args.slots)
+        job = JobSpec(job_id=args.job_id, words=args.words, slot_base=args.slot_base, slots=args.slots,
+                      least=args.min_slots, when_full=args.when_full)
         codec.check_gradient(params, grad, who=str(args.input or "the synthetic gradient"))
     except (OSError, ValueError) as exc:
         return fail(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc))
@@ -215,15 +217,26 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         transport = UdpTransport(args.switch, bind=bind)
     except OSError as exc:
         return fail(f"cannot send from {bind[0]}:{bind[1]}: {exc.strerror or exc}")
-    with transport:
+    def waiting(position: int) -> None:
+        print(f"hina worker: job {args.job_id} waits for slots on the switch: number {position} in line",
+              file=sys.stderr, flush=True)
+
+    with transport, contextlib.ExitStack() as leaving:
         pipes = 1
         if args.control:
             try:
                 with ControlClient(args.control, token_file=args.token_file) as ctl:
-                    pipes = ctl.join(job.switch_config(args.workers), Member(args.rank, transport.address))
+                    pipes = ctl.join(job.switch_config(args.workers), Member(args.rank, transport.address),
+                                     place=job.placement(), deadline=args.deadline, waiting=waiting)
                     replaced = ctl.replaced
+                    asked, job = job.slots, job.granted(ctl.granted)
             except (ControlError, OSError, ValueError) as exc:  # ValueError: a bad --token-file
                 return fail(f"could not join job {args.job_id} at {args.control[0]}:{args.control[1]}: {exc}")
+            leaving.callback(_leave, args, job.job_id)  # done (or failed): the last member's leaving frees the slots
+            if job.slots < asked:
+                print(f"hina worker: job {args.job_id} runs on {job.slots} of the {asked} slots it asked for "
+                      f"([{job.slot_base}, {job.slot_base + job.slots}): the switch is full)", file=sys.stderr,
+                      flush=True)
             if replaced is not None:
                 held = replaced.source if isinstance(replaced.source, int) else ":".join(map(str, replaced.source))
                 print(f"hina worker: rank {args.rank} of job {args.job_id} was held from {held}; this worker took "
@@ -243,10 +256,11 @@ def _standalone_worker(args: argparse.Namespace) -> int:
             worker.prepare(params, grad)  # kernels loaded, run agreed with the others: not in the first round
             for _ in range(args.rounds):
                 before = worker.stats.copy()
-                start = time.perf_counter()
+                began, start = time.time(), time.perf_counter()
                 result = worker.aggregate(params, grad, out=out)
                 stats = worker.stats - before
-                reports.append({"seconds": time.perf_counter() - start, "encoding": result.encoding,
+                # "start": the wall clock (hosts of one machine share it: benchmarks/tenants.py lines jobs up)
+                reports.append({"seconds": time.perf_counter() - start, "start": began, "encoding": result.encoding,
                                 "group": result.group, "union": result.union, "shift": result.shift,
                                 "wire_bytes": stats["bytes"], "retransmissions": stats["retransmissions"]})
                 print(f"worker {args.rank}: {reports[-1]['seconds']:.3f} s, ran {result.encoding}, "
@@ -269,6 +283,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         np.save(args.out, total)
     summary = {"rank": args.rank, "workers": args.workers, "length": int(grad.size), "dtype": grad.dtype.name,
                "out": str(args.out) if args.out else None, "rounds": reports,
+               "job": {"job_id": job.job_id, "slot_base": job.first_slot, "slots": job.slots},
                "window": {"fair_share": worker.window.fair, "chunks": worker.window.chunks,
                           "cuts": worker.window.cuts, "contests": worker.window.contests}}
     print(json.dumps(summary) if args.json else
@@ -276,6 +291,17 @@ def _standalone_worker(args: argparse.Namespace) -> int:
           + (f" written to {args.out}" if args.out else "")
           + f" ({reports[-1]['encoding']}, {reports[-1]['seconds']:.3f} s)")
     return 0
+
+
+def _leave(args: argparse.Namespace, job_id: int) -> None:
+    """Tell the switch this worker is done with its job (best effort: a lease frees what this misses)."""
+    from hina.control.client import ControlClient, ControlError
+
+    try:
+        with ControlClient(args.control, token_file=args.token_file, retries=2) as ctl:
+            ctl.leave(job_id, args.rank)
+    except (ControlError, OSError, ValueError) as exc:
+        print(f"hina worker: could not leave job {job_id} ({exc}); its lease frees its slots", file=sys.stderr)
 
 
 def _experiment_worker(args: argparse.Namespace) -> int:
@@ -371,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from hina.cliargs import OneLineParser, between
     from hina.codec.params import MODES
+    from hina.control.ledger import DEFAULT_WHEN_FULL, WHEN_FULL
 
     from .job import DEFAULT_SLOTS, DEFAULT_WORDS
     from .synthetic import PRESET_NAMES
@@ -427,8 +454,16 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--workers", type=int, default=None, help="N, workers in the job (with --switch)")
     w.add_argument("--job-id", type=int, default=1, help="the job's id on the switch")
     w.add_argument("--words", type=int, default=DEFAULT_WORDS, help="K, words per packet")
-    w.add_argument("--slot-base", type=int, default=0, help="the job's first slot")
-    w.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="W, the job's slots")
+    w.add_argument("--slot-base", type=int, default=None,
+                   help="the job's first slot (default: the switch chooses, where --control takes the join; else 0)")
+    w.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="W, the job's slots (asked of the switch, where it "
+                                                                    "chooses)")
+    w.add_argument("--when-full", choices=WHEN_FULL, default=DEFAULT_WHEN_FULL,
+                   help="where the switch chooses the slots and has too few free: refuse (fail at once, naming who "
+                        "holds them), fewer (run on the largest free range of at least --min-slots), wait (in line "
+                        "until a job leaves, up to --deadline) (default: refuse)")
+    w.add_argument("--min-slots", type=int, default=None, help="with --when-full fewer: the fewest slots to run on "
+                                                               "(default: 1)")
     w.add_argument("--input", type=Path, help="this worker's gradient (.npy); default: a synthetic one")
     w.add_argument("--length", type=int, default=1 << 20, help="synthetic gradient: elements")
     w.add_argument("--density", type=float, default=0.01, help="synthetic gradient: non-zero fraction")

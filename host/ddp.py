@@ -27,6 +27,14 @@ the bucket in place on the GPU.  A CPU bucket takes the numba codec on
 its memory, as numpy.  Both paths round the average to the bucket's
 dtype identically (float16 once from float64, as numpy does).
 
+Joining at a control port, the switch chooses the job's slots (`JobSpec`'s
+slot_base None; `hina.control.ledger`), and `close` leaves the job, so the
+last rank's leaving frees them.  `register` does the connecting and the
+registering, and with `fallback` a job the switch has no slots for
+(`SwitchFull` on any rank) keeps DDP's own allreduce over the process group:
+the gradients are then summed on the hosts, as ATP falls back to its
+parameter server.
+
 A bucket the codec refuses (NaN or Inf) or that does not complete
 by the deadline fails its Future with `BucketError` naming the bucket, so
 `loss.backward()` raises in the training script; the hook then refuses
@@ -54,7 +62,7 @@ from .agent import Worker
 from .job import JobSpec
 from .window import AggregationTimeout, StaleSwitchState
 
-__all__ = ["BucketError", "SwitchAllreduce", "switch_allreduce_hook"]
+__all__ = ["BucketError", "SwitchAllreduce", "register", "switch_allreduce_hook"]
 
 # bucket dtypes the codec takes as they are; bfloat16 goes through a float32 copy (exact: a widening)
 _NUMPY_DTYPES = {torch.float16: "float16", torch.float32: "float32", torch.float64: "float64"}
@@ -93,13 +101,14 @@ class SwitchAllreduce:
         self._steps: list[dict[str, Any]] = []  # finished steps, not yet popped
         self._failed: str | None = None
         self._lock = threading.Lock()
+        self.leave_at: tuple[tuple[str, int], Any] | None = None  # (control port, token file): `close` leaves
         self._thread = threading.Thread(target=self._run, name=f"hina-ddp-{worker.worker_id}", daemon=True)
         self._thread.start()
 
     @classmethod
     def connect(cls, switch: tuple[str, int], rank: int, world_size: int, *, control: tuple[str, int] | None = None,
                 job: JobSpec = JobSpec(), deadline: float = 10.0, transport=None, bind: tuple[str, int] | None = None,
-                fair_share: bool = True, **codec_options) -> SwitchAllreduce:
+                fair_share: bool = True, token_file=None, **codec_options) -> SwitchAllreduce:
         """A UDP worker for `rank` (or the given transport: `hina.host.transport.open_transport` for raw frames).
 
         control: the emulator's control port; joining there authorizes this rank's address and UDP port
@@ -107,7 +116,9 @@ class SwitchAllreduce:
         from and takes its RESULTs at (default: a port of its own, the kernel's choice, so that the ranks
         of a machine do not collide); without `control` (BMv2, a P4 switch) the job installed on the
         switch must list this rank at that address, so give it.  fair_share: the congestion window's
-        fair-share rules (`Worker`; False: the delay rule alone, for comparison).
+        fair-share rules (`Worker`; False: the delay rule alone, for comparison).  job: its slot_base None
+        (the default) lets the switch at `control` choose the range (`SwitchFull` where it has none, or a wait
+        in line with when_full "wait"); token_file: the switch's or its owner's token (default $HINA_TOKEN).
         """
         from hina.control.client import ControlClient
         from hina.control.config import Member
@@ -121,19 +132,24 @@ class SwitchAllreduce:
         try:
             pipes = 1
             if control is not None:
-                with ControlClient(control) as ctl:
-                    pipes = ctl.join(job.switch_config(world_size), Member(rank, transport.address))
+                with ControlClient(control, token_file=token_file) as ctl:
+                    pipes = ctl.join(job.switch_config(world_size), Member(rank, transport.address),
+                                     place=job.placement(), deadline=max(deadline, 600.0))
+                    job = job.granted(ctl.granted)
                 if owned:  # the emulator answered the join: with one pipe it takes a batch of frames as one buffer
                     transport.segment_offload = pipes == 1
             worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes, fair_share=fair_share)
             # the codec's kernels loaded now, not in the first step's first bucket (the hello waits for that
             # bucket: the ranks need not connect together)
             worker.prepare(codec.CodecParams(length=1 << 12, workers=world_size), hello=False)
+            hook = cls(worker, world_size, transport_owned=owned, **codec_options)
         except BaseException:
             if owned:
                 transport.close()
             raise
-        return cls(worker, world_size, transport_owned=owned, **codec_options)
+        if control is not None:
+            hook.leave_at = (control, token_file)
+        return hook
 
     # -- the hook side: called by DDP for each bucket, in bucket order --------------------------------------
 
@@ -310,9 +326,20 @@ class SwitchAllreduce:
             return self._steps.pop(0) if self._steps else None
 
     def close(self) -> None:
-        """Stop the communication thread (after the last step), and close the transport if it made it."""
+        """Stop the communication thread (after the last step), leave the job where it joined at a control
+        port (the last rank's leaving frees its slots), and close the transport if it made it."""
         self._queue.put(None)
         self._thread.join(timeout=5)
+        if self.leave_at is not None:
+            from hina.control.client import ControlClient, ControlError
+
+            control, token_file = self.leave_at
+            self.leave_at = None
+            try:
+                with ControlClient(control, token_file=token_file, retries=2) as ctl:
+                    ctl.leave(self.worker.job.job_id, self.worker.worker_id)
+            except (ControlError, OSError, ValueError):
+                pass  # the switch's lease frees the slots
         if self._transport_owned:
             self.worker.transport.close()
 
@@ -334,6 +361,41 @@ def _step_report(step: int, buckets: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _value(fut: torch.futures.Future):
     return fut.value()  # raises the bucket's error, if it has one
+
+
+def register(model, switch: tuple[str, int], *, control: tuple[str, int] | None = None, fallback: bool = False,
+             log=print, **connect_options) -> SwitchAllreduce | None:
+    """Connect this rank (`SwitchAllreduce.connect`, rank and world size from torch.distributed) and register
+    the hook on the DDP `model`; the hook, which the caller closes at the end.
+
+    fallback: where the switch has no slots for the job (`SwitchFull`, on this rank or any other: the ranks
+    agree through the process group), register nothing and return None: DDP's own allreduce over the
+    process group (gloo's ring) sums the gradients on the hosts; the ranks that joined leave again.  `log`
+    gets the one line saying so."""
+    import torch.distributed as dist
+
+    from hina.control.client import SwitchFull
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    hook, why = None, None
+    try:
+        hook = SwitchAllreduce.connect(switch, rank, world, control=control, **connect_options)
+    except SwitchFull as exc:
+        if not fallback:
+            raise
+        why = str(exc)
+    joined = torch.tensor([0 if hook is None else 1], dtype=torch.int32)
+    if fallback:
+        dist.all_reduce(joined, op=dist.ReduceOp.MIN)
+    if joined.item() == 0:
+        if hook is not None:
+            hook.close()
+        if rank == 0 or why:
+            log(f"rank {rank}: no slots on the switch for this job ({why or 'another rank was refused'}); "
+                f"gradients are summed on the hosts by the process group's allreduce")
+        return None
+    model.register_comm_hook(hook, switch_allreduce_hook)
+    return hook
 
 
 def switch_allreduce_hook(state, bucket):  # no annotations: DDP checks them against its own, unpostponed

@@ -81,7 +81,7 @@ def test_killed_worker_makes_the_others_fail_then_survivors_recover():
             assert status == "error" and "AggregationTimeout" in detail and "job 5" in detail and "offset" in detail
             assert seconds < deadline + 5  # failed within its deadline, did not hang
         # the control plane resets the job for the two survivors, renumbered 0 and 1
-        ctl.add_job(JobConfig(5, 2, SPEC.words, SPEC.slot_base, SPEC.slots,
+        ctl.add_job(JobConfig(5, 2, SPEC.words, SPEC.first_slot, SPEC.slots,
                               (Member(0, addrs[0]), Member(1, addrs[1]))))
         for rank, c in enumerate(conns[:2]):
             c.send((2, rank, 30.0, None))
