@@ -490,6 +490,22 @@ class Experiment:
     def _prepare(self) -> Topology:
         """MTU, offloads, static ARP and loss on the hosts; the topology into the switch."""
         cfg, sw = self.cfg, self.switch
+        hosts = self._prepare_hosts()
+        per = cfg.ranks_per_host
+        if per == 1:  # one worker per host: known by its switch port
+            members = [Member(r, hosts[r].port) for r in range(cfg.workers)]
+        else:  # several: each by its address and UDP port behind its host's port, a RESULT replica each
+            members = [Member(r, hosts[r // per].port, (hosts[r // per].ip, self._rank_port(r)))
+                       for r in range(cfg.workers)]
+        job = cfg.job.switch_config(cfg.workers, members)
+        topology = Topology(SWITCH_MAC, SWITCH_IP, tuple(hosts), (job,))
+        sw.target.configure(topology)
+        return topology
+
+    def _prepare_hosts(self) -> list[Host]:
+        """MTU, offloads, static ARP and loss on each worker host and its switch port; the hosts as the switch's
+        topology names them."""
+        cfg, sw = self.cfg, self.switch
         hosts = []
         for i, h in enumerate(dict.fromkeys(self._hosts()), start=1):
             intf = h.defaultIntf()
@@ -505,16 +521,7 @@ class Experiment:
             if cfg.loss and not self.netem:
                 _nft_loss(h, intf.name, cfg.loss)
             hosts.append(Host(sw.ports[peer], host_mac(i), host_ip(i)))
-        per = cfg.ranks_per_host
-        if per == 1:  # one worker per host: known by its switch port
-            members = [Member(r, hosts[r].port) for r in range(cfg.workers)]
-        else:  # several: each by its address and UDP port behind its host's port, a RESULT replica each
-            members = [Member(r, hosts[r // per].port, (hosts[r // per].ip, self._rank_port(r)))
-                       for r in range(cfg.workers)]
-        job = cfg.job.switch_config(cfg.workers, members)
-        topology = Topology(SWITCH_MAC, SWITCH_IP, tuple(hosts), (job,))
-        sw.target.configure(topology)
-        return topology
+        return hosts
 
     @property
     def segmentation_offload(self) -> bool:

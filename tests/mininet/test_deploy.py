@@ -26,11 +26,11 @@ def test_multi_node_torchrun_through_the_switch_keeps_every_rank_identical():
     """`torchrun --nnodes 2 --nproc-per-node 4` on each machine with examples/ddp_torchrun.py: the parameters are
     identical on all 8 ranks after every step (the script checks by digest, through gloo), with the hina hook
     and with gloo's own allreduce, whose losses are hina's to float32 rounding (the same data and start).  First,
-    as the guide's check has it, a small standalone job on the same switch and `hina switch remove` of it: a
-    finished job keeps its slots, and the training job's join would be refused while they overlap."""
+    as the guide's check has it, a small standalone job on the same switch: its workers leave it when they are
+    done, so the switch holds no job after it, and each training job is given slots of its own."""
     with deploy.Cluster(ranks=4, bw=100.0, log=lambda m: None) as cluster:
         check = cluster.standalone(length=20_000, density=0.02)
-        assert check["exact"] and cluster.remove_job(deploy.STANDALONE_JOB)
+        assert check["exact"] and cluster.jobs() == []
         hina = cluster.torchrun("hina", steps=3, job_id=21, extra=["--rows", "20000"])
         gloo = cluster.torchrun("gloo", steps=3, job_id=22, extra=["--rows", "20000"])
     for run in (hina, gloo):
