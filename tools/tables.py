@@ -1235,6 +1235,78 @@ def render(text: str, where: Path) -> tuple[str, list[str]]:
     return MARKER.sub(fill, text), changed
 
 
+# -- one switch, many jobs (benchmarks/tenants.py, churn_model.py) ---------------------------------------
+
+@table("tenants-sharing")
+def tenants_sharing() -> str:
+    """docs/tenants.md: J jobs at once through one switch, each against its rounds alone."""
+    name = "tenants.json"
+    data = load(name)
+    rows = []
+    for run in data["sharing"]["together"]:
+        for p in run["per_job"]:
+            rows.append([str(run["jobs"]), f"{p['job_id']} ({p['preset']})", f"[{p['slot_base']}, "
+                         f"{p['slot_base'] + p['slots']})", f"{p['alone']:.3f}", f"{p['together']:.3f}",
+                         f"{p['slowdown']:.2f}x", "yes" if p["exact"] else "NO"])
+    lines = rows_md(["jobs at once", "job (preset)", "slots", "alone s", "together s", "slowdown", "exact"], rows)
+    summary = [[str(r["jobs"]), f"{r['jain']:.3f}", f"{r['worst_slowdown']:.2f}x", f"{r['worst_over_share']:.2f}",
+                f"{r['server_link_load']:.0%}", "yes" if r["disjoint"] else "NO", short_verdict(r)]
+               for r in data["sharing"]["together"]]
+    lines += ["", *rows_md(["jobs at once", "Jain's index of the slowdowns", "worst slowdown",
+                            "worst / jobs sharing", "server link busy", "slot ranges disjoint",
+                            "what set the time"], summary)]
+    return block(lines, (name, data))
+
+
+def slot_range(job: dict) -> str:
+    return f"[{job['slot_base']}, {job['slot_base'] + job['slots']})"
+
+
+@table("tenants-full")
+def tenants_full() -> str:
+    """docs/tenants.md: a job meeting a full switch, each answer."""
+    name = "tenants.json"
+    data = load(name)
+    f = data["full"]
+    alone, fewer, wait, host = f["b_alone_64"], f["fewer"], f["wait"], f["host_fallback"]
+    stalled = f["beside_stalled"]
+    rows = [["refuse", f"exit status {f['refuse']['status'][0]} on every rank after {f['refuse']['seconds']:.1f} s "
+                       "(their start included)", f"`{f['refuse']['line']}`"],
+            ["fewer (at least 16)", f"slots {slot_range(fewer['slots'])}, {fewer['seconds']:.3f} s a round beside "
+                                    f"job A",
+             f"alone on 64 slots {alone['seconds']:.3f} s, on 32 {f['b_alone_32']['seconds']:.3f} s; exact: "
+             f"{'yes' if fewer['exact'] else 'NO'}"],
+            ["fewer, job A stalled", f"slots {slot_range(stalled['slots'])}, {stalled['seconds']:.3f} s a round "
+                                     "beside job A with one rank stopped",
+             f"exact: {'yes' if stalled['exact'] else 'NO'}"],
+            ["wait", f"first round {wait['waited_s']:.1f} s after it asked, {wait['after_a_s']:.2f} s after job A's "
+                     f"last round ended", f"in line as number 1: {'yes' if wait['in_line'] else 'no'}; slots "
+                                         f"{slot_range(wait['slots'])}; exact: {'yes' if wait['exact'] else 'NO'}"],
+            ["DDP with --host-fallback", f"{host['steps']} steps through the {host['through']}, "
+                                         f"{host['seconds_per_iteration']:.3f} s each",
+             f"every rank identical after every step: {'yes' if host['identical_every_step'] else 'NO'}"]]
+    return block(rows_md(["job B's answer", "what happened", "check"], rows), (name, data))
+
+
+@table("churn")
+def churn() -> str:
+    """docs/tenants.md: an hour of jobs arriving and leaving on the virtual clock."""
+    name = "churn_model.json"
+    data = load(name)
+    c = data["counts"]
+    wait = data["wait_s"]
+    rows = [["jobs arrived", f"{c['arrived']:,}"],
+            ["given slots", f"{c['granted']:,} ({c['fewer']:,} fewer than they asked, {c['waited']:,} after waiting"
+                            + (f": median {wait['median']:.0f} s, longest {wait['max']:.0f} s" if wait else "") + ")"],
+            ["refused", f"{c['refused']:,}"],
+            ["rounds, exact", f"{c['rounds']:,}, {c['exact_rounds']:,}"],
+            ["most slots held, of the switch's", f"{data['most_held']:,} of {data['space']:,}"],
+            ["most jobs at once, most in line", f"{data['most_jobs']}, {data['most_waiting']}"],
+            ["jobs on the switch at the end (leaked)", f"{data['leaked']}"],
+            ["problems", f"{len(data['problems'])}"]]
+    return block(rows_md(["over the hour", ""], rows), (name, data))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="tables.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs from its JSON")
