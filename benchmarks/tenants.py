@@ -21,7 +21,12 @@ ranks stopped mid-round, A stalled), wait (in line until A's last worker leaves:
 against A's end); then, with A holding its slots again, a DDP job
 of `examples/ddp_torchrun.py --host-fallback` trains on the hosts (gloo) instead, every rank identical.
 
-    sudo .venv/bin/python benchmarks/tenants.py --jobs 2 4 8 --full --out benchmarks/results/tenants.json
+**Two jobs through a star's switch** (`--star emulator bmv2`): Mininet's star of 3 hosts, each with a
+rank of both jobs, through the emulator's raw-frame backend and through BMv2, which the controller gives
+each job at run time; dense and auto under 1% loss, each job's sum checked.
+
+    sudo .venv/bin/python benchmarks/tenants.py --jobs 2 4 8 --full --star emulator bmv2 \\
+        --out benchmarks/results/tenants.json
 
 Writes the JSON (--out) and a PNG beside it.
 """
@@ -50,6 +55,7 @@ from hina.provenance import command_line, default_out, out_help, out_path, write
 PRESETS = ("lstm", "ncf", "deeplight", "bert_base")  # one per job, in turn
 SCALES = {"lstm": 0.01, "ncf": 0.005, "deeplight": 0.007, "bert_base": 0.01}  # a few MB per worker at most
 FULL_SPACE, FULL_ASK, FULL_LEAST = 96, 64, 16  # the full switch: its slots, what each job asks, B's least
+STAR_LENGTH = 40_000  # elements per worker of the two jobs through a star's switch (--star)
 
 
 class Steps:
@@ -152,7 +158,8 @@ def rounds_of(reports: list[dict]) -> list[dict]:
         starts = [r["rounds"][k]["start"] for r in reports]
         ends = [r["rounds"][k]["start"] + r["rounds"][k]["seconds"] for r in reports]
         out.append({"start": min(starts), "end": max(ends), "seconds": max(ends) - min(starts),
-                    "wire_bytes": sum(r["rounds"][k]["wire_bytes"] for r in reports)})
+                    "wire_bytes": sum(r["rounds"][k]["wire_bytes"] for r in reports),
+                    "resent": sum(r["rounds"][k]["retransmissions"] for r in reports)})
     return out
 
 
@@ -209,6 +216,8 @@ def sharing(cluster, counts: list[int], seed: int, progress) -> dict:
         if not run["ok"]:
             raise RuntimeError(f"job {job.job_id} alone failed: {run['errors']}")
     out = {"alone": {j: {"preset": job.preset, "elements": job.elements, "seconds": median_round(alone[j]),
+                         "resent": [r["resent"] for r in alone[j]["rounds"]],
+                         "sent": [r["wire_bytes"] for r in alone[j]["rounds"]],
                          "exact": alone[j]["exact"], "fidelity": alone[j].get("fidelity", {}).get("verdict")}
                      for j, job in ((job.job_id, job) for job in jobs)}, "together": []}
     for count in counts:
@@ -230,7 +239,9 @@ def sharing(cluster, counts: list[int], seed: int, progress) -> dict:
             per_job.append({"job_id": job.job_id, "preset": job.preset, "rounds": len(run["rounds"]),
                             "alone": base, "together": median_round(run), "slowdown": median_round(run) / base,
                             "exact": run["exact"], "slot_base": run["slots"]["slot_base"],
-                            "slots": run["slots"]["slots"]})
+                            "slots": run["slots"]["slots"], "round_seconds": [r["seconds"] for r in run["rounds"]],
+                            "resent": [r["resent"] for r in run["rounds"]],
+                            "sent": [r["wire_bytes"] for r in run["rounds"]]})
         every = [r for j in these for r in runs["jobs"][j.job_id]["rounds"]]
         window = max(r["end"] for r in every) - min(r["start"] for r in every)
         sent = sum(r["wire_bytes"] for r in every)
@@ -310,6 +321,30 @@ def full_switch(seed: int, bw: float, log, progress) -> dict:
     return out
 
 
+def star(targets: list[str], bw: float, log, progress, bmv2_binary: str | None) -> dict:
+    """Two jobs of three hosts through one star's switch at once, each on a range the switch's allocation chose
+    (`SharedSwitchExperiment`): the emulator's raw-frame backend, and BMv2 given each job at run time by the
+    controller; dense and auto, 3 rounds each under 1% loss, every job's sum checked."""
+    from hina.mininet import hina_net
+    from hina.mininet.shared_switch import SharedSwitchExperiment
+
+    out = {}
+    for target in targets:
+        progress.step(f"two jobs through one {target} switch")
+        binary = {"bmv2_binary": bmv2_binary} if target == "bmv2" and bmv2_binary else {}
+        cfg = hina_net.ExperimentConfig(workers=6, ranks_per_host=2, switch=target, modes=("dense", "auto"), bw=bw,
+                                        loss=1.0, length=STAR_LENGTH, density=0.02, slots=16, rounds=3, ping=False,
+                                        deadline=60.0, mtu=172 if target == "bmv2" else 9000, **binary)
+        results = SharedSwitchExperiment(cfg, jobs=2, log=log, run_id=f"tn{target[0]}").run()
+        out[target] = {"loss_percent": cfg.loss, "mtu": cfg.mtu, "length": cfg.length, "binary": binary.get(
+            "bmv2_binary"), "runs": [{
+                "mode": run["mode"], "exact": run["exact"], "jobs": run["jobs"],
+                "seconds": {str(j["job_id"]): statistics.median(r["jobs"][k]["seconds"] for r in run["rounds"])
+                            for k, j in enumerate(run["jobs"])},
+                "fidelity": run.get("fidelity", {}).get("verdict")} for run in results["runs"]]}
+    return out
+
+
 def plot(result: dict, path: Path) -> bool:
     try:
         import matplotlib
@@ -363,6 +398,11 @@ def main(argv: list[str] | None = None) -> int:
                                                                       "on each (default: 4)")
     ap.add_argument("--bw", type=positive, default=100.0, help="Mbit/s per link (default: 100)")
     ap.add_argument("--full", action="store_true", help="also the full switch: refuse, fewer, wait, the hosts")
+    ap.add_argument("--star", nargs="*", choices=("emulator", "bmv2"), default=[],
+                    help="also two jobs through one Mininet star's switch at once: the emulator's raw-frame backend, "
+                         "BMv2 (default: none)")
+    ap.add_argument("--bmv2-binary", default=None, help="with --star bmv2: the BMv2 build to run (default: "
+                                                       "simple_switch_grpc on PATH)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=out_path, default=default_out("tenants.json"), help=out_help("tenants.json"))
     args = ap.parse_args(argv)
@@ -374,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tenants.py: {problem}", file=sys.stderr)
         return 2
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    steps = (len(args.jobs) + max(args.jobs, default=0) if args.jobs else 0) + (4 if args.full else 0)
+    steps = (len(args.jobs) + max(args.jobs, default=0) if args.jobs else 0) + (4 if args.full else 0) + len(args.star)
     result: dict[str, Any] = {"machines": args.machines, "bw_mbps": args.bw, "presets": dict(SCALES)}
     with Progress(max(steps, 1), "tenants") as bar:
         progress, log = Steps(bar), bar.print
@@ -383,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
                 result["sharing"] = sharing(cluster, sorted(set(args.jobs)), args.seed, progress)
         if args.full:
             result["full"] = full_switch(args.seed, args.bw, log, progress)
+        if args.star:
+            result["star"] = star(args.star, args.bw, log, progress, args.bmv2_binary)
         progress.finish()
     for run in result.get("sharing", {}).get("together", []):
         log(f"{run['jobs']} jobs: Jain {run['jain']:.3f}, worst slowdown {run['worst_slowdown']:.2f}x "
@@ -393,6 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     png = args.out.with_suffix(".png")
     log(f"wrote {args.out}" + (f" and {png}" if plot(result, png) else ""))
     ok = all(r["exact"] for r in result.get("sharing", {}).get("together", []))
+    ok = ok and all(run["exact"] for target in result.get("star", {}).values() for run in target["runs"])
     full = result.get("full")
     if full:
         ok = (ok and full["fewer"]["exact"] and full["beside_stalled"]["exact"] and full["wait"]["exact"]

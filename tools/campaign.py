@@ -214,9 +214,9 @@ def steps() -> list[Step]:
                 "--bw", STAR_MBPS, "--steps", "10", "--out", f"{R}/deploy.json", outputs=(f"{R}/deploy.json",)),
         _run_py("side-by-side", "mininet", "two experiments at once on one machine", "benchmarks/side_by_side.py",
                 "--bw", STAR_MBPS, "--out", f"{R}/side_by_side.json", outputs=(f"{R}/side_by_side.json",)),
-        _run_py("tenants", "mininet", "2, 4 and 8 jobs at once through one switch, and a job meeting a full switch",
-                "benchmarks/tenants.py", "--jobs", "2", "4", "8", "--full", "--out", f"{R}/tenants.json",
-                outputs=(f"{R}/tenants.json",)),
+        _run_py("tenants", "bmv2", "2, 4 and 8 jobs at once through one switch, a job meeting a full switch, and two "
+                "jobs through the emulator's and BMv2's star", "benchmarks/tenants.py", "--jobs", "2", "4", "8",
+                "--full", "--star", "emulator", "bmv2", "--out", f"{R}/tenants.json", outputs=(f"{R}/tenants.json",)),
         _run_py("churn-model", "model", "an hour of jobs arriving at and leaving one switch on a virtual clock",
                 "benchmarks/churn_model.py", "--out", f"{R}/churn_model.json", outputs=(f"{R}/churn_model.json",)),
         _run_py("lease", "loopback", "a dead job's slots freed by the lease, a new job exact on them",
