@@ -1250,14 +1250,17 @@ def tenants_sharing() -> str:
                          f"{p['slot_base'] + p['slots']})", f"{p['alone']:.3f}", f"{p['together']:.3f}",
                          f"{max(p['round_seconds']):.2f} of {len(p['round_seconds'])}", f"{p['slowdown']:.2f}x",
                          f"{max(alone['resent']):,}", f"{max(p['resent']):,}", "yes" if p["exact"] else "NO"])
+        for f in run.get("failed", []):
+            rows.append([str(run["jobs"]), f"{f['job_id']} ({f['preset']})", "-", "-", "-", "-", "-", "-", "-",
+                         f"failed: `{f['error'].removeprefix('hina worker: ')}`"])
     lines = rows_md(["jobs at once", "job (preset)", "slots", "alone s", "together s", "slowest round s (of rounds)",
                      "slowdown", "most frames resent in a round alone", "together", "exact"], rows)
     summary = [[str(r["jobs"]), f"{r['jain']:.3f}", f"{r['worst_slowdown']:.2f}x", f"{r['worst_over_share']:.2f}",
-                f"{r['server_link_load']:.0%}", "yes" if r["disjoint"] else "NO", short_verdict(r)]
-               for r in data["sharing"]["together"]]
+                f"{r['server_link_load']:.0%}", "yes" if r["disjoint"] else "NO", str(len(r.get("failed", []))),
+                short_verdict(r)] for r in data["sharing"]["together"]]
     lines += ["", *rows_md(["jobs at once", "Jain's index of the slowdowns", "worst slowdown",
                             "worst / jobs sharing", "server link busy", "slot ranges disjoint",
-                            "what set the time"], summary)]
+                            "jobs that timed out", "what set the time"], summary)]
     return block(lines, (name, data))
 
 
