@@ -137,9 +137,16 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
         command = args.switch_command
         if command == "jobs":
             while True:
-                jobs = switch.jobs()
-                print(json.dumps({"switch": switch.where, "t": round(time.time(), 3), "jobs": jobs}) if args.json
-                      else format_jobs(jobs, switch.where), file=out, flush=True)
+                try:
+                    jobs = switch.jobs()
+                except ControlError as exc:
+                    if not getattr(args, "watch", None):
+                        raise
+                    # a busy switch's reply lost: a watch goes on (the next listing says where the slots are)
+                    print(f"hina switch: {exc}; asking again in {args.watch:g} s", file=err, flush=True)
+                else:
+                    print(json.dumps({"switch": switch.where, "t": round(time.time(), 3), "jobs": jobs})
+                          if args.json else format_jobs(jobs, switch.where), file=out, flush=True)
                 if not getattr(args, "watch", None):
                     break
                 time.sleep(args.watch)
