@@ -187,15 +187,19 @@ class Watch:
     def __init__(self, cluster, period: float = 0.2):
         from hina.mininet.deploy import CONTROL_PORT
 
+        # into a file: a pipe nobody reads until the end holds 64 KiB, a few seconds of 8 jobs' listings
+        self.path = Path(cluster.tmp) / f"watch-{time.monotonic_ns()}.jsonl"
+        self.file = self.path.open("w")
         self.proc = cluster.server.popen([sys.executable, "-m", "hina", "switch", "jobs", "--json", "--watch",
                                           str(period), "--control", f"{cluster.switch_ip}:{CONTROL_PORT}"],
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                         stdout=self.file, stderr=subprocess.DEVNULL, text=True)
 
     def stop(self) -> list[dict]:
         self.proc.terminate()
-        stdout, _ = self.proc.communicate(timeout=10)
+        self.proc.wait(timeout=10)
+        self.file.close()
         samples = []
-        for line in stdout.splitlines():
+        for line in self.path.read_text().splitlines():
             try:
                 snap = json.loads(line)
             except ValueError:
