@@ -626,13 +626,7 @@ class Experiment:
                          + (f", {rounds[-1]['fidelity']['verdict']}" if "fidelity" in rounds[-1] else "")
                          + (f" {errors}" if errors else ""))
         finally:
-            for p in procs:
-                with contextlib.suppress(Exception):
-                    p.stdin.close()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.wait(10)
-                if p.poll() is None:
-                    p.kill()
+            _end_workers(procs)
             os.unlink(f.name)
         best = min(rounds, key=lambda x: x["seconds"])
         verdicts = [x["fidelity"] for x in rounds if "fidelity" in x]
@@ -648,6 +642,17 @@ def _profile_of(target) -> dict | None:
         return dict(target.counters().get("profile") or {}) or None
     except (ControlError, OSError, ValueError):
         return None
+
+
+def _end_workers(procs) -> None:
+    """Close each spec-driven worker's stdin (its cue to exit), give it 10 s, then kill it."""
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(10)
+        if p.poll() is None:
+            p.kill()
 
 
 def _go(procs, delays) -> None:

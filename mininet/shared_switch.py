@@ -14,7 +14,6 @@ their own; every mode runs all jobs at once, and each job's sum is checked again
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -34,6 +33,7 @@ from hina.mininet.hina_net import (
     SWITCH_MAC,
     Experiment,
     ExperimentConfig,
+    _end_workers,
     _go,
     _summarize,
     host_ip,
@@ -131,13 +131,7 @@ class SharedSwitchExperiment(Experiment):
                 self.log(f"[{mode}] {self.jobs} jobs at once: exact={rnd['exact']}, "
                          + ", ".join(f"job {x['job_id']} {x['seconds']:.3f} s" for x in per_job))
         finally:
-            for p in every:
-                with contextlib.suppress(Exception):
-                    p.stdin.close()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.wait(10)
-                if p.poll() is None:
-                    p.kill()
+            _end_workers(every)
             for name in specs:
                 os.unlink(name)
         return {"mode": mode, "exact": all(r["exact"] for r in runs), "rounds": runs,
