@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "ddp_torchrun.py"
 CONTROL_PORT = UDP_PORT + 1  # the guide puts the control port beside the data port
 RDZV_PORT = 29500
+JUMBO_MTU = 9000  # every link's MTU: the workers' default K fills one such frame (docs/deploy.md)
 STANDALONE_JOB = 7  # the check job (the guide's standalone command): its workers leave it before the training
 
 
@@ -86,6 +87,12 @@ class Cluster:
         self.net = Mininet(topo=ClusterTopo(run=self.run, machines=self.machine_count, bw=self.bw),
                            switch=LinuxBridge, controller=None, link=FastTCLink, autoSetMacs=False, build=True)
         self.net.start()
+        # jumbo frames on every link, as the guide asks for the workers' default K (one 9000-byte frame): at
+        # Linux's 1500 each datagram went in 7 IP fragments, and a reassembly queue that lost one waited 30 s
+        for link in self.net.links:
+            for intf in (link.intf1, link.intf2):
+                intf.node.cmd(f"ip link set dev {intf.name} mtu {JUMBO_MTU}")
+        self.net[f"{self.run}br"].cmd(f"ip link set dev {self.run}br mtu {JUMBO_MTU}")
         self.machines = [self.net[f"{self.run}m{i}"] for i in range(1, self.machine_count + 1)]
         self.server = self.net[f"{self.run}sv"]
         for h in (*self.machines, self.server):  # complete checksums for hosts that read raw frames
