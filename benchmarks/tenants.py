@@ -281,24 +281,25 @@ def full_switch(seed: int, bw: float, log, progress) -> dict:
                 time.sleep(0.2)
             return procs
 
+        def timed(what: str, extra: tuple) -> dict:  # job B's 5 rounds, judged by the fidelity monitor
+            run = cluster.judged(what, lambda: run_jobs(cluster, [b], {b.job_id: 5}, {b.job_id: extra})[b.job_id])
+            return {"seconds": median_round(run), "exact": run["exact"], "slots": run["slots"],
+                    "fidelity": run.get("fidelity", {}).get("verdict")}
+
+        fewer = (*ask, "--when-full", "fewer", "--min-slots", str(FULL_LEAST))
         progress.step("job B alone on 64 and on 32 slots")
         for slots in (FULL_ASK, FULL_SPACE - FULL_ASK):
-            run = run_jobs(cluster, [b], {b.job_id: 5}, {b.job_id: ("--slots", str(slots))})[b.job_id]
-            out[f"b_alone_{slots}"] = {"seconds": median_round(run), "exact": run["exact"], "slots": run["slots"]}
+            out[f"b_alone_{slots}"] = timed(f"job B alone on {slots} slots", ("--slots", str(slots)))
         progress.step("job B beside job A: refused, on fewer slots, in line")
         held = hold(rounds=400)
         started = time.monotonic()
         refused = collect(launch(cluster, b, 1, (*ask, "--when-full", "refuse")))
         out["refuse"] = {"seconds": time.monotonic() - started, "status": [r.get("status", 0) for r in refused],
                          "line": refused[0].get("error")}
-        run = run_jobs(cluster, [b], {b.job_id: 5},
-                       {b.job_id: (*ask, "--when-full", "fewer", "--min-slots", str(FULL_LEAST))})[b.job_id]
-        out["fewer"] = {"seconds": median_round(run), "exact": run["exact"], "slots": run["slots"]}
+        out["fewer"] = timed("job B on fewer slots beside job A", fewer)
         progress.step("job B beside job A stalled (one rank stopped)")
         os.kill(held[0].pid, signal.SIGSTOP)  # A's rank 0 stops mid-round: A's chunks wait in A's slots
-        run = run_jobs(cluster, [b], {b.job_id: 5},
-                       {b.job_id: (*ask, "--when-full", "fewer", "--min-slots", str(FULL_LEAST))})[b.job_id]
-        out["beside_stalled"] = {"seconds": median_round(run), "exact": run["exact"], "slots": run["slots"]}
+        out["beside_stalled"] = timed("job B beside job A stalled", fewer)
         os.kill(held[0].pid, signal.SIGCONT)
         for p in held:  # A's ranks go on with their rounds; end them now, as a finished job ends
             p.terminate()
@@ -308,21 +309,25 @@ def full_switch(seed: int, bw: float, log, progress) -> dict:
         held = hold(rounds=15)
         asked = time.time()
         waiting = launch(cluster, b, 3, (*ask, "--when-full", "wait"))
-        a_reports, b_reports = collect(held), collect(waiting)
+        both = cluster.judged("job B waiting for job A", lambda: {"a": collect(held), "b": collect(waiting)})
+        a_reports, b_reports = both["a"], both["b"]
         if any("error" in r for r in a_reports + b_reports):
             raise RuntimeError(f"the wait case failed: {[r.get('error') for r in a_reports + b_reports]}")
         a_end = max(r["end"] for r in rounds_of(a_reports))
         b_first = min(r["start"] for r in rounds_of(b_reports))
         out["wait"] = {"asked_at": asked, "a_ended_at": a_end, "b_began_at": b_first, "waited_s": b_first - asked,
                        "after_a_s": b_first - a_end, "exact": b.exact(b_reports) and a.exact(a_reports),
-                       "slots": b_reports[0]["job"], "in_line": "number 1 in line" in b_reports[0]["stderr"]}
+                       "slots": b_reports[0]["job"], "in_line": "number 1 in line" in b_reports[0]["stderr"],
+                       "fidelity": both.get("fidelity", {}).get("verdict")}
         progress.step("a DDP job beside job A: on the hosts")
         held = hold(rounds=400)
-        ddp = cluster.torchrun("hina", steps=5, job_id=3, extra=["--rows", "20000", *ask, "--host-fallback"])
+        ddp = cluster.judged("a DDP job on the hosts", lambda: cluster.torchrun(
+            "hina", steps=5, job_id=3, extra=["--rows", "20000", *ask, "--host-fallback"]))
         for p in held:
             p.terminate()
         collect(held, timeout=30)
         out["host_fallback"] = {k: ddp[k] for k in ("ok", "steps", "identical_every_step", "seconds_per_iteration")}
+        out["host_fallback"]["fidelity"] = ddp.get("fidelity", {}).get("verdict")
         out["host_fallback"]["through"] = "hosts" if ddp["ok"] and not any(ddp["bytes_per_step"]) else "switch"
     return out
 

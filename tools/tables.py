@@ -1291,7 +1291,10 @@ def tenants_full() -> str:
             ["DDP with --host-fallback", f"{host['steps']} steps through the {host['through']}, "
                                          f"{host['seconds_per_iteration']:.3f} s each",
              f"every rank identical after every step: {'yes' if host['identical_every_step'] else 'NO'}"]]
-    return block(rows_md(["job B's answer", "what happened", "check"], rows), (name, data))
+    verdicts = ["- (no round ran)", f"{short_verdict(fewer)} (alone on 64 and 32: {short_verdict(alone)}, "
+                f"{short_verdict(f['b_alone_32'])})", short_verdict(stalled), short_verdict(wait), short_verdict(host)]
+    rows = [[*row, verdict] for row, verdict in zip(rows, verdicts)]
+    return block(rows_md(["job B's answer", "what happened", "check", "what set the time"], rows), (name, data))
 
 
 @table("tenants-star")
