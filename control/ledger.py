@@ -203,8 +203,8 @@ class Ledger:
         if want.when_full == "wait":
             self.waiting[job_id] = (now, want, workers)  # keeps its place: assigning does not move a key
             return list(self.waiting).index(job_id) + 1
-        free = sum(n for _, n in free_runs(held, self.space))
-        largest = max((n for _, n in free_runs(held, self.space)), default=0)
+        runs = [n for _, n in free_runs(held, self.space)]
+        free, largest = sum(runs), max(runs, default=0)
         size = min(want.slots, cap(self.policy, self.space, workers, held))
         queue = (f"; {len(ahead)} job{'s wait' if len(ahead) != 1 else ' waits'} ahead of it" if ahead else "")
         raise Full(f"job {job_id} asks for {size} slots{f' (at least {want.minimum})' * (want.when_full == 'fewer')}"
