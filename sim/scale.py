@@ -307,7 +307,9 @@ class Network:
     gbps: every worker's link (each direction); uplink_gbps: every switch-to-switch link (default:
     gbps); delay: propagation per link (seconds); switch_latency: a switch's pipeline latency;
     switch_service: seconds per frame a software switch spends (0: a hardware pipeline at line rate);
-    words: K per frame; slots: the job's W; overhead: bytes per frame besides the hina frame.
+    words: K per frame; slots: the job's W; overhead: bytes per frame besides the hina frame;
+    shape: the children per switch of each tier, leaf tier first (default: `fanins`' rule), for a
+    fabric whose racks and pods are given (sim/ns3sim.py's leaf/spine and fat tree).
     """
 
     workers: int
@@ -320,15 +322,21 @@ class Network:
     words: int = max_words(9000)
     slots: int = 64
     overhead: int = FRAME_OVERHEAD + PHY_OVERHEAD
+    shape: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.depth < 1:
             raise ValueError(f"workers and depth must be >= 1, got {self.workers} and {self.depth}")
+        if self.shape is not None and (len(self.shape) != self.depth or math.prod(self.shape) < self.workers
+                                       or min(self.shape) < 1):
+            raise ValueError(f"shape {self.shape} does not hold {self.workers} workers in {self.depth} tiers")
 
     @property
     def fanins(self) -> tuple[int, ...]:
         """Children per switch, leaf tier first: ceil(N^(1/depth)) below every tier but the root, whose
         fan-in makes up the rest."""
+        if self.shape is not None:
+            return tuple(self.shape)
         if self.depth == 1:
             return (self.workers,)
         k = math.ceil(round(self.workers ** (1 / self.depth), 9))
