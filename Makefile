@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	mkdir -p $(VENV)/debian && ln -sfn $(DEBIAN_MININET) $(VENV)/debian/mininet
 	echo "$(CURDIR)/$(VENV)/debian" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-debian-mininet.pth"
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,plot,torch]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,plot,torch,ns3]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
