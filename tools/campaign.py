@@ -196,6 +196,16 @@ def steps() -> list[Step]:
         _run_py("scale-model-k32-w1024", "model", "K = 32 words, 1,024 slots", model, "--presets", "deeplight",
                 "vgg19", "--workers", "1024", "--gbps", "100", "--topologies", "tree2", "--mtu", "172", "--slots",
                 "1024", "--out", f"{R}/scale_model_k32_w1024.json", outputs=(f"{R}/scale_model_k32_w1024.json",)),
+        _run_py("ns3", "model", "hina on ns-3 beside the scale model: star, leaf/spine and fat tree, 8 to 1,024 "
+                "workers, DeepLight and LSTM, every mode", "benchmarks/ns3_scale.py", "--out", f"{R}/ns3_scale.json",
+                outputs=(f"{R}/ns3_scale.json",)),
+        _run_py("ns3-full", "model", "DeepLight at 1,024 workers on ns-3, every chunk of every round",
+                "benchmarks/ns3_scale.py", "--workers", "1024", "--fabrics", "leaf_spine", "--presets", "deeplight",
+                "--modes", "auto", "--cap", "0", "--out", f"{R}/ns3_full.json", outputs=(f"{R}/ns3_full.json",)),
+        _run_py("ns3-shallow", "model", "an oversubscribed leaf/spine whose ports queue 16 packets, on ns-3 and "
+                "the scale model", "benchmarks/ns3_scale.py", "--workers", "64,256", "--fabrics", "leaf_spine",
+                "--presets", "deeplight", "--modes", "dense,auto", "--spines", "2", "--uplink-gbps", "25", "--queue",
+                "16", "--out", f"{R}/ns3_shallow.json", outputs=(f"{R}/ns3_shallow.json",)),
         _run_py("contest-model", "model", "hina's window beside a Reno flow on a virtual clock",
                 "benchmarks/contest_model.py", "--out", f"{R}/contest_model.json",
                 outputs=(f"{R}/contest_model.json",)),
