@@ -51,7 +51,12 @@ mode on the same model) and a bandwidth-optimal ring allreduce on the
 alpha-beta model (Thakur et al. 2005): 2 (N - 1) steps of alpha plus
 (D / N) bytes each at the slowest link's rate (`ring_for`).
 
-Left out (docs/scale_model.md): loss and stragglers (identical workers),
+Queues have no limit unless `Network.queue` gives every switch port a
+drop-tail queue; then a resent UPDATE that sends a partial up again does so
+once per child, as every child of the representative resends (what ns-3,
+with every worker, shows: sim/ns3sim.py, docs/ns3.md).
+
+Left out (docs/scale_model.md): random loss and stragglers (identical workers),
 codec compute (encode, decode: measured separately; the validation adds
 the Mininet run's own), cross-traffic, switch memory limits beyond the
 slot count, and the 32-children limit of a real switch's bitmap (a star of
@@ -309,7 +314,10 @@ class Network:
     switch_service: seconds per frame a software switch spends (0: a hardware pipeline at line rate);
     words: K per frame; slots: the job's W; overhead: bytes per frame besides the hina frame;
     shape: the children per switch of each tier, leaf tier first (default: `fanins`' rule), for a
-    fabric whose racks and pods are given (sim/ns3sim.py's leaf/spine and fat tree).
+    fabric whose racks and pods are given (sim/ns3sim.py's leaf/spine and fat tree); queue: frames each
+    switch port's drop-tail queue holds (None: no limit; a worker's own NIC never drops); parallel: the
+    uplinks each switch below the root spreads its slots over, modelled as one link of `uplink_gbps`
+    (their sum) with `parallel` queues.
     """
 
     workers: int
@@ -323,6 +331,8 @@ class Network:
     slots: int = 64
     overhead: int = FRAME_OVERHEAD + PHY_OVERHEAD
     shape: tuple[int, ...] | None = None
+    queue: int | None = None
+    parallel: int = 1
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.depth < 1:
@@ -357,6 +367,13 @@ class Network:
     def oversubscription(self) -> tuple[float, ...]:
         """Each non-root switch's downlink capacity over its uplink's."""
         return tuple(k * self.rate(t) / self.rate(t + 1) for t, k in enumerate(self.fanins[:-1]))
+
+    def port_queue(self, tier: int, up: bool) -> int | None:
+        """Frames the links of tier `tier` queue, up or down: one switch port on tier 0 (down; up is the
+        worker's own NIC: no limit), `parallel` ports above."""
+        if self.queue is None or (tier == 0 and up):
+            return None
+        return self.queue * (self.parallel if tier else 1)
 
     def line_rate_seconds(self, chunks: int) -> float:
         """`chunks` frames at the worker's link rate: the least a round can take."""
@@ -406,10 +423,17 @@ class _Switch:
         self.server = Server()  # the frames it handles, one after another (no queue limit)
 
     def process(self, now: float, frame, source: str, frames_in: int):
-        """(when its output leaves, the Emit or None) for a frame that stands for `frames_in` arrivals."""
+        """(when its output leaves, the Emit or None, how many copies of it go up) for a frame that stands
+        for `frames_in` arrivals.  A resent UPDATE that sends the partial up again stands for every child's
+        resend, and each of them sends the partial up again (docs/design.md, "Aggregation trees"): the
+        copies up are then `fanin`, each to meet the uplink's queue."""
+        job = self.pipeline.jobs[JOB]
+        before = job.resent_up
         emit = self.pipeline.update(frame, source)
-        frames_out = 0 if emit is None else (1 if emit.dests == ("parent",) else self.fanin)
-        return self.server.serve(now, (frames_in + frames_out) * self.service) + self.latency, emit
+        copies = 0
+        if emit is not None:
+            copies = (self.fanin if job.resent_up > before else 1) if emit.dests == ("parent",) else self.fanin
+        return self.server.serve(now, (frames_in + copies) * self.service) + self.latency, emit, copies
 
 
 @dataclasses.dataclass
@@ -431,8 +455,9 @@ class PathModel:
         self.rtt = RttEstimator(initial=initial_rtt)
         self.window = CongestionWindow(net.slots)
         self.switches = [_Switch(net, t) for t in range(net.depth)]
-        self.up = [Link(net.rate(t), net.delay) for t in range(net.depth)]  # into switch t from below
-        self.down = [Link(net.rate(t), net.delay) for t in range(net.depth)]  # from switch t to below
+        # into switch t from below, and from switch t to below, each behind the queue of its ports
+        self.up = [Link(net.rate(t), net.delay, net.port_queue(t, True)) for t in range(net.depth)]
+        self.down = [Link(net.rate(t), net.delay, net.port_queue(t, False)) for t in range(net.depth)]
         self.clock = Clock()
         self.shift = 0.0  # seconds added by extrapolated chunks (the clock itself never ran them)
         self._on_worker = _ignore  # what a frame that reaches the worker is handed to
@@ -449,7 +474,13 @@ class PathModel:
     def _send(self, frames: list[bytes]) -> None:
         size = self.net.frame_bytes
         for f in frames:
-            self.clock.at(self.up[0].send(self.clock.now, size), self._deliver, 0, 0, f)
+            self._over(self.up[0], self.clock.now, size, 0, 0, f)
+
+    def _over(self, link: Link, now: float, size: int, kind: int, tier: int, frame) -> None:
+        """`frame` onto `link` at `now`, delivered at the far end unless the link's queue drops it."""
+        at = link.send(now, size)
+        if at is not None:
+            self.clock.at(at, self._deliver, kind, tier, frame)
 
     def _deliver(self, kind: int, tier: int, frame) -> None:
         """A frame arrives at switch `tier` (kind 0: from below, 1: from above) or at the worker (2)."""
@@ -459,16 +490,17 @@ class PathModel:
             return
         sw = self.switches[tier]
         fanin_below = sw.fanin if kind == 0 else 1
-        leave, emit = sw.process(self.clock.now, frame, "child" if kind == 0 else "parent", fanin_below)
+        leave, emit, copies = sw.process(self.clock.now, frame, "child" if kind == 0 else "parent", fanin_below)
         if emit is None:
             return
         out = bytes(emit.frame)
         if emit.dests == ("parent",):
-            self.clock.at(self.up[tier + 1].send(leave, size), self._deliver, 0, tier + 1, out)
+            for _ in range(copies):
+                self._over(self.up[tier + 1], leave, size, 0, tier + 1, out)
         elif tier == 0:
-            self.clock.at(self.down[0].send(leave, size), self._deliver, 2, 0, out)
+            self._over(self.down[0], leave, size, 2, 0, out)
         else:
-            self.clock.at(self.down[tier].send(leave, size), self._deliver, 1, tier - 1, out)
+            self._over(self.down[tier], leave, size, 1, tier - 1, out)
 
     def run_round(self, chunks: int) -> RoundTime:
         """Aggregate one round of `chunks` chunks; returns its time (extrapolated past `cap` chunks)."""

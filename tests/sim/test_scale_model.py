@@ -159,3 +159,11 @@ def test_group_counts_from_ranges_are_the_codecs():
     words = np.packbits(support, bitorder="little")
     words = np.concatenate([words, np.zeros(-words.size % 4, np.uint8)]).view("<u4").astype(np.uint32)
     assert list(scale.group_counts(*scale._ranges(support))) == list(bitmap.group_counts(words))
+
+
+def test_a_queue_limits_the_switches_ports_and_never_the_workers_own_nic():
+    net = scale.Network(workers=64, gbps=100, depth=2, shape=(32, 2), queue=16, parallel=2)
+    assert net.port_queue(0, True) is None  # the worker's NIC holds its window
+    assert net.port_queue(0, False) == 16  # the leaf's port down to the worker
+    assert net.port_queue(1, True) == net.port_queue(1, False) == 32  # two uplinks modelled as one
+    assert scale.Network(workers=64, gbps=100, depth=2).port_queue(1, True) is None
