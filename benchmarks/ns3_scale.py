@@ -30,7 +30,7 @@ from hina.cliargs import OneLineParser, between, non_negative, positive
 from hina.host.workloads import PRESETS, preset
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.sim import ns3sim
-from hina.sim.scale import aggregation_seconds, preset_rounds, support_scale, union_stats
+from hina.sim.scale import aggregation_seconds, preset_rounds, round_chunks, support_scale, union_stats
 from hina.wire.headers import max_words
 
 MODES = ("dense", "blocks", "auto")
@@ -51,9 +51,11 @@ def run_point(fabric: ns3sim.Fabric, plan: dict, args, log) -> dict:
     """One fabric, worker count and mode on ns-3 and on the scale model."""
     words = max_words(args.mtu)
     cap = args.cap or None
-    net = fabric.network(words=words, slots=args.slots, delay=args.delay_us * 1e-6,
+    net = fabric.network(words=words, slots=args.slots, delay=args.delay_us * 1e-6, queue=args.queue,
                          switch_latency=args.switch_latency_us * 1e-6)
-    model = aggregation_seconds(net, plan["rounds"], plan["residual_chance"], cap=cap or MODEL_CAP)
+    # --cap 0: every chunk on both (under loss a capped round is no steady state to extrapolate)
+    every = max(round_chunks(r, words) for r in plan["rounds"])
+    model = aggregation_seconds(net, plan["rounds"], plan["residual_chance"], cap=cap or every)
     model_default = (model if cap == MODEL_CAP else
                      aggregation_seconds(net, plan["rounds"], plan["residual_chance"], cap=MODEL_CAP))
     big = fabric.workers >= 256
@@ -157,7 +159,8 @@ def plot(rows: list[dict], out: Path) -> list[str]:
             top.set_yscale("log")
             top.set_ylabel("seconds per aggregation")
             bottom.set_ylabel("ns-3 / scale model")
-            bottom.set_ylim(0.7, 1.3)
+            ratios = [r["ratio"] for r in rows if r["fabric"] == fab and r["preset"] == name]
+            bottom.set_ylim(min(0.7, min(ratios, default=1) * 0.9), max(1.3, max(ratios, default=1) * 1.1))
             for ax in (top, bottom):
                 ax.set_xscale("log", base=2)
                 ax.grid(True, which="both", alpha=0.3)
@@ -265,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="workers start at random instants within this many microseconds (default: 0, together)")
     ap.add_argument("--cap", type=between(0), default=256,
                     help="chunks per round simulated before the steady state is extrapolated, on both "
-                         "simulators (default: 256; 0: every chunk on ns-3, the model at its cap of 2048)")
+                         "simulators (default: 256; 0: every chunk, on both)")
     ap.add_argument("--mtu", type=between(128, 9000), default=9000, help="the links' MTU (default: 9000)")
     ap.add_argument("--slots", type=between(1, 1 << 15), default=64, help="the job's slots W (default: 64)")
     ap.add_argument("--seed", type=between(0), default=0, help="seed of the supports and start instants")

@@ -57,6 +57,7 @@ from hina.wire.headers import FRAME_OVERHEAD, max_words
 
 PPP_HEADER = 2  # bytes ns-3's point-to-point device puts before each packet
 PAD = FRAME_OVERHEAD + PHY_OVERHEAD - PPP_HEADER  # so that a frame's time on a link is the scale model's
+HOST_QUEUE = 1000  # packets a worker's own NIC queues: Linux's txqueuelen, which holds any window
 ETHERTYPE_IPV4 = 0x0800  # ns-3's PPP device carries IPv4 or IPv6 only; nothing above it reads the type
 
 GLUE = r"""
@@ -99,6 +100,9 @@ int Attach(Ptr<NetDevice> dev) {
   q->TraceConnectWithoutContext("Drop", MakeBoundCallback(&OnDrop, ep));
   q->TraceConnectWithoutContext("PacketsInQueue", MakeBoundCallback(&OnQueue, ep));
   return ep;
+}
+void SetQueue(int ep, uint32_t packets) {
+  DynamicCast<PointToPointNetDevice>(g_devs[ep])->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, packets));
 }
 int Group(const std::vector<int>& eps) { g_groups.push_back(eps); return (int)g_groups.size() - 1; }
 void Out(int ep, Ptr<Packet> p) { g_sent[ep]++; g_devs[ep]->Send(p, g_devs[ep]->GetBroadcast(), 0x0800); }
@@ -221,10 +225,10 @@ class Fabric:
 
     def network(self, **kw) -> Network:
         """The scale model's `Network` of the same tiers: a leaf's parallel uplinks (its slots go round robin
-        over its parents) as one link of their summed rate.  The model's links have no queue limit."""
+        over its parents) as one link of their summed rate and queues (`queue=`: frames per port)."""
         parallel = self.parallel[0] if self.parallel else 1
         return Network(workers=self.workers, gbps=self.gbps, depth=self.depth, uplink_gbps=self.uplink_gbps * parallel,
-                       shape=self.shape, **kw)
+                       shape=self.shape, parallel=parallel, **kw)
 
 
 def star(workers: int, gbps: float) -> Fabric:
@@ -324,9 +328,9 @@ class Ns3Run:
     rounds: list[dict]
     retransmissions: int
     timeouts: int
-    drops: int
-    root_max_queue: int
-    max_queue: int
+    drops: int  # frames ns-3's queues dropped, anywhere
+    root_max_queue: int  # the most packets queued at once at a root switch's port
+    max_queue: int  # the same at any switch's port
     frames: int
     wall_seconds: float
     results: list[np.ndarray] | None = None
@@ -343,7 +347,8 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
     worker's result is then returned (`Ns3Run.results`), every chunk run (no cap).
     Every worker starts round r + 1 as soon as its round r is answered; `start_spread` starts each
     worker's first round at a uniform random instant in [0, start_spread) (0: all at once, as the
-    scale model's identical workers).  `queue`: packets each port's drop-tail queue holds."""
+    scale model's identical workers).  `queue`: packets each switch port's drop-tail queue holds (a
+    worker's own NIC holds HOST_QUEUE)."""
     ns = load()
     glue = ns.cppyy.gbl.hina_ns3
     if payloads is not None:
@@ -365,7 +370,7 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
     switch_eps: list[list[int]] = [[] for _ in fabric.switches]  # switch -> its ports' eps
     child_port: list[dict[int, int]] = [{} for _ in fabric.switches]
     parent_port: list[dict[int, int]] = [{} for _ in fabric.switches]
-    down = {"done": 0, "started": time.perf_counter(), "last_log": 0.0}
+    down = {"done": 0, "started": time.perf_counter(), "last_log": 0.0, "answered": 0}
 
     def on_recv(ep: int, size: int, now: float) -> None:
         sw, port = ep_owner[ep]
@@ -387,9 +392,22 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
         x = wk.xfer
         if x is None:
             return
-        if wk.answered is not None and not frame[5] & 1:  # the multicast RESULT of a chunk, not a re-send
-            wk.answered.append(now)
+        if not frame[5] & 1:  # the multicast RESULT of a chunk, not a re-send
+            if wk.answered is not None:
+                wk.answered.append(now)
+            if port == 0 and progress is not None:
+                _tick(now)
         _out(wk, x.receive(frame, now), now)
+
+    def _tick(now: float) -> None:
+        """Worker 0 has one more chunk answered: a progress line every 30 s of wall time."""
+        down["answered"] += 1
+        wall = time.perf_counter() - down["started"]
+        if wall - down["last_log"] >= 30:
+            down["last_log"] = wall
+            r = workers[0].round
+            progress(f"  {fabric.name} {fabric.workers} workers: round {r + 1}/{len(rounds)}, {down['answered']} of "
+                     f"{simulated[r]} chunks answered at {now * 1e3:.3f} ms simulated, {wall:.0f} s wall")
 
     def on_timer(rank: int, token: int, now: float) -> None:
         wk = workers[rank]
@@ -446,6 +464,7 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
                                 op=0, payload=payloads[wk.rank] if own else zeros[n], name=f"round{r}", now=now,
                                 deadline=now + deadline, window=wk.window, workspace=None if own else workspace)
         if progress is not None and wk.rank == 0:
+            down["answered"] = 0
             wall = time.perf_counter() - down["started"]
             progress(f"  {fabric.name} {fabric.workers} workers: round {r + 1}/{len(rounds)} "
                      f"({n} of {chunks[r]} chunks simulated) at {now * 1e3:.3f} ms simulated, {wall:.0f} s wall")
@@ -475,6 +494,7 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
         for c in s.children:
             if s.tier == 0:
                 wep, sep = link(c, base + i, fabric.gbps)
+                glue.SetQueue(wep, HOST_QUEUE)
                 ep_owner.extend([(-1, c), (i, len(switch_eps[i]))])
                 workers[c].ep = wep
             else:
@@ -500,8 +520,9 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
     root_eps = ns.cppyy.gbl.std.vector[int]([ep for i, s in enumerate(fabric.switches) if not s.parents
                                              for ep in switch_eps[i]])
     all_eps = ns.cppyy.gbl.std.vector[int](list(range(len(ep_owner))))
+    port_eps = ns.cppyy.gbl.std.vector[int]([ep for eps in switch_eps for ep in eps])
     stats = dict(drops=int(glue.Total(glue.g_drops, all_eps)), root_max_queue=int(glue.Most(glue.g_maxq, root_eps)),
-                 max_queue=int(glue.Most(glue.g_maxq, all_eps)))
+                 max_queue=int(glue.Most(glue.g_maxq, port_eps)))
     ns.Simulator.Destroy()
     if unfinished:
         raise RuntimeError(f"{unfinished} of {fabric.workers} workers did not finish by {end:.3f} s simulated")

@@ -14,7 +14,7 @@ import pytest
 
 from hina.codec.params import MAX_WORKERS
 from hina.sim import ns3sim
-from hina.sim.scale import aggregation_seconds, preset_rounds, union_stats
+from hina.sim.scale import aggregation_seconds, preset_rounds, round_chunks, union_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 missing = ns3sim.available()
@@ -112,6 +112,23 @@ def test_eight_workers_agree_with_the_scale_model(mode):
     assert run.seconds == pytest.approx(model["seconds"], rel=2e-3)
     assert len(run.rounds) == len(plan["rounds"])
     assert run.retransmissions == model["retransmissions"] == 0
+
+
+@needs_ns3
+def test_shallow_queues_on_an_oversubscribed_uplink_agree_with_the_scale_model_given_the_same_queues():
+    """A rack of 32 at 100 Gbit/s under 2 spines at 25 (64:1), switch ports of 16 packets: the uplinks drop,
+    every child's resend sends the partial up again, and the scale model given the same queues and that
+    rule lands within 25% of ns-3; without the queues it is 3 times too fast."""
+    st = union_stats("deeplight", [32])[0]
+    plan = preset_rounds(st, st.length, "auto", 100.0)
+    fabric = ns3sim.leaf_spine(32, 100.0, rack=32, spines=2, uplink_gbps=25.0)
+    every = max(round_chunks(r, fabric.network().words) for r in plan["rounds"])
+    run = ns3sim.simulate(fabric, plan["rounds"], cap=None, queue=16)
+    model = aggregation_seconds(fabric.network(queue=16), plan["rounds"], cap=every)
+    bare = aggregation_seconds(fabric.network(), plan["rounds"], cap=every)
+    assert run.drops > 0 and run.retransmissions > 0 and model["retransmissions"] > 0
+    assert 0.75 < run.seconds / model["seconds"] < 1.25
+    assert run.seconds / bare["seconds"] > 3
 
 
 @needs_ns3
