@@ -202,10 +202,13 @@ def steps() -> list[Step]:
         _run_py("ns3-full", "model", "DeepLight at 1,024 workers on ns-3, every chunk of every round",
                 "benchmarks/ns3_scale.py", "--workers", "1024", "--fabrics", "leaf_spine", "--presets", "deeplight",
                 "--modes", "auto", "--cap", "0", "--out", f"{R}/ns3_full.json", outputs=(f"{R}/ns3_full.json",)),
-        _run_py("ns3-shallow", "model", "an oversubscribed leaf/spine whose ports queue 16 packets, on ns-3 and "
-                "the scale model", "benchmarks/ns3_scale.py", "--workers", "64,256", "--fabrics", "leaf_spine",
-                "--presets", "deeplight", "--modes", "dense,auto", "--spines", "2", "--uplink-gbps", "25", "--queue",
-                "16", "--out", f"{R}/ns3_shallow.json", outputs=(f"{R}/ns3_shallow.json",)),
+        _run_py("ns3-every-chunk", "model", "every mode at 8 workers on ns-3, every chunk of every round",
+                "benchmarks/ns3_scale.py", "--workers", "8", "--fabrics", "leaf_spine", "--rack", "4", "--spines", "2",
+                "--cap", "0", "--out", f"{R}/ns3_every_chunk.json", outputs=(f"{R}/ns3_every_chunk.json",)),
+        _run_py("ns3-shallow", "model", "an oversubscribed leaf/spine whose ports queue 16 packets, every chunk on "
+                "ns-3 and the scale model", "benchmarks/ns3_scale.py", "--workers", "64,256", "--fabrics", "leaf_spine",
+                "--presets", "deeplight", "--modes", "auto", "--spines", "2", "--uplink-gbps", "25", "--queue",
+                "16", "--cap", "0", "--out", f"{R}/ns3_shallow.json", outputs=(f"{R}/ns3_shallow.json",)),
         _run_py("contest-model", "model", "hina's window beside a Reno flow on a virtual clock",
                 "benchmarks/contest_model.py", "--out", f"{R}/contest_model.json",
                 outputs=(f"{R}/contest_model.json",)),
