@@ -21,6 +21,7 @@ Needs ns-3's Python bindings: pip install 'hina[ns3]' (`make install` does).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -58,6 +59,9 @@ def run_point(fabric: ns3sim.Fabric, plan: dict, args, log) -> dict:
     model = aggregation_seconds(net, plan["rounds"], plan["residual_chance"], cap=cap or every)
     model_default = (model if cap == MODEL_CAP else
                      aggregation_seconds(net, plan["rounds"], plan["residual_chance"], cap=MODEL_CAP))
+    # the model as it projects: queues without limit (what it says where the queues above drop)
+    unlimited = aggregation_seconds(dataclasses.replace(net, queue=None), plan["rounds"], plan["residual_chance"],
+                                    cap=cap or every)
     big = fabric.workers >= 256
     opts = dict(words=words, slots=args.slots, cap=cap, delay=args.delay_us * 1e-6, queue=args.queue,
                 switch_latency=args.switch_latency_us * 1e-6, start_spread=args.start_spread_us * 1e-6,
@@ -69,6 +73,7 @@ def run_point(fabric: ns3sim.Fabric, plan: dict, args, log) -> dict:
         seconds += extra.seconds * plan["residual_chance"]
         wall += extra.wall_seconds
     return {"seconds": seconds, "model_seconds": model["seconds"], "model_seconds_cap2048": model_default["seconds"],
+            "model_unlimited_seconds": unlimited["seconds"],
             "ratio": seconds / model["seconds"], "encoding": plan["encoding"], "rounds": run.rounds,
             "model_rounds": [r["seconds"] for r in model["rounds"]],
             "retransmissions": run.retransmissions, "timeouts": run.timeouts, "model_retransmissions":
