@@ -199,6 +199,10 @@ def steps() -> list[Step]:
         _run_py("ns3", "model", "hina on ns-3 beside the scale model: star, leaf/spine and fat tree, 8 to 1,024 "
                 "workers, DeepLight and LSTM, every mode", "benchmarks/ns3_scale.py", "--out", f"{R}/ns3_scale.json",
                 outputs=(f"{R}/ns3_scale.json",)),
+        _run_py("ns3-10g", "model", "hina on ns-3 beside the scale model at 10 Gbit/s: leaf/spine and fat tree, 8 to "
+                "1,024 workers, DeepLight, every mode", "benchmarks/ns3_scale.py", "--gbps", "10", "--fabrics",
+                "leaf_spine,fat_tree", "--presets", "deeplight", "--out", f"{R}/ns3_10g.json",
+                outputs=(f"{R}/ns3_10g.json",)),
         _run_py("ns3-full", "model", "DeepLight at 1,024 workers on ns-3, every chunk of every round",
                 "benchmarks/ns3_scale.py", "--workers", "1024", "--fabrics", "leaf_spine", "--presets", "deeplight",
                 "--modes", "auto", "--cap", "0", "--out", f"{R}/ns3_full.json", outputs=(f"{R}/ns3_full.json",)),
