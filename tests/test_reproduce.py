@@ -84,6 +84,10 @@ def test_the_figures_are_the_ones_the_pages_print():
     assert f"| {scale['deeplight: hina auto over dense INA'].value:.2f}x | " \
            f"{scale['deeplight: hina auto over the ring'].value:.2f}x |" in row
 
+    ns3 = by_name(reproduce.committed_figures(reproduce.CLAIMS["ns3-deeplight"]))
+    row = next(line for line in tables.ns3_at_1024().splitlines() if line.startswith("| deeplight | leaf_spine |"))
+    assert f"| {ns3['deeplight, 1024 workers, leaf/spine: hina auto over dense on ns-3'].value:.2f}x / " in row
+
     leaves = [f.value for f in reproduce.committed_figures(reproduce.CLAIMS["tree-leaves"]) if "bytes up" in f.name]
     assert f"Summing at the leaf sends {tables.span(leaves)}x fewer bytes up each uplink" in tables.trees_leaves()
 

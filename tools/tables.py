@@ -537,6 +537,101 @@ def train_ddp() -> str:
                           "parameters identical on every rank"], body), *sources)
 
 
+# -- hina on ns-3 (benchmarks/ns3_scale.py) --------------------------------------------------------
+
+def _ns3_cell(r: dict | None) -> str:
+    if r is None:
+        return "-"
+    return f"{r['seconds'] * 1e3:.3f} / {r['model_seconds'] * 1e3:.3f} ({r['ratio']:.3f})"
+
+
+def _ns3_cross(name: str) -> str:
+    data = load(name)
+    rows = data["rows"]
+    by = {(r["preset"], r["fabric"], r["workers"], r["mode"]): r for r in rows}
+    keys = list(dict.fromkeys((r["preset"], r["fabric"], r["workers"]) for r in rows))
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    body = [[name, fab, n, *(_ns3_cell(by.get((name, fab, n, m))) for m in modes)] for name, fab, n in keys]
+    ratios = [r["ratio"] for r in rows if r["workers"] >= 64]
+    lines = rows_md(["preset", "fabric", "workers", *(f"{m}: ns-3 / model ms (ratio)" for m in modes)], body)
+    lines += ["", f"From 64 to {max(r['workers'] for r in rows):,} workers, ns-3 / model lies between "
+                  f"{min(ratios):.3f} and {max(ratios):.3f} over {len(ratios)} points; "
+                  f"{sum(r['retransmissions'] for r in rows)} retransmissions and {sum(r['drops'] for r in rows)} "
+                  "drops in all of them."]
+    return block(lines, (name, data))
+
+
+@table("ns3-cross-check")
+def ns3_cross_check() -> str:
+    """docs/ns3.md: every point of the cross-check at 100 Gbit/s, ns-3 beside the scale model."""
+    return _ns3_cross("ns3_scale.json")
+
+
+@table("ns3-10g")
+def ns3_10g() -> str:
+    """docs/ns3.md: the same at 10 Gbit/s, DeepLight."""
+    return _ns3_cross("ns3_10g.json")
+
+
+@table("ns3-at-1024")
+def ns3_at_1024() -> str:
+    """docs/ns3.md: the speedup over dense and where hina auto's time goes at the largest worker count."""
+    data = load("ns3_scale.json")
+    rows = data["rows"]
+    top = max(r["workers"] for r in rows)
+    sp = {(s["preset"], s["fabric"]): s for s in data["speedups"] if s["workers"] == top}
+    body = []
+    for r in rows:
+        if r["workers"] != top or r["mode"] != "auto":
+            continue
+        s = sp.get((r["preset"], r["fabric"]))
+        secs = [x["seconds"] * 1e3 for x in r["rounds"]]
+        index = sum(secs[1:-1]) if len(secs) > 2 else 0.0
+        body.append([r["preset"], r["fabric"], r["encoding"], f"{secs[0]:.3f}", f"{index:.3f}",
+                     f"{secs[-1] if len(secs) > 1 else 0.0:.3f}", f"{r['seconds'] * 1e3:.3f}",
+                     f"{s['ns3']:.2f}x / {s['model']:.2f}x / {s['model_cap2048']:.2f}x" if s else "-",
+                     r["retransmissions"], r["drops"], r["root_max_queue"], r["max_queue"], f"{r['wall_seconds']:.0f}"])
+    lines = rows_md(["preset", "fabric", "auto runs", "first round ms", "index ms", "values ms", "total ms",
+                     "over dense: ns-3 / model / model at cap 2048", "retransmissions", "drops",
+                     "deepest root queue (packets)", "deepest switch queue", "wall s"], body)
+    return block(lines, ("ns3_scale.json", data))
+
+
+@table("ns3-every-chunk")
+def ns3_every_chunk() -> str:
+    """docs/ns3.md: runs with every chunk of every round on both simulators (no extrapolation)."""
+    body, sources = [], []
+    for name in ("ns3_every_chunk.json", "ns3_full.json"):
+        data = load(name)
+        sources.append((name, data))
+        for r in data["rows"]:
+            chunks = sum(x["chunks"] for x in r["rounds"])
+            body.append([r["preset"], r["fabric"], r["workers"], f"{r['mode']} ({r['encoding']})", f"{chunks:,}",
+                         f"{r['frames']:,}", f"{r['seconds'] * 1e3:.3f}", f"{r['model_seconds'] * 1e3:.3f}",
+                         f"{r['ratio']:.3f}", f"{r['model_seconds_cap2048'] * 1e3:.3f}", r["retransmissions"],
+                         f"{r['wall_seconds']:.0f}"])
+    lines = rows_md(["preset", "fabric", "workers", "mode", "chunks per worker", "UPDATEs sent (all workers)",
+                     "ns-3 ms", "model ms", "ratio", "model ms, capped at 2048", "retransmissions", "ns-3 wall s"],
+                    body)
+    return block(lines, *sources)
+
+
+@table("ns3-shallow")
+def ns3_shallow() -> str:
+    """docs/ns3.md: an oversubscribed leaf/spine whose switch ports queue 16 packets, every chunk."""
+    data = load("ns3_shallow.json")
+    body = [[r["workers"], f"{r['mode']} ({r['encoding']})", f"{r['oversubscription']:g}:1",
+             f"{r['seconds'] * 1e3:.3f}", f"{r['model_seconds'] * 1e3:.3f} ({r['ratio']:.2f})",
+             f"{r['model_unlimited_seconds'] * 1e3:.3f} ({r['seconds'] / r['model_unlimited_seconds']:.2f})",
+             f"{r['drops']:,}", f"{r['retransmissions']:,}", f"{r['model_retransmissions']:,}", r["max_queue"]]
+            for r in data["rows"]]
+    lines = rows_md(["workers", "mode", "leaf oversubscription", "ns-3 ms",
+                     "model ms, the same queues (ns-3 / model)", "model ms, queues without limit (ns-3 / model)",
+                     "drops (ns-3)", "retransmissions, all workers (ns-3)", "retransmissions, the model's one worker",
+                     "deepest switch queue"], body)
+    return block(lines, ("ns3_shallow.json", data))
+
+
 # -- the scale model (benchmarks/scale_model.py) ---------------------------------------------------
 
 @table("scale-model-validation")
