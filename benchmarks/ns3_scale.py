@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from hina.cliargs import OneLineParser, between, non_negative, positive
+from hina.cliargs import OneLineParser, between, checked, existing_file, non_negative, positive
 from hina.host.workloads import PRESETS, preset
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.sim import ns3sim
@@ -237,17 +237,6 @@ def _list(kind, choices=None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    def checked(fn):
-        def check(text):
-            try:
-                return fn(text)
-            except ValueError as exc:
-                raise argparse.ArgumentTypeError(str(exc)) from None
-        check.__name__ = getattr(fn, "__name__", "value").strip("_")
-        return check
-
     ap = OneLineParser(prog="ns3_scale.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=checked(_list(between(1, 4096, " workers"))), default=[8, 64, 256, 1024],
                     help="worker counts, comma-separated (default: 8,64,256,1024)")
@@ -277,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mtu", type=between(128, 9000), default=9000, help="the links' MTU (default: 9000)")
     ap.add_argument("--slots", type=between(1, 1 << 15), default=64, help="the job's slots W (default: 64)")
     ap.add_argument("--seed", type=between(0), default=0, help="seed of the supports and start instants")
-    ap.add_argument("--tables", type=checked(_existing), metavar="RESULT_JSON",
+    ap.add_argument("--tables", type=existing_file, metavar="RESULT_JSON",
                     help="print the markdown tables of a result file and exit")
     ap.add_argument("--out", type=out_path, default=default_out("ns3_scale.json"),
                     help=out_help("ns3_scale.json", "the result JSON, plots beside it"))
@@ -304,13 +293,6 @@ def main(argv: list[str] | None = None) -> int:
     write_result(args.out, result, command_line("benchmarks/ns3_scale.py", argv))
     log(f"wrote {args.out}")
     return 0
-
-
-def _existing(text: str) -> Path:
-    path = Path(text)
-    if not path.is_file():
-        raise ValueError(f"no such file: {text}")
-    return path
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hina.cliargs import OneLineParser, between, non_negative, positive
+from hina.cliargs import OneLineParser, between, checked, existing_file, non_negative, positive
 from hina.host.workloads import preset
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.sim.scale import (
@@ -243,29 +243,11 @@ def _topologies(text: str) -> list[int]:
     return out
 
 
-def _existing(text: str) -> Path:
-    path = Path(text)
-    if not path.is_file():
-        raise ValueError(f"no such file: {text}")
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    def checked(fn):
-        def check(text):
-            try:
-                return fn(text)
-            except ValueError as exc:
-                raise argparse.ArgumentTypeError(str(exc)) from None
-        check.__name__ = fn.__name__.strip("_")
-        return check
-
     from hina.host.workloads import PRESETS
 
     ap = OneLineParser(prog="scale_model.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--validate", type=checked(_existing), nargs="*", default=[], metavar="MININET_JSON",
+    ap.add_argument("--validate", type=existing_file, nargs="*", default=[], metavar="MININET_JSON",
                     help="mininet/run.py result files (emulator, shaped, lossless) to model and compare")
     ap.add_argument("--workers", type=checked(_int_list), default=list(DEFAULT_WORKERS),
                     help="worker counts, comma-separated (default: 8,16,...,1024)")
@@ -286,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the links' MTU; K, the words per frame, follows (default: 9000, K = 2239, the emulator's)")
     ap.add_argument("--slots", type=between(1, 1 << 15), default=64, help="the job's slots W (default: 64)")
     ap.add_argument("--seed", type=between(0), default=0, help="seed of the supports (default: 0)")
-    ap.add_argument("--tables", type=checked(_existing), metavar="RESULT_JSON",
+    ap.add_argument("--tables", type=existing_file, metavar="RESULT_JSON",
                     help="print the markdown tables of a result file and exit")
     ap.add_argument("--no-project", action="store_true", help="validate only")
     ap.add_argument("--out", type=out_path, default=default_out("scale_model.json"),

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 MAX_PIPES = 64  # processes; a typo should not fork thousands
 
@@ -35,6 +37,25 @@ def _number(text: str, kind: type = float):
     if kind is float and not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
     return value
+
+
+def checked(fn: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A flag's type from a function that raises ValueError on a bad value: argparse's one-line error."""
+    def check(text: str) -> Any:
+        try:
+            return fn(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    check.__name__ = getattr(fn, "__name__", "value").strip("_")
+    return check
+
+
+def existing_file(text: str) -> Path:
+    """A flag naming a file that must exist."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    return path
 
 
 def between(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
