@@ -58,7 +58,6 @@ from hina.wire.headers import FRAME_OVERHEAD, max_words
 PPP_HEADER = 2  # bytes ns-3's point-to-point device puts before each packet
 PAD = FRAME_OVERHEAD + PHY_OVERHEAD - PPP_HEADER  # so that a frame's time on a link is the scale model's
 HOST_QUEUE = 1000  # packets a worker's own NIC queues: Linux's txqueuelen, which holds any window
-ETHERTYPE_IPV4 = 0x0800  # ns-3's PPP device carries IPv4 or IPv6 only; nothing above it reads the type
 
 GLUE = r"""
 #include <cmath>
@@ -74,7 +73,6 @@ std::vector<Ptr<NetDevice>> g_devs;
 std::vector<std::vector<int>> g_groups;
 std::vector<long long> g_drops;
 std::vector<long long> g_maxq;
-std::vector<long long> g_sent;
 uint32_t g_pad = 0;
 
 bool OnReceive(int ep, Ptr<NetDevice>, Ptr<const Packet> p, uint16_t, const Address&) {
@@ -89,12 +87,12 @@ void OnTimer(int who, long long token) { g_timer(who, token, Simulator::Now().Ge
 
 void Reset(RecvFn recv, TimerFn timer, uint32_t pad) {
   g_recv = recv; g_timer = timer; g_pad = pad;
-  g_devs.clear(); g_groups.clear(); g_drops.clear(); g_maxq.clear(); g_sent.clear();
+  g_devs.clear(); g_groups.clear(); g_drops.clear(); g_maxq.clear();
 }
 int Attach(Ptr<NetDevice> dev) {
   int ep = (int)g_devs.size();
   g_devs.push_back(dev);
-  g_drops.push_back(0); g_maxq.push_back(0); g_sent.push_back(0);
+  g_drops.push_back(0); g_maxq.push_back(0);
   dev->SetReceiveCallback(MakeBoundCallback(&OnReceive, ep));
   Ptr<Queue<Packet>> q = DynamicCast<PointToPointNetDevice>(dev)->GetQueue();
   q->TraceConnectWithoutContext("Drop", MakeBoundCallback(&OnDrop, ep));
@@ -105,7 +103,8 @@ void SetQueue(int ep, uint32_t packets) {
   DynamicCast<PointToPointNetDevice>(g_devs[ep])->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, packets));
 }
 int Group(const std::vector<int>& eps) { g_groups.push_back(eps); return (int)g_groups.size() - 1; }
-void Out(int ep, Ptr<Packet> p) { g_sent[ep]++; g_devs[ep]->Send(p, g_devs[ep]->GetBroadcast(), 0x0800); }
+// 0x0800, IPv4: ns-3's PPP device carries IPv4 or IPv6 only, and nothing above the device reads it here
+void Out(int ep, Ptr<Packet> p) { g_devs[ep]->Send(p, g_devs[ep]->GetBroadcast(), 0x0800); }
 Ptr<Packet> Make(const char* data, int size) {
   Ptr<Packet> p = Create<Packet>((const uint8_t*)data, (uint32_t)size);
   p->AddPaddingAtEnd(g_pad);
