@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from hina.codec import Workspace
 from hina.codec.params import MAX_WORKERS
 from hina.control import JobConfig, Member
 from hina.emulator import Pipeline
@@ -286,20 +287,6 @@ FABRICS: dict[str, Callable[..., Fabric]] = {"star": star, "leaf_spine": leaf_sp
 
 
 # -- the simulation ----------------------------------------------------------------------------------
-class _SharedWorkspace:
-    """Where every worker's RESULT words land: one buffer per length for all of them (their words are
-    the same; the simulation measures time, and N buffers of a round would not fit at 1,024 workers)."""
-
-    def __init__(self) -> None:
-        self._buffers: dict[tuple[int, str], np.ndarray] = {}
-
-    def buffer(self, name: str, length: int, dtype) -> np.ndarray:
-        key = (length, np.dtype(dtype).str)
-        if key not in self._buffers:
-            self._buffers[key] = np.empty(length, dtype)
-        return self._buffers[key]
-
-
 class _Worker:
     __slots__ = ("rank", "wid", "ep", "pool", "rtt", "window", "xfer", "round", "armed", "token", "answered",
                  "ends", "retransmissions", "timeouts", "frames", "result")
@@ -356,7 +343,9 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
         rounds, cap = [(payloads[0].size,)], None
     chunks = [round_chunks(r, words) for r in rounds]
     simulated = [c if cap is None else min(c, cap) for c in chunks]
-    workspace = _SharedWorkspace()
+    # every worker's RESULT words land in one buffer per round (the same words; N buffers of a round would
+    # not fit at 1,024 workers, and the simulation measures time)
+    workspace = Workspace()
     zeros = {n: np.zeros(n * words, np.int32) for n in set(simulated)}
     frame_bytes = Ring.frame_size(words)
     rng = np.random.default_rng(seed)
