@@ -59,9 +59,10 @@ def run_point(fabric: ns3sim.Fabric, plan: dict, args, log) -> dict:
     model = aggregation_seconds(net, plan["rounds"], plan["residual_chance"], cap=cap or every)
     model_default = (model if cap == MODEL_CAP else
                      aggregation_seconds(net, plan["rounds"], plan["residual_chance"], cap=MODEL_CAP))
-    # the model as it projects: queues without limit (what it says where the queues above drop)
-    unlimited = aggregation_seconds(dataclasses.replace(net, queue=None), plan["rounds"], plan["residual_chance"],
-                                    cap=cap or every)
+    # the model as it projects, queues without limit: the same run unless a queue above dropped (a drop is
+    # always resent)
+    unlimited = model if not model["retransmissions"] else aggregation_seconds(
+        dataclasses.replace(net, queue=None), plan["rounds"], plan["residual_chance"], cap=cap or every)
     big = fabric.workers >= 256
     opts = dict(words=words, slots=args.slots, cap=cap, delay=args.delay_us * 1e-6, queue=args.queue,
                 switch_latency=args.switch_latency_us * 1e-6, start_spread=args.start_spread_us * 1e-6,
@@ -171,11 +172,7 @@ def plot(rows: list[dict], out: Path) -> list[str]:
                 ax.grid(True, which="both", alpha=0.3)
             bottom.set_xlabel("workers")
             top.legend(fontsize=7)
-        fig.tight_layout()
-        png = out.with_name(f"{out.stem}_{fab}.png")
-        fig.savefig(png, dpi=110)
-        plt.close(fig)
-        written.append(png.name)
+        written.append(_save(plt, fig, out, fab))
     top_n = max(r["workers"] for r in rows)
     auto = [r for r in rows if r["workers"] == top_n and r["mode"] == "auto"]
     sp = [s for s in speedups(rows) if s["workers"] == top_n]
@@ -201,12 +198,17 @@ def plot(rows: list[dict], out: Path) -> list[str]:
         ax2.set_ylabel("ms per aggregation (ns-3)")
         ax2.set_title(f"hina auto at {top_n} workers: where the time goes")
         ax2.legend(fontsize=7)
-        fig.tight_layout()
-        png = out.with_name(f"{out.stem}_breakdown.png")
-        fig.savefig(png, dpi=110)
-        plt.close(fig)
-        written.append(png.name)
+        written.append(_save(plt, fig, out, "breakdown"))
     return written
+
+
+def _save(plt, fig, out: Path, what: str) -> str:
+    """The figure as `<out's stem>_<what>.png` beside `out`; returns the file's name."""
+    fig.tight_layout()
+    png = out.with_name(f"{out.stem}_{what}.png")
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return png.name
 
 
 def tables(result: dict) -> str:
