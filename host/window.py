@@ -224,6 +224,7 @@ class PhaseTransfer:
         workspace: where the answers go (`codec.Workspace`, reused across a worker's aggregations: `result` is
         then valid until the next transfer of the same name); by default fresh memory.
         """
+        warm()  # kernels compiled from the current rules (once per process)
         self.pipes = max(1, int(pipes))
         self.job_id, self.worker_id, self.words = job_id, worker_id, words
         self.pool, self.rtt = pool, rtt
@@ -410,12 +411,21 @@ _warm = False
 
 def warm() -> None:
     """Compile (or load from the disk cache) the kernels before the first chunk goes: once per process.
-    On a machine that has not compiled them, one process does while any other waits (`hina.kernels`)."""
+    On a machine that has not compiled them, one process does while any other waits (`hina.kernels`).
+
+    Every `PhaseTransfer` calls it, not only a `Worker`: numba checks a cached kernel against its own
+    file alone, so after an edit to `congestion_rules.py` (or `wire/headers.py`) the sender's cached
+    kernels still hold the old rules they compiled in; `hina.kernels`' stamp names those files and clears
+    the cache, and a simulation or a test would otherwise run the old rules."""
     global _warm
     if _warm:
         return
-    kernels.ensure("sender", _drive)
-    _warm = True
+    _warm = True  # `_drive`'s own transfer must not warm again
+    try:
+        kernels.ensure("sender", _drive)
+    except BaseException:
+        _warm = False
+        raise
 
 
 def _drive() -> None:
