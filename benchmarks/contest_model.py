@@ -35,7 +35,7 @@ from hina.sim.netsim import beside_reno
 # each sender: beside_reno's arguments
 RULES = {"delay rule alone": {"contest": math.inf}, "contested": {"contest": None},
          "fair share": {"contest": None, "fair": True}}
-SHIPPED = ("contested", "fair share")  # the senders a user can run (Worker(fair_share=False), and the default)
+SHIPPED = ("contested", "fair share")  # the senders a user can run (CongestionSettings(fair=False), and the default)
 
 
 def table(data: dict) -> list[str]:

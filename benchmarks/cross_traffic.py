@@ -169,6 +169,7 @@ def cap_mbps(cap: str | None, bw: float) -> float | None:
 
 def run(args, bw: float) -> list[dict]:
     """The pair of runs at `bw` Mbit/s: alone, then beside the flow."""
+    from hina.host.congestion_settings import CongestionSettings
     from hina.mininet import hina_net
 
     cap = cap_mbps(args.cap, bw)
@@ -204,7 +205,8 @@ def run(args, bw: float) -> list[dict]:
     for cross in ((), (f"1>0{f'@{cap:g}' if cap else ''}",)):
         cfg = hina_net.ExperimentConfig(workers=args.workers, bw=bw, length=args.length, density=1.0,
                                         modes=("dense",), rounds=args.rounds, ping=False, deadline=120.0,
-                                        cross=cross, slots=args.slots, fair_share=not args.delay_rule)
+                                        cross=cross, slots=args.slots,
+                                        congestion=CongestionSettings(fair=not args.delay_rule))
         load = os.getloadavg()
         res = TracedExperiment(cfg, log=lambda m: print(m, file=sys.stderr, flush=True)).run()
         (r,) = res["runs"]

@@ -26,7 +26,9 @@ from hina.cliargs import OneLineParser, between
 from hina.codec.ops import Op
 from hina.control import JobConfig, Member
 from hina.emulator import Pipeline
-from hina.host.window import CongestionWindow, RttEstimator
+from hina.host.congestion import CongestionWindow
+from hina.host.congestion_settings import CongestionSettings
+from hina.host.window import RttEstimator
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.sim.netsim import VirtualNetwork, expected, run_transfers
 
@@ -49,7 +51,8 @@ def run_case(workers: int, words: int, chunks: int, drop: float, latency: float,
     net = VirtualNetwork(pipeline, rng, drop=drop, latency=latency, jitter=jitter)
     results, net, stats = run_transfers(pipeline, payloads, Op.ADD, job_id=5, words=words, slot_base=0, slots=slots,
                                         rng=rng, rounds=rounds, deadline=600.0, net=net,
-                                        windows=[CongestionWindow(slots) for _ in range(workers)],
+                                        windows=[CongestionWindow(slots, CongestionSettings(fair=False))
+                                                 for _ in range(workers)],
                                         rtts=[RttEstimator() for _ in range(workers)])
     want = expected(Op.ADD, payloads)
     if not all(np.array_equal(r, want) for per_worker in results for r in per_worker):

@@ -1,7 +1,7 @@
 """hina's compiled kernels: compiled once per machine, by one process, before anything waits on them.
 
 The hot loops are numba kernels in five groups (`GROUPS`): the codec's bitmap, value and sketch
-kernels (`hina.codec`), the sender's (`hina.host.sendplane`) and the switch's
+kernels (`hina.codec`), the sender's (`hina.host.sendplane`, `hina.host.congestion_rules`) and the switch's
 (`hina.emulator.dataplane`).  numba compiles a kernel in the first process that needs it and keeps it
 in its disk cache; every later process loads it in milliseconds.  Left to itself, every process that
 starts before the cache holds a kernel compiles it too: the first `hina demo` on a 2-core machine
@@ -63,7 +63,8 @@ GROUPS = {
                           ("hina.codec.bitmap", "hina.codec.murmur", "hina.codec.ops", "hina.codec.params"),
                           "hina.codec.sketch:", "the codec's sketch"),
     # compiled on first call: the module's warm-up drives every kernel
-    "sender": Group("hina.host", ("sendplane",), ("hina.wire.headers",), "hina.host.window:warm", "the sender's"),
+    "sender": Group("hina.host", ("sendplane", "congestion_rules"), ("hina.wire.headers",), "hina.host.window:warm",
+                    "the sender's"),
     "switch": Group("hina.emulator", ("dataplane",),
                     ("hina.wire.headers", "hina.wire.frames", "hina.control.config"),
                     "hina.emulator.dataplane:compile_kernels", "the switch's"),

@@ -13,11 +13,12 @@ import importlib
 # flag parsing and a script that needs only `JobSpec` load neither numba nor the compiled kernels.
 _EXPORTS = {
     "agent": ("Worker",),
+    "congestion": ("CongestionWindow", "Pacer"),
+    "congestion_settings": ("CongestionSettings",),
     "job": ("JobSpec",),
     "synthetic": ("synthetic_gradient",),
     "transport": ("UdpTransport",),
-    "window": ("AggregationTimeout", "CongestionWindow", "PhaseTransfer", "RttEstimator", "SlotPool",
-               "StaleSwitchState"),
+    "window": ("AggregationTimeout", "PhaseTransfer", "RttEstimator", "SlotPool", "StaleSwitchState"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 

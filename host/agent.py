@@ -28,11 +28,12 @@ from hina.codec.ops import Op
 from hina.wire.headers import MAX_WORKERS
 
 from . import sendplane as sp
+from .congestion import CongestionWindow
+from .congestion_settings import CongestionSettings
 from .job import JobSpec
 from .window import (
     REFUSALS,
     AggregationTimeout,
-    CongestionWindow,
     PhaseTransfer,
     Ring,
     RttEstimator,
@@ -84,17 +85,14 @@ class Worker:
     """One rank of a job; keeps its slot copies and RTT estimate across aggregations."""
 
     def __init__(self, transport, job: JobSpec, worker_id: int, *, deadline: float = 10.0,
-                 rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True, fair_share: bool = True,
-                 pace_mbps: float | None = None):
+                 rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True,
+                 congestion: CongestionSettings = CongestionSettings()):
         """pipes: the switch's pipes (what `ControlClient.join` returns on the emulator; 1 for BMv2):
         RESULTs are in order only within a pipe, and loss detection has to know.
         batch: move frames by the batch (recvmmsg / sendmmsg) where the transport offers it
         (`UdpTransport.batcher`); False: one `transport.send` / `recv` call per frame.
-        fair_share: the window's fair-share rules (`CongestionWindow(fair=True)`): a timeout does not cut
-        it, and beside other traffic it contests the link sooner and catches up to an equal split; False: the
-        delay rule alone (the rules before, for comparison).
-        pace_mbps: this worker's link rate: new chunks leave at it rather than a window at once
-        (`CongestionWindow(pace_mbps=...)`); None: unpaced."""
+        congestion: the congestion window's and pacer's settings (`CongestionSettings`: by default the
+        fair-share rules, unpaced); with the fair-share rules the RTT estimate is `RttEstimator.fair()`."""
         if not 0 <= worker_id < 32:
             raise ValueError(f"worker_id must be 0..31, got {worker_id}")
         self.transport = transport
@@ -103,9 +101,9 @@ class Worker:
         self.deadline = deadline
         self.pipes = pipes
         self.pool = SlotPool(job.first_slot, job.slots)
-        self.rtt = rtt or (RttEstimator.fair() if fair_share else RttEstimator())
-        # chunks in flight: adapts to loss, at most W
-        self.window = CongestionWindow(job.slots, fair=fair_share, pace_mbps=pace_mbps)
+        self.rtt = rtt or (RttEstimator.fair() if congestion.fair else RttEstimator())
+        # chunks in flight: adapts to loss, at most W; and when new ones may leave
+        self.window = CongestionWindow(job.slots, congestion)
         self._tag = 0
         self._salt: int | None = None  # the run's identity, from the hello
         self.workspace = codec.Workspace()  # the codec's buffers, reused across aggregations

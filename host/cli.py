@@ -35,6 +35,7 @@ from hina.wire.headers import UDP_PORT
 
 def demo_config(args: argparse.Namespace):
     """The `DemoConfig` of parsed `hina demo` flags (ValueError names a bad value)."""
+    from .congestion_settings import from_flags
     from .demo import DemoConfig
     from .job import JobSpec
 
@@ -42,7 +43,8 @@ def demo_config(args: argparse.Namespace):
                       drop=args.drop, dup=args.dup, reorder=args.reorder, seed=args.seed,
                       job=JobSpec(job_id=args.job_id, words=args.words, slots=args.slots),
                       deadline=args.deadline, workload=args.workload, scale=args.scale,
-                      group=args.group, link_gbps=args.link_gbps, rounds=args.rounds, pipes=args.pipes)
+                      group=args.group, link_gbps=args.link_gbps, rounds=args.rounds, pipes=args.pipes,
+                      congestion=from_flags(args))
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -174,6 +176,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
     from hina.control.config import Member
 
     from .agent import AggregationTimeout, StaleSwitchState, Worker
+    from .congestion_settings import from_flags
     from .job import JobSpec
     from .synthetic import synthetic_gradient
     from .transport import UdpTransport
@@ -248,7 +251,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "
               f"{args.switch[0]}:{args.switch[1]} from {here[0]}:{here[1]}, mode {args.mode}", file=sys.stderr,
               flush=True)
-        worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes)
+        worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes, congestion=from_flags(args))
         out = np.empty(grad.size, dtype=np.int32)
         out.fill(0)  # its pages touched now: a first round faults nothing in
         reports = []
@@ -284,8 +287,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
     summary = {"rank": args.rank, "workers": args.workers, "length": int(grad.size), "dtype": grad.dtype.name,
                "out": str(args.out) if args.out else None, "rounds": reports,
                "job": {"job_id": job.job_id, "slot_base": job.first_slot, "slots": job.slots},
-               "window": {"fair_share": worker.window.fair, "chunks": worker.window.chunks,
-                          "cuts": worker.window.cuts, "contests": worker.window.contests}}
+               "window": worker.window.report()}
     print(json.dumps(summary) if args.json else
           f"worker {args.rank}: sum of {plural(args.workers, 'worker')}"
           + (f" written to {args.out}" if args.out else "")
@@ -309,6 +311,7 @@ def _experiment_worker(args: argparse.Namespace) -> int:
     from hina import codec
 
     from .agent import Worker
+    from .congestion_settings import CongestionSettings, from_flags
     from .demo import timed_aggregate
     from .job import JobSpec
     from .synthetic import gradient_for
@@ -324,6 +327,7 @@ def _experiment_worker(args: argparse.Namespace) -> int:
         grad = gradient_for(params.length, spec["density"], seed=spec["seed"], rank=args.rank,
                             workload=spec.get("workload"), scale=spec.get("scale", 1.0))
         switch_ip, switch_mac = spec["switch"]["ip"], spec["switch"]["mac"]
+        congestion = from_flags(args, CongestionSettings.from_config(me.get("congestion", {})))  # flags win
     except (OSError, ValueError, KeyError, TypeError) as exc:  # json's errors are ValueErrors
         what = f"lacks {exc}" if isinstance(exc, KeyError) else exc
         print(f"hina worker: --spec {args.spec}: {what}", file=sys.stderr)
@@ -334,7 +338,7 @@ def _experiment_worker(args: argparse.Namespace) -> int:
                                offload=spec.get("offload", False))
     # the switch's pipes: with P > 1 loss detection compares a chunk only with chunks of its own pipe
     worker = Worker(transport, job, args.rank, deadline=spec.get("deadline", 30.0), pipes=spec.get("pipes", 1),
-                    fair_share=spec.get("fair_share", True), pace_mbps=me.get("pace_mbps"))
+                    congestion=congestion)
     out = np.empty(grad.size, dtype=np.int32)  # reused, as a training step (and `hina demo`) reuses its buffers
     out.fill(0)  # its pages touched now, before "ready": a first round faults nothing in
     try:  # before "ready", as a training job sets up before its first step: kernels loaded, run agreed
@@ -399,6 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hina.codec.params import MODES
     from hina.control.ledger import DEFAULT_WHEN_FULL, WHEN_FULL
 
+    from .congestion_settings import add_flags
     from .job import DEFAULT_SLOTS, DEFAULT_WORDS
     from .synthetic import PRESET_NAMES
 
@@ -432,6 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="aggregations per worker; with more than one, seconds is the best after the first "
                         "(the steady state of a training loop) and first_seconds the first")
     d.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    add_flags(d)
     d.set_defaults(func=_demo)
 
     r = sub.add_parser("roundtrip", help="the codec on your .npy gradients, one file per worker", **fmt)
@@ -487,6 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--spec", help="experiment spec JSON (mininet/hina_net.py writes it) instead of --switch")
     w.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
                    help="with --spec: UDP to the switch address when routed (auto), or raw frames")
+    add_flags(w)
     w.set_defaults(func=_worker)
 
     c = sub.add_parser("compile", help="compile the kernels on this machine now (make install does): "

@@ -59,6 +59,7 @@ from hina import codec
 from hina.codec.torch_kernels import to_float16
 
 from .agent import Worker
+from .congestion_settings import CongestionSettings
 from .job import JobSpec
 from .window import AggregationTimeout, StaleSwitchState
 
@@ -108,15 +109,17 @@ class SwitchAllreduce:
     @classmethod
     def connect(cls, switch: tuple[str, int], rank: int, world_size: int, *, control: tuple[str, int] | None = None,
                 job: JobSpec = JobSpec(), deadline: float = 10.0, transport=None, bind: tuple[str, int] | None = None,
-                fair_share: bool = True, token_file=None, **codec_options) -> SwitchAllreduce:
+                congestion: CongestionSettings = CongestionSettings(), token_file=None,
+                **codec_options) -> SwitchAllreduce:
         """A UDP worker for `rank` (or the given transport: `hina.host.transport.open_transport` for raw frames).
 
         control: the emulator's control port; joining there authorizes this rank's address and UDP port
         and clears what an earlier run of the job left.  bind: the address and UDP port this rank sends
         from and takes its RESULTs at (default: a port of its own, the kernel's choice, so that the ranks
         of a machine do not collide); without `control` (BMv2, a P4 switch) the job installed on the
-        switch must list this rank at that address, so give it.  fair_share: the congestion window's
-        fair-share rules (`Worker`; False: the delay rule alone, for comparison).  job: its slot_base None
+        switch must list this rank at that address, so give it.  congestion: the congestion window's and
+        pacer's settings (`Worker`; `CongestionSettings(fair=False)`: the delay rule alone, for comparison,
+        `pace_mbps`: this rank's link rate, to pace at).  job: its slot_base None
         (the default) lets the switch at `control` choose the range (`SwitchFull` where it has none, or a wait
         in line with when_full "wait"); token_file: the switch's or its owner's token (default $HINA_TOKEN).
         """
@@ -138,7 +141,7 @@ class SwitchAllreduce:
                     job = job.granted(ctl.granted)
                 if owned:  # the emulator answered the join: with one pipe it takes a batch of frames as one buffer
                     transport.segment_offload = pipes == 1
-            worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes, fair_share=fair_share)
+            worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes, congestion=congestion)
             # the codec's kernels loaded now, not in the first step's first bucket (the hello waits for that
             # bucket: the ranks need not connect together)
             worker.prepare(codec.CodecParams(length=1 << 12, workers=world_size), hello=False)

@@ -28,6 +28,7 @@ from hina.control.config import Member
 from hina.wire.headers import UDP_PORT
 
 from . import workloads
+from .congestion_settings import CongestionSettings
 from .job import JobSpec
 from .synthetic import gradient_for, workload_preset
 from .transport import UdpTransport
@@ -54,6 +55,7 @@ class DemoConfig:
     link_gbps: float = 10.0  # the cost model's link rate (codec.CodecParams.link_gbps)
     rounds: int = 1  # aggregations per worker process; with more than one, `seconds` is the steady state
     pipes: int = 1  # the switch's data plane processes (python -m hina.emulator --pipes)
+    congestion: CongestionSettings = CongestionSettings()  # the workers' congestion windows and pacers
 
     def __post_init__(self) -> None:
         if self.workload is not None:  # the preset fixes the length
@@ -137,7 +139,7 @@ def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> N
             # before the first round, as a training job sets up before its first step: the codec's kernels
             # loaded, the buffers touched, the run's identity agreed (with every worker, the job installed)
             start = time.perf_counter()
-            worker = Worker(transport, cfg.job, rank, deadline=cfg.deadline, pipes=cfg.pipes)
+            worker = Worker(transport, cfg.job, rank, deadline=cfg.deadline, pipes=cfg.pipes, congestion=cfg.congestion)
             worker.prepare(cfg.params, grad)
             conn.send(("prepared", time.perf_counter() - start))
             if conn.recv() != "go":

@@ -2,10 +2,13 @@
 
 Layering: this module is the bottom layer, rules over records that take
 `now` and frames and nothing else; `window.py` above it owns the arrays,
-drives these functions and explains the rules (slots and copies, the
-congestion window, RACK loss detection per pipe, the retransmission
-timeout).  This module imports nothing from `window.py` or `agent.py`;
-the rules run here, as the switch's rules run in `switch_emulator/dataplane.py`.
+drives these functions and explains the rules (slots and copies, RACK
+loss detection per pipe, the tail probe, the retransmission timeout).
+The congestion window and the pacer are a room of their own
+(`congestion_rules.py`, compiled, which this module calls where a RESULT,
+a loss, a timeout or a new chunk happens; `congestion.py` explains them).
+This module imports nothing from `window.py` or `agent.py`; the rules run
+here, as the switch's rules run in `switch_emulator/dataplane.py`.
 Per chunk the Python sender spent about 10 us parsing, bookkeeping and
 building the frame, as much as the kernel's UDP path; on a host that runs
 several workers (Mininet, a training job's ranks) that was the bound.  Here
@@ -22,8 +25,9 @@ times in one record), its chunk table (`CHUNK`, a row per chunk), a row
 per slot (`fl`, `SLOT`: the chunk in flight there and the last one
 answered there), a row per pipe for RACK (`rack`, `RACK`) and its counts
 (`stats`, `STATS`); the worker's RTT estimate `r` (`RTT`) and congestion
-window `cw` (`WINDOW`), one record each, shared by its transfers, their
-sample rings as array fields; and its slot copies (`SlotPool.version`, a
+window `cw` (`congestion_rules.WINDOW`, with its pacer inside), one record
+each, shared by its transfers, their sample rings as array fields; and its
+slot copies (`SlotPool.version`, a
 plain array).  window.py hands the record arrays over as their bytes, to
 the `*_bytes` entry points at the end (which say why).  Outgoing frames
 are written one after another into `tx`, and message m's (address,
@@ -58,6 +62,8 @@ from hina.wire.headers import (
     Flags,
     MsgType,
 )
+
+from .congestion_rules import WINDOW, crossing, pace_release, pace_sent, window_expired, window_loss, window_result
 
 # the wire's codes as plain integers, which the kernels compile in as constants
 _UPDATE, _RESULT, _STALE_RUN_FLAG = int(MsgType.UPDATE), int(MsgType.RESULT), int(Flags.STALE_RUN)
@@ -110,29 +116,6 @@ RTT = np.dtype([
     ("next", np.int64), ("recent", np.float64, (R_SAMPLES,)),
     ("rto_srtt", np.float64),  # the timeout's least margin past srtt, a share of srtt (0: RFC 6298's alone)
 ])
-SPLIT = 0.5  # contested, a fair-share window catches up to this share of the chunks the pipe holds
-SQUEEZED = 0.75  # a delivery rate under this share of the fastest seen: something else takes the link
-RATE_RTTS = 4  # round trips a delivery rate is measured over
-SAMPLES = 3
-# cw: the congestion window (CongestionWindow); a ring of the last SAMPLES round trips (`samples`, `count` of
-# them taken, the next at `next`), their least (`recent`); the delivery rate: RESULTs (`rate_n`) since
-# `rate_at`, the last two measurements and the fastest
-WINDOW = np.dtype([
-    ("cwnd", np.float64), ("ssthresh", np.float64), ("cut_at", np.float64), ("recent", np.float64),
-    ("limit", np.float64), ("minimum", np.float64), ("cuts", np.int64), ("count", np.int64), ("next", np.int64),
-    ("queue_delay", np.float64), ("queued", np.float64), ("contest", np.float64), ("contests", np.int64),
-    ("rate_at", np.float64), ("rate_n", np.int64), ("rate", np.float64), ("rate_now", np.float64),
-    ("rate_prev", np.float64), ("samples", np.float64, (SAMPLES,)),
-    ("on", np.bool_),  # contested
-    ("fair", np.bool_),  # the fair-share rules (CongestionWindow's `fair`)
-    # the pacer: seconds per byte on the worker's link (0: none), and when what it let out has left at that rate
-    ("pace", np.float64), ("paced_until", np.float64),
-])
-# The pacer lets new chunks out at the link's rate, not a window at once: bursts of a whole window from every
-# worker overflow a shaped link's queue and their queueing delay outlasts the timers.  It lets this much
-# sending time go at once (a segmentation-offload batch of jumbo frames at a few hundred Mbit/s); resends are
-# not paced.
-PACE_QUANTUM = 1.5e-3
 # stats: what a transfer counts (`PhaseTransfer.stats`)
 STATS = np.dtype([(name, np.int64) for name in ("frames", "bytes", "retransmissions", "fast_retransmissions",
                                                  "timeouts", "spurious_resends", "ignored", "probes")])
@@ -217,134 +200,6 @@ def rtt_recovered(r):
     if r.recoveries >= r.decay:
         r.recoveries = 0
         r.reorder_scale = max(1.0, r.reorder_scale / 2)
-
-
-# -- the congestion window -------------------------------------------------------------------
-@njit(cache=True)
-def queueing(cw, rtt, min_rtt):
-    """NaN (no sample) is never queueing; neither is anything against an infinite least RTT."""
-    return rtt > min_rtt + max(cw.queue_delay, min_rtt)
-
-
-@njit(cache=True)
-def contested(cw):
-    """Whether another flow holds the queue (`foreign`): for `cw.contest` windows of RESULTs in a row the
-    round trips showed more queueing than the window's own chunks could make.  The fair-share rules
-    also contest on a loss or a timeout while they did, and hold it until the queue drains (a round
-    trip near the least) or the window's own chunks account for it for as long."""
-    return cw.on
-
-
-@njit(cache=True)
-def foreign(cw, min_rtt):
-    """Whether another flow holds the queue: the recent round trips queued more than twice what the
-    window's own chunks could (at most cwnd of them wait in a queue, which drains at least as fast
-    as the fastest the RESULTs ever came, `cw.rate`), and the RESULTs now come at under `SQUEEZED`
-    of that fastest rate (`cw.rate_now`, the last round trip's).  The second condition tells another
-    flow from the job's own peers: a worker's round trip also holds the wait for the slowest
-    worker's UPDATE, which its own window does not bound, but a job waiting on its own workers still
-    keeps its links busy, while a flow that takes a share of a link slows the RESULTs down.  Never
-    before a rate is measured."""
-    return deep(cw, min_rtt) and cw.rate_now < SQUEEZED * cw.rate
-
-
-@njit(cache=True)
-def deep(cw, min_rtt):
-    """Whether the recent round trips queued more than twice what the window's own chunks could."""
-    return cw.rate > 0 and cw.recent - min_rtt > 2.0 * cw.cwnd / cw.rate
-
-
-@njit(cache=True)
-def _contest(cw):
-    if not cw.on:
-        cw.on = True
-        cw.contests += 1
-
-
-@njit(cache=True)
-def window_result(cw, rtt, min_rtt, now):
-    # the delivery rate: RESULTs over RATE_RTTS round trips (a batch shares one `now`).  The fastest
-    # rate counts only what two intervals in a row sustained: RESULTs held up come in a burst (a
-    # phase's first window, the end of a stall), which one interval would take for the path's.
-    # An interval over an idle gap (between phases or steps) measures the gap: dropped.
-    cw.rate_n += 1
-    recent = cw.recent
-    if math.isnan(cw.rate_at) or now < cw.rate_at or (
-            not math.isnan(recent) and now - cw.rate_at > 4 * RATE_RTTS * recent + 0.01):
-        cw.rate_at, cw.rate_n, cw.rate_now = now, 0, 0.0
-    elif not math.isnan(recent) and now - cw.rate_at >= RATE_RTTS * recent > 0:
-        cw.rate_prev, cw.rate_now = cw.rate_now, cw.rate_n / (now - cw.rate_at)
-        cw.rate = max(cw.rate, min(cw.rate_prev, cw.rate_now))
-        cw.rate_at, cw.rate_n = now, 0
-    if not math.isnan(rtt):
-        cw.samples[cw.next] = rtt
-        cw.next = (cw.next + 1) % SAMPLES
-        cw.count = min(SAMPLES, cw.count + 1)
-        least = math.inf
-        for i in range(cw.count):
-            least = min(least, cw.samples[i])
-        cw.recent = least
-        if not queueing(cw, least, min_rtt):
-            cw.queued, cw.on = 0.0, False  # the queue drained: the delay rule's again
-        elif foreign(cw, min_rtt):
-            cw.queued += 1.0 / cw.cwnd  # a window of such RESULTs: about one round trip
-            if cw.fair:
-                cw.queued = min(cw.contest, cw.queued)
-            if cw.queued >= cw.contest:
-                _contest(cw)
-        elif cw.fair:
-            # a queue the window's own chunks could hold: contested until they could for as long
-            cw.queued = max(0.0, cw.queued - 1.0 / cw.cwnd)
-            if cw.queued <= 0.0:
-                cw.on = False
-        else:
-            cw.queued, cw.on = 0.0, False  # a queue our own chunks could hold: the delay rule's case
-    if queueing(cw, cw.recent, min_rtt) and not cw.on:
-        return
-    grow = 1.0 if cw.cwnd < cw.ssthresh else 1.0 / cw.cwnd
-    if cw.fair and cw.on and cw.rate > 0 and not math.isnan(cw.recent):
-        # contested: at least half the gap to an equal split of the pipe per round trip
-        fair = SPLIT * cw.rate * cw.recent
-        if fair > cw.cwnd:
-            grow = max(grow, (fair - cw.cwnd) / (2.0 * cw.cwnd))
-    cw.cwnd = min(cw.limit, cw.cwnd + grow)
-
-
-@njit(cache=True)
-def window_timeout(cw, min_rtt):
-    """The fair-share rules' answer to a timer that expired with nothing overtaking its chunk: no cut (a
-    late peer does that as well as a loss, and RACK's losses cut), but with a queue deeper than the
-    window's own chunks could make, another flow's: contested."""
-    if cw.contest < math.inf and queueing(cw, cw.recent, min_rtt) and deep(cw, min_rtt):
-        cw.queued = cw.contest
-        _contest(cw)
-
-
-@njit(cache=True)
-def window_expired(cw, sent_at, now, min_rtt):
-    """A chunk sent at `sent_at` timed out at `now`: a loss to the delay rule (`window_loss`), not to the
-    fair-share rules (`window_timeout`)."""
-    if cw.fair:
-        window_timeout(cw, min_rtt)
-    else:
-        window_loss(cw, sent_at, now, min_rtt)
-
-
-@njit(cache=True)
-def window_loss(cw, sent_at, now, min_rtt):
-    """A chunk sent at `sent_at` was lost at `now`: cut the window unless this congestion event was
-    cut for already (the chunk went before the last cut) or no queue shows (the link's loss)."""
-    if sent_at <= cw.cut_at or not queueing(cw, cw.recent, min_rtt):
-        return
-    if cw.fair and cw.contest < math.inf and deep(cw, min_rtt):
-        # the queue overflowed while more of it was another flow's than ours could be: contested now
-        cw.queued = cw.contest
-        _contest(cw)
-    # contested, give back what CUBIC (Linux's TCP) does, 30%; else half, as Reno
-    keep = 0.7 if cw.on else 0.5
-    cw.ssthresh = cw.cwnd = max(cw.minimum, cw.cwnd * keep)
-    cw.cut_at = now
-    cw.cuts += 1
 
 
 # -- frames ------------------------------------------------------------------------------------
@@ -447,8 +302,8 @@ def _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats):
 
 @njit(cache=True)
 def fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats):
-    """Send the next chunks while the window has room and their slots are free (in order: chunk
-    c waits for chunk c - W, as every worker's does)."""
+    """Send the next chunks while the window has room, their slots are free (in order: chunk c waits
+    for chunk c - W, as every worker's does) and the pacer lets them go (resends are not paced)."""
     room = np.int64(cw.cwnd) - t.in_flight
     slots = t.slots
     first = t.next
@@ -459,14 +314,12 @@ def fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats):
         slot = chunk % slots
         if fl[slot].chunk >= 0:
             break
-        if cw.pace > 0.0:  # at the link's rate: what is let out now leaves by paced_until
-            if cw.paced_until > now + PACE_QUANTUM:
-                t.pace_at = cw.paced_until - PACE_QUANTUM
-                break
-            cw.paced_until = max(cw.paced_until, now) + wire_bytes * cw.pace
-        # a paced chunk's answer cannot come before the chunks ahead of it crossed the link at its rate, up and
-        # back down: its timer waits for that too (a queue of our own making is not a loss)
-        _send_new(t, fl, slot, chunk, version[slot], now, r.rto + 2.0 * t.in_flight * wire_bytes * cw.pace)
+        held = pace_release(cw.pacer)
+        if held > now:  # the pacer holds new chunks back until then (`poll` lets them out)
+            t.pace_at = held
+            break
+        pace_sent(cw.pacer, now, wire_bytes)
+        _send_new(t, fl, slot, chunk, version[slot], now, r.rto + crossing(cw.pacer, t.in_flight, wire_bytes))
         m = _frame(t, chunks, wire, slot, chunk, version[slot], tx, iov, m, base, stats)
         t.next += 1
         room -= 1

@@ -8,10 +8,10 @@ alternates between its two copies: the copy is flipped after every RESULT,
 for the whole life of the job (`SlotPool`), so consecutive uses of a slot
 never meet in one copy.  Chunks go out in order while fewer than the
 congestion window are in flight and the chunk's slot is free (chunk c - W
-answered); the window (`CongestionWindow`, shared by a worker's transfers)
-grows by one chunk per window of RESULTs and halves, once per round trip,
-on a loss, so a slow switch (BMv2 forwards a few thousand packets a second)
-is not flooded.
+answered); the window (`CongestionWindow`, shared by a worker's transfers,
+and its pacer: `congestion.py`) grows by one chunk per window of RESULTs
+and halves, once per round trip, on a loss, so a slow switch (BMv2
+forwards a few thousand packets a second) is not flooded.
 
 Loss detection fits aggregation: every worker sends the chunks in the same
 order, so RESULTs come back in that order.  A chunk still waiting when a
@@ -42,8 +42,10 @@ counted, so stale or duplicated RESULTs can never land in the wrong place.
 
 Layering: the rules run compiled in `sendplane.py` (below: functions of
 `now`, frames and records, importing nothing from here), over records
-(numpy structured arrays of its dtypes) these objects own; `agent.py`
-(above) drives these objects with sockets.
+(numpy structured arrays of its dtypes: `records.py`) these objects own;
+the window and pacer they tell of RESULTs, losses and timeouts are the
+congestion room's (`congestion.py`); `agent.py` (above) drives these
+objects with sockets.
 `warm()` compiles the rules once per process by driving a tiny transfer.
 """
 
@@ -58,6 +60,9 @@ from hina import kernels
 from hina.wire.headers import HEADER_BYTES
 
 from . import sendplane as sp
+from .congestion import CongestionWindow
+from .congestion_settings import CongestionSettings
+from .records import field, records
 
 
 class AggregationTimeout(RuntimeError):
@@ -83,27 +88,6 @@ def stale_message(job_id: int, worker_id: int, what: str) -> str:
             f"ControlClient(...).join: each joining worker empties what an earlier run left), or "
             f"ControlClient(...).reset_job({job_id}), or restart the emulator; BMv2: the controller's "
             f"reset_job({job_id})")
-
-
-def _field(name: str, doc: str | None = None, kind: type = float) -> property:
-    """An attribute kept in field `name` of the object's record (`state`), read as `kind`."""
-    def get(self):
-        return kind(self.state[name][0])
-
-    def set(self, value: float) -> None:
-        self.state[name] = value
-
-    return property(get, set, doc=doc)
-
-
-def _records(dtype: np.dtype, n: int = 1, **fields: float) -> tuple[np.ndarray, np.ndarray]:
-    """n records of `dtype`, zero but for `fields`, and their bytes, which the compiled sender takes (a
-    structured array costs numba 0.1 us a call to type: sendplane's `*_bytes` functions).  Python reads a
-    field as `records[name][0]` (a field of a record, `records[0][name]`, takes 0.7 us)."""
-    records = np.zeros(n, dtype)
-    for name, value in fields.items():
-        records[name] = value
-    return records, records.view(np.uint8)
 
 
 class RttEstimator:
@@ -132,7 +116,7 @@ class RttEstimator:
                  backoff_limit: float = 0.05, probe_floor: float = PROBE_FLOOR, rto_srtt: float = 0.0):
         """probe_floor: a silent path's probe goes after max(2 srtt, probe_floor); inf: never (the
         timeout alone).  rto_srtt: the timeout's least margin past srtt, as a share of srtt."""
-        self.state, self.state_bytes = _records(
+        self.state, self.state_bytes = records(
             sp.RTT, rto=initial, srtt=math.nan, min_rtt=math.inf, reorder_scale=1.0, minimum=minimum,
             maximum=maximum, backoff_limit=backoff_limit, decay=self.REORDER_DECAY, probe_floor=probe_floor,
             recent=math.inf, rto_srtt=rto_srtt)
@@ -144,14 +128,14 @@ class RttEstimator:
         Mbit/s: 2.4 s); the cap that usually binds is `backoff_cap`'s."""
         return cls(**{"maximum": 8.0, "rto_srtt": sp.RTO_SRTT, **kwargs})
 
-    rto = _field("rto")
-    rttvar = _field("rttvar")
-    min_rtt = _field("min_rtt")
-    minimum = _field("minimum")
-    maximum = _field("maximum")
-    backoff_limit = _field("backoff_limit")
-    reorder_scale = _field("reorder_scale", "doubles on evidence that RESULTs reorder, halves without it")
-    probe_floor = _field("probe_floor", "the least silence before a tail probe")
+    rto = field("rto")
+    rttvar = field("rttvar")
+    min_rtt = field("min_rtt")
+    minimum = field("minimum")
+    maximum = field("maximum")
+    backoff_limit = field("backoff_limit")
+    reorder_scale = field("reorder_scale", "doubles on evidence that RESULTs reorder, halves without it")
+    probe_floor = field("probe_floor", "the least silence before a tail probe")
 
     @property
     def probe_after(self) -> float:
@@ -204,126 +188,6 @@ class RttEstimator:
         sp.rtt_recovered(self.state[0])
 
 
-class CongestionWindow:
-    """How many chunks a worker keeps in flight, at most its job's W slots; shared by its transfers.
-
-    Slow start from `initial` (one more chunk per RESULT) up to `ssthresh`, then one more chunk
-    per window of RESULTs; a loss halves the window, at most once per round trip (losses of chunks
-    sent before the last cut are the same congestion event).
-
-    Whether a queue is building is read from the least of the last `SAMPLES` round trips, not
-    from one: a queue that stands delays every packet, while a busy host's scheduler delays one
-    now and then (on 2 shared cores, single samples 5 ms over the least are common and said
-    nothing about the switch).  Few samples, so that a filling queue still stops the window
-    before it overflows.  While one builds, the window stops growing, and a loss while it stands
-    halves the window (a loss without one is the link's, and keeps it).
-
-    That delay rule yields to any flow that keeps a queue standing: a loss-based TCP flow on a
-    shared link fills the queue, no round trip comes back near the least again, so the window
-    never grows, and each loss the flow causes halves it, down to its floor (TCP Vegas against
-    Reno).  So the window tells its own queue from another flow's: at most cwnd of its chunks wait
-    in a queue, which drains at least as fast as the fastest the RESULTs ever came (measured over 4
-    round trips, two measurements in a row), so its own chunks queue at most cwnd / that rate.  When
-    the recent round trips queue more than twice that (another flow holds more of the queue than we
-    do) while the RESULTs come at under 3/4 of that fastest rate (something takes the link: a
-    worker's round trip also holds the wait for the job's slowest worker, which its own window does
-    not bound, but then the job still moves at its pace), for `CONTEST` windows of RESULTs in a
-    row, the window is *contested*: it grows as TCP Reno's does, queue or not (the same slow start
-    and one chunk per window), and a loss cuts it by 30%, as CUBIC (Linux's TCP) cuts, so it keeps
-    a share of the link instead of its floor.  A round trip near the least (the queue drained), or
-    a queue its own chunks could account for, hands it back to the delay rule (the mode switch of
-    Copa, Arun and Balakrishnan, NSDI 2018).  Alone nothing changes: a queue of the window's own is
-    never contested.
-
-    `fair=True` (the fair-share sender, every worker's default; `Worker(fair_share=False)` and
-    `mininet/run.py --delay-rule` turn it off; docs/fidelity.md measures both beside TCP at 30-200
-    Mbit/s) changes four rules: timeouts never cut the window (a late peer
-    fires them as well as a loss; RACK's losses still cut, and RACK counts a chunk overtaken only
-    by one after it in the switch's order); it is contested after `CONTEST_FAIR` windows of such
-    RESULTs, or at once on a loss or a timeout while the queue is more than twice its own, and stays
-    so until its own chunks could account for the queue for as long; contested, it grows by at
-    least half the gap per round trip to an equal split of the pipe (half the chunks the path holds
-    at the fastest rate: `sendplane.SPLIT`); and its `RttEstimator.fair()` keeps half a round trip of
-    margin.  The state is one record (`state`, a structured array of one `sendplane.WINDOW`, and its
-    bytes `state_bytes`).
-    """
-
-    QUEUE_DELAY = 5e-3  # queueing the window may add before it stops growing
-    SAMPLES = sp.SAMPLES  # round trips whose least says whether a queue stands
-    CONTEST = 8.0  # windows of RESULTs queued more than our own chunks could, after which the queue is contested
-    CONTEST_FAIR = 2.0  # the same for the fair-share rules
-    # the pacer's rate over the link's: a little faster, so that the link's queue, not a timer that fired late,
-    # sets the pace (at exactly the link's rate a late wake-up is sending time lost for good)
-    PACE_GAIN = 1.25
-
-    def __init__(self, limit: int, initial: int = 16, minimum: int = 2, contest: float | None = None,
-                 fair: bool = False, pace_mbps: float | None = None):
-        """contest: windows of RESULTs queued more than the window's own chunks could after which the
-        queue is contested (default `CONTEST`, or `CONTEST_FAIR` with `fair`; inf: never, the delay rule
-        alone).  fair: the fair-share rules (above).  pace_mbps: the worker's link rate, at which (times
-        `PACE_GAIN`) new chunks are let out, `sendplane.PACE_QUANTUM` of sending at once (None: a window at
-        once)."""
-        if pace_mbps is not None and not 0 < pace_mbps < math.inf:
-            raise ValueError(f"pace_mbps must be a positive rate, got {pace_mbps}")
-        minimum = min(minimum, limit)
-        if contest is None:
-            contest = self.CONTEST_FAIR if fair else self.CONTEST
-        self.state, self.state_bytes = _records(
-            sp.WINDOW, limit=limit, minimum=minimum, cwnd=max(minimum, min(initial, limit)), ssthresh=limit,
-            cut_at=-math.inf, recent=math.nan, queue_delay=self.QUEUE_DELAY, contest=contest, rate_at=math.nan,
-            fair=fair, pace=8 / (pace_mbps * 1e6 * self.PACE_GAIN) if pace_mbps else 0.0, paced_until=-math.inf)
-
-    cwnd = _field("cwnd")
-    ssthresh = _field("ssthresh")
-    cut_at = _field("cut_at", "when the window was last cut")
-
-    limit = _field("limit", kind=int)
-    minimum = _field("minimum", kind=int)
-    cuts = _field("cuts", kind=int)
-    chunks = _field("cwnd", "whole chunks the window allows in flight", kind=int)
-    contests = _field("contests", "how often another flow's standing queue made the window contested", kind=int)
-    fair = _field("fair", "whether the fair-share rules apply", kind=bool)
-    delivery_rate = _field("rate", "the fastest RESULT rate two measurements in a row sustained, per second")
-    recent_rate = _field("rate_now", "the RESULT rate of the last measurement (4 round trips), per second")
-
-    @property
-    def contested(self) -> bool:
-        """Whether the round trips have queued more than the window's own chunks could for `CONTEST`
-        windows of RESULTs: another flow's queue, so the window grows as Reno's does rather than
-        yield the link to it."""
-        return bool(sp.contested(self.state[0]))
-
-    @property
-    def recent_rtt(self) -> float | None:
-        """The least of the last SAMPLES round trips."""
-        recent = float(self.state["recent"][0])
-        return None if math.isnan(recent) else recent
-
-    def queueing(self, rtt: float | None, min_rtt: float) -> bool:
-        """Whether a round trip says a queue is building: `QUEUE_DELAY` (or the least RTT) over the least."""
-        return bool(sp.queueing(self.state[0], math.nan if rtt is None else rtt, min_rtt))
-
-    def on_result(self, rtt: float | None = None, min_rtt: float = math.inf, now: float = 0.0) -> None:
-        """A RESULT came; `rtt`: its round trip if its chunk went once, `min_rtt`: the least seen.
-
-        The window grows only while the recent round trips stay near the least: past that the
-        switch's queue is filling, and a full queue drops (a drop-tail BMv2 switch); or while
-        `contested`, when that queue is another flow's."""
-        sp.window_result(self.state[0], math.nan if rtt is None else rtt, min_rtt, now)
-
-    def on_loss(self, sent_at: float, now: float, min_rtt: float = 0.0) -> None:
-        """The chunk sent at `sent_at` was lost (or timed out) at `now`.
-
-        A loss while round trips show no queue is the link's, not congestion (the window is not
-        what caused it, and halving it would only slow a lossy path down): the window stays."""
-        sp.window_loss(self.state[0], sent_at, now, min_rtt)
-
-    def on_timeout(self, sent_at: float, now: float, min_rtt: float = 0.0) -> None:
-        """The chunk sent at `sent_at` timed out at `now` with nothing overtaking it: a loss to the delay
-        rule (`on_loss`); the fair-share rules do not cut (a late peer fires timers as a loss does)."""
-        sp.window_expired(self.state[0], sent_at, now, min_rtt)
-
-
 class SlotPool:
     """Which copy each of the job's slots uses next; lives as long as the worker's job."""
 
@@ -360,10 +224,13 @@ class PhaseTransfer:
         workspace: where the answers go (`codec.Workspace`, reused across a worker's aggregations: `result` is
         then valid until the next transfer of the same name); by default fresh memory.
         """
+        warm()  # kernels compiled from the current rules (once per process)
         self.pipes = max(1, int(pipes))
         self.job_id, self.worker_id, self.words = job_id, worker_id, words
         self.pool, self.rtt = pool, rtt
-        self.window = window or CongestionWindow(pool.slots, initial=pool.slots, minimum=pool.slots)
+        # by default a fixed window: all W slots in flight, whatever the round trips say
+        self.window = window or CongestionWindow(
+            pool.slots, CongestionSettings(fair=False, initial=pool.slots, minimum=pool.slots))
         self.tag, self.name = tag & 0xFFFF, name
         self.deadline = deadline
         self.length = int(payload.size)
@@ -393,17 +260,17 @@ class PhaseTransfer:
         self._result: np.ndarray | None = None
         slots = pool.slots
         # the compiled sender's records (`sendplane`), each with its bytes, which it takes
-        self._t, self._t_bytes = _records(  # the transfer's scalars
+        self._t, self._t_bytes = records(  # the transfer's scalars
             sp.TRANSFER, chunks=self.chunks, words=words, job=job_id, worker=worker_id, tag=self.tag,
             slot_base=pool.slot_base, slots=slots, pipes=self.pipes, last_progress=now, earliest=math.inf,
             rack_at=math.inf, deadline=deadline, probe_at=math.inf, pace_at=math.inf)
         # slot -> the chunk in flight there (-1: none), and the last one answered there
-        self._fl, self._fl_bytes = _records(sp.SLOT, slots, chunk=-1, version=-1, seq=-1, retries=-1, done_chunk=-1,
+        self._fl, self._fl_bytes = records(sp.SLOT, slots, chunk=-1, version=-1, seq=-1, retries=-1, done_chunk=-1,
                                             done_version=-1, done_retries=-1)
         # RACK, per pipe: the latest transmission answered of a chunk sent once and its round trip,
         # then the same for resent chunks answered late enough
-        self._rack, self._rack_bytes = _records(sp.RACK, self.pipes, fresh_seq=-1, resent_seq=-1)
-        self._stats, self._stats_bytes = _records(sp.STATS)
+        self._rack, self._rack_bytes = records(sp.RACK, self.pipes, fresh_seq=-1, resent_seq=-1)
+        self._stats, self._stats_bytes = records(sp.STATS)
         self.ring = ring or Ring(words, slots)
         if self.ring.frame_bytes != Ring.frame_size(words) or not self.room(0):
             raise ValueError(f"a ring of {self.ring.capacity} frames of {self.ring.frame_bytes} bytes does not fit "
@@ -544,19 +411,28 @@ _warm = False
 
 def warm() -> None:
     """Compile (or load from the disk cache) the kernels before the first chunk goes: once per process.
-    On a machine that has not compiled them, one process does while any other waits (`hina.kernels`)."""
+    On a machine that has not compiled them, one process does while any other waits (`hina.kernels`).
+
+    Every `PhaseTransfer` calls it, not only a `Worker`: numba checks a cached kernel against its own
+    file alone, so after an edit to `congestion_rules.py` (or `wire/headers.py`) the sender's cached
+    kernels still hold the old rules they compiled in; `hina.kernels`' stamp names those files and clears
+    the cache, and a simulation or a test would otherwise run the old rules."""
     global _warm
     if _warm:
         return
-    kernels.ensure("sender", _drive)
-    _warm = True
+    _warm = True  # `_drive`'s own transfer must not warm again
+    try:
+        kernels.ensure("sender", _drive)
+    except BaseException:
+        _warm = False
+        raise
 
 
 def _drive() -> None:
     """A tiny transfer through every kernel the sender calls (each compiled, or loaded, as it is called)."""
     x = PhaseTransfer(job_id=1, worker_id=0, words=2, pool=SlotPool(0, 2), rtt=RttEstimator(),
-                      window=CongestionWindow(2), tag=0, op=0, payload=np.zeros(3, np.int32), name="warm",
-                      now=0.0, deadline=1.0)
+                      window=CongestionWindow(2, CongestionSettings()), tag=0, op=0, payload=np.zeros(3, np.int32),
+                      name="warm", now=0.0, deadline=1.0)
     sent = x.start(0.0)
     x.next_timer()
     x.poll(0.5)

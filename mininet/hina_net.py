@@ -50,6 +50,7 @@ from hina.cliargs import MAX_PIPES, plural
 from hina.control.config import Member
 from hina.control.controller import P4_BUILD, Bmv2Target, ControlError, EmulatorTarget
 from hina.control.topology import Host, Topology
+from hina.host.congestion_settings import CongestionSettings
 from hina.host.demo import digest, expected_fixed
 from hina.host.job import JobSpec
 from hina.host.synthetic import workload_preset
@@ -327,8 +328,9 @@ class ExperimentConfig:
     # workers per host: each rank of a host sends from a UDP port of its own (0x4E41 + its index there), and
     # the switch knows it by that address (1: one worker per host, known by its switch port, as before)
     ranks_per_host: int = 1
-    fair_share: bool = True  # the workers' windows with the fair-share rules (False: the delay rule alone)
-    pace: bool = True  # the workers let new chunks out at their link's rate (CongestionWindow's pacer)
+    # the workers' congestion windows and pacers (CongestionSettings(fair=False): the delay rule alone)
+    congestion: CongestionSettings = CongestionSettings()
+    pace: bool = True  # each worker paces its new chunks at its own link's rate, where `congestion` names none
     # segmentation offload where the emulator is the switch: the hosts' stacks hand their links super-frames,
     # the emulator cuts them and gathers each member's RESULTs into super-frames (False: frame by frame)
     offload: bool = True
@@ -353,6 +355,9 @@ class ExperimentConfig:
             if not ok:
                 raise ValueError(f"{name} must be {what}, got {value}")
         self.per_rank_links()
+        if not self.pace and self.congestion.pace_mbps is not None:
+            raise ValueError(f"pace is off but the congestion settings pace at {self.congestion.pace_mbps:g} Mbit/s: "
+                             f"choose one (mininet/run.py: --no-pace or --pace)")
         if self.straggler:
             heterogeneity.Straggler.parse(self.straggler).check(self.workers, self.compute)
         heterogeneity.flows(self.cross, self.workers)
@@ -373,6 +378,14 @@ class ExperimentConfig:
     def per_rank_links(self) -> dict[int, dict]:
         """Link options of the ranks whose link differs (--host-bw, --host-delay)."""
         return heterogeneity.per_rank_links(self.host_bw, self.host_delay, self.workers)
+
+    def congestion_for(self, rank: int) -> CongestionSettings:
+        """Rank `rank`'s congestion settings (its spec carries them): the experiment's, with `pace` and no
+        rate of their own paced at the rank's host link's rate, which the host's ranks share."""
+        if not self.pace or not self.bw or self.congestion.pace_mbps is not None:
+            return self.congestion
+        bw = self.per_rank_links().get(rank, {}).get("bw", self.bw)
+        return dataclasses.replace(self.congestion, pace_mbps=bw / self.ranks_per_host)
 
     @property
     def words(self) -> int:
@@ -532,14 +545,6 @@ class Experiment:
         return (self.cfg.offload and self.cfg.switch == "emulator" and self.cfg.pipes == 1
                 and not (self.cfg.delay and not self.netem))
 
-    def _pace(self, rank: int) -> float | None:
-        """The rate rank `rank` paces its new chunks at: its host link's, shared by the host's ranks."""
-        cfg = self.cfg
-        if not cfg.pace or not cfg.bw:
-            return None
-        bw = heterogeneity.per_rank_links(cfg.host_bw, cfg.host_delay, cfg.workers).get(rank, {}).get("bw", cfg.bw)
-        return bw / cfg.ranks_per_host
-
     def _switch_profile(self) -> dict | None:
         return _profile_of(getattr(self.switch, "target", None))
 
@@ -574,10 +579,10 @@ class Experiment:
         spec = {"params": params.to_config(), "job": job.to_config(), "density": cfg.density, "seed": cfg.seed,
                 "workload": cfg.workload, "scale": cfg.scale,
                 "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC, **self._answers_to()},
-                "pipes": cfg.pipes, "fair_share": cfg.fair_share, "offload": self.segmentation_offload,
+                "pipes": cfg.pipes, "offload": self.segmentation_offload,
                 "hosts": [{"ifname": h.defaultIntf().name, "mac": host_mac(r // cfg.ranks_per_host + 1),
                            "ip": host_ip(r // cfg.ranks_per_host + 1), "udp_port": self._rank_port(r),
-                           "pace_mbps": self._pace(r)}
+                           "congestion": cfg.congestion_for(r).to_config()}
                           for r, h in enumerate(hosts)]}
         with tempfile.NamedTemporaryFile("w", prefix="hina-spec-", suffix=".json", delete=False) as f:
             json.dump(spec, f)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from hina.cliargs import OneLineParser, pipes_flag, plural
 from hina.codec.params import MODES
+from hina.host.congestion_settings import add_flags, from_flags
 from hina.mininet import heterogeneity
 from hina.provenance import default_out, out_help, out_path
 
@@ -307,9 +308,7 @@ def build_parser() -> OneLineParser:
                          "and sends every frame as the wire carries it")
     ap.add_argument("--no-pace", action="store_true",
                     help="the workers send a window of new chunks at once instead of at their link's rate")
-    ap.add_argument("--delay-rule", action="store_true",
-                    help="the workers' congestion windows with the delay rule alone, for comparison (default: the "
-                         "fair-share rules, docs/fidelity.md)")
+    add_flags(ap, pace_default="each worker's own link rate; --no-pace: unpaced")  # --delay-rule, ...
     ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
                     help="the switch: the Python emulator on raw sockets, or BMv2 simple_switch_grpc "
                          "(default: emulator)")
@@ -413,7 +412,7 @@ def configure(args) -> tuple:
                  host_bw=args.host_bw, host_delay=args.host_delay, straggler=args.straggler,
                  compute=args.compute, cross=tuple(args.cross),
                  **({"ranks_per_host": args.ranks_per_host} if args.ranks_per_host != 1 else {}),
-                 **({"fair_share": False} if args.delay_rule else {}), **({"pace": False} if args.no_pace else {}),
+                 congestion=from_flags(args), **({"pace": False} if args.no_pace else {}),
                  **({"offload": False} if args.no_offload else {}))
     if args.calibrate and (not args.bw or args.bw <= CALIBRATE_LOW or args.calibrate_steps < 1):
         raise ValueError(f"--calibrate needs --bw above {CALIBRATE_LOW:g} Mbit/s (the top of the search) and "

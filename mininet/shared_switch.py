@@ -93,9 +93,10 @@ class SharedSwitchExperiment(Experiment):
                     "job": JobSpec(job.job_id, job.words, job.slot_base, job.slots).to_config(),
                     "density": cfg.density, "seed": cfg.seed + j, "workload": cfg.workload, "scale": cfg.scale,
                     "deadline": cfg.deadline, "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC},
-                    "pipes": cfg.pipes, "fair_share": cfg.fair_share, "offload": self.segmentation_offload,
+                    "pipes": cfg.pipes, "offload": self.segmentation_offload,
                     "hosts": [{"ifname": h.defaultIntf().name, "mac": host_mac(i + 1), "ip": host_ip(i + 1),
-                               "udp_port": UDP_PORT + j, "pace_mbps": self._pace(i * self.jobs + j)}
+                               "udp_port": UDP_PORT + j,
+                               "congestion": cfg.congestion_for(i * self.jobs + j).to_config()}
                               for i, h in enumerate(hosts)]}
             with tempfile.NamedTemporaryFile("w", prefix="hina-spec-", suffix=".json", delete=False) as f:
                 json.dump(spec, f)

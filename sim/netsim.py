@@ -444,11 +444,13 @@ def beside_reno(contest: float | None, seed: int, *, fair: bool = False, queue: 
     (`cuts`), rank 0's `window`, the `flow`, the frames resent per round beside it (`resent`) and each
     round's `PhaseTransfer.stats` per worker (`stats`); every
     worker's sum is checked.  windows: the workers' `CongestionWindow`s (default: `CongestionWindow(slots,
-    contest=contest, fair=fair)` each; contest None: the window's default); fair: the fair-share rules
-    (and `RttEstimator.fair()`)."""
+    CongestionSettings(fair=fair, contest=contest))` each; contest None: the rules' default); fair: the
+    fair-share rules (and `RttEstimator.fair()`)."""
     from hina.codec.ops import Op
     from hina.control import JobConfig, Member
-    from hina.host.window import CongestionWindow, RttEstimator
+    from hina.host.congestion import CongestionWindow
+    from hina.host.congestion_settings import CongestionSettings
+    from hina.host.window import RttEstimator
 
     words = 2239
     rng = np.random.default_rng(seed)
@@ -467,7 +469,8 @@ def beside_reno(contest: float | None, seed: int, *, fair: bool = False, queue: 
     if tcp not in ("reno", "bbr"):
         raise ValueError(f"tcp must be reno or bbr, got {tcp!r}")
     tcp = (BbrFlow if tcp == "bbr" else RenoFlow)(net, uplink if path == "hosts" else link, **flow_kw)
-    windows = windows or [CongestionWindow(slots, contest=contest, fair=fair) for _ in range(workers)]
+    windows = windows or [CongestionWindow(slots, CongestionSettings(fair=fair, contest=contest))
+                          for _ in range(workers)]
     sampler = _WindowSampler(net, windows)
     first = 0 if warmup is not None else 1  # the first round beside the flow
     marks, cwnds, cuts = [], [], []

@@ -52,7 +52,9 @@ from hina.codec import Workspace
 from hina.codec.params import MAX_WORKERS
 from hina.control import JobConfig, Member
 from hina.emulator import Pipeline
-from hina.host.window import CongestionWindow, PhaseTransfer, Ring, RttEstimator, SlotPool
+from hina.host.congestion import CongestionWindow
+from hina.host.congestion_settings import CongestionSettings
+from hina.host.window import PhaseTransfer, Ring, RttEstimator, SlotPool
 from hina.sim.scale import JOB, PHY_OVERHEAD, Network, Round, round_chunks
 from hina.wire.headers import FRAME_OVERHEAD, max_words
 
@@ -295,7 +297,8 @@ class _Worker:
         self.rank, self.wid, self.ep = rank, wid, -1
         self.pool = SlotPool(0, slots)
         self.rtt = RttEstimator(initial=initial_rtt)
-        self.window = CongestionWindow(slots)
+        # the delay rule: the model's figures ran with it
+        self.window = CongestionWindow(slots, CongestionSettings(fair=False))
         self.xfer: PhaseTransfer | None = None
         self.round = -1
         self.armed, self.token = math.inf, 0

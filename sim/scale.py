@@ -81,7 +81,9 @@ from hina.codec.session import WorkerSession
 from hina.codec.simulate import aggregate_round, check_gradients
 from hina.control import JobConfig, Member
 from hina.emulator import Pipeline
-from hina.host.window import CongestionWindow, PhaseTransfer, Ring, RttEstimator, SlotPool
+from hina.host.congestion import CongestionWindow
+from hina.host.congestion_settings import CongestionSettings
+from hina.host.window import PhaseTransfer, Ring, RttEstimator, SlotPool
 from hina.host.workloads import Dense, preset
 from hina.sim.clock import Clock
 from hina.sim.links import Link, Server
@@ -453,7 +455,8 @@ class PathModel:
         self.net, self.cap = net, max(cap, 4 * net.slots)
         self.pool = SlotPool(0, net.slots)
         self.rtt = RttEstimator(initial=initial_rtt)
-        self.window = CongestionWindow(net.slots)
+        # the delay rule: the model's figures ran with it
+        self.window = CongestionWindow(net.slots, CongestionSettings(fair=False))
         self.switches = [_Switch(net, t) for t in range(net.depth)]
         # into switch t from below, and from switch t to below, each behind the queue of its ports
         self.up = [Link(net.rate(t), net.delay, net.port_queue(t, True)) for t in range(net.depth)]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-import pytest
 
 from hina.emulator import dataplane as dp
 from hina.host import sendplane as sp
@@ -211,31 +210,3 @@ def test_the_worker_ring_coalesces_into_runs_of_full_frames():
     runs = sp.coalesce(iov, len(lengths), segment, 4)  # at most 4 frames a message
     # frames 0-3 (the fourth shorter: it ends its run), 4-7, then 8 alone
     assert [(int(iov[2 * r]) - 5000, int(iov[2 * r + 1])) for r in range(runs)] == [(0, 340), (400, 400), (800, 100)]
-
-
-@pytest.mark.parametrize("pace", [None, 100.0])
-def test_the_pacer_lets_new_chunks_out_at_the_links_rate(pace):
-    from hina.codec.ops import Op
-    from hina.host.window import CongestionWindow, PhaseTransfer, RttEstimator, SlotPool
-
-    words = 2239
-    x = PhaseTransfer(job_id=1, worker_id=0, words=words, pool=SlotPool(0, 64), rtt=RttEstimator(), tag=1,
-                      op=Op.ADD, payload=np.zeros(words * 64, np.int32), name="dense", now=0.0, deadline=5.0,
-                      window=CongestionWindow(64, initial=64, pace_mbps=pace))
-    first = x.start(0.0)
-    dues = [float(x._fl[slot]["due"]) for slot in range(len(first))]
-    if pace is None:
-        assert len(first) == 64 and x.next_timer() > 0.05  # a window at once, nothing to wait for
-        assert len(set(dues)) == 1  # every timer the same: the estimate's timeout
-        return
-    # each chunk's timer waits, past the estimate's timeout, for the chunks ahead of it to cross the link up and
-    # back down at the pacer's rate
-    # at 100 Mbit/s (times the pacer's gain) a 9 kB frame takes about 0.6 ms: a quantum's worth goes at once
-    per_frame = 8 * (sp.HEADER_BYTES + 4 * words + sp.FRAME_OVERHEAD) / (pace * 1e6 * CongestionWindow.PACE_GAIN)
-    assert dues == pytest.approx([dues[0] + 2 * k * per_frame for k in range(len(first))])
-    assert len(first) == int(sp.PACE_QUANTUM / per_frame) + 1
-    at = x.next_timer()
-    assert at == pytest.approx(len(first) * per_frame - sp.PACE_QUANTUM)
-    assert x.poll(at - 1e-6) == []  # not before its time
-    more = x.poll(at)
-    assert len(more) == 1 and x.next_timer() == pytest.approx(at + per_frame)

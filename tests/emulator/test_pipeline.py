@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from hina.codec.ops import Op
 from hina.control import JobConfig, Member
 from hina.emulator import Pipeline
-from hina.host.window import CongestionWindow
+from hina.host.congestion import CongestionWindow
+from hina.host.congestion_settings import CongestionSettings
 from hina.sim.netsim import expected, run_transfers
 from hina.wire import Drop, Flags, MsgType
 from hina.wire.headers import HEADER_BYTES, HinaHeader, pack_header
@@ -224,8 +225,8 @@ def test_slot_protocol_is_exact_under_loss_duplication_and_reordering(seed, work
     payloads = [rng.integers(-(2**31), 2**31, size=length).astype(np.int32) for _ in range(workers)]
     results, net, _ = run_transfers(p, payloads, op, job_id=5, words=words, slot_base=3, slots=slots, rng=rng,
                                     drop=drop, dup=dup, rounds=rounds,
-                                    windows=[CongestionWindow(slots, initial=1) for _ in range(workers)]
-                                    if adaptive else None)
+                                    windows=[CongestionWindow(slots, CongestionSettings(fair=False, initial=1))
+                                             for _ in range(workers)] if adaptive else None)
     want = expected(op, payloads)
     for w in range(workers):
         for r in range(rounds):
@@ -238,7 +239,7 @@ def test_a_refusal_reaches_a_worker_whose_window_never_got_there():
     sends its chunk there and is refused; worker 1 (a window of one) only has slot 0 in flight.  The
     refusal goes to every member, and worker 1 stops at once with the same StaleSwitchState, instead of
     waiting for a slot 0 that worker 0 will never complete."""
-    from hina.host.window import CongestionWindow, PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState
+    from hina.host.window import PhaseTransfer, RttEstimator, SlotPool, StaleSwitchState
 
     p = make_pipeline(workers=2, slots=2)
     p.update(update(0, [5], slot=1, offset=999, phase=3), src(0))  # the dead run's worker 0, slot 1
@@ -247,7 +248,7 @@ def test_a_refusal_reaches_a_worker_whose_window_never_got_there():
     def transfer(w, window):  # a window of one: the least CongestionWindow keeps is 2, so its limit
         return PhaseTransfer(job_id=1, worker_id=w, words=K, pool=SlotPool(0, 2), rtt=RttEstimator(), tag=9,
                              op=Op.ADD, payload=payload, name="values", now=0.0, deadline=5.0,
-                             window=CongestionWindow(window, initial=window, minimum=1))
+                             window=CongestionWindow(window, CongestionSettings(fair=False, initial=window, minimum=1)))
 
     ahead, behind = transfer(0, 2), transfer(1, 1)
     sent_behind = behind.start(0.0)

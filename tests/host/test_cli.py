@@ -259,7 +259,7 @@ def test_standalone_workers_against_a_running_emulator(tmp_path):
         for p, (_stdout, stderr) in zip(workers, outs):
             assert p.returncode == 0, stderr
         shift = json.loads(outs[0][0])["rounds"][-1]["shift"]
-        assert [json.loads(out)["window"]["fair_share"] for out, _ in outs] == [True, True, True]
+        assert [json.loads(out)["window"]["settings"]["fair"] for out, _ in outs] == [True, True, True]
         want = codec.dequantize(dense_fixed_sum(grads, shift), shift)
         for w in range(3):  # the inputs' dtype by default (the exact sum rounded once), float64 on request
             got = np.load(tmp_path / f"sum{w}.npy")

@@ -9,7 +9,7 @@ from 100 ms, window from 16 chunks).
 
 And beside a TCP flow: a drop-tail link shared with a Reno flow, where the
 delay rule alone gave the flow the link and the contested window keeps a
-share of it, and the fair-share rules (`CongestionWindow(fair=True)`, every
+share of it, and the fair-share rules (`CongestionSettings(fair=True)`, every
 worker's default) at least 40% of it.
 """
 
@@ -21,7 +21,9 @@ import pytest
 from hina.codec.ops import Op
 from hina.control import JobConfig, Member
 from hina.emulator import Pipeline
-from hina.host.window import CongestionWindow, RttEstimator
+from hina.host.congestion import CongestionWindow
+from hina.host.congestion_settings import CONTEST, CongestionSettings
+from hina.host.window import RttEstimator
 from hina.sim.netsim import VirtualNetwork, beside_reno, expected, run_transfers
 
 WORKERS, WORDS, SLOTS = 3, 32, 64
@@ -33,7 +35,7 @@ def slow_switch_run(adaptive: bool, seed: int = 3, chunks: int = 400, drop: floa
     p.add_job(JobConfig(5, WORKERS, WORDS, 0, SLOTS, tuple(Member(w, ("w", w)) for w in range(WORKERS))))
     payloads = [rng.integers(-(2**20), 2**20, size=chunks * WORDS).astype(np.int32) for _ in range(WORKERS)]
     net = VirtualNetwork(p, rng, drop=drop, latency=1e-4, jitter=5e-5, service=3e-4, queue=64)
-    windows = [CongestionWindow(SLOTS, fair=fair) for _ in range(WORKERS)] if adaptive else None
+    windows = [CongestionWindow(SLOTS, CongestionSettings(fair=fair)) for _ in range(WORKERS)] if adaptive else None
     results, net, stats = run_transfers(p, payloads, Op.ADD, job_id=5, words=WORDS, slot_base=0, slots=SLOTS,
                                         rng=rng, rounds=2, deadline=30.0, net=net, windows=windows,
                                         rtts=[RttEstimator.fair() if fair else RttEstimator() for _ in range(WORKERS)])
@@ -74,7 +76,7 @@ def test_beside_a_tcp_flow_the_window_contests_the_queue_instead_of_yielding_the
     again and each loss halves it to its floor (hina got 2% of the link, its rounds 44x slower).
     Contested, it grows as Reno does: a share several times that (the window can hold at most
     64 of the queue's 128 + 64 frames: 33%)."""
-    alone, later, share, cwnds, window, tcp = beside_tcp(CongestionWindow.CONTEST, seed)
+    alone, later, share, cwnds, window, tcp = beside_tcp(CONTEST, seed)
     y_alone, y_later, y_share, y_cwnds, y_window, _ = beside_tcp(math.inf, seed)
     assert y_share < 0.05 and y_window.contests == 0
     assert max(y_cwnds) == y_window.minimum  # collapsed: at its floor after every round beside the flow
@@ -87,7 +89,7 @@ def test_beside_a_tcp_flow_the_window_contests_the_queue_instead_of_yielding_the
 def test_alone_on_the_same_link_both_rules_run_at_line_rate():
     """Without the flow, what contests the queue changes nothing that costs time: every round at
     95% of the link's rate or better."""
-    for contest in (CongestionWindow.CONTEST, math.inf):
+    for contest in (CONTEST, math.inf):
         alone, later, share, _, _, _ = beside_tcp(contest, 0, flow=False)
         assert share >= 0.95
         assert later <= alone * 1.05

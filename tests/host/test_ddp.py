@@ -152,13 +152,14 @@ def test_import_host_without_torch():
 
 def _three_ranks(torch, switch, job_id, slot_base, buckets_per_rank):
     """Three hooks in one process, one job: every rank's buckets through the switch; each rank's reports."""
-    from hina.host import JobSpec
+    from hina.host import CongestionSettings, JobSpec
     from hina.host.ddp import SwitchAllreduce, switch_allreduce_hook
 
     job = JobSpec(job_id=job_id, words=64, slot_base=slot_base, slots=8)
     # rank 2 on the window's fair-share rules: the sum does not depend on the window
     states = [SwitchAllreduce.connect(switch.data_address, rank, 3, control=switch.control_address, job=job,
-                                      deadline=10.0, link_gbps=0.1, fair_share=rank == 2)
+                                      deadline=10.0, link_gbps=0.1,
+                                      congestion=CongestionSettings(fair=rank == 2))
               for rank in range(3)]
     assert [s.worker.window.fair for s in states] == [False, False, True]
     try:

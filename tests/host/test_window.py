@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from hina.codec.ops import Op
-from hina.host.window import AggregationTimeout, CongestionWindow, PhaseTransfer, Ring, RttEstimator, SlotPool
+from hina.host.congestion import CongestionWindow
+from hina.host.congestion_settings import CongestionSettings
+from hina.host.window import AggregationTimeout, PhaseTransfer, Ring, RttEstimator, SlotPool
 from hina.wire.headers import HEADER_BYTES, VERSION_BIT, Flags, HinaHeader, MsgType, pack_header
 
 
@@ -200,7 +202,7 @@ def test_a_lost_resend_the_window_drained_behind_goes_again_after_two_round_trip
     it was lost: after two smoothed round trips of silence chunk 0 goes once more (a tail probe), long
     before its 1 s timeout, without backing the timeout off or cutting the window."""
     rtt = RttEstimator(initial=1.0, minimum=1.0)
-    window = CongestionWindow(4, initial=4)
+    window = CongestionWindow(4, CongestionSettings(fair=False, initial=4))
     x = PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 4), rtt=rtt, tag=9, op=Op.OR,
                       payload=np.arange(30, dtype=np.int32), name="index", now=0.0, deadline=5.0, window=window)
     first = x.start(0.0)
@@ -241,120 +243,6 @@ def test_answers_late_alike_cost_one_probe_per_timeout_not_the_window():
     for i, f in enumerate(first):  # everything arrives at 140-150 ms, in order
         answer(x, f, 0.14 + i * 0.001)
     assert x.stats["retransmissions"] == 1 and x.stats["fast_retransmissions"] == 0
-
-
-def test_the_window_halves_once_per_congestion_event_and_grows_back():
-    w = CongestionWindow(64, initial=8)
-    base, late = 0.001, 0.02  # 19 ms over the least round trip
-    for _ in range(8):
-        w.on_result(base, base)
-    assert w.chunks == 16  # slow start: one more per RESULT
-    w.on_result(late, base)  # one late round trip among timely ones: the host, not a queue
-    assert w.chunks == 17
-    w.on_loss(sent_at=0.5, now=1.0, min_rtt=base)  # a loss without a standing queue: the link's
-    assert w.chunks == 17 and w.cuts == 0
-    for _ in range(CongestionWindow.SAMPLES):  # every recent round trip late: a queue stands
-        w.on_result(late, base)
-    assert w.chunks == 18  # grew while a timely one was still among the last SAMPLES
-    w.on_result(late, base)
-    assert w.chunks == 18  # no growth
-    w.on_loss(sent_at=1.0, now=2.0, min_rtt=base)
-    assert w.cwnd == 9 and w.cuts == 1
-    w.on_loss(sent_at=1.5, now=2.1, min_rtt=base)  # sent before the cut: the same event
-    assert w.cwnd == 9 and w.cuts == 1
-    for _ in range(19):
-        w.on_result(base, base)
-    assert w.cwnd == pytest.approx(10.9, abs=0.05)  # congestion avoidance: about one more per window of RESULTs
-    for _ in range(CongestionWindow.SAMPLES):
-        w.on_result(late, base)
-    w.on_loss(sent_at=2.2, now=3.0, min_rtt=base)
-    assert w.chunks == 5 and w.cuts == 2
-    for i in range(100):
-        w.on_loss(sent_at=10.0 + i, now=10.5 + i, min_rtt=base)
-    assert w.chunks == 2  # the floor
-    for _ in range(10_000):
-        w.on_result(base, base)
-    assert w.chunks == 64  # never past the job's W slots
-
-
-def test_a_loss_without_a_queue_is_the_link_s_and_keeps_the_window():
-    w = CongestionWindow(64, initial=32)
-    w.on_result(0.0012, 0.001)  # round trips at the floor: no queue
-    w.on_loss(sent_at=1.0, now=2.0, min_rtt=0.001)
-    assert w.chunks == 33 and w.cuts == 0
-
-
-def results_every(w, gap, rtt, min_rtt, n, now):
-    """n RESULTs, one every `gap` seconds after `now`, each with round trip `rtt`; returns the last time."""
-    for _ in range(n):
-        now += gap
-        w.on_result(rtt, min_rtt, now)
-    return now
-
-
-def test_a_queue_the_window_could_have_made_itself_never_contests_it():
-    w = CongestionWindow(64, initial=64)
-    base = 0.001
-    now = results_every(w, 1e-4, base, base, 100, 0.0)  # alone: 10,000 RESULTs a second at 1 ms
-    # 64 chunks at 10,000 a second queue for up to 6.4 ms: 8 ms round trips are a queue, and our own
-    now = results_every(w, 1e-4, 0.008, base, 64 * 20, now)
-    assert w.queueing(w.recent_rtt, base) and not w.contested and w.contests == 0
-    assert w.cwnd == 64
-
-
-def test_a_standing_queue_more_than_the_window_could_hold_is_contested_until_it_drains():
-    """8 chunks at 10,000 RESULTs a second can queue 0.8 ms; a 50 ms queue that stands while the RESULTs
-    slow to 2,500 a second is another flow's (a TCP flow filling a drop-tail queue and taking the link).
-    The delay rule would never grow again; after CONTEST windows of it the window grows as Reno's,
-    cuts by 30% on a loss (CUBIC's), and the first round trip near the least hands it back to the
-    delay rule."""
-    w = CongestionWindow(64, initial=8)
-    w.ssthresh = 8  # congestion avoidance: one chunk more per window of RESULTs
-    base = 0.001
-    now = results_every(w, 1e-4, base, base, 200, 0.0)  # alone, measured over 4 round trips, twice
-    assert w.delivery_rate == pytest.approx(10_000, rel=0.03)
-    now = results_every(w, 4e-4, 0.05, base, CongestionWindow.SAMPLES, now)  # every recent one late
-    held = w.cwnd
-    now = results_every(w, 4e-4, 0.05, base, 400, now)  # 160 ms: the slower rate is not measured yet
-    assert not w.contested and w.cwnd == held  # the delay rule: no growth while a queue stands
-    now = results_every(w, 4e-4, 0.05, base, 1000, now)  # two more 200 ms measurements
-    assert w.recent_rate == pytest.approx(2_500, rel=0.03)
-    assert w.contested and w.contests == 1
-    assert w.cwnd > held + 1  # contested: it grows although the queue stands
-    before = w.cwnd
-    w.on_loss(sent_at=now - 0.05, now=now, min_rtt=base)
-    assert w.cwnd == pytest.approx(0.7 * before) and w.cuts == 1
-    now = results_every(w, 4e-4, base, base, CongestionWindow.SAMPLES, now)  # the queue drained
-    assert not w.contested
-    now = results_every(w, 4e-4, 0.05, base, CongestionWindow.SAMPLES, now)
-    held = w.cwnd
-    results_every(w, 4e-4, 0.05, base, 10, now)
-    assert w.cwnd == held and w.contests == 1  # a queue again: the delay rule holds until it stands again
-
-
-def test_waiting_for_the_job_s_slowest_worker_at_full_pace_is_never_contested():
-    """A worker whose round trips hold a 50 ms wait for a peer's UPDATE, its RESULTs still coming at
-    the job's full pace: nothing takes the link, so the queue is the job's own."""
-    w = CongestionWindow(64, initial=8)
-    base = 0.001
-    now = results_every(w, 1e-4, base, base, 200, 0.0)
-    results_every(w, 1e-4, 0.05, base, 5000, now)
-    assert not w.contested and w.contests == 0 and w.recent_rate == pytest.approx(10_000, rel=0.03)
-
-
-def test_without_a_delivery_rate_nothing_is_contested():
-    w = CongestionWindow(64, initial=8)
-    results_every(w, 0.0, 0.05, 0.001, 1000, 0.0)  # every RESULT at one instant: no rate measured
-    assert not w.contested and w.cwnd == 8
-
-
-def test_the_window_limits_chunks_in_flight():
-    w = CongestionWindow(8, initial=2)
-    x = PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 8), rtt=RttEstimator(), tag=9, op=Op.OR,
-                      payload=np.arange(60, dtype=np.int32), name="index", now=0.0, deadline=1.0, window=w)
-    first = x.start(0.0)
-    assert offsets(first) == [0, 3]
-    assert offsets(answer(x, first[0], 0.01)) == [6, 9]  # window 3 after one RESULT: 2 new in flight
 
 
 def test_a_second_answer_to_a_chunk_sent_twice_shows_the_resend_was_spurious_and_times_the_first():
@@ -404,21 +292,6 @@ def test_the_fair_share_estimator_keeps_half_a_round_trip_of_margin_past_a_stead
         fair.sample(0.3)
     assert plain.rto == pytest.approx(0.3, rel=0.01)
     assert fair.rto == pytest.approx(0.45, rel=0.01)
-
-
-@pytest.mark.parametrize("fair", [False, True])
-def test_a_timeout_cuts_the_window_only_under_the_delay_rule(fair):
-    """A timer that fires with a queue standing is a loss to the delay rule (halved); the fair-share
-    rules keep the window (a late peer fires timers too), and RACK's losses still cut it."""
-    w = CongestionWindow(64, initial=32, fair=fair)
-    for _ in range(3):
-        w.on_result(0.05, min_rtt=0.01, now=1.0)  # round trips 40 ms over the least: a queue stands
-    w.on_timeout(sent_at=0.9, now=1.0, min_rtt=0.01)
-    assert (w.cwnd, w.cuts) == ((32, 0) if fair else (16, 1))
-    w.on_loss(sent_at=0.95, now=1.1, min_rtt=0.01)
-    # a RACK loss: the fair-share window's first cut (halved: not contested); the delay rule's cut at 1.0
-    # already covers a chunk sent before it
-    assert w.cuts == 1 and w.cwnd == 16
 
 
 def test_chunks_held_up_by_a_late_peer_do_not_raise_the_timeout_a_standing_queue_does():
@@ -479,7 +352,8 @@ def test_a_batch_taken_at_once_sends_what_the_same_frames_received_one_by_one_se
     def make(ring=None):
         return PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 4), rtt=RttEstimator(initial=0.05),
                              tag=9, op=Op.ADD, payload=np.arange(100, dtype=np.int32), name="dense", now=0.0,
-                             deadline=5.0, window=CongestionWindow(4, initial=2), ring=ring)
+                             deadline=5.0,
+                             window=CongestionWindow(4, CongestionSettings(fair=False, initial=2)), ring=ring)
 
     one, batch = make(), make(Ring(3, 4, tx=np.zeros(10 * 28, np.uint8), iov=np.zeros(20, np.uint64)))
     assert batch.ring.capacity == 10  # 2 W + 1 = 9 must stay free before each frame: one RESULT per call
@@ -516,17 +390,21 @@ def test_a_batch_taken_at_once_sends_what_the_same_frames_received_one_by_one_se
 
 def test_sendplane_sits_below_window():
     """The layering the docstrings state: sendplane (rules of `now` and frames) imports nothing from the
-    objects above it (window, agent), at module level or inside a function, so the two never form a cycle."""
+    objects above it (window, agent, the congestion room's objects and settings), at module level or inside a
+    function, so the two never form a cycle; of the congestion room it takes the compiled rules alone, and
+    those import nothing from hina at all."""
     import ast
     from pathlib import Path
 
-    tree = ast.parse((Path(__file__).resolve().parents[2] / "host" / "sendplane.py").read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            imported.add(("." * node.level) + (node.module or ""))
-            imported.update(f"{'.' * node.level}{node.module or ''}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            imported.update(a.name for a in node.names)
-    above = {name for name in imported if any(part in name for part in ("window", "agent", "demo", "ddp"))}
-    assert not above, f"host/sendplane.py imports from the layers above it: {sorted(above)}"
+    def hina_modules(name):
+        tree = ast.parse((Path(__file__).resolve().parents[2] / "host" / f"{name}.py").read_text())
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                found.add(f"hina.host.{node.module}" if node.level else node.module)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+        return {m for m in found if m.startswith("hina")}
+
+    assert {m for m in hina_modules("sendplane") if m.startswith("hina.host")} == {"hina.host.congestion_rules"}
+    assert hina_modules("congestion_rules") == set()

@@ -28,7 +28,8 @@ from hina.control.controller import p4_entries
 from hina.control.topology import Topology
 from hina.emulator import Pipeline
 from hina.emulator.frames import FrameSwitch
-from hina.host.window import CongestionWindow
+from hina.host.congestion import CongestionWindow
+from hina.host.congestion_settings import CongestionSettings
 from hina.sim.netsim import VirtualNetwork, expected, run_transfers
 from hina.wire.headers import FIELDS, UDP_PORT, Drop, Flags, MsgType, Op
 
@@ -148,8 +149,8 @@ def test_the_model_is_the_emulator_frame_for_frame_under_loss_and_duplication(se
     payloads = [rng.integers(-(2**31), 2**31, size=length).astype(np.int32) for _ in range(workers)]
     results, _, _ = run_transfers(tee, payloads, op, job_id=5, words=32, slot_base=3, slots=slots, rng=rng,
                                   drop=drop, dup=drop, rounds=3,
-                                  windows=[CongestionWindow(slots, initial=1) for _ in range(workers)]
-                                  if seed % 2 else None)
+                                  windows=[CongestionWindow(slots, CongestionSettings(fair=False, initial=1))
+                                           for _ in range(workers)] if seed % 2 else None)
     want = expected(op, payloads)
     assert all(np.array_equal(results[w][r], want) for w in range(workers) for r in range(3))
     assert tee.same_drops()
