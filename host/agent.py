@@ -27,6 +27,7 @@ from hina.codec import CodecParams, WorkerResult
 from hina.codec.ops import Op
 from hina.wire.headers import MAX_WORKERS
 
+from . import clock
 from . import sendplane as sp
 from .congestion import CongestionWindow
 from .congestion_settings import CongestionSettings
@@ -101,9 +102,11 @@ class Worker:
         self.deadline = deadline
         self.pipes = pipes
         self.pool = SlotPool(job.first_slot, job.slots)
-        self.rtt = rtt or (RttEstimator.fair() if congestion.fair else RttEstimator())
+        # no timer shorter than this host wakes a waiting thread (`clock.tick`)
+        tick = clock.tick()
+        self.rtt = rtt or (RttEstimator.fair if congestion.fair else RttEstimator)(tick=tick)
         # chunks in flight: adapts to loss, at most W; and when new ones may leave
-        self.window = CongestionWindow(job.slots, congestion)
+        self.window = CongestionWindow(job.slots, congestion, tick)
         self._tag = 0
         self._salt: int | None = None  # the run's identity, from the hello
         self.workspace = codec.Workspace()  # the codec's buffers, reused across aggregations

@@ -67,6 +67,7 @@ from .congestion_rules import WINDOW, crossing, pace_release, pace_sent, window_
 
 # the wire's codes as plain integers, which the kernels compile in as constants
 _UPDATE, _RESULT, _STALE_RUN_FLAG = int(MsgType.UPDATE), int(MsgType.RESULT), int(Flags.STALE_RUN)
+_RESEND_FLAG = int(Flags.RESEND)
 _VERSION_SHIFT = VERSION_BIT.bit_length() - 1
 
 # The state, as records (numpy structured dtypes; `t.next`, `fl[slot].chunk` compile to a load at a fixed
@@ -83,6 +84,7 @@ TRANSFER = np.dtype([
     # last progress, the earliest timeout, the RACK timer, the deadline, the tail probe
     ("last_progress", np.float64), ("earliest", np.float64), ("rack_at", np.float64), ("deadline", np.float64),
     ("probe_at", np.float64),
+    ("first_answer", np.float64),  # when this transfer's first RESULT came (inf before it)
     # a RESULT came since the last timeout; a timeout's probe went, and no chunk sent once was answered since
     ("heard", np.bool_), ("probing", np.bool_),
 ], align=True)
@@ -115,6 +117,7 @@ RTT = np.dtype([
     ("backoff_limit", np.float64), ("decay", np.int64), ("probe_floor", np.float64),
     ("next", np.int64), ("recent", np.float64, (R_SAMPLES,)),
     ("rto_srtt", np.float64),  # the timeout's least margin past srtt, a share of srtt (0: RFC 6298's alone)
+    ("tick", np.float64),  # the host's timer granularity (0 on a virtual clock): no timer is set shorter
 ])
 # stats: what a transfer counts (`PhaseTransfer.stats`)
 STATS = np.dtype([(name, np.int64) for name in ("frames", "bytes", "retransmissions", "fast_retransmissions",
@@ -152,7 +155,7 @@ def _now_rtt(r):
 @njit(cache=True)
 def backoff_cap(r):
     recent = recent_least(r)
-    return min(r.maximum, max(r.backoff_limit, r.minimum, 8.0 * r.min_rtt,
+    return min(r.maximum, max(r.backoff_limit, r.minimum, r.tick, 8.0 * r.min_rtt,
                               0.0 if math.isinf(recent) else 2.0 * recent))
 
 
@@ -166,7 +169,7 @@ def rtt_sample(r, rtt):
     r.min_rtt = min(r.min_rtt, rtt)
     r.recent[r.next] = rtt
     r.next = (r.next + 1) % R_SAMPLES
-    r.rto = min(backoff_cap(r), max(r.minimum, r.srtt + max(4 * r.rttvar, r.rto_srtt * r.srtt)))
+    r.rto = min(backoff_cap(r), max(r.minimum, r.tick, r.srtt + max(4 * r.rttvar, r.rto_srtt * r.srtt)))
 
 
 @njit(cache=True)
@@ -179,13 +182,13 @@ def probe_after(r):
     """How long a silent path (no answer, nothing sent) waits before one chunk goes again as a probe:
     two smoothed round trips, at least the floor (RACK's tail loss probe, RFC 8985 7.2); never without
     a round trip measured."""
-    return math.inf if math.isnan(r.srtt) else max(2 * r.srtt, r.probe_floor)
+    return math.inf if math.isnan(r.srtt) else max(2 * r.srtt, r.probe_floor, r.tick)
 
 
 @njit(cache=True)
 def reordering(r):
     srtt = 0.0 if math.isnan(r.srtt) else r.srtt
-    return max(1e-4, r.reorder_scale * srtt / 4)
+    return max(r.tick, r.reorder_scale * srtt / 4)
 
 
 @njit(cache=True)
@@ -454,8 +457,10 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
     rtt = now - s.sent
     min_rtt = r.min_rtt
     fresh = s.retries == 0
-    # answered sooner after its resend than any round trip seen: it answers an earlier transmission
-    late = not fresh and rtt < min_rtt / 2 < math.inf
+    # answered sooner after its resend than any round trip seen: it answers an earlier transmission.  Not so
+    # an answer flagged RESEND: a switch answered a repeated UPDATE from the copy it holds (a leaf answers
+    # from the total it stored, sooner than the whole tree's round trip), so it answers the resend
+    late = not fresh and rtt < min_rtt / 2 < math.inf and not frame[at + AT_FLAGS] & _RESEND_FLAG
     if late and s.overtaken:
         # this answers the first transmission, which was late, not lost
         rtt_reordered(r)
@@ -463,8 +468,19 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         stats.spurious_resends += 1
     pipe = rack[(t.slot_base + slot) % t.pipes]
     seq = s.seq
+    if t.first_answer > now:
+        t.first_answer = now
+    # A chunk sent before the phase's first answer may have waited at the switch for a peer that had not
+    # started the phase yet: its round trip holds that wait, not the path's.  After the estimator's first
+    # sample such cold round trips are not samples (a hello that waited seconds for the last worker to
+    # start would make every timeout of the run seconds long, and the window would take the peers' wait
+    # for the least round trip, under which no queue shows)
+    cold = s.first < t.first_answer
     if fresh:  # Karn: a resent chunk's answer may answer either transmission
-        rtt_sample(r, rtt)
+        if not cold:
+            rtt_sample(r, rtt)
+        elif math.isnan(r.srtt):
+            rtt_sample(r, rtt)
         t.probing = False  # chunks sent once are answered again: the flow is back
         if seq > pipe.fresh_seq:
             pipe.fresh_seq, pipe.fresh_rtt, pipe.fresh_chunk = seq, rtt, chunk
@@ -474,7 +490,10 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         # (another flow's) makes every chunk time out: without these samples srtt, and so the
         # timeout, would never learn the longer round trip, and every chunk would go twice.
         rtt = now - s.first
-        rtt_sample(r, rtt)
+        if not cold:
+            rtt_sample(r, rtt)
+        elif math.isnan(r.srtt):
+            rtt_sample(r, rtt)
         fresh = True
     elif rtt >= (max(min_rtt, _now_rtt(r)) if cw.fair else min_rtt):
         # a resent chunk's answer, too late to answer its first transmission (the fair-share rules ask
@@ -482,7 +501,7 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         # lengthens them all, and an answer sooner than that may still be the first transmission's)
         if seq > pipe.resent_seq:
             pipe.resent_seq, pipe.resent_rtt, pipe.resent_chunk = seq, rtt, chunk
-    window_result(cw, rtt if fresh else math.nan, r.min_rtt, now)
+    window_result(cw, rtt if fresh and not cold else math.nan, r.min_rtt, now)
     t.received += 1
     t.last_progress = now
     t.probe_at = now + probe_after(r)
@@ -501,8 +520,24 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
     version[slot] ^= 1
     s.chunk = -1
     t.in_flight -= 1
+    _progress(t, fl, slot, chunk, now)
     m = overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats)
     return fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats), OK
+
+
+@njit(cache=True)
+def _progress(t, fl, slot, chunk, now):
+    """The switch completed `chunk` (in `slot`) now: the chunks after it in its pipe could not have been
+    completed before it (every worker sends in the same order, and a pipe completes them in that order), so
+    their timers count from now, not from when this worker sent them.  A window sent ahead of its peers
+    (paced, or simply earlier) waits on them, not on a loss; RACK, not the timer, finds a chunk that a later
+    one overtook."""
+    pipes = t.pipes
+    pipe = (t.slot_base + slot) % pipes
+    for other in range(t.slots):
+        o = fl[other]
+        if o.chunk > chunk and (t.slot_base + other) % pipes == pipe and o.due < now + o.rto:
+            o.due = now + o.rto
 
 
 @njit(cache=True)

@@ -110,16 +110,15 @@ class RttEstimator:
 
     REORDER_DECAY = 8  # loss recoveries without evidence of reordering after which the allowance halves
 
-    PROBE_FLOOR = 2e-3  # the least silence before a tail probe (`probe_after`)
-
-    def __init__(self, initial: float = 0.1, minimum: float = 0.02, maximum: float = 2.0,
-                 backoff_limit: float = 0.05, probe_floor: float = PROBE_FLOOR, rto_srtt: float = 0.0):
+    def __init__(self, initial: float = 0.1, minimum: float = 0.0, maximum: float = 2.0,
+                 backoff_limit: float = 0.0, probe_floor: float = 0.0, rto_srtt: float = 0.0, tick: float = 0.0):
         """probe_floor: a silent path's probe goes after max(2 srtt, probe_floor); inf: never (the
-        timeout alone).  rto_srtt: the timeout's least margin past srtt, as a share of srtt."""
+        timeout alone).  rto_srtt: the timeout's least margin past srtt, as a share of srtt.  tick: the
+        host's timer granularity (`hina.host.clock.tick`; 0 on a virtual clock), under which no timer is set."""
         self.state, self.state_bytes = records(
-            sp.RTT, rto=initial, srtt=math.nan, min_rtt=math.inf, reorder_scale=1.0, minimum=minimum,
+            sp.RTT, rto=max(initial, tick), srtt=math.nan, min_rtt=math.inf, reorder_scale=1.0, minimum=minimum,
             maximum=maximum, backoff_limit=backoff_limit, decay=self.REORDER_DECAY, probe_floor=probe_floor,
-            recent=math.inf, rto_srtt=rto_srtt)
+            recent=math.inf, rto_srtt=rto_srtt, tick=tick)
 
     @classmethod
     def fair(cls, **kwargs) -> RttEstimator:
@@ -136,6 +135,7 @@ class RttEstimator:
     backoff_limit = field("backoff_limit")
     reorder_scale = field("reorder_scale", "doubles on evidence that RESULTs reorder, halves without it")
     probe_floor = field("probe_floor", "the least silence before a tail probe")
+    tick = field("tick", "the host's timer granularity: no timer is set shorter")
 
     @property
     def probe_after(self) -> float:
@@ -262,7 +262,7 @@ class PhaseTransfer:
         # the compiled sender's records (`sendplane`), each with its bytes, which it takes
         self._t, self._t_bytes = records(  # the transfer's scalars
             sp.TRANSFER, chunks=self.chunks, words=words, job=job_id, worker=worker_id, tag=self.tag,
-            slot_base=pool.slot_base, slots=slots, pipes=self.pipes, last_progress=now, earliest=math.inf,
+            slot_base=pool.slot_base, slots=slots, pipes=self.pipes, last_progress=now, earliest=math.inf, first_answer=math.inf,
             rack_at=math.inf, deadline=deadline, probe_at=math.inf, pace_at=math.inf)
         # slot -> the chunk in flight there (-1: none), and the last one answered there
         self._fl, self._fl_bytes = records(sp.SLOT, slots, chunk=-1, version=-1, seq=-1, retries=-1, done_chunk=-1,

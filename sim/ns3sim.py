@@ -405,7 +405,7 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
         if token != wk.token:
             return  # an earlier timer, since moved
         wk.armed = math.inf
-        if wk.xfer is None:
+        if wk.xfer is None and wk.round < len(rounds):  # (a finished worker's last timer does nothing)
             _next_round(wk, now)
         else:
             _out(wk, wk.xfer.poll(now), now)
