@@ -57,8 +57,7 @@ import platform
 import sys
 from pathlib import Path
 
-from hina.baselines import BASELINES
-from hina.baselines import LABEL as BASELINE_LABEL
+from hina.baselines import registry
 from hina.cliargs import OneLineParser
 from hina.codec.params import MODES
 from hina.host import workloads
@@ -69,8 +68,9 @@ from hina.provenance import default_out, out_help, out_path
 ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_MODES = ("dense", "blocks", "auto")
+# hina's modes as this script's tables name them; a baseline's label is its `detail` (hina.baselines.registry)
 MODE_LABEL = {"dense": "dense (SwitchML-style)", "blocks": "blocks (OmniReduce-style)", "auto": "hina auto",
-              "aligned": "hina aligned", "sketch": "hina sketch", **BASELINE_LABEL}
+              "aligned": "hina aligned", "sketch": "hina sketch"}
 # payload_by_phase segments by what they carry (check, scale and stats, a few words each, are left out)
 SHARE_PARTS = {"index": ("index", "index_coarse", "index_fine", "block_index"),
                "values": ("values", "blocks", "sketch", "residual"),
@@ -86,6 +86,13 @@ DEFAULT_BWS = [1000.0, 10000.0]  # Mbit/s: --bws when neither given nor calibrat
 DEFAULT_SCALE = {"ncf": 0.02, "lstm": 0.01, "bert_base": 0.04, "vgg19": 0.03, "deeplight": 0.007}
 PAPER = ("The lossless homomorphic compression paper reports up to 6.33x aggregation throughput over dense "
          "in-network aggregation on NCF, LSTM, VGG19 and BERT-base.")
+
+
+def label(mode: str) -> str:
+    """A row's system as the tables name it: hina's mode, a baseline's `detail`, or the name itself."""
+    if mode in MODE_LABEL:
+        return MODE_LABEL[mode]
+    return registry.BASELINES[mode].detail if mode in registry.BASELINES else mode
 
 
 def _commit() -> str | None:
@@ -123,7 +130,7 @@ def byte_shares(payload: dict[str, int]) -> dict[str, float]:
 
 def chose_text(r: dict) -> str:
     """What auto ran (the encoding and the index's group size; 1: one level, 0: no index), or a baseline's scheme."""
-    if r["mode"] in BASELINES:
+    if r["mode"] in registry.BASELINES:
         return r.get("encoding") or ""
     if r["mode"] != "auto" or not r.get("encoding"):
         return ""
@@ -149,7 +156,7 @@ def row(env: str, preset: str, mode: str, length: int, dens: dict, r: dict) -> d
             "round_seconds": r.get("round_seconds", [seconds]),
             "retransmissions": r["retransmissions"], "resent_share": resent_share(r),
             "encoding": r.get("encoding"), "group": r.get("group"),
-            "byte_shares": byte_shares(payload), "system": "baseline" if mode in BASELINES else "hina",
+            "byte_shares": byte_shares(payload), "system": "baseline" if mode in registry.BASELINES else "hina",
             # the fidelity monitor's verdict (Mininet only): the best round's, and over all rounds
             "fidelity": r["fidelity"]["verdict"] if "fidelity" in r else None,
             "fidelity_detail": r["fidelity"].get("detail") if "fidelity" in r else None,
@@ -305,7 +312,7 @@ def markdown(rows: list[dict], checks: list[dict], meta: dict) -> str:
             "" if r.get("resent_share") is None else f" ({r['resent_share']:.1%})")
         lines.append(
             f"| {r['preset']} ({meta['scales'][r['preset']]}, {r['length']:,}) | {r['env']} | "
-            f"{r['per_worker_density']:.2%} / {r['union_density']:.2%} | {MODE_LABEL[r['mode']]} | "
+            f"{r['per_worker_density']:.2%} / {r['union_density']:.2%} | {label(r['mode'])} | "
             f"{chose_text(r)} | {r['bytes_per_worker']:,.0f} | {r['seconds']:.3f} "
             f"({', '.join(f'{t:.2f}' for t in r.get('round_seconds', [r['seconds']]))}) | "
             f"{retrans} | {r['throughput_gbps']:.2f} | {speedup_text(r, dense)} | {speedup_text(r, ring)} | "
@@ -342,7 +349,7 @@ def uplink_table(rows: list[dict], seconds: bool = False) -> list[str]:
                  and r["mode"] != "ring" else "")
         per = ", ".join(f"{k} {v['up']:,.0f} / {v['down']:,.0f}" for k, v in r["uplinks"].items())
         cells = [chose_text(r), f"{r['seconds']:.3f}", result_text(r)] if seconds else []
-        lines.append("| " + " | ".join([r["preset"], r["env"], MODE_LABEL[r["mode"]], *cells,
+        lines.append("| " + " | ".join([r["preset"], r["env"], label(r["mode"]), *cells,
                                         f"{r['uplink_bytes_per_aggregation']:,.0f}", ratio, per]) + " |")
     return lines
 
@@ -377,7 +384,7 @@ def plots(rows: list[dict], out: Path, name: str = "compare") -> list[Path]:
                     if d and m:
                         xs.append(j + offsets[i])
                         speedups.append(d["seconds"] / m["seconds"])
-                ax.bar(xs, speedups, width, label=MODE_LABEL[mode], color=f"C{i}")
+                ax.bar(xs, speedups, width, label=label(mode), color=f"C{i}")
                 if mode == "auto":  # what auto ran, over its bar
                     for x, p, v in zip(xs, presets, speedups):
                         ax.text(x, v, find[(env, p, "auto")].get("encoding") or "", ha="center", va="bottom",
@@ -428,10 +435,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--modes", nargs="+", choices=MODES, default=list(DEFAULT_MODES),
                     help=f"codec modes to compare, any of {', '.join(MODES)}; dense, the reference of the "
                          f"speedup column, is added when left out (default: {' '.join(DEFAULT_MODES)})")
-    ap.add_argument("--baselines", nargs="+", choices=(*BASELINES, "none"), default=list(BASELINES),
-                    help=f"host-based baselines to run, any of {', '.join(BASELINES)}, or none "
-                         f"(default: all)")
-    ap.add_argument("--systems", nargs="+", choices=(*MODES, *BASELINES),
+    offered = [b.name for b in registry.compared()]
+    ap.add_argument("--baselines", nargs="+", choices=(*offered, "none"), default=offered,
+                    help=f"host-based baselines to run, any of {', '.join(offered)}, or none (default: all)")
+    ap.add_argument("--systems", nargs="+", choices=(*MODES, *offered),
                     help="run exactly these, codec modes and baselines alike (replaces --modes and --baselines; "
                          "nothing is added)")
     ap.add_argument("--topk-density", type=float, default=0.01,
@@ -481,7 +488,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             fabric = topo.parse_topology(args.topology)
             if not 0 < args.oversubscription < float("inf"):
                 raise ValueError(f"--oversubscription must be a positive ratio, got {args.oversubscription:g}")
-            chosen = [s for s in (args.systems or args.baselines) if s in BASELINES]
+            chosen = [s for s in (args.systems or args.baselines) if s in registry.BASELINES]
             if chosen and not fabric.is_tree:  # said now, not after hina's runs
                 raise ValueError(f"--topology {args.topology}: the baselines ({', '.join(chosen)}) run over plain "
                                  f"bridges, which loop where switches form a cycle (several spines or cores); "
@@ -513,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.systems:
         chosen = tuple(dict.fromkeys(args.systems))
         modes = tuple(m for m in chosen if m in MODES)
-        baselines = tuple(b for b in chosen if b in BASELINES)
+        baselines = tuple(b for b in chosen if b in registry.BASELINES)
     else:
         modes = tuple(dict.fromkeys(args.modes))
         if "dense" not in modes:

@@ -16,6 +16,8 @@ batch), until the held-out loss reaches --target or the step budget
     topk        Ok-Topk's top-k allreduce over gloo, with error feedback (lossy)
     int8        8-bit quantization with a shared per-bucket scale over gloo, with error feedback (lossy)
 
+(the last three, and any other, are the DDP hooks of hina.baselines.registry).
+
 The model: an embedding table, an LSTM, and a sampled-softmax output layer
 (as capture_torch.lstm_model; its candidates corrected by their log
 inclusion probability), so both tables' gradients are a batch's rows;
@@ -58,22 +60,29 @@ from typing import Any
 
 import numpy as np
 
+from hina.baselines import registry
 from hina.benchmarks import train_ddp
 
-SYSTEMS = ("hina", "hina-dense", "hina-blocks", "gloo", "topk", "int8")
-THROUGH_SWITCH = tuple(train_ddp.MODE_OF)  # hina, hina-dense, hina-blocks: the rest go over gloo
+THROUGH_SWITCH = tuple(train_ddp.MODE_OF)  # hina, hina-dense, hina-blocks: the baselines go over gloo
 SAME_SUM = ("hina-dense", "hina-blocks")  # the switch's fixed-point sum as hina's: bit-identical parameters
-LOSSY = ("topk", "int8")
 REFERENCE_ORDER = ("hina", "hina-dense", "gloo")  # the exact trajectory the others are measured against
-COLOR_OF = {"hina": "C1", "hina-dense": "C2", "hina-blocks": "C5", "gloo": "C0", "topk": "C3", "int8": "C4"}
-LABEL_OF = {"hina": "hina (auto)", "hina-dense": "hina dense (SwitchML-style)",
-            "hina-blocks": "blocks (OmniReduce-style)", "gloo": "gloo allreduce", "topk": "Ok-Topk top-k + EF",
-            "int8": "int8 + EF"}
+HINA_LABEL = {"hina": "hina (auto)", "hina-dense": "hina dense (SwitchML-style)",
+              "hina-blocks": "blocks (OmniReduce-style)"}
 # the default target and budget (docs/ddp.md, "Time to accuracy"): the exact systems at 4 ranks reach 4.25 at the
 # evaluation of step 100, where gloo's curve has flattened (4.31 at step 75, 4.20 at 100, 3.98 at 150)
 DEFAULT_TARGET = 4.25
 DEFAULT_STEPS = 300  # 3x that: room for a lossy system's extra steps
 HELDOUT_SEED = 0x4E41  # the held-out sample does not depend on --seed: every run is scored on the same tokens
+
+
+def systems() -> tuple[str, ...]:
+    """Every system a run may train with, in table order: hina's through the switch, then each baseline's DDP
+    hook (hina.baselines.registry)."""
+    return (*THROUGH_SWITCH, *(b.name for b in registry.trained()))
+
+
+def label_of(system: str) -> str:
+    return HINA_LABEL[system] if system in HINA_LABEL else registry.get(system).label
 
 
 @dataclass(frozen=True)
@@ -116,8 +125,8 @@ class TtaConfig:
     hosts: tuple[dict, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.backend not in SYSTEMS:
-            raise ValueError(f"system must be one of {', '.join(SYSTEMS)}, got {self.backend!r}")
+        if self.backend not in systems():
+            raise ValueError(f"system must be one of {', '.join(systems())}, got {self.backend!r}")
         if not 1 <= self.workers <= 32:
             raise ValueError(f"workers must be 1..32, got {self.workers}")
         if self.samples < 0:
@@ -294,35 +303,6 @@ def rank_main(spec: Path, rank: int) -> int:
         return 1
 
 
-def make_hook(cfg: TtaConfig, rank: int):
-    """The system's DDP communication hook: (state, hook function, transport to close or None)."""
-    if cfg.backend in THROUGH_SWITCH:
-        from hina.host import JobSpec
-        from hina.host.ddp import SwitchAllreduce, switch_allreduce_hook
-
-        transport = None
-        if cfg.hosts is not None:  # a Mininet host: the switch already authorizes this host's port
-            from hina.host.transport import open_transport
-
-            me = cfg.hosts[rank]
-            transport = open_transport(cfg.switch[0], kind=cfg.transport, ifname=me["ifname"], src_mac=me["mac"],
-                                       src_ip=me["ip"], switch_mac=cfg.switch_mac)
-        hook = SwitchAllreduce.connect(
-            cfg.switch, rank, cfg.workers, control=cfg.control, deadline=cfg.deadline, transport=transport,
-            job=JobSpec(job_id=cfg.job_id, words=cfg.words, slots=cfg.slots), mode=train_ddp.MODE_OF[cfg.backend],
-            link_gbps=cfg.link_gbps)
-        return hook, switch_allreduce_hook, transport
-    from hina.baselines import lossy_hooks
-
-    if cfg.backend == "gloo":
-        hook = lossy_hooks.GlooAllreduce(rank, cfg.workers)
-    elif cfg.backend == "topk":
-        hook = lossy_hooks.TopkAllreduce(rank, cfg.workers, density=cfg.topk_density)
-    else:
-        hook = lossy_hooks.Int8Allreduce(rank, cfg.workers)
-    return hook, lossy_hooks.lossy_allreduce_hook, None
-
-
 def train(cfg: TtaConfig, rank: int, store_port: int) -> dict[str, Any]:
     """Train until the target or the budget; per step: loss, seconds, bytes, overlap, digest; rank 0 also
     every evaluation (held-out loss, distance from the reference)."""
@@ -341,7 +321,7 @@ def train(cfg: TtaConfig, rank: int, store_port: int) -> dict[str, Any]:
         torch.manual_seed(cfg.seed)
         model = word_lm(cfg.vocab, cfg.emb, cfg.hidden)
         ddp = DistributedDataParallel(model, bucket_cap_mb=cfg.bucket_mb)
-        hook, hook_fn, transport = make_hook(cfg, rank)
+        hook, hook_fn, transport = train_ddp.make_hook(cfg, rank)
         ddp.register_comm_hook(hook, hook_fn)
         logq = torch.from_numpy(log_inclusion(cfg.vocab, cfg.samples) if cfg.samples else
                                 np.zeros(cfg.vocab, np.float32))  # the full softmax: no correction
@@ -410,7 +390,7 @@ def train(cfg: TtaConfig, rank: int, store_port: int) -> dict[str, Any]:
         out = {"steps": steps, "evals": evals}
         if rank == 0:
             out["model"] = model_sizes(model)
-            if cfg.backend in LOSSY:
+            if registry.lossy(cfg.backend):
                 out["residual_norm"] = hook.residuals.norm()
         return out
     finally:
@@ -658,7 +638,7 @@ def markdown(result: dict[str, Any]) -> str:
         errors = [e for r in rows for e in r.get("error", [])]
         s = by[system]
         if errors and not s["ran"]:
-            lines.append(f"| {LABEL_OF[system]} | failed: {'; '.join(errors)} | | | | | | | |")
+            lines.append(f"| {label_of(system)} | failed: {'; '.join(errors)} | | | | | | | |")
             continue
         ok = [r for r in rows if "error" not in r]
         missed = f"missed within {max(r['steps_run'] for r in ok)} steps" if s["reached"] < len(ok) else ""
@@ -674,7 +654,7 @@ def markdown(result: dict[str, Any]) -> str:
             worst = max(float(r["vs_exact"].split("<= ")[1]) for r in ok if str(r.get("vs_exact", "")).startswith(
                 "rel L2"))
             vs = f"rel L2 <= {worst:.1e}"
-        lines.append(f"| {LABEL_OF[system]} | {to_target} | {_mean_range(s['seconds_to_target_interp'])} | "
+        lines.append(f"| {label_of(system)} | {to_target} | {_mean_range(s['seconds_to_target_interp'])} | "
                      f"{_mean_range(s['steps_to_target'], '.0f')} | "
                      f"{s['bytes_per_step']['mean'] / 1e6:.3f} MB | {_mean_range(s['seconds_per_step'], '.3f')} | "
                      f"{f'{hidden:.0%}' if hidden is not None else ''} | {vs} | {_verdicts(entries)} |")
@@ -705,8 +685,8 @@ def plot(result: dict[str, Any], path: Path) -> bool:
             if summ["errors"]:
                 continue
             ev = summ["evals"]
-            style = {"color": COLOR_OF[s["system"]], "label": LABEL_OF[s["system"]] if i == 0 else None,
-                     "linestyle": "--" if s["system"] in LOSSY else "-", "marker": "." if i == 0 else None,
+            style = {"color": train_ddp.color_of(s["system"]), "label": label_of(s["system"]) if i == 0 else None,
+                     "linestyle": "--" if registry.lossy(s["system"]) else "-", "marker": "." if i == 0 else None,
                      "alpha": 1.0 if i == 0 else 0.45}
             axes[0].plot([e["seconds"] for e in ev], [e["heldout_loss"] for e in ev], **style)
             axes[1].plot([e["step"] for e in ev], [e["heldout_loss"] for e in ev], **style)
@@ -772,8 +752,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="held-out loss (nats per token, full softmax) that ends a run")
     ap.add_argument("--keep-going", action="store_true",
                     help="train every system to the budget (the time to the target is still the first crossing)")
-    ap.add_argument("--systems", type=csv(SYSTEMS), default=",".join(SYSTEMS),
-                    help="comma-separated: " + ", ".join(SYSTEMS))
+    ap.add_argument("--systems", type=csv(systems()), default=",".join(systems()),
+                    help="comma-separated: " + ", ".join(systems()))
     ap.add_argument("--env", choices=("loopback", "mininet"), default="loopback",
                     help="loopback: the emulator as a UDP server on 127.0.0.1; mininet (root): a star of hosts")
     ap.add_argument("--bw", type=non_negative, default=1000.0,
@@ -907,7 +887,7 @@ def main(argv: list[str] | None = None) -> int:
             if same:
                 print(f"seed {run['seed']}: hina vs {other}: parameters bit-identical at every step: "
                       f"{same['identical_every_step']} ({same['steps_compared']} steps)")
-        for name in ("gloo", *SAME_SUM, *LOSSY):
+        for name in args.systems:
             if name in ex and name != ex["reference"]:
                 e = ex[name]
                 print(f"seed {run['seed']}: {name} vs {ex['reference']}: max relative L2 {e['max_rel_l2']:.3e}, "

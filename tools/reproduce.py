@@ -38,14 +38,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import campaign
-import tables
+import result_files
 
 from hina import provenance
+from hina.baselines import registry
 from hina.cliargs import OneLineParser
 from hina.progress import Progress, clock_text
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / campaign.R  # the committed figures (tests point this elsewhere)
+RESULTS = result_files.RESULTS  # the committed figures (tests point this elsewhere)
 
 
 # -- tolerances: how far a re-run may land and still reproduce a figure, and why ---------------------------
@@ -164,7 +165,7 @@ class Claim:
 # -- extractors --------------------------------------------------------------------------------------------
 
 def verdict(label: str, row: dict) -> str:
-    return f"{label} {tables.short_verdict(row)}"
+    return f"{label} {result_files.short_verdict(row)}"
 
 
 def compare_rows(data: dict) -> dict[tuple[str, str], dict]:
@@ -173,13 +174,10 @@ def compare_rows(data: dict) -> dict[tuple[str, str], dict]:
 
 
 def fastest_lossless(rows: dict[tuple[str, str], dict], preset: str) -> dict:
-    from hina.baselines import LOSSY
-
-    return min((r for (p, m), r in rows.items() if p == preset and r.get("system") == "baseline" and m not in LOSSY),
-               key=lambda r: r["seconds"])
+    return min((r for (p, m), r in rows.items()
+                if p == preset and r.get("system") == "baseline" and not registry.lossy(m)), key=lambda r: r["seconds"])
 
 
-LABEL = dict(tables.SYSTEMS)
 FAITHFUL = "compare_faithful.json"
 TREE_COMPARE = "trees/tree-compare.json"
 
@@ -193,7 +191,7 @@ def sparse_lead(preset: str) -> Callable[[dict[str, dict]], list[Figure]]:
         return [Figure("hina auto over dense INA, seconds", dense["seconds"] / auto["seconds"], LEAD,
                        verdicts=(verdict("auto", auto), verdict("dense", dense))),
                 Figure("hina auto over the fastest lossless baseline, seconds", best["seconds"] / auto["seconds"], LEAD,
-                       verdicts=(verdict("auto", auto), verdict(LABEL[best["mode"]], best))),
+                       verdicts=(verdict("auto", auto), verdict(dict(result_files.systems())[best["mode"]], best))),
                 Figure("dense INA's payload over hina auto's", dense["payload_bytes_per_worker"]
                        / auto["payload_bytes_per_worker"], PAYLOAD),
                 Figure("hina auto exact", auto["exact"] is True, EXACT)]
@@ -219,7 +217,7 @@ def dense_over_ring(results: dict[str, dict]) -> list[Figure]:
     return [Figure(f"{p}: dense INA over gloo's ring, seconds",
                    rows[p, "ring"]["seconds"] / rows[p, "dense"]["seconds"], LINKS,
                    verdicts=(verdict("dense", rows[p, "dense"]), verdict("ring", rows[p, "ring"])))
-            for p in tables.PRESETS if (p, "ring") in rows]
+            for p in result_files.PRESETS if (p, "ring") in rows]
 
 
 TTA = "time_to_accuracy/mininet_4.json"
@@ -275,7 +273,7 @@ def leaves_figures(results: dict[str, dict]) -> list[Figure]:
         return sum(v["up"] for v in run["uplinks"].values())
 
     out, exact = [], []
-    for preset, (summed, plain) in tables.LEAVES_RUNS.items():
+    for preset, (summed, plain) in result_files.LEAVES_RUNS.items():
         for a, b in zip(results[summed]["runs"], results[plain]["runs"]):
             mode = a["mode"]
             out += [Figure(f"{preset} {mode}: uplink bytes up, spine only over leaves summing", up(b) / up(a), WIRE),
@@ -430,8 +428,8 @@ def _claims() -> dict[str, Claim]:
               (TREE_COMPARE,), tree_lead("lstm"), page="README.md"),
         Claim("tree-leaves", f"{tree}: hina's leaves summing their racks send one partial up each uplink where "
               "plain leaves under a summing spine forward every worker's copy, and run faster, exact either way.",
-              leaves_steps,
-              tuple(f for pair in tables.LEAVES_RUNS.values() for f in pair), leaves_figures, page="docs/trees.md"),
+              leaves_steps, tuple(f for pair in result_files.LEAVES_RUNS.values() for f in pair), leaves_figures,
+              page="docs/trees.md"),
         Claim("exact-trees", "Every mode is exact through emulator trees: the 4:1 leaf/spine tree without and with 1% "
               "loss on every link, and two spines with 1% loss.", exact_names,
               tuple(f"trees/{n}.json" for n in exact_names), exact_trees(exact_names, "trees"), page="docs/trees.md"),
@@ -621,8 +619,8 @@ def compare(old: list[Figure], new: list[Figure]) -> list[tuple[str, bool]]:
 
 
 def what_set_the_time(data: dict | None) -> str | None:
-    """`tables.fidelity_line` without its lead-in: "network-bound 25, CPU-bound 2", or None (no Mininet run)."""
-    line = tables.fidelity_line(data) if data is not None else None
+    """`result_files.fidelity_line` without its lead-in: "network-bound 25, CPU-bound 2", or None (no Mininet run)."""
+    line = result_files.fidelity_line(data) if data is not None else None
     return line.split(": ", 1)[1].rstrip(".") if line else None
 
 
