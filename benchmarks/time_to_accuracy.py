@@ -62,6 +62,7 @@ import numpy as np
 
 from hina.baselines import registry
 from hina.benchmarks import train_ddp
+from hina.host.job import DEFAULT_SLOTS, DEFAULT_WORDS
 
 THROUGH_SWITCH = tuple(train_ddp.MODE_OF)  # hina, hina-dense, hina-blocks: the baselines go over gloo
 SAME_SUM = ("hina-dense", "hina-blocks")  # the switch's fixed-point sum as hina's: bit-identical parameters
@@ -113,8 +114,8 @@ class TtaConfig:
     bucket_mb: float = 25.0
     deadline: float = 30.0
     job_id: int = 1
-    words: int = 2239
-    slots: int = 64
+    words: int = DEFAULT_WORDS
+    slots: int = DEFAULT_SLOTS
     link_gbps: float = 10.0
     threads: int = 1
     switch: tuple[str, int] | None = None
@@ -783,9 +784,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="initial parameters and data order: every system trains once per seed, and the table gives "
                          "the mean with the spread")
     ap.add_argument("--deadline", type=positive, default=30.0, help="seconds one bucket may take through the switch")
-    ap.add_argument("--words", type=between(1), default=2239,
+    ap.add_argument("--words", type=between(1), default=DEFAULT_WORDS,
                     help="words per packet K on loopback (Mininet: the star's)")
-    ap.add_argument("--slots", type=between(1), default=64, help="packets in flight per worker W")
+    ap.add_argument("--slots", type=between(1), default=DEFAULT_SLOTS, help="packets in flight per worker W")
     ap.add_argument("--link-gbps", type=positive, default=10.0,
                     help="the link rate auto's cost model assumes on loopback (Mininet: --bw)")
     ap.add_argument("--pipes", type=between(1, 64), default=1, help="the loopback emulator's data plane processes")

@@ -45,6 +45,9 @@ from typing import Any
 
 import numpy as np
 
+from hina.control.controller import P4_WORDS
+from hina.host.job import DEFAULT_SLOTS, DEFAULT_WORDS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 MODELS = ("lstm", "ncf")
@@ -82,8 +85,8 @@ class RunConfig:
     bucket_mb: float = 25.0  # DDP's bucket_cap_mb
     deadline: float = 30.0  # seconds a bucket may take through the switch
     job_id: int = 1
-    words: int = 2239
-    slots: int = 64
+    words: int = DEFAULT_WORDS
+    slots: int = DEFAULT_SLOTS
     link_gbps: float = 10.0
     threads: int = 1  # torch threads per rank
     switch: tuple[str, int] | None = None  # the emulator's data and control addresses (hina backends)
@@ -577,9 +580,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=0.1, help="SGD learning rate")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
     ap.add_argument("--deadline", type=float, default=30.0, help="seconds one bucket may take through the switch")
-    ap.add_argument("--words", type=int, default=2239,
-                    help="words per packet K on loopback (Mininet: the star's, 2239 emulator, 32 BMv2)")
-    ap.add_argument("--slots", type=int, default=64, help="packets in flight per worker W")
+    ap.add_argument("--words", type=int, default=DEFAULT_WORDS,
+                    help=f"words per packet K on loopback (Mininet: the star's, {DEFAULT_WORDS} emulator, "
+                         f"{P4_WORDS} BMv2)")
+    ap.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="packets in flight per worker W")
     ap.add_argument("--link-gbps", type=float, default=10.0,
                     help="the link rate auto's cost model assumes on loopback (Mininet: --bw)")
     ap.add_argument("--pipes", type=int, default=1, help="the loopback emulator's data plane processes")
