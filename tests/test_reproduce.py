@@ -295,10 +295,20 @@ def test_each_step_that_ran_records_its_time_and_a_rerun_replaces_only_its_own(m
     assert set(data["steps"]) == {"soak", "demo", "loss-model"} and data["steps"]["soak"]["seconds"] == 61.0
     demo = data["steps"]["demo"]
     assert demo["group"] == "loopback" and demo["seconds"] >= 0 and len(demo["load_before"]) == 3
+    assert demo["cpu_seconds"] >= 0 and demo["cpus"] == os.cpu_count()
     assert demo["commit"] == provenance.commit()[0] and demo["dirty"] is False
     monkeypatch.setattr(campaign, "run_step", lambda step, bar: 1)  # a failed step's time is not recorded
     assert campaign.main(["--only", "soak", "--no-tables", "--out", str(out)]) == 1
     assert json.loads(out.read_text())["steps"]["soak"]["seconds"] == 61.0
+
+
+def test_a_steps_cpu_seconds_are_its_processes():
+    """What children_cpu counts: a step's process (and its own children) once it has ended, not this one."""
+    before = campaign.children_cpu()
+    work = "sum(range(4_000_000))"
+    code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {work!r}]); {work}"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert campaign.children_cpu() - before > 0.05
 
 
 def test_reproduce_reads_the_campaigns_times(monkeypatch, tmp_path):
