@@ -541,9 +541,32 @@ def seconds(claim: Claim, times: dict[str, dict] | None = None) -> float | None:
     return sum(times[name]["seconds"] for name in claim.steps)
 
 
+def time_said(entries: list[dict]) -> str:
+    """Steps' recorded time and what set it: their wall seconds summed, then (where recorded) their machine's
+    CPUs, the highest load average before one of them and the CPU seconds their processes used.  Other
+    load stretches the wall seconds of a step that computes, not its CPU seconds."""
+    said = []
+    cpus = {e.get("cpus") for e in entries}
+    if len(cpus) == 1 and None not in cpus:
+        said.append(f"{cpus.pop()} CPUs")
+    if all(e.get("load_before") for e in entries):
+        said.append(f"load {max(e['load_before'][0] for e in entries):.1f} before it")
+    if all(e.get("cpu_seconds") is not None for e in entries):
+        said.append(f"{clock_text(sum(e['cpu_seconds'] for e in entries))} of CPU")
+    return f"about {clock_text(sum(e['seconds'] for e in entries))}" + (f" ({', '.join(said)})" if said else "")
+
+
 def time_text(claim: Claim, times: dict[str, dict] | None = None) -> str:
-    s = seconds(claim, times)
-    return "not yet timed" if s is None else f"about {clock_text(s)}"
+    """The claim's steps' time in the campaign's run (`time_said`), or "not yet timed" until each has one."""
+    times = timings() if times is None else times
+    if seconds(claim, times) is None:
+        return "not yet timed"
+    return time_said([times[name] for name in claim.steps])
+
+
+def machine_now() -> str:
+    """This machine's CPUs and load average now, beside which a claim's recorded time is read."""
+    return f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} now"
 
 
 def commits(claim: Claim) -> str:
@@ -642,52 +665,82 @@ def list_claims() -> None:
     for claim in CLAIMS.values():
         figures = committed_figures(claim)
         print(f"{claim.name}: {claim.statement} ({claim.page})")
-        print(f"    needs: {', '.join(needs(claim)) or 'nothing beyond make install'}; time: {time_text(claim, times)} "
-              f"(campaign steps: {', '.join(claim.steps)})")
+        print(f"    needs: {', '.join(needs(claim)) or 'nothing beyond make install'}; "
+              f"time: {time_text(claim, times)}; campaign steps: {', '.join(claim.steps)}")
         for t in tolerances(figures):
             print(f"    tolerance, {t.text()}: {t.why}")
         why = missing(claim)
         print(f"    here: {'cannot run: ' + '; '.join(why) if why else 'can run'}")
+    print(how_to_run())
+
+
+def how_to_run() -> str:
+    """The lines that end the list: how to re-run a claim, and which claims this machine can run."""
+    here = [c.name for c in CLAIMS.values() if not missing(c)]
+    elsewhere = [c.name for c in CLAIMS.values() if c.name not in here]
+    return "\n".join([
+        "",
+        "To re-run a claim here and check it against its committed figures:",
+        "    make reproduce CLAIM=NAME                  (several: CLAIM=\"demo fuzz\"; root: sudo make reproduce ...)",
+        "    .venv/bin/python tools/reproduce.py NAME   (the same, without make)",
+        f"Claims this machine can run ({machine_now()}): {', '.join(here) or 'none'}.",
+        *([f"Claims that need more than this machine has (see 'here' above): {', '.join(elsewhere)}."]
+          if elsewhere else []),
+        "Times are the campaign's run (docs/reproduce.md): a busier machine stretches them, CPU seconds excepted."])
 
 
 # -- main --------------------------------------------------------------------------------------------------
 
-def run(chosen: list[Claim], scratch: Path) -> int:
-    """Re-run the chosen claims' steps (each once, in the campaign's order) into `scratch`, then compare."""
-    order = [s.name for s in campaign.steps()]
-    names = sorted({n for c in chosen for n in c.steps}, key=order.index)
+def run_steps(names: list[str], scratch: Path) -> dict[str, int]:
+    """Run the named campaign steps in order, their outputs moved into `scratch`; each one's exit status if it
+    failed.  Beside each step's time here, the campaign's, and what set both (CPUs, load, CPU seconds)."""
     by = {s.name: scratch_step(s, scratch) for s in campaign.steps() if s.name in names}
+    times = timings()
     failed: dict[str, int] = {}
     with Progress(len(names), "reproduce") as bar:
         for name in names:
             step = by[name]
             load = ", ".join(f"{x:.2f}" for x in os.getloadavg())  # a busy machine sets the times, not the links
             bar.start(f"{name} ({step.group}, load {load}): {shlex.join(['python', *step.args])}")
-            t0 = time.monotonic()
+            t0, cpu0 = time.monotonic(), campaign.children_cpu()
             code = campaign.run_step(step, bar)
-            took = time.monotonic() - t0
+            took, cpu = time.monotonic() - t0, campaign.children_cpu() - cpu0
             if code:
                 failed[name] = code
-            bar.done(f"{name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {clock_text(took)}")
+            then = f"; the campaign's: {time_said([times[name]])}" if name in times else ""
+            bar.done(f"{name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {clock_text(took)} "
+                     f"({os.cpu_count()} CPUs, load {load.split(',')[0]} before it, {clock_text(cpu)} of CPU{then})")
+    return failed
+
+
+def judge(claim: Claim, scratch: Path, failed: dict[str, int]) -> list[tuple[str, bool]]:
+    """Print the claim's committed figures beside the re-run's; (figure, reproduced) for each."""
+    print(f"\n{claim.name}: {claim.statement}")
+    for name in claim.steps:
+        if name in failed:
+            print(f"  step {name} exited {failed[name]}")
+    old = load_results(claim, RESULTS)
+    try:
+        new = load_results(claim, scratch)
+        outcome = compare(claim.extract(old), claim.extract(new))
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
+        print(f"  the re-run's figures could not be read ({type(exc).__name__}: {exc}): NOT REPRODUCED")
+        outcome, new = [("its result", False)], {}
+    fidelity_lines(claim, old, new)
+    return outcome
+
+
+def run(chosen: list[Claim], scratch: Path) -> int:
+    """Re-run the chosen claims' steps (each once, in the campaign's order) into `scratch`, then compare."""
+    order = [s.name for s in campaign.steps()]
+    failed = run_steps(sorted({n for c in chosen for n in c.steps}, key=order.index), scratch)
     results, bad = [], []
     for claim in chosen:
-        print(f"\n{claim.name}: {claim.statement}")
-        for name in claim.steps:
-            if name in failed:
-                print(f"  step {name} exited {failed[name]}")
-        old = load_results(claim, RESULTS)
-        try:
-            new = load_results(claim, scratch)
-            outcome = compare(claim.extract(old), claim.extract(new))
-        except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
-            print(f"  the re-run's figures could not be read ({type(exc).__name__}: {exc}): NOT REPRODUCED")
-            outcome, new = [("its result", False)], {}
-        fidelity_lines(claim, old, new)
-        ok = all(o for _, o in outcome) and not any(n in failed for n in claim.steps)
+        outcome = judge(claim, scratch, failed)
         results += outcome
-        if not ok:
-            bad.append(claim.name + " (" + ", ".join(n for n, o in outcome if not o) + ")")
-    done = sum(o for _, o in results)
+        if not all(ok for _, ok in outcome) or any(n in failed for n in claim.steps):
+            bad.append(claim.name + " (" + ", ".join(n for n, ok in outcome if not ok) + ")")
+    done = sum(ok for _, ok in results)
     print(f"\nreproduce.py: {done} of {len(results)} figures reproduced"
           + (f"; not reproduced: {'; '.join(bad)}" if bad else "") + f"; the re-run's results are in {scratch}")
     return 1 if bad else 0

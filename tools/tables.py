@@ -1233,7 +1233,7 @@ def reproduce_table() -> str:
         body.append([f"`{claim.name}` ({link})", claim.statement, f"`{command}`", reproduce.time_text(claim, times),
                      ", ".join(need) or "-", f"{shown} (commit {reproduce.commits(claim)})",
                      "; ".join(t.text() for t in reproduce.tolerances(figures))])
-    lines = [*rows_md(["claim", "statement", "command", "time (2-core machine)", "needs", "committed figures",
+    lines = [*rows_md(["claim", "statement", "command", "time (the campaign's run)", "needs", "committed figures",
                        "tolerance"], body), "", "Why each tolerance is as wide as it is:", "",
              *(f"- {text}: {why}." for text, why in kinds.items())]
     path = reproduce.timings_file()
