@@ -79,7 +79,9 @@ SEGMENTS = ("check", "scale", "stats", "index", "index_coarse", "index_fine", "v
             "dense", "block_index", "blocks", "meta")
 SEGMENT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
                    "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896")  # one per segment, no greys
-RULE_SLACK = 1.05  # the issue's rule: auto never more than 5% slower than the best of dense and blocks
+# the rule auto's cost model is held to: never more than 5% slower than the better of dense and blocks, the two
+# fixed modes it chooses between on a dense or block-sparse tensor
+RULE_SLACK = 1.05
 RULE_COLUMN = "auto vs best of dense/blocks"
 DEFAULT_BWS = [1000.0, 10000.0]  # Mbit/s: --bws when neither given nor calibrated here (a warning says so)
 # scales that put every preset near 2^22 elements: small enough for 8 workers on this machine

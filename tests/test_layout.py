@@ -5,6 +5,7 @@ of site-packages."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import zipfile
@@ -244,7 +245,6 @@ def test_the_front_doors_examples_run():
 
 def test_the_front_door_names_what_it_exports():
     import pydoc
-    import re
 
     import hina
 
@@ -258,3 +258,38 @@ def test_the_front_door_names_what_it_exports():
     index = hina.__doc__.split("The names at the top")[1]
     assert set(re.findall(r"`(\w+)`", index)) - {"import", "hina", "help"} == set(hina._WHERE)
     assert len(pydoc.render_doc(hina, renderer=pydoc.plaintext).splitlines()) < 200
+
+
+# Words that cite the work that led to a change instead of saying what the code does or why: an issue or a task
+# by number, "the issue's ...", "this task" (this file spells them out to test the pattern, and is skipped).
+WORK_ITEM = re.compile(r"\b(?:issue\s*#?\s*\d+|task\s*#?\s*\d+|the\s+issue\b|issue'?s\s+(?:rule|run|case|repro)"
+                       r"|this\s+task\b|work\s+item)", re.I)
+WORDS_IN = ("*.py", "*.md", "*.p4", "*.sh", "*.lua", "*.toml", "Makefile")
+NOT_OURS = (".venv", "build", ".git", "hina.egg-info")
+
+
+def work_item_words(text: str) -> list[str]:
+    return [m.group(0) for m in WORK_ITEM.finditer(text)]
+
+
+def test_code_tests_and_docs_say_what_and_why_not_which_work_item():
+    found = []
+    for pattern in WORDS_IN:
+        for path in ROOT.rglob(pattern):
+            rel = path.relative_to(ROOT)
+            if (rel.parts[0] in NOT_OURS or rel.parts[:2] in (("hina", "mininet"), ("benchmarks", "results"))
+                    or path == Path(__file__).resolve()):
+                continue
+            found += [f"{rel}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+                      for text in [path.read_text(errors="replace")] for m in WORK_ITEM.finditer(text)]
+    assert not found, found
+
+
+@pytest.mark.parametrize("text", ["Issue 15 asks whether", "see issue #53", "The issue's rule", "task 7",
+                                  "As this task", "the issue's run", "ISSUE 3"])
+def test_work_item_words_are_found(text):
+    assert work_item_words(text), text
+
+
+def test_words_that_only_look_like_work_items_are_not():
+    assert not work_item_words("a task queue of 4 tasks; issue a join; issued 3 joins; /proc/1/task/1/children")
