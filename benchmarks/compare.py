@@ -431,73 +431,19 @@ def plots(rows: list[dict], out: Path, name: str = "compare") -> list[Path]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = OneLineParser(prog="compare.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--presets", nargs="+", default=list(workloads.PRESETS), choices=list(workloads.PRESETS),
-                    help=f"workload presets to run (default: all: {' '.join(workloads.PRESETS)})")
-    ap.add_argument("--modes", nargs="+", choices=MODES, default=list(DEFAULT_MODES),
-                    help=f"codec modes to compare, any of {', '.join(MODES)}; dense, the reference of the "
-                         f"speedup column, is added when left out (default: {' '.join(DEFAULT_MODES)})")
-    offered = [b.name for b in registry.compared()]
-    ap.add_argument("--baselines", nargs="+", choices=(*offered, "none"), default=offered,
-                    help=f"host-based baselines to run, any of {', '.join(offered)}, or none (default: all)")
-    ap.add_argument("--systems", nargs="+", choices=(*MODES, *offered),
-                    help="run exactly these, codec modes and baselines alike (replaces --modes and --baselines; "
-                         "nothing is added)")
-    ap.add_argument("--topk-density", type=float, default=0.01,
-                    help="Ok-Topk top-k (lossy): k = this fraction of the elements (default: 0.01)")
-    ap.add_argument("--workers", type=int, default=8, help="workers per aggregation (default: 8)")
-    ap.add_argument("--scale", type=float, help="one scale for every preset (default: each preset near 2^22)")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="runs per mode (loopback: a new seed each); the fastest is kept, all are listed (default: 3)")
-    ap.add_argument("--mininet", choices=("auto", "off"), default="auto",
-                    help="auto: also run on Mininet stars when root with Mininet installed (default: auto)")
-    ap.add_argument("--loopback", choices=("on", "off"), default="on",
-                    help="off: Mininet rows only (a heterogeneity run has nothing to change on loopback) (default: on)")
-    ap.add_argument("--bws", type=float, nargs="+", default=None,
-                    help="Mininet link rates, Mbit/s (default: the faithful rate mininet/run.py --calibrate recorded "
-                         "on this machine for this star or tree and worker count; without one "
-                         f"{' '.join(f'{b:g}' for b in DEFAULT_BWS)}, with a warning that they may be CPU-bound)")
-    ap.add_argument("--out", type=out_path, default=default_out(),
-                    help=out_help(what="the folder the JSON, markdown and PNGs go into"))
-    ap.add_argument("--name", default="compare",
-                    help="the files' stem: NAME.json, NAME.md, NAME_speedup.png, NAME_bytes.png (default: compare)")
-    ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json|NAME",
-                    help="Mininet: the network every system runs on, as mininet/run.py's --topology (a topology "
-                         "file, or the NAME of one in mininet/topologies/; docs/trees.md); the baselines over "
-                         "plain bridges, a tree without cycles; a tree sets --workers to its hosts (default: star)")
-    ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
-                    help="Mininet trees: uplinks at hosts x --bws / (R x uplinks) (default: 1)")
+    """The flags, checked before anything runs (a bad one: one line, exit status 2); then the tree, if any, and
+    the Mininet link rates (`link_rate`)."""
     from hina.mininet import heterogeneity
 
+    ap = OneLineParser(prog="compare.py", description=__doc__.split("\n\n")[0])
+    _system_flags(ap)
+    _run_flags(ap)
+    _network_flags(ap)
     heterogeneity.add_flags(ap, where="Mininet: ", bw_flag="--bws", seed_flag="a fixed seed")
     args = ap.parse_args(argv)
-    if "none" in args.baselines and len(args.baselines) > 1:
-        ap.error(f"--baselines none cannot be combined with {' '.join(b for b in args.baselines if b != 'none')}")
-    if not 0 < args.topk_density <= 1:
-        ap.error(f"--topk-density must be in (0, 1], got {args.topk_density}")
-    for name in ("workers", "rounds"):
-        if getattr(args, name) < 1:
-            ap.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    if args.scale is not None and not 0 < args.scale <= 1:
-        ap.error(f"--scale must be in (0, 1], got {args.scale}")
-    if args.bws is not None and any(bw <= 0 for bw in args.bws):
-        ap.error(f"--bws must be positive Mbit/s, got {' '.join(f'{b:g}' for b in args.bws)}")
-    try:  # the heterogeneity and topology flags, checked before anything runs
-        args.tree = None
-        if args.topology != "star":
-            from hina.mininet import topo  # Mininet's own package is needed for a tree
-
-            fabric = topo.parse_topology(args.topology)
-            if not 0 < args.oversubscription < float("inf"):
-                raise ValueError(f"--oversubscription must be a positive ratio, got {args.oversubscription:g}")
-            chosen = [s for s in (args.systems or args.baselines) if s in registry.BASELINES]
-            if chosen and not fabric.is_tree:  # said now, not after hina's runs
-                raise ValueError(f"--topology {args.topology}: the baselines ({', '.join(chosen)}) run over plain "
-                                 f"bridges, which loop where switches form a cycle (several spines or cores); "
-                                 f"give a tree, or --baselines none")
-            args.workers = len(fabric.hosts)
-            args.tree = {"fabric": fabric, "oversubscription": args.oversubscription}
-
+    try:
+        check_args(args)
+        args.tree = tree_of(args)
         heterogeneity.per_rank_links(args.host_bw, args.host_delay, args.workers)
         if args.straggler:
             heterogeneity.Straggler.parse(args.straggler).check(args.workers, args.compute)
@@ -515,36 +461,106 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+def _system_flags(ap: argparse.ArgumentParser) -> None:
+    """What runs: hina's modes and the baselines (hina.baselines.registry's host allreduces)."""
+    offered = [b.name for b in registry.compared()]
+    ap.add_argument("--presets", nargs="+", default=list(workloads.PRESETS), choices=list(workloads.PRESETS),
+                    help=f"workload presets to run (default: all: {' '.join(workloads.PRESETS)})")
+    ap.add_argument("--modes", nargs="+", choices=MODES, default=list(DEFAULT_MODES),
+                    help=f"codec modes to compare, any of {', '.join(MODES)}; dense, the reference of the "
+                         f"speedup column, is added when left out (default: {' '.join(DEFAULT_MODES)})")
+    ap.add_argument("--baselines", nargs="+", choices=(*offered, "none"), default=offered,
+                    help=f"host-based baselines to run, any of {', '.join(offered)}, or none (default: all)")
+    ap.add_argument("--systems", nargs="+", choices=(*MODES, *offered),
+                    help="run exactly these, codec modes and baselines alike (replaces --modes and --baselines; "
+                         "nothing is added)")
+    ap.add_argument("--topk-density", type=float, default=0.01,
+                    help="Ok-Topk top-k (lossy): k = this fraction of the elements (default: 0.01)")
 
+
+def _run_flags(ap: argparse.ArgumentParser) -> None:
+    """How much runs, and where the results go."""
+    ap.add_argument("--workers", type=int, default=8, help="workers per aggregation (default: 8)")
+    ap.add_argument("--scale", type=float, help="one scale for every preset (default: each preset near 2^22)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs per mode (loopback: a new seed each); the fastest is kept, all are listed (default: 3)")
+    ap.add_argument("--out", type=out_path, default=default_out(),
+                    help=out_help(what="the folder the JSON, markdown and PNGs go into"))
+    ap.add_argument("--name", default="compare",
+                    help="the files' stem: NAME.json, NAME.md, NAME_speedup.png, NAME_bytes.png (default: compare)")
+
+
+def _network_flags(ap: argparse.ArgumentParser) -> None:
+    """Where it runs: loopback, Mininet stars at these rates, or a tree."""
+    ap.add_argument("--mininet", choices=("auto", "off"), default="auto",
+                    help="auto: also run on Mininet stars when root with Mininet installed (default: auto)")
+    ap.add_argument("--loopback", choices=("on", "off"), default="on",
+                    help="off: Mininet rows only (a heterogeneity run has nothing to change on loopback) (default: on)")
+    ap.add_argument("--bws", type=float, nargs="+", default=None,
+                    help="Mininet link rates, Mbit/s (default: the faithful rate mininet/run.py --calibrate recorded "
+                         "on this machine for this star or tree and worker count; without one "
+                         f"{' '.join(f'{b:g}' for b in DEFAULT_BWS)}, with a warning that they may be CPU-bound)")
+    ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json|NAME",
+                    help="Mininet: the network every system runs on, as mininet/run.py's --topology (a topology "
+                         "file, or the NAME of one in mininet/topologies/; docs/trees.md); the baselines over "
+                         "plain bridges, a tree without cycles; a tree sets --workers to its hosts (default: star)")
+    ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
+                    help="Mininet trees: uplinks at hosts x --bws / (R x uplinks) (default: 1)")
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """A ValueError naming the first flag out of its range."""
+    if "none" in args.baselines and len(args.baselines) > 1:
+        raise ValueError(f"--baselines none cannot be combined with "
+                         f"{' '.join(b for b in args.baselines if b != 'none')}")
+    if not 0 < args.topk_density <= 1:
+        raise ValueError(f"--topk-density must be in (0, 1], got {args.topk_density}")
+    for name in ("workers", "rounds"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.scale is not None and not 0 < args.scale <= 1:
+        raise ValueError(f"--scale must be in (0, 1], got {args.scale}")
+    if args.bws is not None and any(bw <= 0 for bw in args.bws):
+        raise ValueError(f"--bws must be positive Mbit/s, got {' '.join(f'{b:g}' for b in args.bws)}")
+
+
+def tree_of(args: argparse.Namespace) -> dict | None:
+    """--topology other than a star: its fabric and oversubscription (and --workers set to its hosts); a
+    ValueError where the baselines' plain bridges would loop.  Mininet's own package is needed for it."""
+    if args.topology == "star":
+        return None
+    from hina.mininet import topo
+
+    fabric = topo.parse_topology(args.topology)
+    if not 0 < args.oversubscription < float("inf"):
+        raise ValueError(f"--oversubscription must be a positive ratio, got {args.oversubscription:g}")
+    chosen = [s for s in (args.systems or args.baselines) if s in registry.BASELINES]
+    if chosen and not fabric.is_tree:  # said now, not after hina's runs
+        raise ValueError(f"--topology {args.topology}: the baselines ({', '.join(chosen)}) run over plain "
+                         f"bridges, which loop where switches form a cycle (several spines or cores); "
+                         f"give a tree, or --baselines none")
+    args.workers = len(fabric.hosts)
+    return {"fabric": fabric, "oversubscription": args.oversubscription}
+
+
+def systems_to_run(args: argparse.Namespace, log) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """hina's modes (dense added when --modes leaves it out: the speedups are relative to it) and the
+    baselines, as --systems, or --modes and --baselines, name them."""
     if args.systems:
         chosen = tuple(dict.fromkeys(args.systems))
-        modes = tuple(m for m in chosen if m in MODES)
-        baselines = tuple(b for b in chosen if b in registry.BASELINES)
-    else:
-        modes = tuple(dict.fromkeys(args.modes))
-        if "dense" not in modes:
-            log("adding dense: the speedup column is relative to it")
-            modes = ("dense", *modes)
-        baselines = () if "none" in args.baselines else tuple(dict.fromkeys(args.baselines))
-    mininet_reason = "disabled with --mininet off" if args.mininet == "off" else mininet_available()
-    if mininet_reason:
-        log(f"Mininet runs skipped: {mininet_reason}")
-    else:
-        for line in args.link_rate.lines:  # the rates' warning or provenance, before anything runs
-            log(line)
-    baseline_reason = baselines_available() if baselines else "none chosen"
-    if baselines and baseline_reason:
-        log(f"baselines skipped: {baseline_reason}")
-        baselines = ()
-    scales = {p: args.scale or DEFAULT_SCALE.get(p, 0.01) for p in args.presets}
-    hetero = {"host_bw": args.host_bw, "host_delay": args.host_delay, "straggler": args.straggler,
-              "compute": args.compute, "cross": tuple(args.cross)}
+        return (tuple(m for m in chosen if m in MODES), tuple(b for b in chosen if b in registry.BASELINES))
+    modes = tuple(dict.fromkeys(args.modes))
+    if "dense" not in modes:
+        log("adding dense: the speedup column is relative to it")
+        modes = ("dense", *modes)
+    return modes, () if "none" in args.baselines else tuple(dict.fromkeys(args.baselines))
+
+
+def measure(args: argparse.Namespace, modes: tuple, baselines: tuple, scales: dict, hetero: dict,
+            bws: list[float]) -> list[dict]:
+    """Every preset on loopback (unless --loopback off) and at each Mininet rate: hina's modes, then the
+    baselines, a row each; a progress step per preset and environment, its lines above the bar."""
     rows = []
-    bws = [] if mininet_reason else args.bws
-    # a step per preset and environment (loopback, each Mininet rate); its lines above the bar
     with Progress(len(args.presets) * ((args.loopback == "on") + len(bws)), "compare") as bar:
         log = bar.print
         for preset in args.presets:
@@ -570,16 +586,12 @@ def main(argv: list[str] | None = None) -> int:
                 env = f"mininet {bw / 1000:g} Gbit/s" + ("" if args.tree is None else f" {args.topology}")
                 rows += [row(env, preset, r["mode"], w.size, dens, r) for r in found]
                 bar.done()
+    return rows
 
+
+def report(args: argparse.Namespace, rows: list[dict], meta: dict) -> None:
+    """The JSON, the markdown table (printed too), each preset's verdict on auto's rule, and the plots."""
     checks = rule_checks(rows)
-    meta = {"command": " ".join(["benchmarks/compare.py"] + (argv if argv is not None else sys.argv[1:])),
-            "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.platform(),
-            "cpus": os.cpu_count(), "workers": args.workers, "modes": list(modes), "baselines": list(baselines),
-            "baselines_skipped": None if baselines else baseline_reason, "topk_density": args.topk_density,
-            "rounds": args.rounds, "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER,
-            "heterogeneity": hetero, "loadavg": os.getloadavg(), "commit": _commit(),
-            "topology": args.topology, "oversubscription": args.oversubscription if args.tree else None,
-            "link_rate": args.link_rate.as_json(single=False) if not mininet_reason else None}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "auto_rule": checks},
                                                            indent=1))
@@ -593,6 +605,35 @@ def main(argv: list[str] | None = None) -> int:
             f"{rule_text(c)}"))
     for path in plots(rows, args.out, args.name):
         print(f"wrote {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    modes, baselines = systems_to_run(args, log)
+    mininet_reason = "disabled with --mininet off" if args.mininet == "off" else mininet_available()
+    if mininet_reason:
+        log(f"Mininet runs skipped: {mininet_reason}")
+    else:
+        for line in args.link_rate.lines:  # the rates' warning or provenance, before anything runs
+            log(line)
+    baseline_reason = baselines_available() if baselines else "none chosen"
+    if baselines and baseline_reason:
+        log(f"baselines skipped: {baseline_reason}")
+        baselines = ()
+    scales = {p: args.scale or DEFAULT_SCALE.get(p, 0.01) for p in args.presets}
+    hetero = {"host_bw": args.host_bw, "host_delay": args.host_delay, "straggler": args.straggler,
+              "compute": args.compute, "cross": tuple(args.cross)}
+    rows = measure(args, modes, baselines, scales, hetero, [] if mininet_reason else args.bws)
+    meta = {"command": " ".join(["benchmarks/compare.py"] + (argv if argv is not None else sys.argv[1:])),
+            "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.platform(),
+            "cpus": os.cpu_count(), "workers": args.workers, "modes": list(modes), "baselines": list(baselines),
+            "baselines_skipped": None if baselines else baseline_reason, "topk_density": args.topk_density,
+            "rounds": args.rounds, "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER,
+            "heterogeneity": hetero, "loadavg": os.getloadavg(), "commit": _commit(),
+            "topology": args.topology, "oversubscription": args.oversubscription if args.tree else None,
+            "link_rate": args.link_rate.as_json(single=False) if not mininet_reason else None}
+    report(args, rows, meta)
     return 0
 
 

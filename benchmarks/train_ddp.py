@@ -556,7 +556,9 @@ def summarize_all(results: list[dict[str, Any]], log) -> tuple[list[dict[str, An
     return runs, failed
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, and from them `sweeps`: per worker count, every model's run with every backend (gloo's first:
+    the others compare with it), each config checked as it is made."""
     from hina.cliargs import OneLineParser
     from hina.provenance import OUT_RULE, default_out, out_path
 
@@ -596,44 +598,54 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rank", type=int, default=0, help="internal: the rank --rank-spec runs")
     args = ap.parse_args(argv)
     if args.rank_spec is not None:
-        return rank_main(args.rank_spec, args.rank)
+        return args
     try:
-        order = sorted(args.backends, key=lambda b: b != "gloo")  # gloo first: the others compare with it
-        sweeps = [[RunConfig(model=m, backend=b, workers=n, steps=args.steps, seed=args.seed, lr=args.lr,
-                             scale=args.scale, bucket_mb=args.bucket_mb, deadline=args.deadline, words=args.words,
-                             slots=args.slots, link_gbps=args.link_gbps, threads=args.threads,
-                             transport=args.transport)
-                   for m in args.models for b in order] for n in args.workers]
+        order = sorted(args.backends, key=lambda b: b != "gloo")
+        args.sweeps = [[RunConfig(model=m, backend=b, workers=n, steps=args.steps, seed=args.seed, lr=args.lr,
+                                  scale=args.scale, bucket_mb=args.bucket_mb, deadline=args.deadline,
+                                  words=args.words, slots=args.slots, link_gbps=args.link_gbps, threads=args.threads,
+                                  transport=args.transport)
+                        for m in args.models for b in order] for n in args.workers]
         if args.pipes < 1:
             raise ValueError(f"--pipes must be at least 1, got {args.pipes}")
         if args.bw < 0:
             raise ValueError(f"--bw must be >= 0, got {args.bw}")
     except ValueError as exc:
         ap.error(str(exc))
+    return args
+
+
+def run_sweeps(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every sweep's runs, on loopback or Mininet, under one progress bar (a step per run)."""
+    from hina.progress import Progress
+
+    results = []
+    with Progress(sum(len(configs) for configs in args.sweeps), "train_ddp") as bar:
+        for configs in args.sweeps:
+            if args.env == "loopback":
+                results += run_loopback(configs, args.pipes, args.timeout, bar.print, bar)
+            else:
+                results += run_mininet(configs, args, bar.print, bar)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.rank_spec is not None:
+        return rank_main(args.rank_spec, args.rank)
     try:
         import torch
     except ImportError:
         print("train_ddp.py needs PyTorch: pip install -e '.[torch]' (CPU build)", file=sys.stderr)
         return 2
+    from hina.provenance import command_line, write_result
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    from hina.progress import Progress
-
-    results = []
-    with Progress(sum(len(configs) for configs in sweeps), "train_ddp") as bar:  # a step per training run
-        log = bar.print
-        for configs in sweeps:
-            if args.env == "loopback":
-                results += run_loopback(configs, args.pipes, args.timeout, log, bar)
-            else:
-                results += run_mininet(configs, args, log, bar)
-    runs, failed = summarize_all(results, log)
+    runs, failed = summarize_all(run_sweeps(args), log)
     env = "loopback" if args.env == "loopback" else (
         f"mininet at {args.bw or 'unshaped'} Mbit/s: hina through the {args.switch}, gloo through a Linux bridge")
-    from hina.provenance import command_line, write_result
-
     report = write_result(args.out, {"env": env, "runs": runs, "table": table(runs)},
                           command_line("benchmarks/train_ddp.py", argv), torch=torch.__version__)
     print(format_table(report["table"]))

@@ -172,3 +172,15 @@ def test_the_curve_and_the_default_target_docs_ddp_quote_are_the_measured_ones()
     assert f"target, {tta.DEFAULT_TARGET:g} nats per token" in text and f"budget, {tta.DEFAULT_STEPS} steps" in text
     first = min(s for s, v in loss_at.items() if v <= tta.DEFAULT_TARGET)
     assert f"arrive after {first} steps" in text
+
+
+def test_the_plan_runs_the_reference_first_and_each_kind_of_network_once(tmp_path):
+    """Every seed's runs through the switch, then every seed's over the bridge (one Mininet network each), the
+    reference's kind first; within a seed the reference first, the only run that leaves its parameters."""
+    base = tta.TtaConfig(workers=2)
+    configs = tta.plan(base, ["topk", "gloo", "hina-dense", "hina"], [0, 1], tmp_path)
+    assert [(c.seed, c.backend) for c in configs] == [(0, "hina"), (0, "hina-dense"), (1, "hina"), (1, "hina-dense"),
+                                                      (0, "topk"), (0, "gloo"), (1, "topk"), (1, "gloo")]
+    assert [c.backend for c in configs if c.writes_reference] == ["hina", "hina"]
+    assert {c.reference for c in configs if c.seed == 1} == {str(tmp_path / "seed1")} and (tmp_path / "seed1").is_dir()
+    assert [c.backend for c in tta.plan(base, ["int8", "gloo"], [0], tmp_path)] == ["gloo", "int8"]
