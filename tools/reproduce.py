@@ -396,81 +396,79 @@ def soak_figures(results: dict[str, dict]) -> list[Figure]:
 
 # -- the claims --------------------------------------------------------------------------------------------
 
-def _claims() -> dict[str, Claim]:
-    star = f"8 workers on an emulated {campaign.STAR_MBPS} Mbit/s star (Mininet)"
-    tree = f"8 workers on the emulated 4:1 leaf/spine tree at {campaign.TREE_MBPS} Mbit/s (Mininet)"
-    exact_names = tuple(name for name, _ in campaign.EXACT_TREES)
-    bmv2_names = tuple(name for name, _ in campaign.BMV2_TREES)
-    leaves_steps = tuple(f"leaves-{p}-{kind}" for p, _ in campaign.LEAVES for kind in ("hina", "plain"))
-    claims = [
-        Claim("compare-deeplight", f"DeepLight-shaped gradients, {star}: hina auto is exact and faster than dense "
-              "in-network aggregation (SwitchML-style) and than the fastest lossless host baseline, at a fraction of "
-              "dense's bytes.", ("compare-faithful",), (FAITHFUL,), sparse_lead("deeplight"), page="README.md"),
-        Claim("compare-lstm", f"LSTM-shaped gradients, {star}: hina auto is exact and faster than dense in-network "
-              "aggregation and than the fastest lossless host baseline, at a fraction of dense's bytes.",
-              ("compare-faithful",), (FAITHFUL,), sparse_lead("lstm"), page="README.md"),
-        Claim("auto-dense-models", f"On the models whose gradients are dense (NCF, BERT-base, VGG19), {star}: hina "
-              "auto chooses dense and takes what dense in-network aggregation takes.", ("compare-faithful",),
-              (FAITHFUL,), auto_on_dense, page="README.md"),
-        Claim("dense-vs-ring", f"Dense in-network aggregation is faster than gloo's ring allreduce on every model, "
-              f"{star}, both set by the links (at 8 workers dense sends 4/7 of the ring's bytes).",
-              ("compare-faithful",), (FAITHFUL,), dense_over_ring, page="README.md"),
-        Claim("tta", "Training a word-level LSTM to a target held-out loss, 4 ranks on an emulated "
-              f"{campaign.STAR4_MBPS} Mbit/s star: hina reaches it sooner than dense in-network aggregation and "
-              "gloo, in dense aggregation's steps, with parameters identical to dense aggregation's after every step, "
-              "sending fewer bytes.", ("tta-4",), (TTA,),
-              tta_figures, needs=("torch", "corpus"), page="docs/ddp.md"),
-        Claim("tree-deeplight", f"DeepLight-shaped gradients, {tree}: hina auto is exact and faster than dense "
-              "in-network aggregation, and its uplinks carry a sliver of the ring's bytes.", ("tree-compare",),
-              (TREE_COMPARE,), tree_lead("deeplight"), page="README.md"),
-        Claim("tree-lstm", f"LSTM-shaped gradients, {tree}: hina auto is exact and faster than dense in-network "
-              "aggregation, and its uplinks carry a fraction of the ring's bytes.", ("tree-compare",),
-              (TREE_COMPARE,), tree_lead("lstm"), page="README.md"),
-        Claim("tree-leaves", f"{tree}: hina's leaves summing their racks send one partial up each uplink where "
-              "plain leaves under a summing spine forward every worker's copy, and run faster, exact either way.",
-              leaves_steps, tuple(f for pair in result_files.LEAVES_RUNS.values() for f in pair), leaves_figures,
-              page="docs/trees.md"),
-        Claim("exact-trees", "Every mode is exact through emulator trees: the 4:1 leaf/spine tree without and with 1% "
-              "loss on every link, and two spines with 1% loss.", exact_names,
-              tuple(f"trees/{n}.json" for n in exact_names), exact_trees(exact_names, "trees"), page="docs/trees.md"),
-        Claim("exact-bmv2-trees", "Every mode is exact through BMv2 and mixed BMv2/emulator trees with 1% loss on "
-              "every link.", tuple(f"tree-{n}" for n in bmv2_names), tuple(f"trees/bmv2/{n}.json" for n in bmv2_names),
-              exact_trees(bmv2_names, "trees/bmv2"), page="docs/trees.md"),
-        Claim("switch-vs-bmv2", "In one 32-word star with 1% loss, the one-pipe switch emulator's rounds are far "
-              "shorter than BMv2's (simple_switch_grpc, as built and at -O3 without logging), all exact.",
-              ("switch-bench",), ("switch_bench.json",), switch_figures, page="docs/benchmarks.md"),
-        Claim("scale-deeplight", "Modelled at 1,024 workers under a 2-tier tree of 100 Gbit/s links: hina auto beats "
-              "dense in-network aggregation and the ring on DeepLight and matches dense on the dense presets; the "
-              "model agrees within 20% with every network-bound Mininet run it was checked against.",
-              ("scale-model",), ("scale_model.json",), scale_figures, page="README.md"),
-        Claim("ns3-deeplight", "On ns-3, with every worker's sender and every switch's slot rules on ns-3's links "
-              "and queues, at 1,024 workers under a leaf/spine of 100 Gbit/s links: hina auto beats dense in-network "
-              "aggregation on DeepLight as the scale model says, and the two simulators agree within 15% at every "
-              "fabric, mode and worker count from 64 to 1,024.", ("ns3",), ("ns3_scale.json",), ns3_figures,
-              needs=("ns3",), page="docs/ns3.md"),
-        Claim("cross-traffic-share", "With the default window (the fair-share rules), beside one iperf3 TCP "
-              "flow (uncapped or capped at half the link) on a 4-worker star at 30 to 200 Mbit/s, hina keeps "
-              "more than an even share of the contested link, exact.", ("cross-traffic-fair", "cross-traffic-fair-cap"),
-              SHARE_FAIR, share_figures, needs=("iperf3",), page="docs/fidelity.md"),
-        Claim("contest-model", "On a virtual clock beside a Reno flow, the contested window keeps hina's rounds "
-              "several times faster than the delay rule alone behind long queues, and the fair-share rules keep a "
-              "large share of the link at every queue.", ("contest-model",), ("contest_model.json",),
-              contest_figures, page="docs/fidelity.md"),
-        Claim("demo", "README's main job (4 workers, 2^22 elements at 1%, 1% of the switch's packets dropped, on "
-              "loopback): every worker exact, at a small fraction of dense's bytes.", ("demo",), ("demo.json",),
-              demo_figures, page="README.md"),
-        Claim("loopback-auto", "End to end on loopback (4 workers, 2^24 elements): at 1% density hina auto is "
-              "several times faster than dense, exact at every density.", ("emulator-bench",),
-              ("emulator_bench.json",), loopback_figures, page="docs/benchmarks.md"),
-        Claim("fuzz", "2,000,000 random and mutated frames: the switch never fails and an idle job's state is "
-              "untouched.", ("fuzz",), ("fuzz_bench.json",), fuzz_figures, page="docs/reliability.md"),
-        Claim("soak", "A minute of 8 workers through 5% drop, 1% duplication and 1% reordering: every result exact, "
-              "memory flat.", ("soak",), ("soak.json",), soak_figures, page="docs/reliability.md"),
-    ]
-    return {c.name: c for c in claims}
+STAR = f"8 workers on an emulated {campaign.STAR_MBPS} Mbit/s star (Mininet)"
+TREE = f"8 workers on the emulated 4:1 leaf/spine tree at {campaign.TREE_MBPS} Mbit/s (Mininet)"
+EXACT_NAMES = tuple(name for name, _ in campaign.EXACT_TREES)
+BMV2_NAMES = tuple(name for name, _ in campaign.BMV2_TREES)
+LEAVES_STEPS = tuple(f"leaves-{p}-{kind}" for p, _ in campaign.LEAVES for kind in ("hina", "plain"))
 
-
-CLAIMS = _claims()
+# Every claim, in the order docs/reproduce.md lists them: name, statement, campaign steps, result files,
+# extractor, and what it needs beyond its steps' groups and the page that shows it.
+CLAIMS: dict[str, Claim] = {c.name: c for c in (
+    Claim("compare-deeplight", f"DeepLight-shaped gradients, {STAR}: hina auto is exact and faster than dense "
+          "in-network aggregation (SwitchML-style) and than the fastest lossless host baseline, at a fraction of "
+          "dense's bytes.", ("compare-faithful",), (FAITHFUL,), sparse_lead("deeplight"), page="README.md"),
+    Claim("compare-lstm", f"LSTM-shaped gradients, {STAR}: hina auto is exact and faster than dense in-network "
+          "aggregation and than the fastest lossless host baseline, at a fraction of dense's bytes.",
+          ("compare-faithful",), (FAITHFUL,), sparse_lead("lstm"), page="README.md"),
+    Claim("auto-dense-models", f"On the models whose gradients are dense (NCF, BERT-base, VGG19), {STAR}: hina "
+          "auto chooses dense and takes what dense in-network aggregation takes.", ("compare-faithful",),
+          (FAITHFUL,), auto_on_dense, page="README.md"),
+    Claim("dense-vs-ring", f"Dense in-network aggregation is faster than gloo's ring allreduce on every model, "
+          f"{STAR}, both set by the links (at 8 workers dense sends 4/7 of the ring's bytes).",
+          ("compare-faithful",), (FAITHFUL,), dense_over_ring, page="README.md"),
+    Claim("tta", "Training a word-level LSTM to a target held-out loss, 4 ranks on an emulated "
+          f"{campaign.STAR4_MBPS} Mbit/s star: hina reaches it sooner than dense in-network aggregation and "
+          "gloo, in dense aggregation's steps, with parameters identical to dense aggregation's after every step, "
+          "sending fewer bytes.", ("tta-4",), (TTA,),
+          tta_figures, needs=("torch", "corpus"), page="docs/ddp.md"),
+    Claim("tree-deeplight", f"DeepLight-shaped gradients, {TREE}: hina auto is exact and faster than dense "
+          "in-network aggregation, and its uplinks carry a sliver of the ring's bytes.", ("tree-compare",),
+          (TREE_COMPARE,), tree_lead("deeplight"), page="README.md"),
+    Claim("tree-lstm", f"LSTM-shaped gradients, {TREE}: hina auto is exact and faster than dense in-network "
+          "aggregation, and its uplinks carry a fraction of the ring's bytes.", ("tree-compare",),
+          (TREE_COMPARE,), tree_lead("lstm"), page="README.md"),
+    Claim("tree-leaves", f"{TREE}: hina's leaves summing their racks send one partial up each uplink where "
+          "plain leaves under a summing spine forward every worker's copy, and run faster, exact either way.",
+          LEAVES_STEPS, tuple(f for pair in result_files.LEAVES_RUNS.values() for f in pair), leaves_figures,
+          page="docs/trees.md"),
+    Claim("exact-trees", "Every mode is exact through emulator trees: the 4:1 leaf/spine tree without and with 1% "
+          "loss on every link, and two spines with 1% loss.", EXACT_NAMES,
+          tuple(f"trees/{n}.json" for n in EXACT_NAMES), exact_trees(EXACT_NAMES, "trees"), page="docs/trees.md"),
+    Claim("exact-bmv2-trees", "Every mode is exact through BMv2 and mixed BMv2/emulator trees with 1% loss on "
+          "every link.", tuple(f"tree-{n}" for n in BMV2_NAMES), tuple(f"trees/bmv2/{n}.json" for n in BMV2_NAMES),
+          exact_trees(BMV2_NAMES, "trees/bmv2"), page="docs/trees.md"),
+    Claim("switch-vs-bmv2", "In one 32-word star with 1% loss, the one-pipe switch emulator's rounds are far "
+          "shorter than BMv2's (simple_switch_grpc, as built and at -O3 without logging), all exact.",
+          ("switch-bench",), ("switch_bench.json",), switch_figures, page="docs/benchmarks.md"),
+    Claim("scale-deeplight", "Modelled at 1,024 workers under a 2-tier tree of 100 Gbit/s links: hina auto beats "
+          "dense in-network aggregation and the ring on DeepLight and matches dense on the dense presets; the "
+          "model agrees within 20% with every network-bound Mininet run it was checked against.",
+          ("scale-model",), ("scale_model.json",), scale_figures, page="README.md"),
+    Claim("ns3-deeplight", "On ns-3, with every worker's sender and every switch's slot rules on ns-3's links "
+          "and queues, at 1,024 workers under a leaf/spine of 100 Gbit/s links: hina auto beats dense in-network "
+          "aggregation on DeepLight as the scale model says, and the two simulators agree within 15% at every "
+          "fabric, mode and worker count from 64 to 1,024.", ("ns3",), ("ns3_scale.json",), ns3_figures,
+          needs=("ns3",), page="docs/ns3.md"),
+    Claim("cross-traffic-share", "With the default window (the fair-share rules), beside one iperf3 TCP "
+          "flow (uncapped or capped at half the link) on a 4-worker star at 30 to 200 Mbit/s, hina keeps "
+          "more than an even share of the contested link, exact.", ("cross-traffic-fair", "cross-traffic-fair-cap"),
+          SHARE_FAIR, share_figures, needs=("iperf3",), page="docs/fidelity.md"),
+    Claim("contest-model", "On a virtual clock beside a Reno flow, the contested window keeps hina's rounds "
+          "several times faster than the delay rule alone behind long queues, and the fair-share rules keep a "
+          "large share of the link at every queue.", ("contest-model",), ("contest_model.json",),
+          contest_figures, page="docs/fidelity.md"),
+    Claim("demo", "README's main job (4 workers, 2^22 elements at 1%, 1% of the switch's packets dropped, on "
+          "loopback): every worker exact, at a small fraction of dense's bytes.", ("demo",), ("demo.json",),
+          demo_figures, page="README.md"),
+    Claim("loopback-auto", "End to end on loopback (4 workers, 2^24 elements): at 1% density hina auto is "
+          "several times faster than dense, exact at every density.", ("emulator-bench",),
+          ("emulator_bench.json",), loopback_figures, page="docs/benchmarks.md"),
+    Claim("fuzz", "2,000,000 random and mutated frames: the switch never fails and an idle job's state is "
+          "untouched.", ("fuzz",), ("fuzz_bench.json",), fuzz_figures, page="docs/reliability.md"),
+    Claim("soak", "A minute of 8 workers through 5% drop, 1% duplication and 1% reordering: every result exact, "
+          "memory flat.", ("soak",), ("soak.json",), soak_figures, page="docs/reliability.md"),
+)}
 
 
 # -- what a claim needs, and whether this machine has it ---------------------------------------------------
