@@ -172,14 +172,11 @@ static __always_inline struct hina_meta *meta_of(struct xdp_md *ctx)
 	return m;
 }
 
-static __always_inline int tell(struct hina_meta *m, __u8 kind, __u32 port, __u32 job_id)
+static __always_inline void tell(struct hina_meta *m, __u8 kind, __u32 port, __u32 job_id)
 {
-	if (!m)
-		return -1;
 	m->kind = kind;
 	m->port = port;
 	m->job_id = job_id;
-	return 0;
 }
 
 /* A frame out of one port (its devmap entry carries the egress program); no entry: counted unsent. */
@@ -215,10 +212,10 @@ static __always_inline int mac_forward(struct hina_totals *t, struct hina_meta *
 }
 
 /* value_processor, under the slot's lock: the frame's K words written into the copy (first arrival)
- * or combined with it (ADD modulo 2^32, OR, signed MAX); with `complete` the combined words also
- * replace the frame's, which becomes the RESULT.  One loop per case, each without a branch inside
- * but its end: the verifier walks every iteration of a loop, and a branch inside would multiply the
- * paths it walks past its limit. */
+ * or combined with it (ADD modulo 2^32, OR, signed MAX), and the copy's words written back into the
+ * frame: the RESULT where the copy completes, and harmless where it does not (the frame is absorbed).
+ * One loop per operator, each without a branch inside but its end: the verifier walks every iteration
+ * of a loop, and a branch inside would multiply the paths it walks past its limit. */
 #define WORD_LOOP(name, body)                                                                            \
 	static __always_inline void name(__u32 *stored, __u8 *words, void *end, __u32 n)                   \
 	{                                                                                                    \
@@ -231,26 +228,22 @@ static __always_inline int mac_forward(struct hina_totals *t, struct hina_meta *
 	}
 #define MAX_OF(a, b) ((__s32)(a) > (__s32)(b) ? (a) : (b))
 WORD_LOOP(write_words, stored[i] = bpf_ntohl(*p))
-WORD_LOOP(add_words, stored[i] += bpf_ntohl(*p))
-WORD_LOOP(or_words, stored[i] |= bpf_ntohl(*p))
-WORD_LOOP(max_words, stored[i] = MAX_OF(bpf_ntohl(*p), stored[i]))
-WORD_LOOP(add_words_out, *p = bpf_htonl(stored[i] += bpf_ntohl(*p)))
-WORD_LOOP(or_words_out, *p = bpf_htonl(stored[i] |= bpf_ntohl(*p)))
-WORD_LOOP(max_words_out, *p = bpf_htonl(stored[i] = MAX_OF(bpf_ntohl(*p), stored[i])))
+WORD_LOOP(add_words, *p = bpf_htonl(stored[i] += bpf_ntohl(*p)))
+WORD_LOOP(or_words, *p = bpf_htonl(stored[i] |= bpf_ntohl(*p)))
+WORD_LOOP(max_words, *p = bpf_htonl(stored[i] = MAX_OF(bpf_ntohl(*p), stored[i])))
 /* the copy's words into the frame: a RESULT sent again, a partial sent up again */
 WORD_LOOP(copy_out, *p = bpf_htonl(stored[i]))
 
-static __always_inline void value_processor(__u32 *stored, __u8 *words, void *end, __u32 n, __u32 op, int first,
-					    int complete)
+static __always_inline void value_processor(__u32 *stored, __u8 *words, void *end, __u32 n, __u32 op, int first)
 {
 	if (first) /* (a first arrival that completes its copy, a job of one, leaves the frame's words as they are) */
 		write_words(stored, words, end, n);
 	else if (op == OP_ADD)
-		complete ? add_words_out(stored, words, end, n) : add_words(stored, words, end, n);
+		add_words(stored, words, end, n);
 	else if (op == OP_OR)
-		complete ? or_words_out(stored, words, end, n) : or_words(stored, words, end, n);
+		or_words(stored, words, end, n);
 	else
-		complete ? max_words_out(stored, words, end, n) : max_words(stored, words, end, n);
+		max_words(stored, words, end, n);
 }
 
 /* arrival_bitmap: first arrival, duplicate, stale, another run's copy; the value processor; completion.
@@ -269,23 +262,22 @@ static __always_inline __u32 arrival_bitmap(struct hina_slot *s, __u32 v, struct
 		verdict = STALE_RUN_VERDICT; /* another run's chunk: refused to every member */
 	} else if ((seen & bit) || (seen && c->counter == job->needed)) {
 		/* the sender's bit is set, or it already left this complete copy */
-		if (c->counter != job->needed) {
+		if (c->counter != job->needed)
 			verdict = DROPPED | DROP_DUPLICATE;
-		} else if (!job->parents || c->total) {
-			copy_out(s->words[v], words, end, n); /* complete: the sender lost its RESULT */
-			verdict = RESEND;
-		} else if (seen & bit) {
-			copy_out(s->words[v], words, end, n); /* sent up, no total yet: up again */
-			verdict = RESEND_UP;
-		} else {
+		else if (!job->parents || c->total)
+			verdict = RESEND; /* complete: the sender lost its RESULT */
+		else if (seen & bit)
+			verdict = RESEND_UP; /* sent up, no total yet: the partial or the total was lost, so up again */
+		else
 			verdict = DROPPED | DROP_STALE;
-		}
+		if (verdict == RESEND || verdict == RESEND_UP)
+			copy_out(s->words[v], words, end, n);
 	} else {
 		other->bitmap &= ~bit;
 		seen |= bit;
 		c->bitmap = seen;
-		int first = seen == bit, complete = seen == job->full;
-		value_processor(s->words[v], words, end, n, op, first, complete);
+		int first = seen == bit;
+		value_processor(s->words[v], words, end, n, op, first);
 		if (first) {
 			c->offset = offset;
 			c->phase = phase;
@@ -294,7 +286,7 @@ static __always_inline __u32 arrival_bitmap(struct hina_slot *s, __u32 v, struct
 		} else {
 			c->counter++;
 		}
-		verdict = !complete ? CONSUMED : job->parents ? SEND_UP : COMPLETE;
+		verdict = seen != job->full ? CONSUMED : job->parents ? SEND_UP : COMPLETE;
 	}
 	bpf_spin_unlock(&s->lock);
 	return verdict;
@@ -314,7 +306,7 @@ static __always_inline __u32 from_parent(struct hina_slot *s, __u32 v, struct hi
 	} else if (c->total) {
 		verdict = DROPPED | DROP_DUPLICATE;
 	} else {
-		value_processor(s->words[v], hina + HINA_HEADER_BYTES, end, job->words, OP_OR, 1, 0);
+		write_words(s->words[v], hina + HINA_HEADER_BYTES, end, job->words);
 		c->total = 1;
 		verdict = TOTAL;
 	}
@@ -347,10 +339,11 @@ static __always_inline int emit(struct hina_totals *t, struct hina_meta *m, __u3
 		hina[AT_FLAGS] = 0;
 		hina[AT_WORKER_ID] = job->member;
 		__u64 parent = parent_of(job, slot);
-		if (parent < PORT_IDS || parent >= PORT_IDS + MAX_PORTS || tell(m, META_PORT_HOST, parent - PORT_IDS, job_id)) {
+		if (parent < PORT_IDS || parent >= PORT_IDS + MAX_PORTS) { /* a parent that is not behind a port */
 			t->unsent++;
 			return XDP_DROP;
 		}
+		tell(m, META_PORT_HOST, parent - PORT_IDS, job_id);
 		return to_port(t, parent - PORT_IDS);
 	}
 	if (verdict == RESEND) {
@@ -359,10 +352,7 @@ static __always_inline int emit(struct hina_totals *t, struct hina_meta *m, __u3
 		hina[AT_FLAGS] = FLAG_RESEND;
 		/* back where it came from: a member at its own address gets it there, one known by its port
 		 * alone through the port's host */
-		if (tell(m, job->auth[worker] >= RAW_IDS ? META_SENDER : META_PORT_HOST, port, job_id)) {
-			t->unsent++;
-			return XDP_DROP;
-		}
+		tell(m, job->auth[worker] >= RAW_IDS ? META_SENDER : META_PORT_HOST, port, job_id);
 		return to_port(t, port);
 	}
 	/* to every member: a RESULT, a refusal, a total or a refusal from the parent */
@@ -371,12 +361,13 @@ static __always_inline int emit(struct hina_totals *t, struct hina_meta *m, __u3
 		hina[AT_FLAGS] = 0;
 	else if (verdict == STALE_RUN_VERDICT)
 		hina[AT_FLAGS] = FLAG_STALE_RUN;
+	tell(m, META_GROUP, 0, job_id);
+	m->seq = ++t->seq;
 	void *group = bpf_map_lookup_elem(&groups, &job_id);
-	if (!group || tell(m, META_GROUP, 0, job_id)) {
+	if (!group) {
 		t->unsent++;
 		return XDP_DROP;
 	}
-	m->seq = ++t->seq;
 	return bpf_redirect_map(group, 0, BPF_F_BROADCAST);
 }
 
@@ -501,10 +492,13 @@ int hina_ingress(struct xdp_md *ctx)
 	struct hina_totals *t = bpf_map_lookup_elem(&totals, &zero);
 	if (!t)
 		return XDP_ABORTED;
-	/* room for the metadata first: it moves the packet pointers */
+	/* room for the metadata first (it moves the packet pointers): where it goes, for the egress program */
 	struct hina_meta *m = bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct hina_meta)) ? NULL : meta_of(ctx);
-	if (m)
-		__builtin_memset(m, 0, sizeof(*m));
+	if (!m) { /* a driver without XDP metadata: nothing could be addressed */
+		t->unsent++;
+		return XDP_DROP;
+	}
+	__builtin_memset(m, 0, sizeof(*m));
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
 	__u8 *eth = data;
 	__u32 length = end - data;

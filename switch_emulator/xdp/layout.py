@@ -182,7 +182,8 @@ def _c_struct(struct: type[ctypes.Structure]) -> str:
     name = c_name(struct)
     fields = "\n".join(_c_field(field, kind) for field, kind in struct._fields_)
     checks = [f"sizeof(struct {name}) == {ctypes.sizeof(struct)}"] + [
-        f"__builtin_offsetof(struct {name}, {field}) == {getattr(struct, field).offset}" for field, _ in struct._fields_]
+        f"__builtin_offsetof(struct {name}, {field}) == {getattr(struct, field).offset}"
+        for field, _ in struct._fields_]
     asserts = "\n".join(f'_Static_assert({check}, "{struct.__name__}: not the layout of hina.emulator.xdp.layout");'
                         for check in checks)
     return f"struct {name} {{\n{fields}\n}};\n{asserts}"

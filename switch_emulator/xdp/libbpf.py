@@ -44,7 +44,8 @@ class XdpMd(ctypes.Structure):
 
 
 class ProgInfo(ctypes.Structure):
-    """struct bpf_prog_info (linux/bpf.h) up to the run-time statistics: the kernel fills what fits."""
+    """struct bpf_prog_info (linux/bpf.h) up to the run-time statistics and the instructions the verifier walked:
+    the kernel fills what fits."""
 
     _fields_ = [("type", c_uint32), ("id", c_uint32), ("tag", ctypes.c_uint8 * 8), ("jited_prog_len", c_uint32),
                 ("xlated_prog_len", c_uint32), ("jited_prog_insns", c_uint64), ("xlated_prog_insns", c_uint64),
@@ -56,7 +57,8 @@ class ProgInfo(ctypes.Structure):
                 ("func_info", c_uint64), ("nr_func_info", c_uint32), ("nr_line_info", c_uint32),
                 ("line_info", c_uint64), ("jited_line_info", c_uint64), ("nr_jited_line_info", c_uint32),
                 ("line_info_rec_size", c_uint32), ("jited_line_info_rec_size", c_uint32), ("nr_prog_tags", c_uint32),
-                ("prog_tags", c_uint64), ("run_time_ns", c_uint64), ("run_cnt", c_uint64)]
+                ("prog_tags", c_uint64), ("run_time_ns", c_uint64), ("run_cnt", c_uint64),
+                ("recursion_misses", c_uint64), ("verified_insns", c_uint32)]
 
 
 _SIGNATURES = {
@@ -209,7 +211,7 @@ class BpfObject:
             self._obj = None
 
 
-def test_run(prog_fd: int, frame: bytes, *, meta: int = 0, ingress_ifindex: int = 0,
+def prog_test_run(prog_fd: int, frame: bytes, *, meta: int = 0, ingress_ifindex: int = 0,
              out_size: int = 16384) -> tuple[int, bytes]:
     """Run an XDP program once on `frame` (its first `meta` bytes are XDP metadata) arriving on
     `ingress_ifindex` (0: the loopback device): its return value and the frame it left, metadata first."""

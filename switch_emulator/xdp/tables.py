@@ -35,8 +35,21 @@ from hina.wire.frames import ip_bytes, mac_bytes
 from hina.wire.headers import MAX_WORKERS, Drop
 
 from . import build, layout
-from .layout import Command, CommandOp, Job, JobCounters, MacAction, MacKey, Replica, ReplicaKey, Rewrite, Slot, Totals
-from .libbpf import BPF_F_LOCK, BpfObject, Map, create_map, possible_cpus, test_run
+from .layout import (
+    Command,
+    CommandOp,
+    Cursor,
+    Job,
+    JobCounters,
+    MacAction,
+    MacKey,
+    Replica,
+    ReplicaKey,
+    Rewrite,
+    Slot,
+    Totals,
+)
+from .libbpf import BPF_F_LOCK, BpfObject, Map, create_map, possible_cpus, prog_test_run
 
 # a member's frame moved these once it passed the job's checks of its source: taken in, answered, or dropped
 # as a duplicate, stale, another run's, or out of the job's counts and slots (the emulator's `_HEARD`)
@@ -84,7 +97,7 @@ class Program:
     def command(self, op: CommandOp, base: int, slots: int, worker: int = 0, full: int = 0, needed: int = 0) -> int:
         """Run one slot command over slots [base, base + slots), each under its lock; the copies it emptied."""
         cmd = Command(op=op, worker=worker, base=base, slots=slots, full=full, needed=needed)
-        _, out = test_run(self.control, _bytes(cmd), out_size=ctypes.sizeof(Command))
+        _, out = prog_test_run(self.control, _bytes(cmd), out_size=ctypes.sizeof(Command))
         return Command.from_buffer_copy(out).cleared
 
     def slot(self, slot: int) -> Slot:
@@ -319,21 +332,39 @@ class XdpDataPlane:
     rewrites, the MAC table, the flood group) and interfaces (`port -> ifindex`, empty in the tests)."""
 
     def __init__(self, interfaces: dict[int, int] | None = None, slots: int = DEFAULT_SPACE,
-                 topology: Topology | None = None):
-        self.program = Program(slots)
+                 topology: Topology | None = None, program: Program | None = None):
+        """program: one loaded already, which this data plane empties and leaves loaded when it closes (tests
+        share one: the verifier takes a second or two to load it)."""
+        self.owned = program is None
+        self.program = Program(slots) if program is None else program
         self.interfaces = dict(interfaces or {})
         self.pipeline = XdpPipeline(self.program, self.interfaces)
         self.topology: Topology | None = None
         maps = self.program.maps
         try:
+            if not self.owned:
+                self.clear()
             for port, ifindex in self.interfaces.items():
                 maps["ports"].update(_bytes(_u32(ifindex)), _bytes(_u32(port)))
                 maps["egress"].update(_bytes(_u32(port)), _devmap_value(ifindex, self.program.egress))
             if topology is not None:
                 self.configure(topology)
         except BaseException:
-            self.program.close()
+            self.close()
             raise
+
+    def clear(self) -> None:
+        """Every table empty, every counter zero, every slot empty: the program as freshly loaded."""
+        maps = self.program.maps
+        for name in ("jobs", "groups", "replicas", "macs", "rewrite", "flood", "egress", "ports"):
+            for key in maps[name].keys():
+                maps[name].delete(key)
+        for row in range(layout.MAX_JOBS):
+            self.program.zero_percpu("counters", row, JobCounters)
+        self.program.zero_percpu("totals", 0, Totals)  # (its broadcast numbers start again: so do the cursors)
+        for port in range(layout.MAX_PORTS):
+            self.program.zero_percpu("cursors", port, Cursor)
+        self.program.command(CommandOp.RESET, 0, self.program.slots)
 
     def configure(self, topology: Topology) -> None:
         """Install a whole topology: rewrites, MAC table, flood group, jobs (their slots start empty)."""
@@ -371,5 +402,6 @@ class XdpDataPlane:
         for job in self.pipeline.jobs.values():
             if job.group is not None:
                 job.group.close()
-        self.program.close()
+        if self.owned:
+            self.program.close()
 

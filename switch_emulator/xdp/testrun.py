@@ -18,12 +18,12 @@ import ctypes
 import os
 import socket
 
-from hina.control.topology import Topology
 from hina.control.ledger import DEFAULT_SPACE
+from hina.control.topology import Topology
 
 from .layout import Meta, MetaKind
-from .libbpf import XDP_PASS, test_run
-from .tables import XdpDataPlane, _bytes, _u32
+from .libbpf import XDP_PASS, prog_test_run
+from .tables import Program, XdpDataPlane, _bytes, _u32
 
 META_BYTES = ctypes.sizeof(Meta)
 
@@ -31,8 +31,8 @@ META_BYTES = ctypes.sizeof(Meta)
 class XdpFrameSwitch(XdpDataPlane):
     """The XDP program on frames handed to it: `process(ingress_port, frame)` -> [(egress port, frame)]."""
 
-    def __init__(self, topology: Topology | None = None, slots: int = DEFAULT_SPACE):
-        super().__init__(interfaces=None, slots=slots, topology=topology)
+    def __init__(self, topology: Topology | None = None, slots: int = DEFAULT_SPACE, program: Program | None = None):
+        super().__init__(interfaces=None, slots=slots, topology=topology, program=program)
         self.loopback = socket.if_nametoindex("lo")  # a test run's frames arrive on an interface that exists
 
     def _on_port(self, port: int) -> None:
@@ -52,7 +52,7 @@ class XdpFrameSwitch(XdpDataPlane):
 
     def _process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
         self._on_port(ingress_port)
-        _, out = test_run(self.program.ingress, bytes(frame), ingress_ifindex=self.loopback)
+        _, out = prog_test_run(self.program.ingress, bytes(frame), ingress_ifindex=self.loopback)
         meta = Meta.from_buffer_copy(out[:META_BYTES])
         kind = MetaKind(meta.kind)
         if kind == MetaKind.NONE:
@@ -67,7 +67,7 @@ class XdpFrameSwitch(XdpDataPlane):
         sent = []
         for port in ports:
             self._on_port(port)
-            action, copy = test_run(self.program.egress_test, out, meta=META_BYTES, ingress_ifindex=self.loopback)
+            action, copy = prog_test_run(self.program.egress_test, out, meta=META_BYTES, ingress_ifindex=self.loopback)
             if action == XDP_PASS:
                 sent.append((port, copy[META_BYTES:]))
         return sent
