@@ -24,7 +24,10 @@ XDP_PASS, XDP_REDIRECT = 2, 4
 
 
 class BpfError(OSError):
-    """A libbpf call failed: the call, what it was for, and the kernel's error."""
+    """A libbpf call failed: the call, what it was for, and the kernel's error (one line: no errno number)."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 class TestRunOpts(ctypes.Structure):
@@ -86,6 +89,7 @@ _SIGNATURES = {
     "bpf_enable_stats": (c_int, [c_int]),
     "bpf_obj_get_info_by_fd": (c_int, [c_int, c_void_p, POINTER(c_uint32)]),
     "libbpf_num_possible_cpus": (c_int, []),
+    "libbpf_set_print": (c_void_p, [c_void_p]),
 }
 
 
@@ -226,7 +230,15 @@ def prog_test_run(prog_fd: int, frame: bytes, *, meta: int = 0, ingress_ifindex:
 
 
 def xdp_attach(ifindex: int, prog_fd: int, flags: int = XDP_FLAGS_DRV_MODE) -> None:
-    _check(lib().bpf_xdp_attach(ifindex, prog_fd, flags, None), f"attaching XDP to interface {ifindex}")
+    """Attach an XDP program; a refusal is the BpfError alone (libbpf's own line about it is kept quiet: the
+    caller says what it means)."""
+    so = lib()
+    printer = so.libbpf_set_print(None)
+    try:
+        result = so.bpf_xdp_attach(ifindex, prog_fd, flags, None)
+    finally:
+        so.libbpf_set_print(printer)
+    _check(result, f"attaching XDP to interface {ifindex}")
 
 
 def xdp_detach(ifindex: int, flags: int = XDP_FLAGS_DRV_MODE) -> None:

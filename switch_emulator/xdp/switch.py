@@ -14,6 +14,7 @@ on`); `mininet/hina_net.py` and the tests turn GRO on in the hosts.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 
@@ -59,9 +60,10 @@ class XdpSwitch(SwitchServer):
         try:
             xdp_attach(ifindex, self.dataplane.program.ingress)
         except BpfError as exc:
-            hint = (f" (a veth takes an XDP program without multi-buffer support only while its peer's MTU is at "
-                    f"most {XDP_MTU})") if exc.errno == 34 else ""
-            raise OSError(exc.errno, f"interface {name}: {exc.strerror}{hint}") from None
+            hint = (f": a veth takes an XDP program without multi-buffer support only while its peer's MTU is at "
+                    f"most {XDP_MTU}") if exc.errno == errno.ERANGE else ""
+            raise BpfError(exc.errno, f"interface {name}: the kernel refused the XDP program "
+                                      f"({os.strerror(exc.errno)}){hint}") from None
         self._attached.append(ifindex)
 
     def _configure(self):

@@ -2,6 +2,8 @@
 refusals in one line, tokens and leases, and the kernel's run-time statistics in `counters` and `status`.
 Frames go through BPF_PROG_TEST_RUN (an `XdpFrameSwitch` as the switch's data plane); no network."""
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -81,3 +83,30 @@ def test_a_token_guards_the_maps_and_a_lease_frees_them(switch):
         while 4 in switch.pipeline.jobs and time.monotonic() < deadline:
             time.sleep(0.1)
         assert 4 not in switch.pipeline.jobs  # no member heard for 0.5 s: removed, its slots free
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--xdp"], "--xdp runs on raw interfaces: give them with --raw PORT=IFNAME"),
+    (["--raw", "1=lo", "--xdp", "--pipes", "2"],
+     "--xdp runs in the kernel on every CPU a frame arrives on: no --pipes, and no impairments in the switch (use "
+     "the links': tc netem)"),
+    (["--raw", "1=nosuch0", "--xdp"], "--raw 1=nosuch0: no interface 'nosuch0' here"),
+])
+def test_a_bad_xdp_flag_is_one_line_and_status_2(flags, message):
+    out = subprocess.run([sys.executable, "-m", "hina.emulator", *flags], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stderr.splitlines()) == (2, [f"hina.emulator: {message}"]), out.stderr
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_an_interface_whose_peer_takes_jumbo_frames_is_refused_in_one_line():
+    """The kernel attaches the program to a veth only while its peer's MTU is at most 3506: the switch says so."""
+    from veth import veth_pairs
+
+    with veth_pairs([("xj0", "xj1")]):
+        subprocess.run(["ip", "link", "set", "xj1", "mtu", "9000"], check=True)
+        out = subprocess.run([sys.executable, "-m", "hina.emulator", "--raw", "1=xj0", "--xdp"], capture_output=True,
+                             text=True, timeout=60)
+    assert (out.returncode, out.stderr.splitlines()) == (2, [
+        "hina.emulator: interface xj0: the kernel refused the XDP program (Numerical result out of range): a veth "
+        "takes an XDP program without multi-buffer support only while its peer's MTU is at most 3506"]), out.stderr
