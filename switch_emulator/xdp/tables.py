@@ -30,7 +30,7 @@ from hina.control.config import JobConfig, PortAddress
 from hina.control.ledger import DEFAULT_SPACE
 from hina.control.topology import FLOOD_GROUP, Topology
 from hina.emulator import dataplane as dp
-from hina.emulator.pipeline import Pipeline
+from hina.emulator.pipeline import Pipeline, _counter
 from hina.wire.frames import ip_bytes, mac_bytes
 from hina.wire.headers import MAX_WORKERS, Drop
 
@@ -175,9 +175,8 @@ class XdpJob:
 
 
 def _reasons(drops) -> collections.Counter:
-    """Drops by reason from a counter row indexed by reason (index 0 counts frames seen)."""
-    reasons = {int(d) for d in Drop}
-    return collections.Counter({Drop(r): int(drops[r]) for r in range(len(drops)) if drops[r] and r in reasons})
+    """Drops by reason from a counter row indexed by reason, as the emulator reads its own."""
+    return _counter(np.asarray(drops))
 
 
 class XdpPipeline(Pipeline):
@@ -189,7 +188,6 @@ class XdpPipeline(Pipeline):
         self.program = program
         self.interfaces = dict(interfaces or {})
         self.jobs: dict[int, XdpJob] = {}
-        self.reuse_buffers = False
         self._source_ids: dict = {}
         self._next_id = iter(range(dp.OTHER_IDS, dp.RAW_IDS))
         self._rows = list(range(layout.MAX_JOBS - 1, -1, -1))  # free counter rows, lowest last
