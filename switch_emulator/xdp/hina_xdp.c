@@ -228,9 +228,9 @@ static __always_inline int mac_forward(struct hina_totals *t, struct hina_meta *
 	}
 #define MAX_OF(a, b) ((__s32)(a) > (__s32)(b) ? (a) : (b))
 WORD_LOOP(write_words, stored[i] = bpf_ntohl(*p))
-WORD_LOOP(add_words, *p = bpf_htonl(stored[i] += bpf_ntohl(*p)))
-WORD_LOOP(or_words, *p = bpf_htonl(stored[i] |= bpf_ntohl(*p)))
-WORD_LOOP(max_words, *p = bpf_htonl(stored[i] = MAX_OF(bpf_ntohl(*p), stored[i])))
+WORD_LOOP(combine_add, *p = bpf_htonl(stored[i] += bpf_ntohl(*p)))
+WORD_LOOP(combine_or, *p = bpf_htonl(stored[i] |= bpf_ntohl(*p)))
+WORD_LOOP(combine_max, *p = bpf_htonl(stored[i] = MAX_OF(bpf_ntohl(*p), stored[i])))
 /* the copy's words into the frame: a RESULT sent again, a partial sent up again */
 WORD_LOOP(copy_out, *p = bpf_htonl(stored[i]))
 
@@ -239,11 +239,11 @@ static __always_inline void value_processor(__u32 *stored, __u8 *words, void *en
 	if (first) /* (a first arrival that completes its copy, a job of one, leaves the frame's words as they are) */
 		write_words(stored, words, end, n);
 	else if (op == OP_ADD)
-		add_words(stored, words, end, n);
+		combine_add(stored, words, end, n);
 	else if (op == OP_OR)
-		or_words(stored, words, end, n);
+		combine_or(stored, words, end, n);
 	else
-		max_words(stored, words, end, n);
+		combine_max(stored, words, end, n);
 }
 
 /* arrival_bitmap: first arrival, duplicate, stale, another run's copy; the value processor; completion.
