@@ -41,8 +41,12 @@ LAYER = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 def modules() -> dict[str, Path]:
     found = {}
     for folder, pkg in FOLDERS.items():
-        for path in sorted((ROOT / folder).glob("*.py")):
-            found[pkg if path.stem == "__init__" else f"{pkg}.{path.stem}"] = path
+        for path in sorted((ROOT / folder).rglob("*.py")):  # a subpackage's modules too (hina.emulator.xdp)
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if ".venv" in parts or "__pycache__" in parts or (folder == "mininet" and len(parts) > 1):
+                continue
+            name = ".".join((pkg, *parts))
+            found[name.removesuffix(".__init__")] = path
     for path in sorted((ROOT / "hina").glob("*.py")):
         found["hina" if path.stem == "__init__" else f"hina.{path.stem}"] = path
     for path in sorted((ROOT / TOOLS).glob("*.py")):
@@ -72,9 +76,12 @@ def imports(name: str, path: Path, top_level_only: bool = False) -> set[str]:
 
 
 def package_of(module: str) -> str:
-    if module in LAYER:
-        return module
-    return module.rpartition(".")[0] if module.rpartition(".")[0] in LAYER else module
+    """The layered package a module belongs to: itself, or the nearest package above it that has a layer (a
+    subpackage is part of its package: hina.emulator.xdp of hina.emulator)."""
+    name = module
+    while name and name not in LAYER:
+        name = name.rpartition(".")[0]
+    return name or module
 
 
 def test_every_package_has_a_layer():
