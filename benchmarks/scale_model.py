@@ -285,6 +285,25 @@ def _topologies(text: str) -> list[int]:
     return out
 
 
+def projection(args, log) -> dict:
+    """The command line's projection: its rows, the papers' speedups and the plots written beside `--out`."""
+    rows = project(args.presets, args.workers, args.gbps, args.topologies, scale=args.scale, seed=args.seed,
+                   cap=args.cap, host_alpha=args.ring_alpha_us * 1e-6, mtu=args.mtu, slots=args.slots,
+                   uplink_gbps=args.uplink_gbps, queue=args.queue, log=log)
+    off = sum(not r["in_domain"] for r in rows)
+    if off:
+        log(f"{off} of {len(rows)} points outside the scale model's domain (in_domain false; each row's ns3_command "
+            f"runs it on ns-3)")
+    plots = []
+    for rate in args.gbps:
+        for depth in args.topologies:
+            topo = "star" if depth == 1 else f"tree{depth}"
+            png = args.out.with_name(f"{args.out.stem}_{topo}_{rate:g}g.png")
+            if plot(rows, png, rate, topo):
+                plots.append(_shown(png))
+    return {"projection": rows, "paper_speedups": PAPER_SPEEDUP, "plots": plots}
+
+
 def main(argv: list[str] | None = None) -> int:
     from hina.host.workloads import PRESETS
 
@@ -346,23 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"network-bound runs within 20% of the model: {result['validation_network_bound']['within_20pct']} "
             f"of {len(bound)}")
     if not args.no_project:
-        rows = project(args.presets, args.workers, args.gbps, args.topologies, scale=args.scale, seed=args.seed,
-                       cap=args.cap, host_alpha=args.ring_alpha_us * 1e-6, mtu=args.mtu, slots=args.slots,
-                       uplink_gbps=args.uplink_gbps, queue=args.queue, log=log)
-        result["projection"] = rows
-        result["paper_speedups"] = PAPER_SPEEDUP
-        off = sum(not r["in_domain"] for r in rows)
-        if off:
-            log(f"{off} of {len(rows)} points outside the scale model's domain (in_domain false; each row's "
-                f"ns3_command runs it on ns-3)")
-        plots = []
-        for rate in args.gbps:
-            for depth in args.topologies:
-                topo = "star" if depth == 1 else f"tree{depth}"
-                png = args.out.with_name(f"{args.out.stem}_{topo}_{rate:g}g.png")
-                if plot(rows, png, rate, topo):
-                    plots.append(_shown(png))
-        result["plots"] = plots
+        result.update(projection(args, log))
     write_result(args.out, result, command_line("benchmarks/scale_model.py", argv))
     log(f"wrote {args.out}")
     return 0

@@ -94,7 +94,7 @@ from hina.host.window import CongestionWindow, PhaseTransfer, Ring, RttEstimator
 from hina.host.workloads import Dense, preset
 from hina.sim.clock import Clock
 from hina.sim.links import Link, Server
-from hina.wire.headers import FRAME_OVERHEAD, IPV4_HEADER_BYTES, UDP_HEADER_BYTES, max_words
+from hina.wire.headers import AT_FLAGS, FRAME_OVERHEAD, IPV4_HEADER_BYTES, UDP_HEADER_BYTES, Flags, max_words
 
 PHY_OVERHEAD = 8 + 4 + 12  # preamble, FCS, inter-frame gap: on a physical link, not in Mininet's counts
 TCP_HEADERS = 20 + 20  # the ring's transport: IPv4 and TCP per frame
@@ -509,7 +509,7 @@ class PathModel:
         answered: list[float] = []
 
         def on_worker(frame: bytes) -> None:
-            if not frame[5] & 1:  # the multicast RESULT of a chunk (not a unicast re-send)
+            if not frame[AT_FLAGS] & Flags.RESEND:  # the multicast RESULT of a chunk (not a unicast re-send)
                 answered.append(clock.now)
             self._send(xfer.receive(frame, clock.now))
 
