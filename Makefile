@@ -7,10 +7,11 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum |
 # sees that one module (a symlink in .venv/debian) and nothing else from outside.
 DEBIAN_MININET := /usr/lib/python3/dist-packages/mininet
 
-.PHONY: install venv kernels corpus lint test test-fast bench tables reproduce demo mininet-demo fuzz soak p4 tofino clean
+.PHONY: install venv kernels xdp corpus lint test test-fast bench tables reproduce demo mininet-demo fuzz soak p4 tofino clean
 
-# the venv, the kernels compiled for this machine (so that no first run waits on a compiler), the corpus
-install: venv kernels corpus
+# the venv, the kernels compiled for this machine (so that no first run waits on a compiler), the XDP switch
+# where clang and libbpf exist, the corpus
+install: venv kernels xdp corpus
 
 # the .venv with hina and its extras (pip; redone when pyproject.toml or constraints.txt changes)
 venv: $(STAMP)
@@ -18,6 +19,11 @@ venv: $(STAMP)
 # numba's kernels, each group compiled by one process, in parallel (seconds; nothing once compiled)
 kernels: $(STAMP)
 	@$(VENV)/bin/hina compile
+
+# the switch as an XDP program (hina.emulator.xdp), compiled by clang once per machine; where clang or
+# libbpf's headers are missing it says so and succeeds
+xdp: $(STAMP)
+	@$(PY) -m hina.emulator.xdp.build
 
 # the time-to-accuracy corpus: NumPy 2.1.3's documentation sources, 20 MB from PyPI, checked by sha256
 corpus: $(STAMP)

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 
-from . import BASELINES, LOSSY, VARIANTS
+from . import registry
 from .comm import KINDS
 
 
@@ -38,9 +38,10 @@ def worker_command(spec_path: str, rank: int) -> list[str]:
 
 
 def validate(spec: dict) -> None:
-    unknown = [b for b in spec["baselines"] if b not in BASELINES and b not in VARIANTS]
+    known = [b.name for b in registry.BASELINES.values() if b.allreduce is not None]
+    unknown = [b for b in spec["baselines"] if b not in known]
     if unknown:
-        raise ValueError(f"unknown baselines {unknown}: any of {', '.join(BASELINES)}")
+        raise ValueError(f"unknown baselines {unknown}: any of {', '.join(b.name for b in registry.compared())}")
     if spec["world"] < 1:
         raise ValueError(f"workers must be at least 1, got {spec['world']}")
 
@@ -64,25 +65,12 @@ def collect(procs: Sequence[subprocess.Popen], timeout: float) -> list[list[dict
     return outputs
 
 
-def encoding_text(name: str, notes: dict, k: int | None) -> str:
-    """What the baseline decided this round, in a few words."""
-    if name.startswith("sparcml"):
-        algo = notes.get("algorithm", "")
-        if algo == "split_allgather":
-            return f"split-allgather, {notes.get('dense_partitions', 0)} dense partitions"
-        return "recursive doubling" + (", ended dense" if notes.get("final_dense") else "")
-    if name == "oktopk_topk":
-        return f"k = {k:,}" if k else ""
-    if name == "zen":
-        return f"{notes.get('pull_bitmaps', 0)} pulls by hash bitmap"
-    return ""
-
-
 def summarize(outputs: list[list[dict]], spec: dict) -> list[dict]:
     """One summary per baseline from every rank's lines (see the module docstring)."""
     world = len(outputs)
     runs = []
     for name in spec["baselines"]:
+        baseline = registry.get(name)
         rounds = []
         for rnd in range(len(spec["seeds"])):
             lines = [next(x for x in rank_lines if x["baseline"] == name and x["round"] == rnd)
@@ -91,7 +79,6 @@ def summarize(outputs: list[list[dict]], spec: dict) -> list[dict]:
             tx = [x["tx_bytes"] for x in lines]
             check = lines[0].get("check", {})
             length = lines[0]["length"]
-            k = max(1, round(spec.get("topk_density", 0.01) * length)) if name == "oktopk_topk" else None
             least = min(x["seconds"] - x.get("delay", 0.0) for x in lines)
             rounds.append({"seed": lines[0]["seed"], "seconds": max(x["seconds"] for x in lines),
                            # from the first rank's start to the last one's end (the fidelity monitor's window),
@@ -104,9 +91,10 @@ def summarize(outputs: list[list[dict]], spec: dict) -> list[dict]:
                            "payload_by_phase": sent, "payload_bytes_per_worker": sum(sent.values()),
                            "wire_bytes_per_worker": None if None in tx else sum(tx) / world,
                            "identical": len({x["crc"] for x in lines}) == 1, "check": check,
-                           "encoding": encoding_text(name, lines[0]["notes"], k), "notes": lines[0]["notes"]})
+                           "encoding": baseline.describe(lines[0]["notes"], spec, length),
+                           "notes": lines[0]["notes"]})
         best = min(rounds, key=lambda r: r["seconds"])
-        lossy = name in LOSSY
+        lossy = baseline.lossy
         exact = not lossy and all(r["identical"] and r["check"].get("within_bound") for r in rounds)
         wire = best["wire_bytes_per_worker"]
         runs.append({"mode": name, "lossy": lossy, "exact": exact, "seconds": best["seconds"],

@@ -27,7 +27,7 @@ import numpy as np
 
 from hina.host.synthetic import gradient_for, workload_preset
 
-from . import LOSSY, VARIANTS, oktopk, ring, sparcml, zen
+from . import registry
 from .check import Reference
 from .comm import Comm, require_torch
 
@@ -41,24 +41,11 @@ def gradient(spec: dict, seed: int, rank: int) -> np.ndarray:
                         workload=spec.get("workload"), scale=spec.get("scale", 1.0))
 
 
-def topk_k(spec: dict, length: int) -> int:
-    return max(1, round(spec.get("topk_density", 0.01) * length))
-
-
 def run_one(name: str, comm: Comm, grad: np.ndarray, spec: dict) -> np.ndarray:
-    if name == "ring":
-        return ring.allreduce(comm, grad)
-    if name == "sparcml":
-        return sparcml.allreduce(comm, grad, link_gbps=spec.get("link_gbps", 10.0))
-    if name in VARIANTS:  # one SparCML scheme, forced (tests)
-        return sparcml.allreduce(comm, grad, algorithm=VARIANTS[name])
-    if name == "oktopk":
-        return oktopk.allreduce(comm, grad)
-    if name == "oktopk_topk":
-        return oktopk.allreduce(comm, grad, k=topk_k(spec, grad.size))
-    if name == "zen":
-        return zen.allreduce(comm, grad)
-    raise ValueError(f"unknown baseline {name!r}")
+    baseline = registry.get(name)
+    if baseline.allreduce is None:
+        raise ValueError(f"baseline {name!r} is a DDP hook, not an allreduce a worker runs")
+    return baseline.allreduce(comm, grad, spec)
 
 
 def tx_bytes(ifname: str | None) -> int | None:
@@ -85,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
                             timeout=datetime.timedelta(seconds=spec.get("deadline", 120)))
     comm = Comm(rank, world)
     length = spec_length(spec)
-    if "zen" in spec["baselines"]:
-        zen.prepare(length, world)  # Zen's hash tables exist before the first step
+    for baseline in map(registry.get, spec["baselines"]):  # set-up before the first round (Zen's hash tables)
+        if baseline.prepare is not None:
+            baseline.prepare(length, world)
     reference = Reference(world, lambda seed, r: gradient(spec, seed, r)) if rank == 0 else None
     try:
         for rnd, seed in enumerate(spec["seeds"]):  # rounds outer: the baselines interleave, one seed at a time
@@ -111,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                         "sent": comm.sent, "tx_bytes": None if tx0 is None or tx1 is None else tx1 - tx0,
                         "notes": comm.notes, "crc": zlib.crc32(out.tobytes()), "length": length}
                 if reference is not None:
-                    line["check"] = reference.check(out, seed, lossy=name in LOSSY)
+                    line["check"] = reference.check(out, seed, lossy=registry.lossy(name))
                 print(json.dumps(line), flush=True)
         print(json.dumps({"done": True, "rank": rank}), flush=True)
     finally:

@@ -57,8 +57,7 @@ import platform
 import sys
 from pathlib import Path
 
-from hina.baselines import BASELINES
-from hina.baselines import LABEL as BASELINE_LABEL
+from hina.baselines import registry
 from hina.cliargs import OneLineParser
 from hina.codec.params import MODES
 from hina.host import workloads
@@ -69,8 +68,9 @@ from hina.provenance import default_out, out_help, out_path
 ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_MODES = ("dense", "blocks", "auto")
+# hina's modes as this script's tables name them; a baseline's label is its `detail` (hina.baselines.registry)
 MODE_LABEL = {"dense": "dense (SwitchML-style)", "blocks": "blocks (OmniReduce-style)", "auto": "hina auto",
-              "aligned": "hina aligned", "sketch": "hina sketch", **BASELINE_LABEL}
+              "aligned": "hina aligned", "sketch": "hina sketch"}
 # payload_by_phase segments by what they carry (check, scale and stats, a few words each, are left out)
 SHARE_PARTS = {"index": ("index", "index_coarse", "index_fine", "block_index"),
                "values": ("values", "blocks", "sketch", "residual"),
@@ -79,13 +79,22 @@ SEGMENTS = ("check", "scale", "stats", "index", "index_coarse", "index_fine", "v
             "dense", "block_index", "blocks", "meta")
 SEGMENT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
                    "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896")  # one per segment, no greys
-RULE_SLACK = 1.05  # the issue's rule: auto never more than 5% slower than the best of dense and blocks
+# the rule auto's cost model is held to: never more than 5% slower than the better of dense and blocks, the two
+# fixed modes it chooses between on a dense or block-sparse tensor
+RULE_SLACK = 1.05
 RULE_COLUMN = "auto vs best of dense/blocks"
 DEFAULT_BWS = [1000.0, 10000.0]  # Mbit/s: --bws when neither given nor calibrated here (a warning says so)
 # scales that put every preset near 2^22 elements: small enough for 8 workers on this machine
 DEFAULT_SCALE = {"ncf": 0.02, "lstm": 0.01, "bert_base": 0.04, "vgg19": 0.03, "deeplight": 0.007}
 PAPER = ("The lossless homomorphic compression paper reports up to 6.33x aggregation throughput over dense "
          "in-network aggregation on NCF, LSTM, VGG19 and BERT-base.")
+
+
+def label(mode: str) -> str:
+    """A row's system as the tables name it: hina's mode, a baseline's `detail`, or the name itself."""
+    if mode in MODE_LABEL:
+        return MODE_LABEL[mode]
+    return registry.BASELINES[mode].detail if mode in registry.BASELINES else mode
 
 
 def _commit() -> str | None:
@@ -123,7 +132,7 @@ def byte_shares(payload: dict[str, int]) -> dict[str, float]:
 
 def chose_text(r: dict) -> str:
     """What auto ran (the encoding and the index's group size; 1: one level, 0: no index), or a baseline's scheme."""
-    if r["mode"] in BASELINES:
+    if r["mode"] in registry.BASELINES:
         return r.get("encoding") or ""
     if r["mode"] != "auto" or not r.get("encoding"):
         return ""
@@ -149,7 +158,7 @@ def row(env: str, preset: str, mode: str, length: int, dens: dict, r: dict) -> d
             "round_seconds": r.get("round_seconds", [seconds]),
             "retransmissions": r["retransmissions"], "resent_share": resent_share(r),
             "encoding": r.get("encoding"), "group": r.get("group"),
-            "byte_shares": byte_shares(payload), "system": "baseline" if mode in BASELINES else "hina",
+            "byte_shares": byte_shares(payload), "system": "baseline" if mode in registry.BASELINES else "hina",
             # the fidelity monitor's verdict (Mininet only): the best round's, and over all rounds
             "fidelity": r["fidelity"]["verdict"] if "fidelity" in r else None,
             "fidelity_detail": r["fidelity"].get("detail") if "fidelity" in r else None,
@@ -305,7 +314,7 @@ def markdown(rows: list[dict], checks: list[dict], meta: dict) -> str:
             "" if r.get("resent_share") is None else f" ({r['resent_share']:.1%})")
         lines.append(
             f"| {r['preset']} ({meta['scales'][r['preset']]}, {r['length']:,}) | {r['env']} | "
-            f"{r['per_worker_density']:.2%} / {r['union_density']:.2%} | {MODE_LABEL[r['mode']]} | "
+            f"{r['per_worker_density']:.2%} / {r['union_density']:.2%} | {label(r['mode'])} | "
             f"{chose_text(r)} | {r['bytes_per_worker']:,.0f} | {r['seconds']:.3f} "
             f"({', '.join(f'{t:.2f}' for t in r.get('round_seconds', [r['seconds']]))}) | "
             f"{retrans} | {r['throughput_gbps']:.2f} | {speedup_text(r, dense)} | {speedup_text(r, ring)} | "
@@ -342,7 +351,7 @@ def uplink_table(rows: list[dict], seconds: bool = False) -> list[str]:
                  and r["mode"] != "ring" else "")
         per = ", ".join(f"{k} {v['up']:,.0f} / {v['down']:,.0f}" for k, v in r["uplinks"].items())
         cells = [chose_text(r), f"{r['seconds']:.3f}", result_text(r)] if seconds else []
-        lines.append("| " + " | ".join([r["preset"], r["env"], MODE_LABEL[r["mode"]], *cells,
+        lines.append("| " + " | ".join([r["preset"], r["env"], label(r["mode"]), *cells,
                                         f"{r['uplink_bytes_per_aggregation']:,.0f}", ratio, per]) + " |")
     return lines
 
@@ -377,7 +386,7 @@ def plots(rows: list[dict], out: Path, name: str = "compare") -> list[Path]:
                     if d and m:
                         xs.append(j + offsets[i])
                         speedups.append(d["seconds"] / m["seconds"])
-                ax.bar(xs, speedups, width, label=MODE_LABEL[mode], color=f"C{i}")
+                ax.bar(xs, speedups, width, label=label(mode), color=f"C{i}")
                 if mode == "auto":  # what auto ran, over its bar
                     for x, p, v in zip(xs, presets, speedups):
                         ax.text(x, v, find[(env, p, "auto")].get("encoding") or "", ha="center", va="bottom",
@@ -422,73 +431,19 @@ def plots(rows: list[dict], out: Path, name: str = "compare") -> list[Path]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = OneLineParser(prog="compare.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--presets", nargs="+", default=list(workloads.PRESETS), choices=list(workloads.PRESETS),
-                    help=f"workload presets to run (default: all: {' '.join(workloads.PRESETS)})")
-    ap.add_argument("--modes", nargs="+", choices=MODES, default=list(DEFAULT_MODES),
-                    help=f"codec modes to compare, any of {', '.join(MODES)}; dense, the reference of the "
-                         f"speedup column, is added when left out (default: {' '.join(DEFAULT_MODES)})")
-    ap.add_argument("--baselines", nargs="+", choices=(*BASELINES, "none"), default=list(BASELINES),
-                    help=f"host-based baselines to run, any of {', '.join(BASELINES)}, or none "
-                         f"(default: all)")
-    ap.add_argument("--systems", nargs="+", choices=(*MODES, *BASELINES),
-                    help="run exactly these, codec modes and baselines alike (replaces --modes and --baselines; "
-                         "nothing is added)")
-    ap.add_argument("--topk-density", type=float, default=0.01,
-                    help="Ok-Topk top-k (lossy): k = this fraction of the elements (default: 0.01)")
-    ap.add_argument("--workers", type=int, default=8, help="workers per aggregation (default: 8)")
-    ap.add_argument("--scale", type=float, help="one scale for every preset (default: each preset near 2^22)")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="runs per mode (loopback: a new seed each); the fastest is kept, all are listed (default: 3)")
-    ap.add_argument("--mininet", choices=("auto", "off"), default="auto",
-                    help="auto: also run on Mininet stars when root with Mininet installed (default: auto)")
-    ap.add_argument("--loopback", choices=("on", "off"), default="on",
-                    help="off: Mininet rows only (a heterogeneity run has nothing to change on loopback) (default: on)")
-    ap.add_argument("--bws", type=float, nargs="+", default=None,
-                    help="Mininet link rates, Mbit/s (default: the faithful rate mininet/run.py --calibrate recorded "
-                         "on this machine for this star or tree and worker count; without one "
-                         f"{' '.join(f'{b:g}' for b in DEFAULT_BWS)}, with a warning that they may be CPU-bound)")
-    ap.add_argument("--out", type=out_path, default=default_out(),
-                    help=out_help(what="the folder the JSON, markdown and PNGs go into"))
-    ap.add_argument("--name", default="compare",
-                    help="the files' stem: NAME.json, NAME.md, NAME_speedup.png, NAME_bytes.png (default: compare)")
-    ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json|NAME",
-                    help="Mininet: the network every system runs on, as mininet/run.py's --topology (a topology "
-                         "file, or the NAME of one in mininet/topologies/; docs/trees.md); the baselines over "
-                         "plain bridges, a tree without cycles; a tree sets --workers to its hosts (default: star)")
-    ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
-                    help="Mininet trees: uplinks at hosts x --bws / (R x uplinks) (default: 1)")
+    """The flags, checked before anything runs (a bad one: one line, exit status 2); then the tree, if any, and
+    the Mininet link rates (`link_rate`)."""
     from hina.mininet import heterogeneity
 
+    ap = OneLineParser(prog="compare.py", description=__doc__.split("\n\n")[0])
+    _system_flags(ap)
+    _run_flags(ap)
+    _network_flags(ap)
     heterogeneity.add_flags(ap, where="Mininet: ", bw_flag="--bws", seed_flag="a fixed seed")
     args = ap.parse_args(argv)
-    if "none" in args.baselines and len(args.baselines) > 1:
-        ap.error(f"--baselines none cannot be combined with {' '.join(b for b in args.baselines if b != 'none')}")
-    if not 0 < args.topk_density <= 1:
-        ap.error(f"--topk-density must be in (0, 1], got {args.topk_density}")
-    for name in ("workers", "rounds"):
-        if getattr(args, name) < 1:
-            ap.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    if args.scale is not None and not 0 < args.scale <= 1:
-        ap.error(f"--scale must be in (0, 1], got {args.scale}")
-    if args.bws is not None and any(bw <= 0 for bw in args.bws):
-        ap.error(f"--bws must be positive Mbit/s, got {' '.join(f'{b:g}' for b in args.bws)}")
-    try:  # the heterogeneity and topology flags, checked before anything runs
-        args.tree = None
-        if args.topology != "star":
-            from hina.mininet import topo  # Mininet's own package is needed for a tree
-
-            fabric = topo.parse_topology(args.topology)
-            if not 0 < args.oversubscription < float("inf"):
-                raise ValueError(f"--oversubscription must be a positive ratio, got {args.oversubscription:g}")
-            chosen = [s for s in (args.systems or args.baselines) if s in BASELINES]
-            if chosen and not fabric.is_tree:  # said now, not after hina's runs
-                raise ValueError(f"--topology {args.topology}: the baselines ({', '.join(chosen)}) run over plain "
-                                 f"bridges, which loop where switches form a cycle (several spines or cores); "
-                                 f"give a tree, or --baselines none")
-            args.workers = len(fabric.hosts)
-            args.tree = {"fabric": fabric, "oversubscription": args.oversubscription}
-
+    try:
+        check_args(args)
+        args.tree = tree_of(args)
         heterogeneity.per_rank_links(args.host_bw, args.host_delay, args.workers)
         if args.straggler:
             heterogeneity.Straggler.parse(args.straggler).check(args.workers, args.compute)
@@ -506,36 +461,106 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+def _system_flags(ap: argparse.ArgumentParser) -> None:
+    """What runs: hina's modes and the baselines (hina.baselines.registry's host allreduces)."""
+    offered = [b.name for b in registry.compared()]
+    ap.add_argument("--presets", nargs="+", default=list(workloads.PRESETS), choices=list(workloads.PRESETS),
+                    help=f"workload presets to run (default: all: {' '.join(workloads.PRESETS)})")
+    ap.add_argument("--modes", nargs="+", choices=MODES, default=list(DEFAULT_MODES),
+                    help=f"codec modes to compare, any of {', '.join(MODES)}; dense, the reference of the "
+                         f"speedup column, is added when left out (default: {' '.join(DEFAULT_MODES)})")
+    ap.add_argument("--baselines", nargs="+", choices=(*offered, "none"), default=offered,
+                    help=f"host-based baselines to run, any of {', '.join(offered)}, or none (default: all)")
+    ap.add_argument("--systems", nargs="+", choices=(*MODES, *offered),
+                    help="run exactly these, codec modes and baselines alike (replaces --modes and --baselines; "
+                         "nothing is added)")
+    ap.add_argument("--topk-density", type=float, default=0.01,
+                    help="Ok-Topk top-k (lossy): k = this fraction of the elements (default: 0.01)")
 
+
+def _run_flags(ap: argparse.ArgumentParser) -> None:
+    """How much runs, and where the results go."""
+    ap.add_argument("--workers", type=int, default=8, help="workers per aggregation (default: 8)")
+    ap.add_argument("--scale", type=float, help="one scale for every preset (default: each preset near 2^22)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs per mode (loopback: a new seed each); the fastest is kept, all are listed (default: 3)")
+    ap.add_argument("--out", type=out_path, default=default_out(),
+                    help=out_help(what="the folder the JSON, markdown and PNGs go into"))
+    ap.add_argument("--name", default="compare",
+                    help="the files' stem: NAME.json, NAME.md, NAME_speedup.png, NAME_bytes.png (default: compare)")
+
+
+def _network_flags(ap: argparse.ArgumentParser) -> None:
+    """Where it runs: loopback, Mininet stars at these rates, or a tree."""
+    ap.add_argument("--mininet", choices=("auto", "off"), default="auto",
+                    help="auto: also run on Mininet stars when root with Mininet installed (default: auto)")
+    ap.add_argument("--loopback", choices=("on", "off"), default="on",
+                    help="off: Mininet rows only (a heterogeneity run has nothing to change on loopback) (default: on)")
+    ap.add_argument("--bws", type=float, nargs="+", default=None,
+                    help="Mininet link rates, Mbit/s (default: the faithful rate mininet/run.py --calibrate recorded "
+                         "on this machine for this star or tree and worker count; without one "
+                         f"{' '.join(f'{b:g}' for b in DEFAULT_BWS)}, with a warning that they may be CPU-bound)")
+    ap.add_argument("--topology", default="star", metavar="star|leafspine:L,S,H|FILE.json|NAME",
+                    help="Mininet: the network every system runs on, as mininet/run.py's --topology (a topology "
+                         "file, or the NAME of one in mininet/topologies/; docs/trees.md); the baselines over "
+                         "plain bridges, a tree without cycles; a tree sets --workers to its hosts (default: star)")
+    ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
+                    help="Mininet trees: uplinks at hosts x --bws / (R x uplinks) (default: 1)")
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """A ValueError naming the first flag out of its range."""
+    if "none" in args.baselines and len(args.baselines) > 1:
+        raise ValueError(f"--baselines none cannot be combined with "
+                         f"{' '.join(b for b in args.baselines if b != 'none')}")
+    if not 0 < args.topk_density <= 1:
+        raise ValueError(f"--topk-density must be in (0, 1], got {args.topk_density}")
+    for name in ("workers", "rounds"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.scale is not None and not 0 < args.scale <= 1:
+        raise ValueError(f"--scale must be in (0, 1], got {args.scale}")
+    if args.bws is not None and any(bw <= 0 for bw in args.bws):
+        raise ValueError(f"--bws must be positive Mbit/s, got {' '.join(f'{b:g}' for b in args.bws)}")
+
+
+def tree_of(args: argparse.Namespace) -> dict | None:
+    """--topology other than a star: its fabric and oversubscription (and --workers set to its hosts); a
+    ValueError where the baselines' plain bridges would loop.  Mininet's own package is needed for it."""
+    if args.topology == "star":
+        return None
+    from hina.mininet import topo
+
+    fabric = topo.parse_topology(args.topology)
+    if not 0 < args.oversubscription < float("inf"):
+        raise ValueError(f"--oversubscription must be a positive ratio, got {args.oversubscription:g}")
+    chosen = [s for s in (args.systems or args.baselines) if s in registry.BASELINES]
+    if chosen and not fabric.is_tree:  # said now, not after hina's runs
+        raise ValueError(f"--topology {args.topology}: the baselines ({', '.join(chosen)}) run over plain "
+                         f"bridges, which loop where switches form a cycle (several spines or cores); "
+                         f"give a tree, or --baselines none")
+    args.workers = len(fabric.hosts)
+    return {"fabric": fabric, "oversubscription": args.oversubscription}
+
+
+def systems_to_run(args: argparse.Namespace, log) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """hina's modes (dense added when --modes leaves it out: the speedups are relative to it) and the
+    baselines, as --systems, or --modes and --baselines, name them."""
     if args.systems:
         chosen = tuple(dict.fromkeys(args.systems))
-        modes = tuple(m for m in chosen if m in MODES)
-        baselines = tuple(b for b in chosen if b in BASELINES)
-    else:
-        modes = tuple(dict.fromkeys(args.modes))
-        if "dense" not in modes:
-            log("adding dense: the speedup column is relative to it")
-            modes = ("dense", *modes)
-        baselines = () if "none" in args.baselines else tuple(dict.fromkeys(args.baselines))
-    mininet_reason = "disabled with --mininet off" if args.mininet == "off" else mininet_available()
-    if mininet_reason:
-        log(f"Mininet runs skipped: {mininet_reason}")
-    else:
-        for line in args.link_rate.lines:  # the rates' warning or provenance, before anything runs
-            log(line)
-    baseline_reason = baselines_available() if baselines else "none chosen"
-    if baselines and baseline_reason:
-        log(f"baselines skipped: {baseline_reason}")
-        baselines = ()
-    scales = {p: args.scale or DEFAULT_SCALE.get(p, 0.01) for p in args.presets}
-    hetero = {"host_bw": args.host_bw, "host_delay": args.host_delay, "straggler": args.straggler,
-              "compute": args.compute, "cross": tuple(args.cross)}
+        return (tuple(m for m in chosen if m in MODES), tuple(b for b in chosen if b in registry.BASELINES))
+    modes = tuple(dict.fromkeys(args.modes))
+    if "dense" not in modes:
+        log("adding dense: the speedup column is relative to it")
+        modes = ("dense", *modes)
+    return modes, () if "none" in args.baselines else tuple(dict.fromkeys(args.baselines))
+
+
+def measure(args: argparse.Namespace, modes: tuple, baselines: tuple, scales: dict, hetero: dict,
+            bws: list[float]) -> list[dict]:
+    """Every preset on loopback (unless --loopback off) and at each Mininet rate: hina's modes, then the
+    baselines, a row each; a progress step per preset and environment, its lines above the bar."""
     rows = []
-    bws = [] if mininet_reason else args.bws
-    # a step per preset and environment (loopback, each Mininet rate); its lines above the bar
     with Progress(len(args.presets) * ((args.loopback == "on") + len(bws)), "compare") as bar:
         log = bar.print
         for preset in args.presets:
@@ -561,16 +586,12 @@ def main(argv: list[str] | None = None) -> int:
                 env = f"mininet {bw / 1000:g} Gbit/s" + ("" if args.tree is None else f" {args.topology}")
                 rows += [row(env, preset, r["mode"], w.size, dens, r) for r in found]
                 bar.done()
+    return rows
 
+
+def report(args: argparse.Namespace, rows: list[dict], meta: dict) -> None:
+    """The JSON, the markdown table (printed too), each preset's verdict on auto's rule, and the plots."""
     checks = rule_checks(rows)
-    meta = {"command": " ".join(["benchmarks/compare.py"] + (argv if argv is not None else sys.argv[1:])),
-            "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.platform(),
-            "cpus": os.cpu_count(), "workers": args.workers, "modes": list(modes), "baselines": list(baselines),
-            "baselines_skipped": None if baselines else baseline_reason, "topk_density": args.topk_density,
-            "rounds": args.rounds, "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER,
-            "heterogeneity": hetero, "loadavg": os.getloadavg(), "commit": _commit(),
-            "topology": args.topology, "oversubscription": args.oversubscription if args.tree else None,
-            "link_rate": args.link_rate.as_json(single=False) if not mininet_reason else None}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "auto_rule": checks},
                                                            indent=1))
@@ -584,6 +605,35 @@ def main(argv: list[str] | None = None) -> int:
             f"{rule_text(c)}"))
     for path in plots(rows, args.out, args.name):
         print(f"wrote {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    modes, baselines = systems_to_run(args, log)
+    mininet_reason = "disabled with --mininet off" if args.mininet == "off" else mininet_available()
+    if mininet_reason:
+        log(f"Mininet runs skipped: {mininet_reason}")
+    else:
+        for line in args.link_rate.lines:  # the rates' warning or provenance, before anything runs
+            log(line)
+    baseline_reason = baselines_available() if baselines else "none chosen"
+    if baselines and baseline_reason:
+        log(f"baselines skipped: {baseline_reason}")
+        baselines = ()
+    scales = {p: args.scale or DEFAULT_SCALE.get(p, 0.01) for p in args.presets}
+    hetero = {"host_bw": args.host_bw, "host_delay": args.host_delay, "straggler": args.straggler,
+              "compute": args.compute, "cross": tuple(args.cross)}
+    rows = measure(args, modes, baselines, scales, hetero, [] if mininet_reason else args.bws)
+    meta = {"command": " ".join(["benchmarks/compare.py"] + (argv if argv is not None else sys.argv[1:])),
+            "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.platform(),
+            "cpus": os.cpu_count(), "workers": args.workers, "modes": list(modes), "baselines": list(baselines),
+            "baselines_skipped": None if baselines else baseline_reason, "topk_density": args.topk_density,
+            "rounds": args.rounds, "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER,
+            "heterogeneity": hetero, "loadavg": os.getloadavg(), "commit": _commit(),
+            "topology": args.topology, "oversubscription": args.oversubscription if args.tree else None,
+            "link_rate": args.link_rate.as_json(single=False) if not mininet_reason else None}
+    report(args, rows, meta)
     return 0
 
 

@@ -273,13 +273,16 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--probe-worker"]:
         return probe_worker(argv[1:])
     from hina.cliargs import OneLineParser, between, positive
+    from hina.control.ledger import DEFAULT_SPACE
+    from hina.host.job import DEFAULT_SLOTS
     from hina.provenance import default_out, out_help, out_path
 
     ap = OneLineParser(prog="cross_traffic.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=between(2, 32), default=4, help="workers (default: 4)")
     ap.add_argument("--bw", type=positive, default=100.0, help="Mbit/s per link (default: 100)")
     ap.add_argument("--bws", type=positive, nargs="+", help="run once per rate, Mbit/s (instead of --bw)")
-    ap.add_argument("--slots", type=between(2, 4096), default=64, help="the job's slots, W (default: 64)")
+    ap.add_argument("--slots", type=between(2, DEFAULT_SPACE), default=DEFAULT_SLOTS,
+                    help=f"the job's slots, W (default: {DEFAULT_SLOTS})")
     ap.add_argument("--delay-rule", action="store_true",
                     help="the workers' windows with the delay rule alone, for comparison (default: the fair-share "
                          "rules)")

@@ -51,14 +51,16 @@ from hina.cliargs import OneLineParser, between, fraction, pipes_flag, positive
 from hina.codec.params import MAX_WORKERS
 from hina.control.client import ControlClient
 from hina.control.config import JobConfig, Member
+from hina.control.controller import P4_WORDS
 from hina.emulator.pipes import reuseport_group
 from hina.host.demo import DemoConfig, run_demo
-from hina.host.job import JobSpec
+from hina.host.job import DEFAULT_WORDS, JobSpec
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
-from hina.wire.headers import max_words, pack_header, unpack_header
+from hina.wire.headers import pack_header, unpack_header
 from hina.wire.mmsg import set_buffers
 
 TICKS = os.sysconf("SC_CLK_TCK")
+KS = (P4_WORDS, DEFAULT_WORDS)  # K of the P4 program's packets, and of a jumbo frame's
 
 
 def echo_server(pipes: int) -> None:
@@ -248,7 +250,7 @@ def plot(e2e: list[dict], path: Path) -> bool:
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = OneLineParser(prog="emulator_bench.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--echo-server", type=pipes_flag, metavar="P", help=argparse.SUPPRESS)
     ap.add_argument("--seconds", type=positive, default=3.0, help="measurement time per packet-rate run")
@@ -270,13 +272,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="workers in the pipes end to end section")
     ap.add_argument("--out", type=out_path, default=default_out("emulator_bench.json"),
                     help=out_help("emulator_bench.json", "the JSON result, emulator_e2e.png beside it"))
-    args = ap.parse_args(argv)
-    if args.echo_server:
-        echo_server(args.echo_server)
-        return 0
+    return ap.parse_args(argv)
 
+
+def packet_rates(args: argparse.Namespace) -> list[dict]:
+    """The packet rate of each server (the echo, the emulator, and with one pipe the emulator per packet) for
+    each K and P."""
     rates = []
-    for words in (32, max_words(9000)):
+    for words in KS:
         for pipes in args.pipes:
             for kind in ("echo", "emulator") + (("emulator-per-packet",) if pipes == 1 else ()):
                 r = packet_rate(kind, words, args.window, args.seconds, pipes, args.clients or None)
@@ -284,18 +287,24 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"K={words:<5d} P={pipes} {kind:<19s} achieved {r['achieved_pps']:>9,.0f} pkt/s   "
                       f"capacity {r['capacity_pps']:>9,.0f} pkt/s per server CPU second "
                       f"({r['clients']} client processes)", flush=True)
+    return rates
+
+
+def rate_of(rates: list[dict], kind: str, words: int, pipes: int) -> dict:
+    return next(r for r in rates if r["server"] == kind and r["words"] == words and r["pipes"] == pipes)
+
+
+def against_echo(rates: list[dict], pipes_run: list[int]) -> tuple[dict, dict]:
+    """The emulator's rates over the echo's at the same K and P (achieved and capacity; with one pipe, per
+    packet too), and P pipes' achieved rate over one pipe's, each printed against its target."""
     ratios, scaling = {}, {}
-
-    def rate(kind, words, pipes):
-        return next(r for r in rates if r["server"] == kind and r["words"] == words and r["pipes"] == pipes)
-
-    for words in (32, max_words(9000)):
-        for pipes in args.pipes:
-            echo, emu = rate("echo", words, pipes), rate("emulator", words, pipes)
+    for words in KS:
+        for pipes in pipes_run:
+            echo, emu = rate_of(rates, "echo", words, pipes), rate_of(rates, "emulator", words, pipes)
             ratios[f"{words}/{pipes}"] = {"achieved": emu["achieved_pps"] / echo["achieved_pps"],
                                           "capacity": emu["capacity_pps"] / echo["capacity_pps"]}
             if pipes == 1:
-                one = rate("emulator-per-packet", words, 1)
+                one = rate_of(rates, "emulator-per-packet", words, 1)
                 ratios[f"{words}/1/per-packet"] = {"achieved": one["achieved_pps"] / echo["achieved_pps"],
                                                    "capacity": one["capacity_pps"] / echo["capacity_pps"]}
                 print(f"K={words} P=1 --no-batch (one system call per packet): emulator / echo = "
@@ -304,45 +313,65 @@ def main(argv: list[str] | None = None) -> int:
             print(f"K={words} P={pipes}: emulator / echo = {ratios[f'{words}/{pipes}']['achieved']:.2f} achieved, "
                   f"{ratios[f'{words}/{pipes}']['capacity']:.2f} capacity" + (" (target >= 0.8)" if pipes == 1 else ""),
                   flush=True)
-            if 1 in args.pipes and pipes > 1:
-                one = rate("emulator", words, 1)["achieved_pps"]
+            if 1 in pipes_run and pipes > 1:
+                one = rate_of(rates, "emulator", words, 1)["achieved_pps"]
                 scaling[f"{words}/{pipes}"] = emu["achieved_pps"] / one
                 print(f"K={words} P={pipes}: {emu['achieved_pps'] / one:.2f}x the one-pipe rate "
                       f"(target >= {0.7 * pipes:.1f}x given {pipes} + clients cores; this machine has "
                       f"{os.cpu_count()})", flush=True)
-    best_pipes = max(args.pipes, key=lambda p: sum(rate("emulator", w, p)["achieved_pps"]
-                                                   for w in (32, max_words(9000))))
+    return ratios, scaling
 
+
+def end_to_end_runs(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
+    """`hina demo` at every density in every mode (none with --skip-e2e), and each density's verdict on the
+    targets: auto within 5% of the better of dense and blocks, and at 1% at least 3x faster than dense."""
     e2e, targets = [], []
-    if not args.skip_e2e:
-        for density in args.densities:
-            for mode in E2E_MODES:
-                r = end_to_end(args.length, density, mode, args.workers, args.repeat, args.rounds)
-                e2e.append(r)
-                print(f"d=2^{args.length.bit_length() - 1} p={density:.1%} {mode:<6s} {r['seconds']:.3f} s "
-                      f"(runs {', '.join(f'{s:.3f}' for s in r['all_seconds'])}; first aggregation "
-                      f"{r['first_seconds']:.3f} s), ran {r['encoding']}, exact={r['exact']}, "
-                      f"{r['bytes_per_worker']:,.0f} B/worker, {r['retransmissions']} retransmissions", flush=True)
-        for density in args.densities:
-            t = {m: next(r for r in e2e if r["density"] == density and r["mode"] == m)["seconds"] for m in E2E_MODES}
-            best = min(t["dense"], t["blocks"])
-            verdict = "met" if t["auto"] <= 1.05 * best else "MISSED"
-            line = (f"p={density:.1%}: auto {speed(t['dense'], t['auto'])} dense; auto / best of dense and blocks "
-                    f"= {t['auto'] / best:.2f} (target <= 1.05: {verdict})")
-            if density == 0.01:
-                line += f"; target >= 3x dense: {'met' if t['dense'] >= 3 * t['auto'] else 'MISSED'}"
-            targets.append(line)
-            print(line)
+    if args.skip_e2e:
+        return e2e, targets
+    for density in args.densities:
+        for mode in E2E_MODES:
+            r = end_to_end(args.length, density, mode, args.workers, args.repeat, args.rounds)
+            e2e.append(r)
+            print(f"d=2^{args.length.bit_length() - 1} p={density:.1%} {mode:<6s} {r['seconds']:.3f} s "
+                  f"(runs {', '.join(f'{s:.3f}' for s in r['all_seconds'])}; first aggregation "
+                  f"{r['first_seconds']:.3f} s), ran {r['encoding']}, exact={r['exact']}, "
+                  f"{r['bytes_per_worker']:,.0f} B/worker, {r['retransmissions']} retransmissions", flush=True)
+    for density in args.densities:
+        t = {m: next(r for r in e2e if r["density"] == density and r["mode"] == m)["seconds"] for m in E2E_MODES}
+        best = min(t["dense"], t["blocks"])
+        verdict = "met" if t["auto"] <= 1.05 * best else "MISSED"
+        line = (f"p={density:.1%}: auto {speed(t['dense'], t['auto'])} dense; auto / best of dense and blocks "
+                f"= {t['auto'] / best:.2f} (target <= 1.05: {verdict})")
+        if density == 0.01:
+            line += f"; target >= 3x dense: {'met' if t['dense'] >= 3 * t['auto'] else 'MISSED'}"
+        targets.append(line)
+        print(line)
+    return e2e, targets
 
-    pipes_e2e = []
+
+def pipes_end_to_end(args: argparse.Namespace, best_pipes: int) -> list[dict]:
+    """Dense and auto at 100% density through P pipes: one and the best P of the packet rates (or --pipes-e2e)."""
+    runs = []
     for pipes in sorted({1, best_pipes}) if args.pipes_e2e is None else args.pipes_e2e:
         for mode in ("dense", "auto"):
             r = end_to_end(args.length, 1.0, mode, args.pipes_workers, args.repeat, args.rounds, pipes)
-            pipes_e2e.append(r)
+            runs.append(r)
             print(f"pipes: P={pipes} {mode:<5s} {args.pipes_workers} workers d=2^{args.length.bit_length() - 1} "
                   f"{r['seconds']:.3f} s, {r['dense_equivalent_gbps']:.2f} Gbit/s dense-equivalent, "
                   f"exact={r['exact']}, {r['retransmissions']} retransmissions", flush=True)
+    return runs
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.echo_server:
+        echo_server(args.echo_server)
+        return 0
+    rates = packet_rates(args)
+    ratios, scaling = against_echo(rates, args.pipes)
+    best_pipes = max(args.pipes, key=lambda p: sum(rate_of(rates, "emulator", w, p)["achieved_pps"] for w in KS))
+    e2e, targets = end_to_end_runs(args)
+    pipes_e2e = pipes_end_to_end(args, best_pipes)
     write_result(args.out, {"packet_rate": rates, "ratios": ratios, "scaling": scaling, "best_pipes": best_pipes,
                             "end_to_end": e2e, "pipes_end_to_end": pipes_e2e, "targets": targets},
                  command_line("benchmarks/emulator_bench.py", argv))

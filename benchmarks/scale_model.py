@@ -9,7 +9,13 @@ renders its markdown tables (`tables`, `validation_table`,
 `projection_table`, which tools/tables.py renders into the docs).
 
     python benchmarks/scale_model.py [--validate MININET.json ...] [--workers 8,16,...,1024]
-        [--gbps 10,100,400] [--topologies star,tree2,tree3] [--presets ...] [--out PATH]
+        [--gbps 10,100,400] [--topologies star,tree2,tree3] [--presets ...] [--queue N] [--out PATH]
+
+Every topology is a `hina.control.Fabric` (`Fabric.star`, `Fabric.tree`).
+With `--queue`, every switch port holds that many packets; a point where
+one would have to hold more lies outside the model's domain: its row says
+so (`in_domain`, `outside`) and the command prints the ns-3 run that
+measures it (benchmarks/ns3_scale.py).
 """
 
 from __future__ import annotations
@@ -21,19 +27,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hina.cliargs import OneLineParser, between, checked, existing_file, non_negative, positive
+from hina.codec.params import MAX_WORKERS
+from hina.control import Fabric
 from hina.host.workloads import preset
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.sim.scale import (
     EMULATOR_SERVICE,
-    Network,
+    Setup,
     aggregation_seconds,
     codec_rounds,
+    outside,
     preset_rounds,
     ring_for,
     support_scale,
     union_stats,
 )
-from hina.sim.scale import has_trees as has_trees  # tools/tables.py asks it here
 from hina.wire.headers import FRAME_OVERHEAD, max_words
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,9 +62,9 @@ def mininet_case(path: Path) -> list[dict]:
         raise ValueError(f"{path}: validation takes emulator runs on shaped, lossless links")
     grads = [gradient_for(cfg["length"], cfg["density"], seed=cfg["seed"], rank=r, workload=cfg.get("workload"),
                           scale=cfg.get("scale", 1.0)) for r in range(cfg["workers"])]
-    net = Network(workers=cfg["workers"], gbps=cfg["bw"] / 1000, delay=cfg.get("delay", 0.0) / 1000 + 25e-6,
-                  switch_latency=0.0, switch_service=EMULATOR_SERVICE, words=max_words(cfg["mtu"]),
-                  slots=cfg["slots"], overhead=FRAME_OVERHEAD)
+    net = Setup(Fabric.star(cfg["workers"], rate=cfg["bw"]), delay=cfg.get("delay", 0.0) / 1000 + 25e-6,
+                switch_latency=0.0, switch_service=EMULATOR_SERVICE, words=max_words(cfg["mtu"]),
+                slots=cfg["slots"], overhead=FRAME_OVERHEAD)
     out = []
     for run in data["runs"]:
         codec_run = codec_rounds(grads, run["mode"], link_gbps=cfg["bw"] / 1000)
@@ -97,11 +105,33 @@ def _verdict(run: dict) -> str | None:
 
 
 # -- the projection -----------------------------------------------------------------------------
+def fabric_for(workers: int, gbps: float, depth: int, *, uplink_gbps: float | None = None,
+               queue: int | None = None) -> Fabric:
+    """The projection's topology: a star (a hypothetical switch beyond 32 workers) or a tree of `depth` tiers,
+    its uplinks at `uplink_gbps` (default the workers' rate), every switch port holding `queue` packets."""
+    rate = gbps * 1000
+    if depth == 1:
+        return Fabric.star(workers, rate=rate, queue=queue)
+    return Fabric.tree(workers, depth, rate=rate, uplink_rate=(uplink_gbps or gbps) * 1000, queue=queue)
+
+
+def ns3_command(row: dict, *, uplink_gbps: float | None, queue: int | None, mtu: int, slots: int) -> str:
+    """The benchmarks/ns3_scale.py command that runs a projection row's point on ns-3, with every worker."""
+    if row["topology"] == "star" and row["workers"] > MAX_WORKERS:
+        return f"none: a star of more than {MAX_WORKERS} workers is no switch ns-3 runs (a tree is: --topologies tree2)"
+    fabric = "--fabrics star" if row["topology"] == "star" else f"--fabrics tree --depth {row['topology'][-1]}"
+    flags = [f"--workers {row['workers']}", fabric, f"--presets {row['preset']}", "--modes dense,auto",
+             f"--gbps {row['gbps']:g}", *([f"--uplink-gbps {uplink_gbps:g}"] if uplink_gbps else []),
+             *([f"--queue {queue}"] if queue else []), f"--mtu {mtu}", f"--slots {slots}", "--cap 0"]
+    return "python benchmarks/ns3_scale.py " + " ".join(flags)
+
+
 def project(presets: Sequence[str], workers: Sequence[int], gbps: Sequence[float], depths: Sequence[int], *,
             scale: float | None, seed: int, cap: int, host_alpha: float, mtu: int = 9000, slots: int = 64,
-            log=print) -> list[dict]:
+            uplink_gbps: float | None = None, queue: int | None = None, log=print) -> list[dict]:
     """Dense INA, hina auto and the ring for every preset, worker count, rate and topology; `scale`:
-    where the supports are drawn (None: `support_scale`, full size but for NCF)."""
+    where the supports are drawn (None: `support_scale`, full size but for NCF).  A row whose switch ports
+    would drop (`queue`) lies outside the model's domain: it says so, and the log names the ns-3 run."""
     rows = []
     for name in presets:
         length = preset(name).size
@@ -115,7 +145,8 @@ def project(presets: Sequence[str], workers: Sequence[int], gbps: Sequence[float
                 for depth in depths:
                     if depth > 1 and st.workers < 2 ** depth:
                         continue
-                    net = Network(workers=st.workers, gbps=rate, depth=depth, words=max_words(mtu), slots=slots)
+                    fabric = fabric_for(st.workers, rate, depth, uplink_gbps=uplink_gbps, queue=queue)
+                    net = Setup(fabric, words=max_words(mtu), slots=slots)
                     row = {"preset": name, "length": length, "workers": st.workers, "gbps": rate,
                            "topology": "star" if depth == 1 else f"tree{depth}", "fanins": list(net.fanins),
                            "union_density": st.occupied[0], "support_scale": drawn}
@@ -125,10 +156,18 @@ def project(presets: Sequence[str], workers: Sequence[int], gbps: Sequence[float
                         row[key] = {"seconds": m["seconds"], "encoding": plan["encoding"], "group": plan["group"],
                                     "words_per_worker": sum(sum(r) for r in plan["rounds"]),
                                     "rounds": [list(r) for r in plan["rounds"]], "chunks": m["chunks"],
-                                    "residual_chance": plan["residual_chance"]}
+                                    "residual_chance": plan["residual_chance"], "in_domain": m["in_domain"],
+                                    "outside": outside(m), "deepest_queue": m["deepest_queue"]}
                     row["ring"] = {"seconds": ring_for(net, length, host_alpha), "alpha_host": host_alpha}
                     row["speedup_vs_dense"] = row["dense_ina"]["seconds"] / row["hina_auto"]["seconds"]
                     row["speedup_vs_ring"] = row["ring"]["seconds"] / row["hina_auto"]["seconds"]
+                    row["in_domain"] = row["dense_ina"]["in_domain"] and row["hina_auto"]["in_domain"]
+                    if not row["in_domain"]:
+                        row["ns3_command"] = ns3_command(row, uplink_gbps=uplink_gbps, queue=queue, mtu=mtu,
+                                                         slots=slots)
+                        why = row["dense_ina"]["outside"] or row["hina_auto"]["outside"]
+                        log(f"{name} {row['topology']} {st.workers} workers at {rate:g} Gbit/s: outside the scale "
+                            f"model's domain ({why}); ns-3 runs it: {row['ns3_command']}")
                     rows.append(row)
         log(f"{name}: projected in {time.perf_counter() - start:.1f} s")
     return rows
@@ -207,14 +246,17 @@ def projection_table(result: dict, workers: int | None = None, gbps: float | Non
     rate = gbps or (100.0 if any(r["gbps"] == 100.0 for r in rows) else rows[0]["gbps"])
     out = [f"| preset | topology | union of {top} | hina auto runs | dense INA s | hina auto s | ring s "
            "| hina / dense INA | hina / ring |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if r["workers"] != top or r["gbps"] != rate:
-            continue
+    shown = [r for r in rows if r["workers"] == top and r["gbps"] == rate]
+    for r in shown:
         h = r["hina_auto"]
         ran = h["encoding"] + (f" (G = {h['group']})" if h["group"] else "")
-        out.append(f"| {r['preset']} | {r['topology']} {'x'.join(map(str, r['fanins']))} "
+        mark = "" if r.get("in_domain", True) else " *"
+        out.append(f"| {r['preset']} | {r['topology']} {'x'.join(map(str, r['fanins']))}{mark} "
                    f"| {r['union_density']:.2%} | {ran} | {r['dense_ina']['seconds']:.4f} | {h['seconds']:.4f} "
                    f"| {r['ring']['seconds']:.4f} | {r['speedup_vs_dense']:.2f}x | {r['speedup_vs_ring']:.2f}x |")
+    if not all(r.get("in_domain", True) for r in shown):
+        out += ["", "\\* outside the model's domain: a switch port would queue more than it holds, and drop; the "
+                    "seconds are what the round takes if it held (the row's `ns3_command` measures it on ns-3)."]
     return out
 
 
@@ -243,6 +285,25 @@ def _topologies(text: str) -> list[int]:
     return out
 
 
+def projection(args, log) -> dict:
+    """The command line's projection: its rows, the papers' speedups and the plots written beside `--out`."""
+    rows = project(args.presets, args.workers, args.gbps, args.topologies, scale=args.scale, seed=args.seed,
+                   cap=args.cap, host_alpha=args.ring_alpha_us * 1e-6, mtu=args.mtu, slots=args.slots,
+                   uplink_gbps=args.uplink_gbps, queue=args.queue, log=log)
+    off = sum(not r["in_domain"] for r in rows)
+    if off:
+        log(f"{off} of {len(rows)} points outside the scale model's domain (in_domain false; each row's ns3_command "
+            f"runs it on ns-3)")
+    plots = []
+    for rate in args.gbps:
+        for depth in args.topologies:
+            topo = "star" if depth == 1 else f"tree{depth}"
+            png = args.out.with_name(f"{args.out.stem}_{topo}_{rate:g}g.png")
+            if plot(rows, png, rate, topo):
+                plots.append(_shown(png))
+    return {"projection": rows, "paper_speedups": PAPER_SPEEDUP, "plots": plots}
+
+
 def main(argv: list[str] | None = None) -> int:
     from hina.host.workloads import PRESETS
 
@@ -267,6 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mtu", type=between(128, 9000), default=9000,
                     help="the links' MTU; K, the words per frame, follows (default: 9000, K = 2239, the emulator's)")
     ap.add_argument("--slots", type=between(1, 1 << 15), default=64, help="the job's slots W (default: 64)")
+    ap.add_argument("--uplink-gbps", type=checked(positive), default=None,
+                    help="every link between switches in Gbit/s (default: the workers' rate)")
+    ap.add_argument("--queue", type=between(1), default=None,
+                    help="packets each switch port holds; a point where one would hold more is outside the "
+                         "model's domain, and the command names its ns-3 run (default: no limit)")
     ap.add_argument("--seed", type=between(0), default=0, help="seed of the supports (default: 0)")
     ap.add_argument("--tables", type=existing_file, metavar="RESULT_JSON",
                     help="print the markdown tables of a result file and exit")
@@ -299,18 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"network-bound runs within 20% of the model: {result['validation_network_bound']['within_20pct']} "
             f"of {len(bound)}")
     if not args.no_project:
-        rows = project(args.presets, args.workers, args.gbps, args.topologies, scale=args.scale, seed=args.seed,
-                       cap=args.cap, host_alpha=args.ring_alpha_us * 1e-6, mtu=args.mtu, slots=args.slots, log=log)
-        result["projection"] = rows
-        result["paper_speedups"] = PAPER_SPEEDUP
-        plots = []
-        for rate in args.gbps:
-            for depth in args.topologies:
-                topo = "star" if depth == 1 else f"tree{depth}"
-                png = args.out.with_name(f"{args.out.stem}_{topo}_{rate:g}g.png")
-                if plot(rows, png, rate, topo):
-                    plots.append(_shown(png))
-        result["plots"] = plots
+        result.update(projection(args, log))
     write_result(args.out, result, command_line("benchmarks/scale_model.py", argv))
     log(f"wrote {args.out}")
     return 0

@@ -30,6 +30,8 @@ import numpy as np
 
 from hina.cliargs import OneLineParser, between
 from hina.codec.ops import Op
+from hina.control.controller import P4_WORDS
+from hina.host.job import DEFAULT_WORDS
 from hina.host.window import PhaseTransfer, Ring, RttEstimator, SlotPool
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.wire.headers import HEADER_BYTES, max_words
@@ -111,8 +113,9 @@ def by_copy(words: int, chunks: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="sender_bench.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--chunks", type=between(1), default=20_000, help="chunks per transfer (default: 20000)")
-    ap.add_argument("--words", type=between(1, max_words(65535)), nargs="+", default=[32, 2239],
-                    help="K values (default: 32 2239)")
+    ks = [P4_WORDS, DEFAULT_WORDS]  # the P4 program's K and a jumbo frame's
+    ap.add_argument("--words", type=between(1, max_words(65535)), nargs="+", default=ks,
+                    help=f"K values (default: {' '.join(map(str, ks))})")
     ap.add_argument("--repeat", type=between(1), default=5, help="runs per figure, the best reported (default: 5)")
     ap.add_argument("--out", type=out_path, default=default_out("sender_bench.json"),
                     help=out_help("sender_bench.json"))

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from hina.benchmarks.compare import MODE_LABEL
+from hina.benchmarks.compare import label
 from hina.cliargs import OneLineParser
 from hina.provenance import out_path
 
@@ -56,7 +56,7 @@ def table(base: dict, hetero: dict) -> tuple[list[dict], str]:
     for r in rows:
         lost = "" if r["lost_beyond_delay"] is None else f"{r['lost_beyond_delay']:+.3f} s"
         waited = "" if r["most_waited"] != r["most_waited"] else f"{r['most_waited']:.3f} s"
-        lines.append(f"| {r['env']} | {r['preset']} | {MODE_LABEL.get(r['mode'], r['mode'])} | "
+        lines.append(f"| {r['env']} | {r['preset']} | {label(r['mode'])} | "
                      f"{r['base_seconds']:.3f} | {r['seconds']:.3f} | {r['slowdown']:.2f}x | {lost} | {waited} | "
                      f"{r['base_fidelity']} / {r['fidelity']} |")
     if delay:

@@ -1,13 +1,13 @@
 """The switches side by side in Mininet: the emulator with P pipes and BMv2, same star, same frames.
 
-Issue 15 asks whether the emulator is much faster than an optimized BMv2
-on the same hosts.  This runs one experiment of `mininet/hina_net.py` per
+Is the emulator much faster than an optimized BMv2 on the same hosts?
+This runs one experiment of `mininet/hina_net.py` per
 switch: the emulator with each --pipes P, BMv2 (simple_switch_grpc with
 `p4/build/hina.json`) where it is installed, and the -O3 BMv2 without
 logging that `tools/p4-toolchain.sh --fast-bmv2 /opt/bmv2-fast` builds
 (--fast-bmv2 PATH for another place); each aggregates the same
 gradients in each --modes mode for --rounds rounds, every result checked
-exact.  The defaults are the issue's run: 3 workers, 100 Mbit/s links, 1%
+exact.  The defaults are docs/benchmarks.md's run: 3 workers, 100 Mbit/s links, 1%
 loss, 200,000 elements at 1% density, and 32-word packets for every switch
 (BMv2's program carries 32 words; the emulator gets them from --mtu 172).
 

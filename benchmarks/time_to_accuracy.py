@@ -16,6 +16,8 @@ batch), until the held-out loss reaches --target or the step budget
     topk        Ok-Topk's top-k allreduce over gloo, with error feedback (lossy)
     int8        8-bit quantization with a shared per-bucket scale over gloo, with error feedback (lossy)
 
+(the last three, and any other, are the DDP hooks of hina.baselines.registry).
+
 The model: an embedding table, an LSTM, and a sampled-softmax output layer
 (as capture_torch.lstm_model; its candidates corrected by their log
 inclusion probability), so both tables' gradients are a batch's rows;
@@ -58,22 +60,30 @@ from typing import Any
 
 import numpy as np
 
+from hina.baselines import registry
 from hina.benchmarks import train_ddp
+from hina.host.job import DEFAULT_SLOTS, DEFAULT_WORDS
 
-SYSTEMS = ("hina", "hina-dense", "hina-blocks", "gloo", "topk", "int8")
-THROUGH_SWITCH = tuple(train_ddp.MODE_OF)  # hina, hina-dense, hina-blocks: the rest go over gloo
+THROUGH_SWITCH = tuple(train_ddp.MODE_OF)  # hina, hina-dense, hina-blocks: the baselines go over gloo
 SAME_SUM = ("hina-dense", "hina-blocks")  # the switch's fixed-point sum as hina's: bit-identical parameters
-LOSSY = ("topk", "int8")
 REFERENCE_ORDER = ("hina", "hina-dense", "gloo")  # the exact trajectory the others are measured against
-COLOR_OF = {"hina": "C1", "hina-dense": "C2", "hina-blocks": "C5", "gloo": "C0", "topk": "C3", "int8": "C4"}
-LABEL_OF = {"hina": "hina (auto)", "hina-dense": "hina dense (SwitchML-style)",
-            "hina-blocks": "blocks (OmniReduce-style)", "gloo": "gloo allreduce", "topk": "Ok-Topk top-k + EF",
-            "int8": "int8 + EF"}
+HINA_LABEL = {"hina": "hina (auto)", "hina-dense": "hina dense (SwitchML-style)",
+              "hina-blocks": "blocks (OmniReduce-style)"}
 # the default target and budget (docs/ddp.md, "Time to accuracy"): the exact systems at 4 ranks reach 4.25 at the
 # evaluation of step 100, where gloo's curve has flattened (4.31 at step 75, 4.20 at 100, 3.98 at 150)
 DEFAULT_TARGET = 4.25
 DEFAULT_STEPS = 300  # 3x that: room for a lossy system's extra steps
 HELDOUT_SEED = 0x4E41  # the held-out sample does not depend on --seed: every run is scored on the same tokens
+
+
+def systems() -> tuple[str, ...]:
+    """Every system a run may train with, in table order: hina's through the switch, then each baseline's DDP
+    hook (hina.baselines.registry)."""
+    return (*THROUGH_SWITCH, *(b.name for b in registry.trained()))
+
+
+def label_of(system: str) -> str:
+    return HINA_LABEL[system] if system in HINA_LABEL else registry.get(system).label
 
 
 @dataclass(frozen=True)
@@ -104,8 +114,8 @@ class TtaConfig:
     bucket_mb: float = 25.0
     deadline: float = 30.0
     job_id: int = 1
-    words: int = 2239
-    slots: int = 64
+    words: int = DEFAULT_WORDS
+    slots: int = DEFAULT_SLOTS
     link_gbps: float = 10.0
     threads: int = 1
     switch: tuple[str, int] | None = None
@@ -116,8 +126,8 @@ class TtaConfig:
     hosts: tuple[dict, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.backend not in SYSTEMS:
-            raise ValueError(f"system must be one of {', '.join(SYSTEMS)}, got {self.backend!r}")
+        if self.backend not in systems():
+            raise ValueError(f"system must be one of {', '.join(systems())}, got {self.backend!r}")
         if not 1 <= self.workers <= 32:
             raise ValueError(f"workers must be 1..32, got {self.workers}")
         if self.samples < 0:
@@ -294,33 +304,71 @@ def rank_main(spec: Path, rank: int) -> int:
         return 1
 
 
-def make_hook(cfg: TtaConfig, rank: int):
-    """The system's DDP communication hook: (state, hook function, transport to close or None)."""
-    if cfg.backend in THROUGH_SWITCH:
-        from hina.host import JobSpec
-        from hina.host.ddp import SwitchAllreduce, switch_allreduce_hook
+def score(model, cfg: TtaConfig, heldout, done: int) -> dict[str, Any]:
+    """An evaluation after `done` steps: the held-out loss, and the distance of the parameters from the
+    reference's at the same step (or, for the reference run itself, its parameters left for the others)."""
+    t0 = time.perf_counter()
+    rec = {"step": done, "heldout_loss": model.full_loss(heldout)}
+    if cfg.reference is not None:
+        ref = Path(cfg.reference) / f"step{done:07d}.npy"
+        params = flat_parameters(model)
+        if cfg.writes_reference:
+            np.save(ref, params)
+        elif ref.exists():
+            rec["reference"] = distance(params, np.load(ref))
+    rec["eval_seconds"] = time.perf_counter() - t0
+    return rec
 
-        transport = None
-        if cfg.hosts is not None:  # a Mininet host: the switch already authorizes this host's port
-            from hina.host.transport import open_transport
 
-            me = cfg.hosts[rank]
-            transport = open_transport(cfg.switch[0], kind=cfg.transport, ifname=me["ifname"], src_mac=me["mac"],
-                                       src_ip=me["ip"], switch_mac=cfg.switch_mac)
-        hook = SwitchAllreduce.connect(
-            cfg.switch, rank, cfg.workers, control=cfg.control, deadline=cfg.deadline, transport=transport,
-            job=JobSpec(job_id=cfg.job_id, words=cfg.words, slots=cfg.slots), mode=train_ddp.MODE_OF[cfg.backend],
-            link_gbps=cfg.link_gbps)
-        return hook, switch_allreduce_hook, transport
-    from hina.baselines import lossy_hooks
+def evaluate(model, cfg: TtaConfig, rank: int, heldout, done: int, trained: float, evals: list) -> bool:
+    """Rank 0 scores the held-out sample (`score`, into `evals`); every rank learns whether to stop: at the
+    target (unless --keep-going) or the budget."""
+    import torch
+    import torch.distributed as dist
 
-    if cfg.backend == "gloo":
-        hook = lossy_hooks.GlooAllreduce(rank, cfg.workers)
-    elif cfg.backend == "topk":
-        hook = lossy_hooks.TopkAllreduce(rank, cfg.workers, density=cfg.topk_density)
-    else:
-        hook = lossy_hooks.Int8Allreduce(rank, cfg.workers)
-    return hook, lossy_hooks.lossy_allreduce_hook, None
+    stop = torch.zeros(1, dtype=torch.int32)
+    if rank == 0:
+        rec = score(model, cfg, heldout, done)
+        evals.append(rec)
+        print(f"  [{cfg.backend}] step {done}: held-out loss {rec['heldout_loss']:.3f} after {trained:.1f} s of "
+              "training" + (f", {rec['reference']['rel_l2']:.1e} from the reference" if "reference" in rec else ""),
+              file=sys.stderr, flush=True)
+        stop[0] = int((rec["heldout_loss"] <= cfg.target and not cfg.keep_going) or done >= cfg.steps)
+    dist.broadcast(stop, src=0)
+    return bool(stop[0])
+
+
+def train_step(ddp, model, opt, cfg: TtaConfig, tokens, candidates, logq) -> tuple[float, list[float]]:
+    """One step: forward, backward (the hook sums the buckets), clipping, Adagrad; the loss, and the clock at
+    its start and after the forward pass, the backward pass and the optimizer."""
+    import torch
+
+    start = time.perf_counter()
+    opt.zero_grad(set_to_none=False)
+    loss = ddp(tokens, candidates, logq[candidates])
+    forward = time.perf_counter()
+    loss.backward()
+    backward = time.perf_counter()
+    if cfg.clip > 0:  # on the averaged gradient: the same bits on every rank of an exact system
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+    opt.step()
+    return float(loss.detach()), [start, forward, backward, time.perf_counter()]
+
+
+def step_record(step: int, loss: float, clock: list[float], rep: dict[str, Any] | None, model) -> dict[str, Any]:
+    """What a rank keeps of one step: the loss, the seconds of each phase, the hook's report (bytes, the
+    buckets' overlap with backward, what went on the wire) and a digest of the parameters."""
+    start, forward, backward, end = clock
+    rep = rep or {"bytes": 0, "span": 0.0, "buckets": [], "errors": []}
+    buckets = [{**b, "started": b["submitted"] + b["queued"]} if "queued" in b else b for b in rep["buckets"]]
+    rec = {"step": step, "loss": loss, "seconds": end - start, "forward": forward - start,
+           "backward": backward - forward, "optimizer": end - backward, "bytes": rep["bytes"], "comm": rep["span"],
+           "buckets": len(buckets), **overlap(buckets, backward), "digest": digest(model)}
+    if "wire_bytes" in rep:
+        rec.update(wire_bytes=rep["wire_bytes"], retransmissions=rep["retransmissions"], encodings=rep["encodings"])
+    if step in (0, 1):
+        rec["bucket_elements"] = [b.get("elements") for b in buckets]
+    return rec
 
 
 def train(cfg: TtaConfig, rank: int, store_port: int) -> dict[str, Any]:
@@ -341,7 +389,7 @@ def train(cfg: TtaConfig, rank: int, store_port: int) -> dict[str, Any]:
         torch.manual_seed(cfg.seed)
         model = word_lm(cfg.vocab, cfg.emb, cfg.hidden)
         ddp = DistributedDataParallel(model, bucket_cap_mb=cfg.bucket_mb)
-        hook, hook_fn, transport = make_hook(cfg, rank)
+        hook, hook_fn, transport = train_ddp.make_hook(cfg, rank)
         ddp.register_comm_hook(hook, hook_fn)
         logq = torch.from_numpy(log_inclusion(cfg.vocab, cfg.samples) if cfg.samples else
                                 np.zeros(cfg.vocab, np.float32))  # the full softmax: no correction
@@ -350,67 +398,21 @@ def train(cfg: TtaConfig, rank: int, store_port: int) -> dict[str, Any]:
         dist.barrier()  # every rank has joined the switch before any gradient is sent
         steps: list[dict[str, Any]] = []
         evals: list[dict[str, Any]] = []
-        clock = [0.0]  # this rank's training seconds so far (for the progress line)
-
-        def evaluate(done: int) -> bool:
-            """Rank 0 scores the held-out sample; every rank learns whether to stop."""
-            stop = torch.zeros(1, dtype=torch.int32)
-            if rank == 0:
-                t0 = time.perf_counter()
-                loss = model.full_loss(heldout)
-                rec = {"step": done, "heldout_loss": loss}
-                if cfg.reference is not None:
-                    ref = Path(cfg.reference) / f"step{done:07d}.npy"
-                    params = flat_parameters(model)
-                    if cfg.writes_reference:
-                        np.save(ref, params)
-                    elif ref.exists():
-                        rec["reference"] = distance(params, np.load(ref))
-                rec["eval_seconds"] = time.perf_counter() - t0
-                evals.append(rec)
-                print(f"  [{cfg.backend}] step {done}: held-out loss {loss:.3f} after {clock[0]:.1f} s of training"
-                      + (f", {rec['reference']['rel_l2']:.1e} from the reference" if "reference" in rec else ""),
-                      file=sys.stderr, flush=True)
-                reached = loss <= cfg.target
-                stop[0] = int((reached and not cfg.keep_going) or done >= cfg.steps)
-            dist.broadcast(stop, src=0)
-            return bool(stop[0])
-
-        evaluate(0)
+        trained = 0.0  # this rank's training seconds so far (for the progress line)
+        evaluate(model, cfg, rank, heldout, 0, trained, evals)
         for step in range(cfg.steps):
-            tokens, candidates = step_batch(cfg, data.train, rank, step)
-            tokens, candidates = torch.from_numpy(tokens), torch.from_numpy(candidates)
-            start = time.perf_counter()
-            opt.zero_grad(set_to_none=False)
-            loss = ddp(tokens, candidates, logq[candidates])
-            forward = time.perf_counter()
-            loss.backward()
-            backward = time.perf_counter()
-            if cfg.clip > 0:  # on the averaged gradient: the same bits on every rank of an exact system
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            opt.step()
-            end = time.perf_counter()
-            clock[0] += end - start
-            rep = hook.pop_step() or {"bytes": 0, "span": 0.0, "buckets": [], "errors": []}
-            buckets = [{**b, "started": b["submitted"] + b["queued"]} if "queued" in b else b
-                       for b in rep["buckets"]]
-            rec = {"step": step, "loss": float(loss.detach()), "seconds": end - start, "forward": forward - start,
-                   "backward": backward - forward, "optimizer": end - backward, "bytes": rep["bytes"],
-                   "comm": rep["span"], "buckets": len(buckets), **overlap(buckets, backward),
-                   "digest": digest(model)}
-            if "wire_bytes" in rep:
-                rec.update(wire_bytes=rep["wire_bytes"], retransmissions=rep["retransmissions"],
-                           encodings=rep["encodings"])
-            if step == 0 or step == 1:
-                rec["bucket_elements"] = [b.get("elements") for b in buckets]
-            steps.append(rec)
+            tokens, candidates = (torch.from_numpy(a) for a in step_batch(cfg, data.train, rank, step))
+            loss, clock = train_step(ddp, model, opt, cfg, tokens, candidates, logq)
+            trained += clock[-1] - clock[0]
+            steps.append(step_record(step, loss, clock, hook.pop_step(), model))
             done = step + 1
-            if (done % cfg.eval_every == 0 or done == cfg.steps) and evaluate(done):
+            due = done % cfg.eval_every == 0 or done == cfg.steps
+            if due and evaluate(model, cfg, rank, heldout, done, trained, evals):
                 break
         out = {"steps": steps, "evals": evals}
         if rank == 0:
             out["model"] = model_sizes(model)
-            if cfg.backend in LOSSY:
+            if registry.lossy(cfg.backend):
                 out["residual_norm"] = hook.residuals.norm()
         return out
     finally:
@@ -658,7 +660,7 @@ def markdown(result: dict[str, Any]) -> str:
         errors = [e for r in rows for e in r.get("error", [])]
         s = by[system]
         if errors and not s["ran"]:
-            lines.append(f"| {LABEL_OF[system]} | failed: {'; '.join(errors)} | | | | | | | |")
+            lines.append(f"| {label_of(system)} | failed: {'; '.join(errors)} | | | | | | | |")
             continue
         ok = [r for r in rows if "error" not in r]
         missed = f"missed within {max(r['steps_run'] for r in ok)} steps" if s["reached"] < len(ok) else ""
@@ -674,7 +676,7 @@ def markdown(result: dict[str, Any]) -> str:
             worst = max(float(r["vs_exact"].split("<= ")[1]) for r in ok if str(r.get("vs_exact", "")).startswith(
                 "rel L2"))
             vs = f"rel L2 <= {worst:.1e}"
-        lines.append(f"| {LABEL_OF[system]} | {to_target} | {_mean_range(s['seconds_to_target_interp'])} | "
+        lines.append(f"| {label_of(system)} | {to_target} | {_mean_range(s['seconds_to_target_interp'])} | "
                      f"{_mean_range(s['steps_to_target'], '.0f')} | "
                      f"{s['bytes_per_step']['mean'] / 1e6:.3f} MB | {_mean_range(s['seconds_per_step'], '.3f')} | "
                      f"{f'{hidden:.0%}' if hidden is not None else ''} | {vs} | {_verdicts(entries)} |")
@@ -705,8 +707,8 @@ def plot(result: dict[str, Any], path: Path) -> bool:
             if summ["errors"]:
                 continue
             ev = summ["evals"]
-            style = {"color": COLOR_OF[s["system"]], "label": LABEL_OF[s["system"]] if i == 0 else None,
-                     "linestyle": "--" if s["system"] in LOSSY else "-", "marker": "." if i == 0 else None,
+            style = {"color": train_ddp.color_of(s["system"]), "label": label_of(s["system"]) if i == 0 else None,
+                     "linestyle": "--" if registry.lossy(s["system"]) else "-", "marker": "." if i == 0 else None,
                      "alpha": 1.0 if i == 0 else 0.45}
             axes[0].plot([e["seconds"] for e in ev], [e["heldout_loss"] for e in ev], **style)
             axes[1].plot([e["step"] for e in ev], [e["heldout_loss"] for e in ev], **style)
@@ -760,31 +762,42 @@ def csv(choices):
     return parse
 
 
-def main(argv: list[str] | None = None) -> int:
-    from hina.cliargs import OneLineParser, between, non_negative, positive
-    from hina.provenance import OUT_RULE, default_out, out_path
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from hina.cliargs import OneLineParser
 
     ap = OneLineParser(prog="time_to_accuracy.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _run_flags(ap.add_argument_group("the run"))
+    _model_flags(ap.add_argument_group("the model and its training"))
+    _switch_flags(ap.add_argument_group("the network and the switch"))
+    _output_flags(ap.add_argument_group("where it goes (and a Mininet rank's own flags)"))
+    return ap.parse_args(argv)
+
+
+def _run_flags(ap) -> None:
+    from hina.cliargs import between, positive
+
     ap.add_argument("--workers", type=between(1, 32), default=4, help="ranks (Mininet: one per host)")
     ap.add_argument("--steps", type=between(1), default=DEFAULT_STEPS, help="the step budget per system")
     ap.add_argument("--target", type=positive, default=DEFAULT_TARGET,
                     help="held-out loss (nats per token, full softmax) that ends a run")
     ap.add_argument("--keep-going", action="store_true",
                     help="train every system to the budget (the time to the target is still the first crossing)")
-    ap.add_argument("--systems", type=csv(SYSTEMS), default=",".join(SYSTEMS),
-                    help="comma-separated: " + ", ".join(SYSTEMS))
-    ap.add_argument("--env", choices=("loopback", "mininet"), default="loopback",
-                    help="loopback: the emulator as a UDP server on 127.0.0.1; mininet (root): a star of hosts")
-    ap.add_argument("--bw", type=non_negative, default=1000.0,
-                    help="Mbit/s per Mininet link, 0: unshaped (--env mininet)")
-    ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
-                    help="the Mininet star's switch for hina and hina-dense (--env mininet)")
-    ap.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
-                    help="hina's transport on Mininet hosts: UDP when routed (auto), or raw frames")
-    ap.add_argument("--bucket-mb", type=positive, default=25.0, help="DDP's bucket_cap_mb (small: several buckets)")
+    ap.add_argument("--systems", type=csv(systems()), default=",".join(systems()),
+                    help="comma-separated: " + ", ".join(systems()))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0],
+                    help="initial parameters and data order: every system trains once per seed, and the table gives "
+                         "the mean with the spread")
     ap.add_argument("--eval-every", type=between(1), default=25, help="steps between held-out evaluations")
     ap.add_argument("--eval-seqs", type=between(1), default=128, help="held-out sequences scored per evaluation")
+    ap.add_argument("--threads", type=between(1), default=1, help="torch threads per rank")
+    ap.add_argument("--timeout", type=positive, default=14400.0, help="seconds one system's run may take")
+
+
+def _model_flags(ap) -> None:
+    from hina.cliargs import between, non_negative, positive
+
+    ap.add_argument("--bucket-mb", type=positive, default=25.0, help="DDP's bucket_cap_mb (small: several buckets)")
     ap.add_argument("--vocab", type=between(16), default=20_000, help="vocabulary (most frequent training tokens)")
     ap.add_argument("--emb", type=between(1), default=128, help="embedding width")
     ap.add_argument("--hidden", type=between(1), default=128, help="LSTM width")
@@ -799,18 +812,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clip", type=non_negative, default=1.0,
                     help="clip the averaged gradient's global L2 norm to this (0: no clipping)")
     ap.add_argument("--topk-density", type=positive, default=0.01, help="topk: k = density x bucket elements")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0],
-                    help="initial parameters and data order: every system trains once per seed, and the table gives "
-                         "the mean with the spread")
+
+
+def _switch_flags(ap) -> None:
+    from hina.cliargs import between, non_negative, positive
+
+    ap.add_argument("--env", choices=("loopback", "mininet"), default="loopback",
+                    help="loopback: the emulator as a UDP server on 127.0.0.1; mininet (root): a star of hosts")
+    ap.add_argument("--bw", type=non_negative, default=1000.0,
+                    help="Mbit/s per Mininet link, 0: unshaped (--env mininet)")
+    ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
+                    help="the Mininet star's switch for hina and hina-dense (--env mininet)")
+    ap.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
+                    help="hina's transport on Mininet hosts: UDP when routed (auto), or raw frames")
     ap.add_argument("--deadline", type=positive, default=30.0, help="seconds one bucket may take through the switch")
-    ap.add_argument("--words", type=between(1), default=2239,
+    ap.add_argument("--words", type=between(1), default=DEFAULT_WORDS,
                     help="words per packet K on loopback (Mininet: the star's)")
-    ap.add_argument("--slots", type=between(1), default=64, help="packets in flight per worker W")
+    ap.add_argument("--slots", type=between(1), default=DEFAULT_SLOTS, help="packets in flight per worker W")
     ap.add_argument("--link-gbps", type=positive, default=10.0,
                     help="the link rate auto's cost model assumes on loopback (Mininet: --bw)")
     ap.add_argument("--pipes", type=between(1, 64), default=1, help="the loopback emulator's data plane processes")
-    ap.add_argument("--threads", type=between(1), default=1, help="torch threads per rank")
-    ap.add_argument("--timeout", type=positive, default=14400.0, help="seconds one system's run may take")
+
+
+def _output_flags(ap) -> None:
+    from hina.provenance import OUT_RULE, default_out, out_path
+
     ap.add_argument("--scratch", type=Path, default=None,
                     help="keep the reference's parameters (one .npy per evaluation) in this folder "
                          "(default: a temporary folder, removed at the end)")
@@ -821,7 +847,87 @@ def main(argv: list[str] | None = None) -> int:
                     help="train nothing: print the table of an earlier result and draw its PNG beside it again")
     ap.add_argument("--rank-spec", type=Path, help="internal: run one rank of a Mininet run from this spec file")
     ap.add_argument("--rank", type=int, default=0, help="internal: the rank --rank-spec runs")
-    args = ap.parse_args(argv)
+
+
+def cannot_run(args: argparse.Namespace, data) -> str | None:
+    """Why this run cannot start here (one line), or None."""
+    if args.env == "mininet" and os.geteuid() != 0:
+        return "--env mininet needs root"
+    if len(set(args.seeds)) != len(args.seeds):
+        return f"--seeds: each seed once, got {' '.join(map(str, args.seeds))}"
+    if data.heldout.size < args.seq + 1 or data.train.size < args.seq + 1:
+        return f"--seq {args.seq} is longer than the corpus"
+    return None
+
+
+def base_config(args: argparse.Namespace) -> TtaConfig:
+    """The settings every system's run shares (the flags'); each run then sets its system and seed."""
+    return TtaConfig(workers=args.workers, steps=args.steps, target=args.target, keep_going=args.keep_going,
+                     seed=args.seeds[0], lr=args.lr, adagrad_init=args.adagrad_init, clip=args.clip, vocab=args.vocab,
+                     emb=args.emb, hidden=args.hidden, batch=args.batch, seq=args.seq, samples=args.samples,
+                     eval_every=args.eval_every, eval_seqs=args.eval_seqs, topk_density=args.topk_density,
+                     bucket_mb=args.bucket_mb, deadline=args.deadline, words=args.words, slots=args.slots,
+                     link_gbps=args.link_gbps, threads=args.threads, transport=args.transport)
+
+
+def plan(base: TtaConfig, systems_: list[str], seeds: list[int], scratch: Path) -> list[TtaConfig]:
+    """Every run in order: every seed's runs through the switch, then every seed's over the bridge (on Mininet
+    each kind is one network), the kind of the reference first; within a seed the reference first
+    (`run_order`), leaving its parameters in the seed's folder of `scratch`."""
+    order, ref = run_order(systems_), reference_system(systems_)
+    for seed in seeds:
+        (scratch / f"seed{seed}").mkdir(parents=True, exist_ok=True)
+    return [replace(base, backend=s, seed=seed, reference=str(scratch / f"seed{seed}"), writes_reference=s == ref)
+            for kind in (True, False) for seed in seeds for s in order
+            if (s in THROUGH_SWITCH) == (kind == (order[0] in THROUGH_SWITCH))]
+
+
+def gather(configs: list[TtaConfig], results: list[dict[str, Any]], args: argparse.Namespace,
+           env_label: str) -> tuple[list[dict[str, Any]], bool]:
+    """Each seed's run: its systems' summaries, their exactness against the reference, its table; and whether
+    any system failed."""
+    entries: dict[tuple[int, str], dict[str, Any]] = {}
+    for cfg, res in zip(configs, results):
+        entries[cfg.seed, cfg.backend] = {"system": cfg.backend, "seed": cfg.seed, "config": res["config"],
+                                          "summary": summarize(res, args.target),
+                                          **({"fidelity": res["fidelity"]} if "fidelity" in res else {})}
+    runs = []
+    for seed in args.seeds:
+        run = {"seed": seed, "systems": [entries[seed, s] for s in args.systems]}
+        run["exactness"] = exactness({e["system"]: e["summary"] for e in run["systems"]},
+                                     reference_system(args.systems))
+        run["table"] = table(run, env_label)
+        runs.append(run)
+    return runs, any(e["summary"]["errors"] for e in entries.values())
+
+
+def shared_config(base: TtaConfig, args: argparse.Namespace) -> dict[str, Any]:
+    """The result's config: what every run shared (not its system, seed or addresses), the systems and seeds."""
+    per_run = ("backend", "reference", "writes_reference", "switch", "control", "store", "switch_mac", "hosts",
+               "job_id", "seed")
+    return ({k: v for k, v in asdict(base).items() if k not in per_run}
+            | {"systems": args.systems, "run_order": run_order(args.systems), "seeds": args.seeds})
+
+
+def print_exactness(report: dict[str, Any]) -> None:
+    """Per seed: hina against the systems that sum as it does, bit for bit, and every other system's distance
+    from the reference."""
+    for run in report["runs"]:
+        ex = run["exactness"]
+        for other in SAME_SUM:
+            same = ex.get(f"hina_vs_{other.removeprefix('hina-')}")
+            if same:
+                print(f"seed {run['seed']}: hina vs {other}: parameters bit-identical at every step: "
+                      f"{same['identical_every_step']} ({same['steps_compared']} steps)")
+        for name in report["config"]["systems"]:
+            if name in ex and name != ex["reference"]:
+                e = ex[name]
+                print(f"seed {run['seed']}: {name} vs {ex['reference']}: max relative L2 {e['max_rel_l2']:.3e}, "
+                      f"max |diff| / max |theta| {e['max_rel']:.3e} over {e['evaluations_compared']} evaluations")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.rank_spec is not None:
         return rank_main(args.rank_spec, args.rank)
     if args.replot is not None:
@@ -834,38 +940,17 @@ def main(argv: list[str] | None = None) -> int:
     from hina.host import corpus
 
     why = corpus.missing()
+    data = corpus.load(vocab_size=args.vocab) if why is None else None
+    why = why or cannot_run(args, data)
     if why:
         print(f"time_to_accuracy.py: {why}", file=sys.stderr)
         return 2
-    if args.env == "mininet" and os.geteuid() != 0:
-        print("time_to_accuracy.py: --env mininet needs root", file=sys.stderr)
-        return 2
-    if len(set(args.seeds)) != len(args.seeds):
-        print(f"time_to_accuracy.py: --seeds: each seed once, got {' '.join(map(str, args.seeds))}", file=sys.stderr)
-        return 2
-    base = TtaConfig(workers=args.workers, steps=args.steps, target=args.target, keep_going=args.keep_going,
-                     seed=args.seeds[0], lr=args.lr, adagrad_init=args.adagrad_init, clip=args.clip, vocab=args.vocab,
-                     emb=args.emb, hidden=args.hidden, batch=args.batch, seq=args.seq, samples=args.samples,
-                     eval_every=args.eval_every, eval_seqs=args.eval_seqs, topk_density=args.topk_density,
-                     bucket_mb=args.bucket_mb, deadline=args.deadline, words=args.words, slots=args.slots,
-                     link_gbps=args.link_gbps, threads=args.threads, transport=args.transport)
-    data = corpus.load(vocab_size=args.vocab)
-    if data.heldout.size < args.seq + 1 or data.train.size < args.seq + 1:
-        print(f"time_to_accuracy.py: --seq {args.seq} is longer than the corpus", file=sys.stderr)
-        return 2
     from hina.progress import Progress
+    from hina.provenance import command_line, write_result
 
-    order = run_order(args.systems)
-    ref = reference_system(args.systems)
+    base = base_config(args)
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="hina-tta-"))
-    scratch.mkdir(parents=True, exist_ok=True)
-    for seed in args.seeds:  # each seed's reference leaves its parameters in a folder of its own
-        (scratch / f"seed{seed}").mkdir(exist_ok=True)
-    # every seed's runs through the switch, then every seed's over the bridge (on Mininet each kind is one
-    # network); within a seed the reference first (run_order)
-    configs = [replace(base, backend=s, seed=seed, reference=str(scratch / f"seed{seed}"), writes_reference=s == ref)
-               for kind in (True, False) for seed in args.seeds for s in order
-               if (s in THROUGH_SWITCH) == (kind == (order[0] in THROUGH_SWITCH))]
+    configs = plan(base, args.systems, args.seeds, scratch)
     env_label = "loopback" if args.env == "loopback" else (
         f"mininet at {args.bw or 'unshaped'} Mbit/s: hina through the {args.switch}, the others through a Linux bridge")
     try:
@@ -874,44 +959,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.scratch is None:
             shutil.rmtree(scratch, ignore_errors=True)
-    failed = False
-    entries: dict[tuple[int, str], dict[str, Any]] = {}
-    for cfg, res in zip(configs, results):
-        summ = summarize(res, args.target)
-        failed |= bool(summ["errors"])
-        entries[cfg.seed, cfg.backend] = {"system": cfg.backend, "seed": cfg.seed, "config": res["config"],
-                                          "summary": summ,
-                                          **({"fidelity": res["fidelity"]} if "fidelity" in res else {})}
+    runs, failed = gather(configs, results, args, env_label)
     sizes = next((r["model"] for res in results for r in (res["ranks"] or [])[:1] if r and "model" in r), None)
-    runs = []
-    for seed in args.seeds:
-        run = {"seed": seed, "systems": [entries[seed, s] for s in args.systems]}
-        run["exactness"] = exactness({e["system"]: e["summary"] for e in run["systems"]}, ref)
-        run["table"] = table(run, env_label)
-        runs.append(run)
     result = {"env": args.env, "env_label": env_label, "bw_mbit": args.bw if args.env == "mininet" else None,
-              "config": {k: v for k, v in asdict(base).items()
-                         if k not in ("backend", "reference", "writes_reference", "switch", "control", "store",
-                                      "switch_mac", "hosts", "job_id", "seed")}
-              | {"systems": args.systems, "run_order": order, "seeds": args.seeds},
-              "corpus": data.describe(), "model": sizes, "runs": runs, "spread": spread(runs)}
-    from hina.provenance import command_line, write_result
-
+              "config": shared_config(base, args), "corpus": data.describe(), "model": sizes, "runs": runs,
+              "spread": spread(runs)}
     report = write_result(args.out, result, command_line("benchmarks/time_to_accuracy.py", argv),
                           torch=torch.__version__)
     print(markdown(report))
-    for run in report["runs"]:
-        ex = run["exactness"]
-        for other in SAME_SUM:
-            same = ex.get(f"hina_vs_{other.removeprefix('hina-')}")
-            if same:
-                print(f"seed {run['seed']}: hina vs {other}: parameters bit-identical at every step: "
-                      f"{same['identical_every_step']} ({same['steps_compared']} steps)")
-        for name in ("gloo", *SAME_SUM, *LOSSY):
-            if name in ex and name != ex["reference"]:
-                e = ex[name]
-                print(f"seed {run['seed']}: {name} vs {ex['reference']}: max relative L2 {e['max_rel_l2']:.3e}, "
-                      f"max |diff| / max |theta| {e['max_rel']:.3e} over {e['evaluations_compared']} evaluations")
+    print_exactness(report)
     png = args.out.with_suffix(".png")
     with contextlib.suppress(Exception):
         if plot(report, png):

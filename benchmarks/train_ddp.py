@@ -7,7 +7,9 @@ per backend:
 
     hina        DDP + host.ddp's hook: every bucket through the emulator, auto mode
     hina-dense  the same hook in dense mode (SwitchML-style: every quantized element through the switch)
-    gloo        DDP's own allreduce over gloo (TCP on loopback)
+    gloo        DDP's own allreduce over gloo (TCP on loopback), timed by its hook in baselines/lossy_hooks.py
+
+and any other baseline's DDP hook of hina.baselines.registry (topk, int8) when --backends names it.
 
 Every backend starts from the same parameters and sees the same batches;
 after every step each hina run checks that every rank holds bit-identical
@@ -43,12 +45,30 @@ from typing import Any
 
 import numpy as np
 
+from hina.control.controller import P4_WORDS
+from hina.host.job import DEFAULT_SLOTS, DEFAULT_WORDS
+
 ROOT = Path(__file__).resolve().parent.parent
 
-BACKENDS = ("hina", "hina-dense", "gloo")
 MODELS = ("lstm", "ncf")
-MODE_OF = {"hina": "auto", "hina-dense": "dense", "hina-blocks": "blocks"}
-COLOR_OF = {"gloo": "C0", "hina": "C1", "hina-dense": "C2"}  # one colour per backend in every panel
+MODE_OF = {"hina": "auto", "hina-dense": "dense", "hina-blocks": "blocks"}  # hina's DDP hook in each codec mode
+HINA_BACKENDS = ("hina", "hina-dense")  # this benchmark's; time_to_accuracy.py trains hina-blocks too
+DEFAULT_BACKENDS = ("hina", "hina-dense", "gloo")
+HINA_COLOR = {"hina": "C1", "hina-dense": "C2", "hina-blocks": "C5"}  # a baseline's is its registry entry's
+
+
+def backends() -> tuple[str, ...]:
+    """Every backend a run may train with: hina's, then each baseline's DDP hook (hina.baselines.registry)."""
+    from hina.baselines import registry
+
+    return (*HINA_BACKENDS, *(b.name for b in registry.trained()))
+
+
+def color_of(system: str) -> str:
+    """One colour per system in every panel (of this benchmark's plots and time_to_accuracy.py's)."""
+    from hina.baselines import registry
+
+    return HINA_COLOR.get(system) or registry.get(system).color or "black"
 
 
 @dataclass(frozen=True)
@@ -65,8 +85,8 @@ class RunConfig:
     bucket_mb: float = 25.0  # DDP's bucket_cap_mb
     deadline: float = 30.0  # seconds a bucket may take through the switch
     job_id: int = 1
-    words: int = 2239
-    slots: int = 64
+    words: int = DEFAULT_WORDS
+    slots: int = DEFAULT_SLOTS
     link_gbps: float = 10.0
     threads: int = 1  # torch threads per rank
     switch: tuple[str, int] | None = None  # the emulator's data and control addresses (hina backends)
@@ -82,8 +102,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.backend not in backends():
+            raise ValueError(f"backend must be one of {', '.join(backends())}, got {self.backend!r}")
         if not 1 <= self.workers <= 32:
             raise ValueError(f"workers must be 1..32, got {self.workers}")
         if self.steps < 1:
@@ -176,24 +196,8 @@ def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
     try:
         model, batch_loss = build(cfg)
         ddp = DistributedDataParallel(model, bucket_cap_mb=cfg.bucket_mb)
-        gloo_times: list[tuple[float, float]] = []
-        if cfg.backend == "gloo":
-            ddp.register_comm_hook(gloo_times, timed_allreduce_hook)
-        else:
-            from hina.host import JobSpec
-            from hina.host.ddp import SwitchAllreduce, switch_allreduce_hook
-
-            if cfg.hosts is not None:  # a Mininet host: the switch already authorizes this host's port
-                from hina.host.transport import open_transport
-
-                me = cfg.hosts[rank]
-                transport = open_transport(cfg.switch[0], kind=cfg.transport, ifname=me["ifname"], src_mac=me["mac"],
-                                           src_ip=me["ip"], switch_mac=cfg.switch_mac)
-            hook = SwitchAllreduce.connect(
-                cfg.switch, rank, cfg.workers, control=cfg.control, deadline=cfg.deadline, transport=transport,
-                job=JobSpec(job_id=cfg.job_id, words=cfg.words, slots=cfg.slots), mode=MODE_OF[cfg.backend],
-                link_gbps=cfg.link_gbps)
-            ddp.register_comm_hook(hook, switch_allreduce_hook)
+        hook, hook_fn, transport = make_hook(cfg, rank)
+        ddp.register_comm_hook(hook, hook_fn)
         steps_done = [0]
         if cfg.nan_at is not None and cfg.nan_at[0] == rank:
             nan_step = cfg.nan_at[1]
@@ -203,7 +207,6 @@ def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
         records = []
         for step in range(cfg.steps):
             rng = np.random.default_rng([cfg.seed, rank, step])  # the same batches for every backend
-            gloo_times.clear()
             start = time.perf_counter()
             opt.zero_grad(set_to_none=False)
             loss = batch_loss(ddp, rng)
@@ -215,16 +218,13 @@ def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
             steps_done[0] += 1
             rec = {"step": step, "loss": float(loss.detach()), "seconds": end - start,
                    "forward": forward - start, "backward": backward - forward, "digest": digest(model)}
-            if hook is not None:
-                rep = hook.pop_step()
-                rec["comm"] = rep["span"]
-                rec.update({k: rep[k] for k in ("bytes", "wire_bytes", "retransmissions", "encode", "network",
-                                                "decode", "encodings")})
+            rep = hook.pop_step()
+            rec["comm"], rec["bytes"] = rep["span"], rep["bytes"]  # bytes: this rank's payload
+            if cfg.backend in MODE_OF:
+                rec.update({k: rep[k] for k in ("wire_bytes", "retransmissions", "encode", "network", "decode",
+                                                "encodings")})
                 rec["buckets"] = [b["elements"] for b in rep["buckets"]]
                 rec["transport"] = type(hook.worker.transport).__name__
-            else:
-                rec["comm"] = max(t for _, t in gloo_times) - min(t for t, _ in gloo_times)
-                rec["bytes"] = 4 * sum(p.numel() for p in model.parameters())  # what each rank hands gloo
             records.append(rec)
         return records
     finally:
@@ -235,20 +235,29 @@ def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
         dist.destroy_process_group()
 
 
-def timed_allreduce_hook(state, bucket):
-    """DDP's default (allreduce, then divide by the world size), timed from launch to completion."""
-    import torch.distributed as dist
+def make_hook(cfg, rank: int):
+    """The backend's DDP communication hook for this rank: (its state, the hook function, a transport to close
+    or None).  hina's joins the switch; a baseline's is its registry entry's (hina.baselines.registry), given
+    the run's config (time_to_accuracy.py's too: the fields it reads have the same names)."""
+    if cfg.backend not in MODE_OF:
+        from hina.baselines import lossy_hooks, registry
 
-    start = time.perf_counter()
-    tensor = bucket.buffer()
-    tensor.div_(dist.get_world_size())
-    fut = dist.all_reduce(tensor, async_op=True).get_future()
+        return registry.get(cfg.backend).hook(rank, cfg.workers, asdict(cfg)), lossy_hooks.lossy_allreduce_hook, None
+    from hina.host import JobSpec
+    from hina.host.ddp import SwitchAllreduce, switch_allreduce_hook
 
-    def done(f):
-        state.append((start, time.perf_counter()))
-        return f.value()[0]
+    transport = None
+    if cfg.hosts is not None:  # a Mininet host: the switch already authorizes this host's port
+        from hina.host.transport import open_transport
 
-    return fut.then(done)
+        me = cfg.hosts[rank]
+        transport = open_transport(cfg.switch[0], kind=cfg.transport, ifname=me["ifname"], src_mac=me["mac"],
+                                   src_ip=me["ip"], switch_mac=cfg.switch_mac)
+    hook = SwitchAllreduce.connect(
+        cfg.switch, rank, cfg.workers, control=cfg.control, deadline=cfg.deadline, transport=transport,
+        job=JobSpec(job_id=cfg.job_id, words=cfg.words, slots=cfg.slots), mode=MODE_OF[cfg.backend],
+        link_gbps=cfg.link_gbps)
+    return hook, switch_allreduce_hook, transport
 
 
 # -- orchestration -----------------------------------------------------------------------------------------
@@ -547,7 +556,9 @@ def summarize_all(results: list[dict[str, Any]], log) -> tuple[list[dict[str, An
     return runs, failed
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, and from them `sweeps`: per worker count, every model's run with every backend (gloo's first:
+    the others compare with it), each config checked as it is made."""
     from hina.cliargs import OneLineParser
     from hina.provenance import OUT_RULE, default_out, out_path
 
@@ -556,8 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[4], help="ranks per run (several: one sweep each)")
     ap.add_argument("--steps", type=int, default=20, help="training steps per run")
     ap.add_argument("--models", type=csv(MODELS), default=",".join(MODELS), help="comma-separated: lstm, ncf")
-    ap.add_argument("--backends", type=csv(BACKENDS), default=",".join(BACKENDS),
-                    help="comma-separated: hina, hina-dense, gloo")
+    ap.add_argument("--backends", type=csv(backends()), default=",".join(DEFAULT_BACKENDS),
+                    help="comma-separated: " + ", ".join(backends()))
     ap.add_argument("--env", choices=("loopback", "mininet"), default="loopback",
                     help="loopback: the emulator as a UDP server on 127.0.0.1; mininet (root): a star of hosts")
     ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
@@ -571,9 +582,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=0.1, help="SGD learning rate")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
     ap.add_argument("--deadline", type=float, default=30.0, help="seconds one bucket may take through the switch")
-    ap.add_argument("--words", type=int, default=2239,
-                    help="words per packet K on loopback (Mininet: the star's, 2239 emulator, 32 BMv2)")
-    ap.add_argument("--slots", type=int, default=64, help="packets in flight per worker W")
+    ap.add_argument("--words", type=int, default=DEFAULT_WORDS,
+                    help=f"words per packet K on loopback (Mininet: the star's, {DEFAULT_WORDS} emulator, "
+                         f"{P4_WORDS} BMv2)")
+    ap.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="packets in flight per worker W")
     ap.add_argument("--link-gbps", type=float, default=10.0,
                     help="the link rate auto's cost model assumes on loopback (Mininet: --bw)")
     ap.add_argument("--pipes", type=int, default=1, help="the loopback emulator's data plane processes")
@@ -586,44 +598,54 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rank", type=int, default=0, help="internal: the rank --rank-spec runs")
     args = ap.parse_args(argv)
     if args.rank_spec is not None:
-        return rank_main(args.rank_spec, args.rank)
+        return args
     try:
-        order = sorted(args.backends, key=lambda b: b != "gloo")  # gloo first: the others compare with it
-        sweeps = [[RunConfig(model=m, backend=b, workers=n, steps=args.steps, seed=args.seed, lr=args.lr,
-                             scale=args.scale, bucket_mb=args.bucket_mb, deadline=args.deadline, words=args.words,
-                             slots=args.slots, link_gbps=args.link_gbps, threads=args.threads,
-                             transport=args.transport)
-                   for m in args.models for b in order] for n in args.workers]
+        order = sorted(args.backends, key=lambda b: b != "gloo")
+        args.sweeps = [[RunConfig(model=m, backend=b, workers=n, steps=args.steps, seed=args.seed, lr=args.lr,
+                                  scale=args.scale, bucket_mb=args.bucket_mb, deadline=args.deadline,
+                                  words=args.words, slots=args.slots, link_gbps=args.link_gbps, threads=args.threads,
+                                  transport=args.transport)
+                        for m in args.models for b in order] for n in args.workers]
         if args.pipes < 1:
             raise ValueError(f"--pipes must be at least 1, got {args.pipes}")
         if args.bw < 0:
             raise ValueError(f"--bw must be >= 0, got {args.bw}")
     except ValueError as exc:
         ap.error(str(exc))
+    return args
+
+
+def run_sweeps(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every sweep's runs, on loopback or Mininet, under one progress bar (a step per run)."""
+    from hina.progress import Progress
+
+    results = []
+    with Progress(sum(len(configs) for configs in args.sweeps), "train_ddp") as bar:
+        for configs in args.sweeps:
+            if args.env == "loopback":
+                results += run_loopback(configs, args.pipes, args.timeout, bar.print, bar)
+            else:
+                results += run_mininet(configs, args, bar.print, bar)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.rank_spec is not None:
+        return rank_main(args.rank_spec, args.rank)
     try:
         import torch
     except ImportError:
         print("train_ddp.py needs PyTorch: pip install -e '.[torch]' (CPU build)", file=sys.stderr)
         return 2
+    from hina.provenance import command_line, write_result
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    from hina.progress import Progress
-
-    results = []
-    with Progress(sum(len(configs) for configs in sweeps), "train_ddp") as bar:  # a step per training run
-        log = bar.print
-        for configs in sweeps:
-            if args.env == "loopback":
-                results += run_loopback(configs, args.pipes, args.timeout, log, bar)
-            else:
-                results += run_mininet(configs, args, log, bar)
-    runs, failed = summarize_all(results, log)
+    runs, failed = summarize_all(run_sweeps(args), log)
     env = "loopback" if args.env == "loopback" else (
         f"mininet at {args.bw or 'unshaped'} Mbit/s: hina through the {args.switch}, gloo through a Linux bridge")
-    from hina.provenance import command_line, write_result
-
     report = write_result(args.out, {"env": env, "runs": runs, "table": table(runs)},
                           command_line("benchmarks/train_ddp.py", argv), torch=torch.__version__)
     print(format_table(report["table"]))
@@ -695,12 +717,12 @@ def plot(runs: list[dict[str, Any]], path: Path) -> bool:
                 continue
             steps = r["summary"]["steps"]
             axes[row][0].plot([s["step"] for s in steps], [s["loss"] for s in steps], label=r["backend"],
-                              color=COLOR_OF[r["backend"]], linestyle="--" if r["backend"] == "gloo" else "-")
+                              color=color_of(r["backend"]), linestyle="-" if r["backend"] in MODE_OF else "--")
             axes[row][1].plot([s["step"] for s in steps], [s["seconds"] for s in steps], marker=".",
-                              label=r["backend"], color=COLOR_OF[r["backend"]])
+                              label=r["backend"], color=color_of(r["backend"]))
             if "loss_diff" in steps[0]:
                 axes[row][2].plot([s["step"] for s in steps], [s["loss_diff"] for s in steps], marker="o",
-                                  label=r["backend"], color=COLOR_OF[r["backend"]])
+                                  label=r["backend"], color=color_of(r["backend"]))
         axes[row][0].set(title=f"{model}, {n} workers: mean loss", xlabel="step", ylabel="loss")
         axes[row][1].set(title=f"{model}, {n} workers: seconds per iteration (slowest rank)", xlabel="step",
                          ylabel="seconds", ylim=(0, None))

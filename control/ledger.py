@@ -39,7 +39,9 @@ from typing import Any
 
 from hina.wire.headers import MAX_SLOTS
 
-DEFAULT_SPACE = 4096  # slots a switch hands out by default: HINA_SLOTS, the P4 program's registers
+# slots a switch hands out by default: the P4 programs' registers (HINA_SLOTS in p4/configuration.p4 and
+# p4/tna/configuration.p4, which tests/wire/test_declared_once.py holds equal to this)
+DEFAULT_SPACE = 4096
 POLICIES = ("equal", "workers", "request")
 DEFAULT_POLICY = "equal"
 WHEN_FULL = ("refuse", "fewer", "wait")

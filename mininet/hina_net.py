@@ -144,7 +144,20 @@ def missing_requirements(switch: str = "emulator", bmv2_binary: str = BMV2_BINAR
                     else f"{bmv2_binary} is not an executable BMv2 switch")
         if not (P4_BUILD / "hina.json").exists():
             return "--switch bmv2 needs the compiled P4 program: run `make p4` (needs p4c)"
+    if switch == "xdp":
+        from hina.emulator.xdp.build import cannot_load
+
+        why = cannot_load()
+        if why is not None:
+            return f"--switch xdp: {why}"
     return None
+
+
+def default_mtu(switch: str) -> int:
+    """The links' MTU unless one is given: jumbo frames, or on the XDP switch the largest frame it takes."""
+    from hina.emulator.xdp.layout import XDP_MTU
+
+    return XDP_MTU if switch == "xdp" else 9000
 
 
 def kill_namespaces(shells) -> int:
@@ -337,8 +350,8 @@ class ExperimentConfig:
 
     def __post_init__(self) -> None:
         """Refuse bad parameters here, before any host, link or process exists (one-line ValueErrors)."""
-        if self.switch not in ("emulator", "bmv2"):
-            raise ValueError(f"switch must be emulator or bmv2, got {self.switch!r}")
+        if self.switch not in ("emulator", "bmv2", "xdp"):
+            raise ValueError(f"switch must be emulator, bmv2 or xdp, got {self.switch!r}")
         if self.transport not in ("auto", "udp", "raw"):
             raise ValueError(f"transport must be auto, udp or raw, got {self.transport!r}")
         checks = (("density", self.density, 0 <= self.density <= 1, "within [0, 1]"),
@@ -350,7 +363,8 @@ class ExperimentConfig:
                   ("rounds", self.rounds, self.rounds >= 1, "at least 1"),
                   ("pipes", self.pipes, 1 <= self.pipes <= (MAX_PIPES if self.switch == "emulator" else 1),
                    f"1..{MAX_PIPES}" if self.switch == "emulator"
-                   else "1 with BMv2 (one process; pipes are the emulator's)"))
+                   else "1 with BMv2 (one process; pipes are the emulator's)" if self.switch == "bmv2"
+                   else "1 with the XDP switch (it runs on every CPU a frame arrives on)"))
         for name, value, ok, what in checks:
             if not ok:
                 raise ValueError(f"{name} must be {what}, got {value}")
@@ -365,6 +379,9 @@ class ExperimentConfig:
             self.length = workload_preset(self.workload, self.scale).size
         if not MIN_MTU <= self.mtu <= MAX_MTU:
             raise ValueError(f"mtu must be {MIN_MTU}..{MAX_MTU} (Linux's least, IPv4's most), got {self.mtu}")
+        if self.switch == "xdp" and self.mtu > default_mtu("xdp"):
+            raise ValueError(f"mtu {self.mtu}: the XDP switch takes frames of an MTU up to {default_mtu('xdp')} "
+                             f"(the kernel broadcasts no larger frame); give --mtu {default_mtu('xdp')} or less")
         # length, workers and the link rate as the workers will see them (modes: codec modes for `Experiment`,
         # other names for subclasses such as train_ddp's, each checking its own)
         codec.CodecParams(length=self.length, workers=self.workers,
@@ -414,7 +431,7 @@ class Experiment:
         problem = missing_requirements(cfg.switch, cfg.bmv2_binary)
         if problem:
             raise RuntimeError(problem)
-        if cfg.switch == "bmv2" and cfg.delay and not self.netem:
+        if cfg.switch in ("bmv2", "xdp") and cfg.delay and not self.netem:
             raise RuntimeError("--delay needs tc netem, which this kernel lacks (the emulator can delay instead)")
         cleanup(self.names.run)  # a crashed earlier run of this id
         kernels.compile_all()  # once per machine, before any host starts: the hosts' processes load them
@@ -433,7 +450,8 @@ class Experiment:
             switch_cls = type("ConfiguredBmv2Switch", (Bmv2Switch,), {"binary": cfg.bmv2_binary})
         if switch_cls is EmulatorSwitch:
             switch_cls = type("ConfiguredEmulatorSwitch", (EmulatorSwitch,), {
-                "impair_args": ([] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)])
+                "impair_args": ["--xdp"] if cfg.switch == "xdp" else
+                ([] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)])
                 + ([] if cfg.offload else ["--no-offload"]),
                 "pipes": cfg.pipes})
         per_rank = cfg.per_rank_links()
@@ -530,6 +548,8 @@ class Experiment:
                 # batch of datagrams crosses its stack and its link's queue as one buffer)
                 tx = "on" if self.segmentation_offload else "off"
                 node.cmd(f"ethtool -K {name} tx {tx} rx off >/dev/null 2>&1")
+            if cfg.switch == "xdp":  # a veth delivers XDP_REDIRECTed frames only where its peer has NAPI
+                h.cmd(f"ethtool -K {intf.name} gro on >/dev/null 2>&1")
             h.cmd(f"arp -s {SWITCH_IP} {SWITCH_MAC}")
             if cfg.loss and not self.netem:
                 _nft_loss(h, intf.name, cfg.loss)

@@ -309,9 +309,9 @@ def build_parser() -> OneLineParser:
     ap.add_argument("--no-pace", action="store_true",
                     help="the workers send a window of new chunks at once instead of at their link's rate")
     add_flags(ap, pace_default="each worker's own link rate; --no-pace: unpaced")  # --delay-rule, ...
-    ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
-                    help="the switch: the Python emulator on raw sockets, or BMv2 simple_switch_grpc "
-                         "(default: emulator)")
+    ap.add_argument("--switch", choices=("emulator", "bmv2", "xdp"), default="emulator",
+                    help="the switch: the Python emulator on raw sockets, BMv2 simple_switch_grpc, or the rules "
+                         "as an XDP program in the kernel on the switch's interfaces (default: emulator)")
     ap.add_argument("--mode", choices=(*MODES, "both", "all"), default="auto",
                     help=f"the codec mode to run ({', '.join(MODES)}); both: auto and dense; all: every mode "
                          "(default: auto)")
@@ -331,8 +331,9 @@ def build_parser() -> OneLineParser:
                     help=f"elements per gradient, without --workload (default: {1 << 20}, 2^20)")
     ap.add_argument("--density", type=float, default=0.01,
                     help="fraction of non-zero elements per worker, without --workload (default: 0.01)")
-    ap.add_argument("--mtu", type=int, default=9000,
-                    help="MTU of every link; the emulator's words per packet follow from it (default: 9000)")
+    ap.add_argument("--mtu", type=int, default=None,
+                    help="MTU of every link; the emulator's words per packet follow from it (default: 9000; with "
+                         "--switch xdp 3506, the largest frame the XDP program takes)")
     ap.add_argument("--slots", type=int, default=64, help="the job's switch slots (default: 64)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="aggregations per mode; the fastest is reported, all are in the JSON (default: 1)")
@@ -397,6 +398,10 @@ def configure(args) -> tuple:
         raise ValueError("--leaves plain needs a --topology with leaves")
     if fabric is not None and args.ranks_per_host != 1:
         raise ValueError("--ranks-per-host runs on the star (--topology star)")
+    if args.mtu is None:
+        from hina.mininet.hina_net import default_mtu
+
+        args.mtu = default_mtu(args.switch)
     args.bw_given = args.bw is not None
     if args.calibrate:  # --bw is the top of the search
         args.link_rate = None

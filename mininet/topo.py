@@ -31,7 +31,7 @@ from pathlib import Path
 from mininet.nodelib import LinuxBridge
 
 from hina.control.config import Member
-from hina.control.fabric import Fabric, TreeJob
+from hina.control.fabric import MAX_PORT, Fabric, TreeJob
 from hina.control.topology import BROADCAST_MAC, Host, Topology
 from hina.mininet import hina_net
 from hina.mininet.hina_net import (
@@ -92,7 +92,7 @@ def parse_topology(text: str) -> Fabric | None:
         if leaves < 2 or spines < 1 or per_leaf < 1 or leaves * per_leaf > 32 or leaves + spines > 32:
             raise ValueError(f"--topology {text}: leafspine needs LEAVES >= 2, SPINES >= 1, HOSTS_PER_LEAF >= 1, "
                              f"at most 32 hosts and 32 switches")
-        fabric = Fabric.leafspine(leaves, spines, per_leaf)
+        fabric = Fabric.leaf_spine(leaves * per_leaf, rack=per_leaf, spines=spines)
     else:
         path = topology_file(text)
         if path is None:
@@ -102,6 +102,14 @@ def parse_topology(text: str) -> Fabric | None:
             fabric = load_topology(path)
         except ValueError as exc:
             raise ValueError(f"--topology {text}: {exc}") from None
+    for i, h in enumerate(fabric.hosts):  # a fabric may describe more ports than a switch takes
+        if h.port > MAX_PORT:
+            raise ValueError(f"--topology {text}: topology hosts[{i}].port: {h.port} will not do on a switch: ports "
+                             f"1..{MAX_PORT} (511 is BMv2's drop port)")
+    for i, ln in enumerate(fabric.links):
+        if max(ln.a_port, ln.b_port) > MAX_PORT:
+            raise ValueError(f"--topology {text}: topology links[{i}]: port {max(ln.a_port, ln.b_port)} will not do "
+                             f"on a switch: ports 1..{MAX_PORT} (511 is BMv2's drop port)")
     for i, s in enumerate(fabric.switches):  # Mininet's interfaces are hsw<name>-eth<port>
         longest = max([h.port for h in fabric.hosts if h.switch == s.name]
                       + [my_port for my_port, _, _ in fabric.neighbours(s.name)])
@@ -118,19 +126,10 @@ def parse_topology(text: str) -> Fabric | None:
 
 
 def uplink_rate(fabric: Fabric, *, bw: float | None, oversubscription: float) -> dict[tuple[str, str], float | None]:
-    """Mbit/s of each link between switches, keyed (lower, upper); None: unshaped.  The link's `rate` where
-    the file gives one; else the rate of the hosts below its lower end over that switch's uplinks, divided
-    by the oversubscription R: the link's, else the file's, else `oversubscription` (R = hosts x host rate
-    / (uplinks x uplink rate), the usual ratio: 4 hosts at 100 Mbit/s on one 100 Mbit/s uplink is 4:1; at
-    every tier, so an aggregation switch's uplinks carry 1/R of the rate of all the hosts below it)."""
-    rates = {}
-    for ln in fabric.links:
-        rate = ln.rate
-        if rate is None and bw:
-            r = ln.oversubscription or fabric.oversubscription or oversubscription
-            rate = fabric.hosts_under(ln.a) * bw / (r * len(fabric.uplinks(ln.a)))
-        rates[ln.a, ln.b] = rate
-    return rates
+    """Mbit/s of each link between switches, keyed (lower, upper); None: unshaped.  The fabric's rule
+    (`Fabric.link_rates`) with the hosts at --bw (0: unshaped) and --oversubscription where the file gives
+    none."""
+    return fabric.link_rates(bw or 0, oversubscription)
 
 
 class FabricTopo(Topo):

@@ -16,7 +16,10 @@ const bit<16> HINA_MIN_UDP_LENGTH = 8 + 16;                /* a hina header at l
 
 /* Slots: each has two copies (the version bit), each copy a bitmap, a
  * counter, an offset and 32 values.  4096 slots = 8192 copies = 1 MiB of
- * values: plenty of windows for BMv2, which keeps registers in DRAM. */
+ * values: plenty of windows for BMv2, which keeps registers in DRAM.
+ * HINA_SLOTS is the slot space control/ledger.py hands out (DEFAULT_SPACE)
+ * and HINA_WORDS control/controller.py's P4_WORDS: tests/wire/test_declared_once.py
+ * checks both, and that the copies and values below follow from them. */
 #define HINA_SLOTS 4096
 #define HINA_COPIES 8192
 #define HINA_VALUES 262144   /* HINA_COPIES * HINA_WORDS */

@@ -30,10 +30,13 @@ slowest worker saw between RESULTs over the second half (the scale model's
 rule, so that both extrapolate the same steady state); `cap=None` runs
 every chunk.
 
-Fabrics (`star`, `leaf_spine`, `fat_tree`) keep a real switch's limit of 32
-children (its arrival bitmap): more workers than that need a tree.  Each
-fabric names the scale model's `Network` with the same tiers and rates
-(`Fabric.network`), for the cross-check in benchmarks/ns3_scale.py.
+The network is a `hina.control.Fabric`, the one the scale model and the
+control plane take: its hosts' rate, every cable's rate, every switch
+port's queue.  What each switch holds is its share of one job over every
+host (`switch_jobs`), which keeps a real switch's limit of 32 children (its
+arrival bitmap): more workers than that need a tree.  The workers send
+zeros, or real words (`RealWords`: a model-shaped gradient, every RESULT
+checked against numpy's sum), or payloads given per worker.
 """
 
 from __future__ import annotations
@@ -50,17 +53,34 @@ import numpy as np
 
 from hina.codec import Workspace
 from hina.codec.params import MAX_WORKERS
-from hina.control import JobConfig, Member
+from hina.codec.scale import exponent, quantize, shift_for
+from hina.control import Fabric, JobConfig, Member
 from hina.emulator import Pipeline
 from hina.host.congestion import CongestionWindow
 from hina.host.congestion_settings import CongestionSettings
 from hina.host.window import PhaseTransfer, Ring, RttEstimator, SlotPool
-from hina.sim.scale import JOB, PHY_OVERHEAD, Network, Round, round_chunks
-from hina.wire.headers import FRAME_OVERHEAD, max_words
+from hina.host.workloads import preset
+from hina.sim.scale import JOB, PHY_OVERHEAD, Round, round_chunks
+from hina.wire.headers import (
+    AT_COUNT,
+    AT_FLAGS,
+    AT_MSG_TYPE,
+    AT_OFFSET,
+    FIELDS,
+    FRAME_OVERHEAD,
+    HEADER_BYTES,
+    Flags,
+    MsgType,
+    max_words,
+)
 
 PPP_HEADER = 2  # bytes ns-3's point-to-point device puts before each packet
 PAD = FRAME_OVERHEAD + PHY_OVERHEAD - PPP_HEADER  # so that a frame's time on a link is the scale model's
 HOST_QUEUE = 1000  # packets a worker's own NIC queues: Linux's txqueuelen, which holds any window
+UNLIMITED = 1 << 30  # packets a switch port of a fabric without a `queue` holds: no limit a run reaches
+# where a frame's offset and count lie (big-endian), from the declared header
+_OFFSET = slice(AT_OFFSET, AT_OFFSET + dict(FIELDS)["offset"] // 8)
+_COUNT = slice(AT_COUNT, AT_COUNT + dict(FIELDS)["count"] // 8)
 
 GLUE = r"""
 #include <cmath>
@@ -177,121 +197,94 @@ def available() -> str | None:
     return None
 
 
-# -- fabrics -----------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Switch:
-    """One switch of a fabric: its tier (0: the workers' leaf), its children (worker ranks on tier 0,
-    switch indices above) and its parents (switch indices; none on a root), in port order."""
-
-    tier: int
-    children: tuple[int, ...]
-    parents: tuple[int, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class Fabric:
-    """Workers and switches, and the link rates: `gbps` for every worker's link, `uplink_gbps` for every
-    link between switches.  `shape`: children per switch of each tier, as the scale model's `Network`
-    takes it; `parallel`: uplinks a switch of each non-root tier spreads its slots over."""
-
-    name: str
-    workers: int
-    switches: tuple[Switch, ...]
-    gbps: float
-    uplink_gbps: float
-    shape: tuple[int, ...]
-    parallel: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        for i, s in enumerate(self.switches):
-            if len(s.children) > MAX_WORKERS:
-                raise ValueError(f"{self.name}: switch {i} has {len(s.children)} children; a switch's arrival "
-                                 f"bitmap holds {MAX_WORKERS}")
-
-    @property
-    def depth(self) -> int:
-        return 1 + max(s.tier for s in self.switches)
-
-    @property
-    def leaf_of(self) -> dict[int, tuple[int, int]]:
-        """worker rank -> (its leaf switch, its worker_id there)."""
-        return {w: (i, k) for i, s in enumerate(self.switches) if s.tier == 0 for k, w in enumerate(s.children)}
-
-    @property
-    def oversubscription(self) -> float:
-        """A leaf's downlink capacity over its uplinks' (0 for a star)."""
-        if self.depth == 1:
-            return 0.0
-        leaf = self.switches[0]
-        return len(leaf.children) * self.gbps / (len(leaf.parents) * self.uplink_gbps)
-
-    def network(self, **kw) -> Network:
-        """The scale model's `Network` of the same tiers: a leaf's parallel uplinks (its slots go round robin
-        over its parents) as one link of their summed rate and queues (`queue=`: frames per port)."""
-        parallel = self.parallel[0] if self.parallel else 1
-        return Network(workers=self.workers, gbps=self.gbps, depth=self.depth, uplink_gbps=self.uplink_gbps * parallel,
-                       shape=self.shape, parallel=parallel, **kw)
+# -- what each switch holds, and what the workers send --------------------------------------------------
+def switch_jobs(fabric: Fabric, words: int, slots: int) -> tuple[list[JobConfig], list[tuple[int, int]]]:
+    """Each switch's share of one job over every host, as ns-3 runs it (in `fabric.switches` order), and each
+    worker's (its leaf's index, its worker id there).  Unlike the control plane's `Fabric.shares`, whose
+    workers are known by their rank (a job of at most 32), a worker is known at its leaf by its place among
+    the leaf's hosts, and a switch by its member id: so a job reaches 1,024 workers, each switch summing at
+    most 32 children (its arrival bitmap)."""
+    for s in fabric.switches:
+        if len(fabric.children(s.name)) > MAX_WORKERS:
+            raise ValueError(f"switch {s.name} has {len(fabric.children(s.name))} children; a switch's arrival "
+                             f"bitmap holds {MAX_WORKERS}: more workers need a tree (leaf_spine, fat_tree)")
+    leaf_of: list[tuple[int, int]] = [(-1, -1)] * len(fabric.hosts)
+    jobs = []
+    for i, s in enumerate(fabric.switches):
+        members = []
+        for place, (kind, j, port) in enumerate(fabric.children(s.name)):
+            if kind == "host":
+                leaf_of[j] = (i, place)
+            members.append(Member(place if kind == "host" else fabric.member_id(fabric.switches[j].name), port))
+        parents = tuple(Member(fabric.member_id(s.name), port) for _, port, _ in fabric.parents(s.name))
+        jobs.append(JobConfig(JOB, len(members), words, 0, slots, tuple(members), parents=parents))
+    return jobs, leaf_of
 
 
-def star(workers: int, gbps: float) -> Fabric:
-    """One switch, every worker on a port of its own (at most 32)."""
-    if not 1 <= workers <= MAX_WORKERS:
-        raise ValueError(f"a star holds 1 to {MAX_WORKERS} workers (a switch's arrival bitmap), got {workers}: "
-                         "use leaf_spine or fat_tree")
-    return Fabric("star", workers, (Switch(0, tuple(range(workers))),), gbps, gbps, (workers,))
+class RealWords:
+    """Real words for every round: one block of int32 words (`of_preset`: a model-shaped gradient, quantized),
+    which worker w sends rotated by its own offset and repeated to the round's length.  Every worker sends
+    other words, the memory is one round's length (each worker's payload is a view of one array), and
+    numpy's sum of all of them repeats with the block's period: `total`, summed once, is the exact answer
+    every RESULT is checked against (`check`)."""
+
+    STEP = 7919  # a prime: worker w's rotation is w * STEP mod the block's length
+
+    def __init__(self, block: np.ndarray, workers: int):
+        self.block = np.ascontiguousarray(block, np.int32)
+        period = self.block.size
+        self.shifts = [w * self.STEP % period for w in range(workers)]
+        self.total = np.zeros(period, np.int32)
+        for shift in self.shifts:  # int32 wraps as the switch's ADD does (quantized words never reach it)
+            self.total += np.roll(self.block, -shift)
+        self._tiled: dict[int, np.ndarray] = {}
+
+    @classmethod
+    def of_preset(cls, name: str, workers: int, *, seed: int = 0, words: int = 1 << 17) -> RealWords:
+        """Rank 0's gradient of the workload preset `name` (hina.host.workloads) at the scale that makes it
+        about `words` long (its density kept), quantized as the codec quantizes for `workers` workers."""
+        full = preset(name)
+        grad = preset(name, min(1.0, words / full.size)).gradient(seed, 0)
+        return cls(quantize(grad, shift_for(exponent(grad), workers)), workers)
+
+    def payload(self, rank: int, length: int) -> np.ndarray:
+        """Worker `rank`'s `length` words: block[(i + its rotation) mod period] for i < length."""
+        tiled = self._tiled.get(length)
+        if tiled is None:
+            tiled = self._tiled[length] = np.resize(self.block, length + self.block.size)
+        return tiled[self.shifts[rank]:self.shifts[rank] + length]
+
+    def check(self, words: np.ndarray, offset: int = 0) -> bool:
+        """Whether `words`, a result's [offset, offset + len) words, are numpy's sum of every worker's."""
+        period = self.total.size
+        at = 0
+        while at < words.size:
+            start = (offset + at) % period
+            n = min(words.size - at, period - start)
+            if not np.array_equal(words[at:at + n], self.total[start:start + n]):
+                return False
+            at += n
+        return True
 
 
-def leaf_spine(workers: int, gbps: float, *, rack: int = 32, spines: int = 4, uplink_gbps: float | None = None
-               ) -> Fabric:
-    """Racks of `rack` workers under leaves, every leaf linked to every one of `spines` spines; every spine
-    roots 1/`spines` of the slots.  A leaf is oversubscribed rack * gbps : spines * uplink_gbps."""
-    uplink_gbps = uplink_gbps or gbps
-    if not 1 <= rack <= MAX_WORKERS:
-        raise ValueError(f"a rack holds 1 to {MAX_WORKERS} workers, got {rack}")
-    leaves = -(-workers // rack)
-    if leaves > MAX_WORKERS:
-        raise ValueError(f"{leaves} leaves under a spine: at most {MAX_WORKERS} ({MAX_WORKERS * rack} workers)")
-    if not 1 <= spines <= 8:
-        raise ValueError(f"spines must be 1..8 (a switch's parents), got {spines}")
-    spine_ids = tuple(range(leaves, leaves + spines))
-    sw = [Switch(0, tuple(range(i * rack, min(workers, (i + 1) * rack))), spine_ids) for i in range(leaves)]
-    sw += [Switch(1, tuple(range(leaves))) for _ in range(spines)]
-    return Fabric("leaf_spine", workers, tuple(sw), gbps, uplink_gbps, (min(rack, workers), leaves), (spines,))
+class _Given:
+    """One payload per worker, summed in one round: what `simulate(payloads=...)` checks its results against."""
 
+    def __init__(self, payloads: Sequence[np.ndarray]):
+        self.payloads = [np.ascontiguousarray(p, np.int32) for p in payloads]
+        self.total = np.sum(self.payloads, axis=0, dtype=np.int32)
 
-def fat_tree(workers: int, gbps: float, *, k: int = 16) -> Fabric:
-    """The first `workers` hosts of a k-ary fat tree (k/2 hosts per edge switch, k/2 edges and k/2
-    aggregation switches per pod, (k/2)^2 cores), every link at `gbps`.  An edge switch's slots go over
-    its pod's k/2 aggregation switches; aggregation switch j of every pod sends its slots (those with
-    s mod k/2 = j) to core j * k/2 + j, so k/2 cores root the job.  Only the switches that carry the job
-    are built: the others' links would stay idle."""
-    if k % 2 or not 4 <= k <= 64:
-        raise ValueError(f"k must be even, 4..64, got {k}")
-    half = k // 2
-    if not 1 <= workers <= k ** 3 // 4:
-        raise ValueError(f"a k={k} fat tree has {k ** 3 // 4} hosts, got {workers} workers")
-    edges = -(-workers // half)
-    pods = -(-edges // half)
-    edge_ids = list(range(edges))
-    agg_ids = [[edges + p * half + j for j in range(half)] for p in range(pods)]
-    core_ids = [edges + pods * half + j for j in range(half)]
-    sw = [Switch(0, tuple(range(e * half, min(workers, (e + 1) * half))), tuple(agg_ids[e // half]))
-          for e in edge_ids]
-    for p in range(pods):
-        pod_edges = tuple(e for e in edge_ids if e // half == p)
-        sw += [Switch(1, pod_edges, (core_ids[j],)) for j in range(half)]
-    sw += [Switch(2, tuple(agg_ids[p][j] for p in range(pods))) for j in range(half)]
-    shape = (min(half, workers), min(half, edges), pods)
-    return Fabric(f"fat_tree_k{k}", workers, tuple(sw), gbps, gbps, shape, (half, 1))
+    def payload(self, rank: int, length: int) -> np.ndarray:
+        return self.payloads[rank]
 
-
-FABRICS: dict[str, Callable[..., Fabric]] = {"star": star, "leaf_spine": leaf_spine, "fat_tree": fat_tree}
+    def check(self, words: np.ndarray, offset: int = 0) -> bool:
+        return np.array_equal(words, self.total[offset:offset + words.size])
 
 
 # -- the simulation ----------------------------------------------------------------------------------
 class _Worker:
     __slots__ = ("rank", "wid", "ep", "pool", "rtt", "window", "xfer", "round", "armed", "token", "answered",
-                 "ends", "retransmissions", "timeouts", "frames", "result")
+                 "ends", "retransmissions", "timeouts", "frames", "result", "wrong")
 
     def __init__(self, rank: int, wid: int, slots: int, initial_rtt: float):
         self.rank, self.wid, self.ep = rank, wid, -1
@@ -306,11 +299,13 @@ class _Worker:
         self.ends: list[float] = []
         self.retransmissions = self.timeouts = self.frames = 0
         self.result: np.ndarray | None = None
+        self.wrong = 0  # RESULTs it received whose words were not numpy's sum
 
 
 @dataclasses.dataclass
 class Ns3Run:
-    """One aggregation on ns-3: its seconds (extrapolated rounds included) and where they went."""
+    """One aggregation on ns-3: its seconds (extrapolated rounds included), where they went and, where the
+    workers sent real words, whether every worker's result was numpy's sum (`exact`; None: zeros sent)."""
 
     seconds: float
     simulated_seconds: float
@@ -323,210 +318,275 @@ class Ns3Run:
     frames: int
     wall_seconds: float
     results: list[np.ndarray] | None = None
+    exact: bool | None = None
+    checked: int = 0  # RESULTs checked against numpy's sum, every worker's
 
 
-def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(9000), slots: int = 64,
-             cap: int | None = 2048, delay: float = 1e-6, switch_latency: float = 1e-6, queue: int = 100,
-             initial_rtt: float = 0.1, start_spread: float = 0.0, seed: int = 0, deadline: float = 60.0,
-             payloads: Sequence[np.ndarray] | None = None, progress: Callable[[str], None] | None = None
-             ) -> Ns3Run:
-    """Run one aggregation of `rounds` (each a tuple of segment words, as the scale model's) on ns-3.
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    words: int
+    slots: int
+    cap: int | None
+    delay: float
+    switch_latency: float
+    initial_rtt: float
+    start_spread: float
+    seed: int
+    deadline: float
 
-    `payloads`: one int32 array per worker, summed (ADD) in one round instead of `rounds`' zeros; each
-    worker's result is then returned (`Ns3Run.results`), every chunk run (no cap).
-    Every worker starts round r + 1 as soon as its round r is answered; `start_spread` starts each
-    worker's first round at a uniform random instant in [0, start_spread) (0: all at once, as the
-    scale model's identical workers).  `queue`: packets each switch port's drop-tail queue holds (a
-    worker's own NIC holds HOST_QUEUE)."""
-    ns = load()
-    glue = ns.cppyy.gbl.hina_ns3
-    if payloads is not None:
-        if len(payloads) != fabric.workers or len({p.size for p in payloads}) != 1:
-            raise ValueError(f"{fabric.workers} payloads of one length wanted, got {len(payloads)}")
-        rounds, cap = [(payloads[0].size,)], None
-    chunks = [round_chunks(r, words) for r in rounds]
-    simulated = [c if cap is None else min(c, cap) for c in chunks]
-    # every worker's RESULT words land in one buffer per round (the same words; N buffers of a round would
-    # not fit at 1,024 workers, and the simulation measures time)
-    workspace = Workspace()
-    zeros = {n: np.zeros(n * words, np.int32) for n in set(simulated)}
-    frame_bytes = Ring.frame_size(words)
-    rng = np.random.default_rng(seed)
-    offsets = rng.random(fabric.workers) * start_spread if start_spread else np.zeros(fabric.workers)
 
-    leaf_of = fabric.leaf_of
-    workers = [_Worker(w, leaf_of[w][1], slots, initial_rtt) for w in range(fabric.workers)]
-    ep_owner: list[tuple[int, int]] = []  # ep -> (switch index, port) or (-1, worker rank)
-    pipelines = [Pipeline() for _ in fabric.switches]
-    switch_eps: list[list[int]] = [[] for _ in fabric.switches]  # switch -> its ports' eps
-    child_port: list[dict[int, int]] = [{} for _ in fabric.switches]
-    parent_port: list[dict[int, int]] = [{} for _ in fabric.switches]
-    down = {"done": 0, "started": time.perf_counter(), "last_log": 0.0, "answered": 0}
+class _Simulation:
+    """One aggregation of `rounds` over a fabric on ns-3: the network built from the fabric (`_build`), the two
+    callbacks ns-3 makes (a frame arrived, a timer fired), what a switch and a worker do with a frame, and
+    each worker's rounds one after another (`_next_round`, `_finish`)."""
 
-    def on_recv(ep: int, size: int, now: float) -> None:
-        sw, port = ep_owner[ep]
-        frame = view[:size].tobytes()
+    def __init__(self, ns, fabric: Fabric, rounds: Sequence[Round], run: _Settings, data, progress):
+        self.ns, self.glue = ns, ns.cppyy.gbl.hina_ns3
+        self.fabric, self.rounds, self.run_, self.data, self.progress = fabric, rounds, run, data, progress
+        self.chunks = [round_chunks(r, run.words) for r in rounds]
+        self.simulated = [c if run.cap is None else min(c, run.cap) for c in self.chunks]
+        # with zeros, every worker's RESULT words land in one buffer per round (the same words; N buffers of a
+        # round would not fit at 1,024 workers, and the simulation measures time); so with real words, whose
+        # every RESULT is checked as it arrives; given payloads keep each worker's own result
+        self.keep = isinstance(data, _Given)
+        self.workspace = None if self.keep else Workspace()
+        self.zeros = {n: np.zeros(n * run.words, np.int32) for n in set(self.simulated)} if data is None else {}
+        self.frame_bytes = Ring.frame_size(run.words)
+        self.jobs, leaf_of = switch_jobs(fabric, run.words, run.slots)
+        self.workers = [_Worker(w, leaf_of[w][1], run.slots, run.initial_rtt) for w in range(len(fabric.hosts))]
+        self.pipelines = [Pipeline() for _ in fabric.switches]
+        self.owner: list[tuple[int, int]] = []  # ep -> (switch index, port) or (-1, worker rank)
+        self.port_ep: list[dict[int, int]] = [{} for _ in fabric.switches]
+        self.groups: list[dict] = [{} for _ in fabric.switches]  # switch -> {its multicast ports: the glue's group}
+        self.done, self.checked, self.answered, self.last_log = 0, 0, 0, 0.0
+        self.started = time.perf_counter()
+
+    # -- what ns-3 calls ------------------------------------------------------------------
+    def on_recv(self, ep: int, size: int, now: float) -> None:
+        sw, port = self.owner[ep]
+        frame = self.view[:size].tobytes()
         if sw >= 0:
-            emit = pipelines[sw].update(frame, port)
-            if emit is not None:
-                dests, out = emit
-                if len(dests) == 1:
-                    glue.Send(switch_eps[sw][dests[0]], out, len(out), switch_latency)
-                else:
-                    group = groups[sw].get(dests)
-                    if group is None:
-                        group = groups[sw][dests] = glue.Group(
-                            ns.cppyy.gbl.std.vector[int]([switch_eps[sw][p] for p in dests]))
-                    glue.SendGroup(group, out, len(out), switch_latency)
-            return
-        wk = workers[port]
-        x = wk.xfer
-        if x is None:
-            return
-        if not frame[5] & 1:  # the multicast RESULT of a chunk, not a re-send
-            if wk.answered is not None:
-                wk.answered.append(now)
-            if port == 0 and progress is not None:
-                _tick(now)
-        _out(wk, x.receive(frame, now), now)
+            self._switch_frame(sw, port, frame)
+        else:
+            self._worker_frame(self.workers[port], frame, now)
 
-    def _tick(now: float) -> None:
-        """Worker 0 has one more chunk answered: a progress line every 30 s of wall time."""
-        down["answered"] += 1
-        wall = time.perf_counter() - down["started"]
-        if wall - down["last_log"] >= 30:
-            down["last_log"] = wall
-            r = workers[0].round
-            progress(f"  {fabric.name} {fabric.workers} workers: round {r + 1}/{len(rounds)}, {down['answered']} of "
-                     f"{simulated[r]} chunks answered at {now * 1e3:.3f} ms simulated, {wall:.0f} s wall")
-
-    def on_timer(rank: int, token: int, now: float) -> None:
-        wk = workers[rank]
+    def on_timer(self, rank: int, token: int, now: float) -> None:
+        wk = self.workers[rank]
         if token != wk.token:
             return  # an earlier timer, since moved
         wk.armed = math.inf
-        if wk.xfer is None and wk.round < len(rounds):  # (a finished worker's last timer does nothing)
-            _next_round(wk, now)
+        if wk.xfer is None:
+            if wk.round < len(self.rounds):  # (a finished worker's last timer does nothing)
+                self._next_round(wk, now)
         else:
-            _out(wk, wk.xfer.poll(now), now)
+            self._out(wk, wk.xfer.poll(now), now)
 
-    def _out(wk: _Worker, frames: list[bytes], now: float) -> None:
+    # -- a switch and a worker -----------------------------------------------------------------
+    def _switch_frame(self, sw: int, port: int, frame: bytes) -> None:
+        """The switch's pipeline takes the frame; what it emits leaves on its ports after its latency."""
+        emit = self.pipelines[sw].update(frame, port)
+        if emit is None:
+            return
+        dests, out = emit
+        latency = self.run_.switch_latency
+        if len(dests) == 1:
+            self.glue.Send(self.port_ep[sw][dests[0]], out, len(out), latency)
+            return
+        group = self.groups[sw].get(dests)
+        if group is None:
+            group = self.groups[sw][dests] = self.glue.Group(
+                self.ns.cppyy.gbl.std.vector[int]([self.port_ep[sw][p] for p in dests]))
+        self.glue.SendGroup(group, out, len(out), latency)
+
+    def _worker_frame(self, wk: _Worker, frame: bytes, now: float) -> None:
+        """A frame for a worker: checked against numpy's sum where the words are real, then its sender's."""
+        x = wk.xfer
+        if x is None:
+            return
+        if self.data is not None and frame[AT_MSG_TYPE] == MsgType.RESULT:
+            offset, count = int.from_bytes(frame[_OFFSET], "big"), int.from_bytes(frame[_COUNT], "big")
+            self.checked += 1
+            if not self.data.check(np.frombuffer(frame, ">i4", count, HEADER_BYTES), offset):
+                wk.wrong += 1
+        if not frame[AT_FLAGS] & Flags.RESEND:  # the multicast RESULT of a chunk, not a re-send
+            if wk.answered is not None:
+                wk.answered.append(now)
+            if wk.rank == 0 and self.progress is not None:
+                self._tick(now)
+        self._out(wk, x.receive(frame, now), now)
+
+    def _out(self, wk: _Worker, frames: list[bytes], now: float) -> None:
+        """A worker's frames onto its link; its timer moved, or its round finished."""
         for f in frames:
-            glue.Send(wk.ep, f, frame_bytes, 0.0)
+            self.glue.Send(wk.ep, f, self.frame_bytes, 0.0)
         x = wk.xfer
         if x.done:
-            _finish(wk, now)
+            self._finish(wk, now)
             return
         t = x.next_timer()
         if t < wk.armed:
             wk.armed = t
             wk.token += 1
-            glue.Timer(wk.rank, t, wk.token)
+            self.glue.Timer(wk.rank, t, wk.token)
 
-    def _finish(wk: _Worker, now: float) -> None:
+    def _finish(self, wk: _Worker, now: float) -> None:
+        """A worker's round is answered: its counts, the chunks past the cap charged, its next round."""
         x = wk.xfer
         wk.retransmissions += int(x.stats.get("retransmissions", 0))
         wk.timeouts += int(x.stats.get("timeouts", 0))
         wk.frames += int(x.stats.get("frames", 0))
         r = wk.round
         extra = 0.0
-        if simulated[r] < chunks[r]:
+        if self.simulated[r] < self.chunks[r]:
             a = wk.answered
             half = len(a) // 2
-            extra = (chunks[r] - simulated[r]) * (a[-1] - a[half]) / max(1, len(a) - 1 - half)
+            extra = (self.chunks[r] - self.simulated[r]) * (a[-1] - a[half]) / max(1, len(a) - 1 - half)
         wk.ends.append((now, extra))
-        if payloads is not None:
+        if self.data is not None and (self.keep or self.done == 0) and not self.data.check(x.result):
+            wk.wrong += 1  # the words it holds (one buffer for every worker but given payloads' own)
+        if self.keep:
             wk.result = x.result
         wk.xfer = None
-        _next_round(wk, now)
+        self._next_round(wk, now)
 
-    def _next_round(wk: _Worker, now: float) -> None:
+    def _next_round(self, wk: _Worker, now: float) -> None:
+        """A worker starts its next round (or, after the last, is done; the last worker stops ns-3)."""
         wk.round += 1
         r = wk.round
-        if r == len(rounds):
-            down["done"] += 1
-            if down["done"] == fabric.workers:
-                ns.Simulator.Stop()
+        if r == len(self.rounds):
+            self.done += 1
+            if self.done == len(self.workers):
+                self.ns.Simulator.Stop()
             return
-        n = simulated[r]
-        wk.answered = [] if n < chunks[r] else None
-        own = payloads is not None
+        n, words = self.simulated[r], self.run_.words
+        wk.answered = [] if n < self.chunks[r] else None
+        payload = self.zeros[n] if self.data is None else self.data.payload(wk.rank, n * words)
         wk.xfer = PhaseTransfer(job_id=JOB, worker_id=wk.wid, words=words, pool=wk.pool, rtt=wk.rtt, tag=r & 0xFFFF,
-                                op=0, payload=payloads[wk.rank] if own else zeros[n], name=f"round{r}", now=now,
-                                deadline=now + deadline, window=wk.window, workspace=None if own else workspace)
-        if progress is not None and wk.rank == 0:
-            down["answered"] = 0
-            wall = time.perf_counter() - down["started"]
-            progress(f"  {fabric.name} {fabric.workers} workers: round {r + 1}/{len(rounds)} "
-                     f"({n} of {chunks[r]} chunks simulated) at {now * 1e3:.3f} ms simulated, {wall:.0f} s wall")
-        _out(wk, wk.xfer.start(now), now)
+                                op=0, payload=payload, name=f"round{r}", now=now, deadline=now + self.run_.deadline,
+                                window=wk.window, workspace=self.workspace)
+        if self.progress is not None and wk.rank == 0:
+            self.answered = 0
+            self.progress(f"{len(self.workers)} workers: round {r + 1}/{len(self.rounds)} ({n} of {self.chunks[r]} "
+                          f"chunks simulated) at {now * 1e3:.3f} ms simulated, {self._wall():.0f} s wall")
+        self._out(wk, wk.xfer.start(now), now)
 
-    # the network
-    glue.Reset(on_recv, on_timer, PAD)
-    buf = glue.g_buf.data()
-    buf.reshape((65536,))
-    view = np.frombuffer(buf, np.uint8, count=65536)
-    nodes = ns.NodeContainer()
-    nodes.Create(fabric.workers + len(fabric.switches))
-    helpers = {}
-    for rate in {fabric.gbps, fabric.uplink_gbps}:
-        p2p = ns.PointToPointHelper()
-        p2p.SetDeviceAttribute("DataRate", ns.StringValue(f"{rate:g}Gbps"))
-        p2p.SetChannelAttribute("Delay", ns.StringValue(f"{delay * 1e9:.0f}ns"))
-        p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", ns.StringValue(f"{queue}p"))
-        helpers[rate] = p2p
+    def _tick(self, now: float) -> None:
+        """Worker 0 has one more chunk answered: a progress line every 30 s of wall time."""
+        self.answered += 1
+        wall = self._wall()
+        if wall - self.last_log >= 30:
+            self.last_log = wall
+            r = self.workers[0].round
+            self.progress(f"{len(self.workers)} workers: round {r + 1}/{len(self.rounds)}, {self.answered} of "
+                          f"{self.simulated[r]} chunks answered at {now * 1e3:.3f} ms simulated, {wall:.0f} s wall")
 
-    def link(a: int, b: int, rate: float) -> tuple[int, int]:
-        devs = helpers[rate].Install(nodes.Get(a), nodes.Get(b))
-        return glue.Attach(devs.Get(0)), glue.Attach(devs.Get(1))
+    def _wall(self) -> float:
+        return time.perf_counter() - self.started
 
-    base = fabric.workers
-    for i, s in enumerate(fabric.switches):  # children first, so that a switch's ports follow its members
-        for c in s.children:
-            if s.tier == 0:
-                wep, sep = link(c, base + i, fabric.gbps)
-                glue.SetQueue(wep, HOST_QUEUE)
-                ep_owner.extend([(-1, c), (i, len(switch_eps[i]))])
-                workers[c].ep = wep
-            else:
-                cep, sep = link(base + c, base + i, fabric.uplink_gbps)
-                ep_owner.extend([(c, len(switch_eps[c])), (i, len(switch_eps[i]))])
-                parent_port[c][i] = len(switch_eps[c])
-                switch_eps[c].append(cep)
-            child_port[i][c] = len(switch_eps[i])
-            switch_eps[i].append(sep)
-    groups: list[dict] = [{} for _ in fabric.switches]  # switch -> {its multicast ports: the glue's group}
-    for i, s in enumerate(fabric.switches):
-        members = tuple(Member(k, child_port[i][c]) for k, c in enumerate(s.children))
-        parents = tuple(Member(fabric.switches[p].children.index(i), parent_port[i][p]) for p in s.parents)
-        pipelines[i].add_job(JobConfig(JOB, len(members), words, 0, slots, members, parents=parents))
+    # -- the network, and the run ---------------------------------------------------------------
+    def _build(self) -> None:
+        """Nodes (the workers, then the switches), a point-to-point link per host and per cable of the fabric at
+        its rate, each switch port's queue the fabric's (a worker's NIC HOST_QUEUE), each switch's job."""
+        ns, glue, fabric = self.ns, self.glue, self.fabric
+        self.callbacks = (self.on_recv, self.on_timer)  # held: cppyy's function pointers die with their object
+        glue.Reset(*self.callbacks, PAD)
+        buf = glue.g_buf.data()
+        buf.reshape((65536,))
+        self.view = np.frombuffer(buf, np.uint8, count=65536)
+        nodes = ns.NodeContainer()
+        base = len(self.workers)
+        nodes.Create(base + len(fabric.switches))
+        at = {s.name: i for i, s in enumerate(fabric.switches)}
+        helpers: dict[float, object] = {}
+        queue = f"{fabric.queue or UNLIMITED}p"
 
-    for w in workers:
-        glue.Timer(w.rank, float(offsets[w.rank]), w.token)
-    wall = time.perf_counter()
-    ns.Simulator.Run()
-    wall = time.perf_counter() - wall
-    end = ns.Simulator.Now().GetSeconds()
-    unfinished = fabric.workers - down["done"]
-    root_eps = ns.cppyy.gbl.std.vector[int]([ep for i, s in enumerate(fabric.switches) if not s.parents
-                                             for ep in switch_eps[i]])
-    all_eps = ns.cppyy.gbl.std.vector[int](list(range(len(ep_owner))))
-    port_eps = ns.cppyy.gbl.std.vector[int]([ep for eps in switch_eps for ep in eps])
-    stats = dict(drops=int(glue.Total(glue.g_drops, all_eps)), root_max_queue=int(glue.Most(glue.g_maxq, root_eps)),
-                 max_queue=int(glue.Most(glue.g_maxq, port_eps)))
-    ns.Simulator.Destroy()
-    if unfinished:
-        raise RuntimeError(f"{unfinished} of {fabric.workers} workers did not finish by {end:.3f} s simulated")
-    # round r ends when its last worker is answered; extrapolated chunks add the slowest worker's interval
-    per_round, before, shift = [], 0.0, 0.0
-    for r in range(len(rounds)):
-        at = max(w.ends[r][0] for w in workers)
-        extra = max(w.ends[r][1] for w in workers)
-        per_round.append({"chunks": chunks[r], "simulated": simulated[r],
-                          "seconds": at - before + extra})
-        before = at
-        shift += extra
-    return Ns3Run(seconds=before + shift, simulated_seconds=before, rounds=per_round,
-                  retransmissions=sum(w.retransmissions for w in workers),
-                  timeouts=sum(w.timeouts for w in workers), frames=sum(w.frames for w in workers),
-                  wall_seconds=wall, results=None if payloads is None else [w.result for w in workers], **stats)
+        def link(a: int, b: int, mbps: float, ends: tuple[tuple[int, int], tuple[int, int]]) -> tuple[int, int]:
+            if mbps not in helpers:
+                p2p = helpers[mbps] = ns.PointToPointHelper()
+                p2p.SetDeviceAttribute("DataRate", ns.StringValue(f"{round(mbps * 1e6)}bps"))
+                p2p.SetChannelAttribute("Delay", ns.StringValue(f"{self.run_.delay * 1e9:.0f}ns"))
+                p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", ns.StringValue(queue))
+            devs = helpers[mbps].Install(nodes.Get(a), nodes.Get(b))
+            eps = glue.Attach(devs.Get(0)), glue.Attach(devs.Get(1))
+            for ep, (sw, port) in zip(eps, ends):
+                self.owner.append((sw, port))
+                if sw >= 0:
+                    self.port_ep[sw][port] = ep
+            return eps
+
+        for rank, h in enumerate(fabric.hosts):
+            wep, _ = link(rank, base + at[h.switch], fabric.rate, ((-1, rank), (at[h.switch], h.port)))
+            glue.SetQueue(wep, HOST_QUEUE)
+            self.workers[rank].ep = wep
+        rates = fabric.link_rates()
+        for ln in fabric.links:
+            link(base + at[ln.a], base + at[ln.b], rates[ln.a, ln.b], ((at[ln.a], ln.a_port), (at[ln.b], ln.b_port)))
+        for pipeline, job in zip(self.pipelines, self.jobs):
+            pipeline.add_job(job)
+
+    def run(self) -> Ns3Run:
+        ns, glue = self.ns, self.glue
+        self._build()
+        rng = np.random.default_rng(self.run_.seed)
+        spread = self.run_.start_spread
+        offsets = rng.random(len(self.workers)) * spread if spread else np.zeros(len(self.workers))
+        for w in self.workers:
+            glue.Timer(w.rank, float(offsets[w.rank]), w.token)
+        wall = time.perf_counter()
+        ns.Simulator.Run()
+        wall = time.perf_counter() - wall
+        end = ns.Simulator.Now().GetSeconds()
+        eps = ns.cppyy.gbl.std.vector[int]
+        root_eps = eps([ep for i, s in enumerate(self.fabric.switches) if not self.fabric.parents(s.name)
+                        for ep in self.port_ep[i].values()])
+        port_eps = eps([ep for ports in self.port_ep for ep in ports.values()])
+        stats = dict(drops=int(glue.Total(glue.g_drops, eps(list(range(len(self.owner)))))),
+                     root_max_queue=int(glue.Most(glue.g_maxq, root_eps)),
+                     max_queue=int(glue.Most(glue.g_maxq, port_eps)))
+        ns.Simulator.Destroy()
+        unfinished = len(self.workers) - self.done
+        if unfinished:
+            raise RuntimeError(f"{unfinished} of {len(self.workers)} workers did not finish by {end:.3f} s simulated")
+        return self._result(wall, stats)
+
+    def _result(self, wall: float, stats: dict) -> Ns3Run:
+        """Round r ends when its last worker is answered; extrapolated chunks add the slowest worker's interval."""
+        workers = self.workers
+        per_round, before, shift = [], 0.0, 0.0
+        for r in range(len(self.rounds)):
+            at = max(w.ends[r][0] for w in workers)
+            extra = max(w.ends[r][1] for w in workers)
+            per_round.append({"chunks": self.chunks[r], "simulated": self.simulated[r], "seconds": at - before + extra})
+            before = at
+            shift += extra
+        return Ns3Run(seconds=before + shift, simulated_seconds=before, rounds=per_round,
+                      retransmissions=sum(w.retransmissions for w in workers),
+                      timeouts=sum(w.timeouts for w in workers), frames=sum(w.frames for w in workers),
+                      wall_seconds=wall, results=[w.result for w in workers] if self.keep else None,
+                      exact=None if self.data is None else not any(w.wrong for w in workers), checked=self.checked,
+                      **stats)
+
+
+def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(9000), slots: int = 64,
+             cap: int | None = 2048, delay: float = 1e-6, switch_latency: float = 1e-6, initial_rtt: float = 0.1,
+             start_spread: float = 0.0, seed: int = 0, deadline: float = 60.0, data: RealWords | None = None,
+             payloads: Sequence[np.ndarray] | None = None, progress: Callable[[str], None] | None = None) -> Ns3Run:
+    """Run one aggregation of `rounds` (each a tuple of segment words, as the scale model's) over `fabric` on
+    ns-3: its hosts' links at its `rate`, every cable at its rate (`Fabric.link_rates`), every switch port
+    queueing its `queue` packets (None: no limit; a worker's own NIC holds HOST_QUEUE).
+
+    What the workers send: zeros by default (the time does not depend on the words); `data`, real words
+    in every round, every RESULT a worker receives and every round's result checked against numpy's sum
+    (`Ns3Run.exact`); or `payloads`, one int32 array per worker summed (ADD) in one round instead of
+    `rounds`, every chunk run (no cap), each worker's result returned (`Ns3Run.results`) and checked.
+    Every worker starts round r + 1 as soon as its round r is answered; `start_spread` starts each
+    worker's first round at a uniform random instant in [0, start_spread) (0: all at once, as the scale
+    model's identical workers)."""
+    if fabric.rate is None:
+        raise ValueError("ns-3 needs the hosts' rate: give the fabric a rate (Mbit/s)")
+    if payloads is not None:
+        if len(payloads) != len(fabric.hosts) or len({p.size for p in payloads}) != 1:
+            raise ValueError(f"{len(fabric.hosts)} payloads of one length wanted, got {len(payloads)}")
+        rounds, cap, data = [(payloads[0].size,)], None, _Given(payloads)
+    run = _Settings(words, slots, cap, delay, switch_latency, initial_rtt, start_spread, seed, deadline)
+    return _Simulation(load(), fabric, rounds, run, data, progress).run()

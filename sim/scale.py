@@ -15,16 +15,21 @@ K words per UPDATE (every frame carries K words), the 16-byte hina
 header, Ethernet/IPv4/UDP (42 bytes, as Mininet's shaper counts them)
 and, on physical links, preamble, FCS and inter-frame gap (24 bytes).
 
-The abstraction that makes 1,024 workers cheap: workers are identical (the
-same words, sent at the same instants on links of the same rate), so every
-switch's children deliver a chunk's UPDATEs at the same instant and a copy
-completes when any one of them arrives.  The model therefore runs ONE
-representative path (`PathModel`): one worker, one switch per tier (leaf,
-spine, root), each a real `Pipeline` whose job has one member, the tier
-below.  What the other children change is represented explicitly: a
-software switch's service time is charged for all its children's frames
-(a serial server, in order of arrival), and bytes per link are counted
-per tier (`link_bytes`).  Per-packet-per-worker simulation would be N
+The network is a `hina.control.Fabric` (its hosts' rate, every link's rate,
+the packets a switch port queues), run with the settings beside it (`Setup`:
+link delay, switch latency and service, K, W).  The abstraction that makes
+1,024 workers cheap: workers are identical (the same words, sent at the same
+instants on links of the same rate), so every switch's children deliver a
+chunk's UPDATEs at the same instant and a copy completes when any one of them
+arrives.  The model therefore runs ONE representative path (`PathModel`):
+host 0's way up (`Setup.hops`), its leaf and every switch above it that its
+slots reach, each a real `Pipeline` whose job has one member, the hop below,
+and a parent per root it sends slots up to.  Every uplink on the way is a
+link of its own, at its own rate: two 25 Gbit/s uplinks are not one of 50
+(each carries half the slots, and a frame takes twice as long on it).  What
+the other children change is represented explicitly: a software switch's
+service time is charged for all its children's frames (a serial server, in
+order of arrival), and bytes per link are counted per tier (`link_bytes`).  Per-packet-per-worker simulation would be N
 times slower and give the same times.  A round of C chunks is run on the
 clock for its first `cap` chunks; beyond that the sender is in its steady
 state (window at its limit, links or window saturated, each chunk
@@ -51,10 +56,14 @@ mode on the same model) and a bandwidth-optimal ring allreduce on the
 alpha-beta model (Thakur et al. 2005): 2 (N - 1) steps of alpha plus
 (D / N) bytes each at the slowest link's rate (`ring_for`).
 
-Queues have no limit unless `Network.queue` gives every switch port a
-drop-tail queue; then a resent UPDATE that sends a partial up again does so
-once per child, as every child of the representative resends (what ns-3,
-with every worker, shows: sim/ns3sim.py, docs/ns3.md).
+The model's domain: no switch port drops.  Its links queue without limit
+and count the most each switch port held (as ns-3 counts a port's queue);
+where one would have held more than the fabric's `queue`, a real port drops
+there, every child of the leaf resends and sends the partial up again, the
+workers' timers part, and identical workers cannot say what that costs.  So
+the run says it is outside the domain (`in_domain`, `overflows`, `outside`)
+and its seconds are what the round would take if the ports held: ns-3
+(sim/ns3sim.py, benchmarks/ns3_scale.py) runs it with every worker.
 
 Left out (docs/scale_model.md): random loss and stragglers (identical workers),
 codec compute (encode, decode: measured separately; the validation adds
@@ -69,7 +78,7 @@ writes, plots and tabulates the results is benchmarks/scale_model.py.
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -79,7 +88,7 @@ from hina.codec.blocks import BLOCK_ELEMENTS
 from hina.codec.params import MAX_WORKERS, CodecParams
 from hina.codec.session import WorkerSession
 from hina.codec.simulate import aggregate_round, check_gradients
-from hina.control import JobConfig, Member
+from hina.control import Fabric, JobConfig, Member
 from hina.emulator import Pipeline
 from hina.host.congestion import CongestionWindow
 from hina.host.congestion_settings import CongestionSettings
@@ -87,7 +96,7 @@ from hina.host.window import PhaseTransfer, Ring, RttEstimator, SlotPool
 from hina.host.workloads import Dense, preset
 from hina.sim.clock import Clock
 from hina.sim.links import Link, Server
-from hina.wire.headers import FRAME_OVERHEAD, IPV4_HEADER_BYTES, UDP_HEADER_BYTES, max_words
+from hina.wire.headers import AT_FLAGS, FRAME_OVERHEAD, IPV4_HEADER_BYTES, UDP_HEADER_BYTES, Flags, max_words
 
 PHY_OVERHEAD = 8 + 4 + 12  # preamble, FCS, inter-frame gap: on a physical link, not in Mininet's counts
 TCP_HEADERS = 20 + 20  # the ring's transport: IPv4 and TCP per frame
@@ -308,82 +317,91 @@ def preset_rounds(stats: UnionStats, length: int, mode: str, link_gbps: float, l
 
 # -- the network --------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class Network:
-    """A star (depth 1) or a tree of `depth` tiers of switches over `workers` identical workers.
+class Hop:
+    """A switch on the representative worker's way up: its name, its tier (0: the worker's leaf), its
+    fan-in (children in the tree of a job over every host), the hop below it (-1: the worker), the rate of
+    the link from there (bits/s) and its parents' hops, one per root it sends slots up to (slot s goes to
+    the (s mod len)-th, as on the switch)."""
 
-    gbps: every worker's link (each direction); uplink_gbps: every switch-to-switch link (default:
-    gbps); delay: propagation per link (seconds); switch_latency: a switch's pipeline latency;
-    switch_service: seconds per frame a software switch spends (0: a hardware pipeline at line rate);
-    words: K per frame; slots: the job's W; overhead: bytes per frame besides the hina frame;
-    shape: the children per switch of each tier, leaf tier first (default: `fanins`' rule), for a
-    fabric whose racks and pods are given (sim/ns3sim.py's leaf/spine and fat tree); queue: frames each
-    switch port's drop-tail queue holds (None: no limit; a worker's own NIC never drops); parallel: the
-    uplinks each switch below the root spreads its slots over, modelled as one link of `uplink_gbps`
-    (their sum) with `parallel` queues.
+    name: str
+    tier: int
+    fanin: int
+    below: int
+    rate: float
+    parents: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What the scale model runs: a fabric (`hina.control.Fabric`: its hosts and switches, every link's rate,
+    the packets each switch port queues) and what the run sets beside it.
+
+    delay: propagation per link (seconds); switch_latency: a switch's pipeline latency; switch_service:
+    seconds per frame a software switch spends (0: a hardware pipeline at line rate); words: K per frame;
+    slots: the job's W; overhead: bytes per frame besides the hina frame.  The fabric must give its
+    hosts' `rate`; a link without a rate of its own follows the fabric's rule (`Fabric.link_rates`).
     """
 
-    workers: int
-    gbps: float
-    depth: int = 1
-    uplink_gbps: float | None = None
+    fabric: Fabric
     delay: float = 1e-6
     switch_latency: float = 1e-6
     switch_service: float = 0.0
     words: int = max_words(9000)
     slots: int = 64
     overhead: int = FRAME_OVERHEAD + PHY_OVERHEAD
-    shape: tuple[int, ...] | None = None
-    queue: int | None = None
-    parallel: int = 1
 
     def __post_init__(self) -> None:
-        if self.workers < 1 or self.depth < 1:
-            raise ValueError(f"workers and depth must be >= 1, got {self.workers} and {self.depth}")
-        if self.shape is not None and (len(self.shape) != self.depth or math.prod(self.shape) < self.workers
-                                       or min(self.shape) < 1):
-            raise ValueError(f"shape {self.shape} does not hold {self.workers} workers in {self.depth} tiers")
+        if self.fabric.rate is None:
+            raise ValueError("the scale model needs the hosts' rate: give the fabric a rate (Mbit/s)")
+
+    @functools.cached_property
+    def hops(self) -> tuple[Hop, ...]:
+        """Host 0's way up, leaf first: each switch once, each with the hop it came from (`Hop.below`).  Every
+        uplink on the way is a link of its own, at its own rate: a leaf's four uplinks to four spines are four
+        hops up, each carrying the slots of its root."""
+        fabric = self.fabric
+        rates = fabric.link_rates()
+        order = [fabric.hosts[0].switch]
+        came = {order[0]: (-1, fabric.rate, 0)}  # switch -> (the hop below, Mbit/s from there, tier)
+        for i, sw in enumerate(order):  # grows as it goes: a breadth-first walk up
+            for parent, _, _ in fabric.parents(sw):
+                if parent not in came:
+                    came[parent] = (i, rates[sw, parent], came[sw][2] + 1)
+                    order.append(parent)
+                elif came[parent][0] != i:
+                    raise ValueError(f"the scale model runs one worker's way up as a tree: {parent} lies above both "
+                                     f"{order[came[parent][0]]} and {sw} on it")
+        at = {name: i for i, name in enumerate(order)}
+        return tuple(Hop(name, came[name][2], len(fabric.children(name)), came[name][0], came[name][1] * 1e6,
+                         tuple(at[p] for p, _, _ in fabric.parents(name))) for name in order)
+
+    @property
+    def workers(self) -> int:
+        return len(self.fabric.hosts)
+
+    @property
+    def depth(self) -> int:
+        """Tiers of switches on the way up."""
+        return 1 + max(h.tier for h in self.hops)
 
     @property
     def fanins(self) -> tuple[int, ...]:
-        """Children per switch, leaf tier first: ceil(N^(1/depth)) below every tier but the root, whose
-        fan-in makes up the rest."""
-        if self.shape is not None:
-            return tuple(self.shape)
-        if self.depth == 1:
-            return (self.workers,)
-        k = math.ceil(round(self.workers ** (1 / self.depth), 9))
-        below = [k] * (self.depth - 1)
-        return (*below, max(1, -(-self.workers // math.prod(below))))
+        """Children per switch of each tier on the way up, leaf first."""
+        return tuple(next(h.fanin for h in self.hops if h.tier == t) for t in range(self.depth))
 
     @property
     def frame_bytes(self) -> int:
         """Bytes on a link per UPDATE or RESULT: the hina frame (K words, always) and the overhead."""
         return Ring.frame_size(self.words) + self.overhead
 
-    def rate(self, tier: int) -> float:
-        """bits/s of the links between tier `tier` - 1 and `tier` (tier 0: worker to leaf)."""
-        gbps = self.gbps if tier == 0 else (self.uplink_gbps or self.gbps)
-        return gbps * 1e9
-
-    @property
-    def oversubscription(self) -> tuple[float, ...]:
-        """Each non-root switch's downlink capacity over its uplink's."""
-        return tuple(k * self.rate(t) / self.rate(t + 1) for t, k in enumerate(self.fanins[:-1]))
-
-    def port_queue(self, tier: int, up: bool) -> int | None:
-        """Frames the links of tier `tier` queue, up or down: one switch port on tier 0 (down; up is the
-        worker's own NIC: no limit), `parallel` ports above."""
-        if self.queue is None or (tier == 0 and up):
-            return None
-        return self.queue * (self.parallel if tier else 1)
-
     def line_rate_seconds(self, chunks: int) -> float:
         """`chunks` frames at the worker's link rate: the least a round can take."""
-        return chunks * self.frame_bytes * 8 / self.rate(0)
+        return chunks * self.frame_bytes * 8 / self.hops[0].rate
 
 
-def link_bytes(net: Network, chunks: int, *, aggregate: bool = True) -> list[dict]:
-    """Bytes that one round of `chunks` chunks puts on each tier's links, up and down, per link.
+def link_bytes(net: Setup, chunks: int, *, aggregate: bool = True) -> list[dict]:
+    """Bytes that one round of `chunks` chunks puts on each tier's links, up and down: tier 0 a worker's
+    link, tier t what one switch of tier t - 1 sends up over its uplinks (all of them) and takes back down.
 
     With `aggregate` (hina, SwitchML) a switch sends one partial up per chunk; without, it forwards
     every worker's UPDATE below it (and the root's RESULT comes back once per worker below).
@@ -396,46 +414,24 @@ def link_bytes(net: Network, chunks: int, *, aggregate: bool = True) -> list[dic
     return out
 
 
-def _parent_field(parent: Member) -> dict:
-    """The JobConfig keyword that names a switch's parent (`parents`, one per spine; `parent` before)."""
-    fields = JobConfig.__dataclass_fields__
-    if "parents" in fields:
-        return {"parents": (parent,)}
-    if "parent" in fields:
-        return {"parent": parent}
-    raise ValueError("this checkout's switch has no tree rule (JobConfig has no parent): star only")
-
-
-def has_trees() -> bool:
-    return bool({"parent", "parents"} & set(JobConfig.__dataclass_fields__))
-
-
 class _Switch:
-    """One tier's switch on the representative path: the real `Pipeline` (one member: the tier below;
-    a parent unless it is the root) and, for a software switch, a serial server of `service` per frame."""
+    """A switch on the representative path: the real `Pipeline` (one member, the hop below; a parent per root
+    it sends slots up to, known by its name) and, for a software switch, a serial server of `service` per
+    frame."""
 
-    def __init__(self, net: Network, tier: int):
-        self.fanin = net.fanins[tier]
-        self.root = tier == net.depth - 1
+    def __init__(self, net: Setup, hop: Hop):
         self.pipeline = Pipeline()
-        # the tree rule (docs/design.md, "Aggregation trees")
-        tree = {} if self.root else _parent_field(Member(0, "parent"))
-        self.pipeline.add_job(JobConfig(JOB, 1, net.words, 0, net.slots, (Member(0, "child"),), **tree))
-        self.service, self.latency = net.switch_service, net.switch_latency
+        parents = tuple(Member(0, net.hops[p].name) for p in hop.parents)  # the tree rule (docs/design.md)
+        self.pipeline.add_job(JobConfig(JOB, 1, net.words, 0, net.slots, (Member(0, "child"),), parents=parents))
+        self.fanin, self.service, self.latency = hop.fanin, net.switch_service, net.switch_latency
         self.server = Server()  # the frames it handles, one after another (no queue limit)
 
     def process(self, now: float, frame, source: str, frames_in: int):
-        """(when its output leaves, the Emit or None, how many copies of it go up) for a frame that stands
-        for `frames_in` arrivals.  A resent UPDATE that sends the partial up again stands for every child's
-        resend, and each of them sends the partial up again (docs/design.md, "Aggregation trees"): the
-        copies up are then `fanin`, each to meet the uplink's queue."""
-        job = self.pipeline.jobs[JOB]
-        before = job.resent_up
+        """(when its output leaves, the Emit or None) for a frame that stands for `frames_in` arrivals: a
+        partial goes up as one frame, a RESULT down as one per child."""
         emit = self.pipeline.update(frame, source)
-        copies = 0
-        if emit is not None:
-            copies = (self.fanin if job.resent_up > before else 1) if emit.dests == ("parent",) else self.fanin
-        return self.server.serve(now, (frames_in + copies) * self.service) + self.latency, emit, copies
+        out = 0 if emit is None else (self.fanin if emit.dests == ("child",) else 1)
+        return self.server.serve(now, (frames_in + out) * self.service) + self.latency, emit
 
 
 @dataclasses.dataclass
@@ -451,16 +447,18 @@ class PathModel:
     model, as a `Worker`'s does across its rounds; `run` aggregates rounds one after another on one
     `Clock`."""
 
-    def __init__(self, net: Network, *, cap: int = 2048, initial_rtt: float = 0.1):
+    def __init__(self, net: Setup, *, cap: int = 2048, initial_rtt: float = 0.1):
         self.net, self.cap = net, max(cap, 4 * net.slots)
         self.pool = SlotPool(0, net.slots)
         self.rtt = RttEstimator(initial=initial_rtt)
         # the delay rule: the model's figures ran with it
         self.window = CongestionWindow(net.slots, CongestionSettings(fair=False))
-        self.switches = [_Switch(net, t) for t in range(net.depth)]
-        # into switch t from below, and from switch t to below, each behind the queue of its ports
-        self.up = [Link(net.rate(t), net.delay, net.port_queue(t, True)) for t in range(net.depth)]
-        self.down = [Link(net.rate(t), net.delay, net.port_queue(t, False)) for t in range(net.depth)]
+        self.switches = [_Switch(net, hop) for hop in net.hops]
+        self.at = {hop.name: i for i, hop in enumerate(net.hops)}
+        # into each hop's switch from below, and from it back down; no queue limit: what each port held is
+        # measured instead (`ports`), and a port that would have dropped puts the run outside the model's domain
+        self.up = [Link(hop.rate, net.delay) for hop in net.hops]
+        self.down = [Link(hop.rate, net.delay) for hop in net.hops]
         self.clock = Clock()
         self.shift = 0.0  # seconds added by extrapolated chunks (the clock itself never ran them)
         self._on_worker = _ignore  # what a frame that reaches the worker is handed to
@@ -477,33 +475,29 @@ class PathModel:
     def _send(self, frames: list[bytes]) -> None:
         size = self.net.frame_bytes
         for f in frames:
-            self._over(self.up[0], self.clock.now, size, 0, 0, f)
+            self._over(self.up[0], self.clock.now, size, 0, "child", f)
 
-    def _over(self, link: Link, now: float, size: int, kind: int, tier: int, frame) -> None:
-        """`frame` onto `link` at `now`, delivered at the far end unless the link's queue drops it."""
+    def _over(self, link: Link, now: float, size: int, to: int, source: str, frame) -> None:
+        """`frame` onto `link` at `now`, delivered at hop `to` (-1: the worker) as from `source`."""
         at = link.send(now, size)
         if at is not None:
-            self.clock.at(at, self._deliver, kind, tier, frame)
+            self.clock.at(at, self._deliver, to, source, frame)
 
-    def _deliver(self, kind: int, tier: int, frame) -> None:
-        """A frame arrives at switch `tier` (kind 0: from below, 1: from above) or at the worker (2)."""
-        size = self.net.frame_bytes
-        if kind == 2:
+    def _deliver(self, to: int, source: str, frame) -> None:
+        """A frame arrives at hop `to` from below ("child") or from the parent named `source`, or at the worker."""
+        if to < 0:
             self._on_worker(frame)
             return
-        sw = self.switches[tier]
-        fanin_below = sw.fanin if kind == 0 else 1
-        leave, emit, copies = sw.process(self.clock.now, frame, "child" if kind == 0 else "parent", fanin_below)
+        hop = self.net.hops[to]
+        leave, emit = self.switches[to].process(self.clock.now, frame, source, hop.fanin if source == "child" else 1)
         if emit is None:
             return
         out = bytes(emit.frame)
-        if emit.dests == ("parent",):
-            for _ in range(copies):
-                self._over(self.up[tier + 1], leave, size, 0, tier + 1, out)
-        elif tier == 0:
-            self._over(self.down[0], leave, size, 2, 0, out)
+        if emit.dests == ("child",):
+            self._over(self.down[to], leave, self.net.frame_bytes, hop.below, hop.name, out)
         else:
-            self._over(self.down[tier], leave, size, 1, tier - 1, out)
+            up = self.at[emit.dests[0]]
+            self._over(self.up[up], leave, self.net.frame_bytes, up, "child", out)
 
     def run_round(self, chunks: int) -> RoundTime:
         """Aggregate one round of `chunks` chunks; returns its time (extrapolated past `cap` chunks)."""
@@ -518,7 +512,7 @@ class PathModel:
         answered: list[float] = []
 
         def on_worker(frame: bytes) -> None:
-            if not frame[5] & 1:  # the multicast RESULT of a chunk (not a unicast re-send)
+            if not frame[AT_FLAGS] & Flags.RESEND:  # the multicast RESULT of a chunk (not a unicast re-send)
                 answered.append(clock.now)
             self._send(xfer.receive(frame, clock.now))
 
@@ -540,19 +534,53 @@ class PathModel:
             seconds += extra
         return RoundTime(chunks, simulated, seconds, int(xfer.stats.get("retransmissions", 0)))
 
+    def ports(self) -> list[dict]:
+        """Every switch port on the way up and the most packets it queued so far, counted as ns-3 counts them
+        (the one on the wire not included; a packet that finds the port idle counts 1)."""
+        out = []
+        for i, hop in enumerate(self.net.hops):
+            below = "a worker" if hop.below < 0 else self.net.hops[hop.below].name
+            if hop.below >= 0:  # a worker's own NIC is no switch port: Linux's 1,000 packets hold its window
+                out.append({"port": f"{below} up to {hop.name}", "queued": _queued(self.up[i])})
+            out.append({"port": f"{hop.name} down to {below}", "queued": _queued(self.down[i])})
+        return out
+
     def run(self, rounds: Sequence[Round], residual_chance: float = 0.0) -> dict:
-        """Every round in turn; the sketch's residual charged as `residual_chance` of a one-chunk round."""
+        """Every round in turn; the sketch's residual charged as `residual_chance` of a one-chunk round.  Where
+        a switch port would have queued more than the fabric's `queue`, the run is outside the model's
+        domain (`in_domain` False, `overflows` says where): there a real port drops, and the model's
+        identical workers cannot say what the resends cost (ns-3 can: sim/ns3sim.py)."""
         times = [self.run_round(round_chunks(r, self.net.words)) for r in rounds]
         seconds = sum(t.seconds for t in times)
         if residual_chance:
             extra = self.run_round(1).seconds * residual_chance
             seconds += extra
+        ports, queue = self.ports(), self.net.fabric.queue
+        over = [p for p in ports if queue is not None and p["queued"] > queue]
         return {"seconds": seconds, "rounds": [dataclasses.asdict(t) for t in times],
                 "chunks": sum(t.chunks for t in times),
-                "retransmissions": sum(t.retransmissions for t in times)}
+                "retransmissions": sum(t.retransmissions for t in times),
+                "deepest_queue": max(p["queued"] for p in ports), "queue": queue, "in_domain": not over,
+                "overflows": over}
 
 
-def aggregation_seconds(net: Network, rounds: Sequence[Round], residual_chance: float = 0.0, *,
+def _queued(link: Link) -> int:
+    """The most packets `link`'s port queued, as ns-3 counts them: held less the one being sent, at least 1
+    once it carried anything."""
+    return max(link.deepest - 1, min(link.deepest, 1))
+
+
+def outside(result: dict) -> str | None:
+    """Why a run of `aggregation_seconds` lies outside the model's domain, in a phrase; None where it does not."""
+    if result["in_domain"]:
+        return None
+    worst = max(result["overflows"], key=lambda p: p["queued"])
+    more = len(result["overflows"]) - 1
+    return (f"{worst['port']} would queue {worst['queued']} packets, a port holds {result['queue']}"
+            + (f" ({more} more port{'s' if more > 1 else ''} would drop too)" if more else ""))
+
+
+def aggregation_seconds(net: Setup, rounds: Sequence[Round], residual_chance: float = 0.0, *,
                         cap: int = 2048) -> dict:
     """The modelled seconds of one aggregation (a fresh worker, as a Mininet run's first)."""
     return PathModel(net, cap=cap).run(rounds, residual_chance)
@@ -571,17 +599,17 @@ def ring_seconds(workers: int, gradient_bytes: float, rate: float, alpha: float)
     return 2 * (workers - 1) * alpha + 2 * (workers - 1) / workers * gradient_bytes * 8 / rate
 
 
-def ring_wire_bytes(net: Network, payload_bytes: float, mtu: int = 9000) -> float:
+def ring_wire_bytes(net: Setup, payload_bytes: float, mtu: int = 9000) -> float:
     """The ring's payload framed in MTU-sized TCP segments with the network's per-frame overhead."""
     per_frame = mtu - TCP_HEADERS
     return payload_bytes * (per_frame + TCP_HEADERS + net.overhead - IPV4_HEADER_BYTES - UDP_HEADER_BYTES) / per_frame
 
 
-def ring_for(net: Network, length: int, host_alpha: float = 0.0) -> float:
+def ring_for(net: Setup, length: int, host_alpha: float = 0.0) -> float:
     """The ring over `net`, float32 gradients: workers in rack order, so each uplink carries one flow per
     direction and the slowest hop crosses the root (2 depth links, 2 depth - 1 switches); every step
     waits for the slowest hop, so alpha is that hop's latency plus `host_alpha`, the rate the slowest link's."""
-    rate = min(net.rate(t) for t in range(net.depth))
+    rate = min(hop.rate for hop in net.hops)
     hops = 2 * net.depth if net.workers > net.fanins[0] else 2
     alpha = host_alpha + hops * net.delay + (hops - 1) * net.switch_latency
     return ring_seconds(net.workers, ring_wire_bytes(net, 4.0 * length), rate, alpha)

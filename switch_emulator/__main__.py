@@ -126,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="raw mode: read and send every frame as the wire carries it, for comparison (default: "
                          "virtio_net_hdrs: a host's segmentation-offload super-frames are cut here, and each "
                          "member's RESULTs go out gathered into super-frames the kernel cuts)")
+    ap.add_argument("--xdp", action="store_true",
+                    help="raw mode: run the rules as an XDP program in the kernel, on the --raw interfaces; this "
+                         "process serves the control port only (hina.emulator.xdp; needs clang, libbpf and root; "
+                         "default: the rules in this process)")
     ap.add_argument("--topology", type=Path,
                     help="raw mode: JSON topology (hosts, jobs) to start with (default: none)")
     ap.add_argument("--lease", type=non_negative, default=DEFAULT_LEASE, metavar="SECONDS",
@@ -205,6 +209,20 @@ def load(args: argparse.Namespace) -> tuple[list[JobConfig], ImpairmentConfig]:
     return list(jobs.values()), ImpairmentConfig(**impair)
 
 
+def xdp_switch(args: argparse.Namespace, impair: ImpairmentConfig):
+    """The XDP switch on the --raw interfaces (`hina.emulator.xdp`), or a ValueError saying why not."""
+    if args.pipes != 1 or impair.active:
+        raise ValueError("--xdp runs in the kernel on every CPU a frame arrives on: no --pipes, and no "
+                         "impairments in the switch (use the links': tc netem)")
+    from hina.emulator.xdp.build import cannot_load
+    from hina.emulator.xdp.switch import XdpSwitch
+
+    why = cannot_load()
+    if why is not None:
+        raise ValueError(f"--xdp: {why}")
+    return XdpSwitch(dict(args.raw), control=args.control, stats_every=args.stats, slots=args.slot_space)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -214,8 +232,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError("raw mode takes its jobs from --topology (ports, not addresses), not --job")
             topology = Topology.from_config(json.loads(args.topology.read_text())) if args.topology else None
             token = read_token(args.token_file)
-            switch = RawSwitch(dict(args.raw), None, control=args.control, impair=impair,
-                               stats_every=args.stats, pipes=args.pipes, batch=args.batch, offload=args.offload)
+            if args.xdp:
+                switch = xdp_switch(args, impair)
+            else:
+                switch = RawSwitch(dict(args.raw), None, control=args.control, impair=impair,
+                                   stats_every=args.stats, pipes=args.pipes, batch=args.batch, offload=args.offload)
             if topology is not None:  # as a controller's configure (every pipe's, pinned there), before any request
                 reply, _ = handle(switch.pipeline, json.dumps({"op": "configure", "topology": topology.to_config()}),
                                   configure=switch._configure())
@@ -223,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
                     switch.close()
                     raise ValueError(f"--topology {args.topology}: {reply['error']}")
         else:
+            if args.xdp:
+                raise ValueError("--xdp runs on raw interfaces: give them with --raw PORT=IFNAME")
             token = read_token(args.token_file)
             pipeline = Pipeline()
             for job in jobs:

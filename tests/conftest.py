@@ -120,3 +120,20 @@ def make_switch():
     for sw in switches:
         sw.stop()
         sw.close()
+
+
+@pytest.fixture(scope="session")
+def xdp_program():
+    """The XDP switch's program, loaded once per session (the verifier takes a second or two) and shared:
+    each `XdpFrameSwitch(..., program=xdp_program)` empties it first.  Skipped, with the reason, where this
+    process cannot build or load it (clang, libbpf, root)."""
+    from hina.emulator.xdp.build import cannot_load
+
+    why = cannot_load()
+    if why is not None:
+        pytest.skip(f"the XDP switch: {why}")
+    from hina.emulator.xdp.tables import Program
+
+    program = Program(slots=4096)
+    yield program
+    program.close()

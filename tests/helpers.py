@@ -1,6 +1,10 @@
-"""Helpers shared by the test modules: synthetic gradients and the dense reference sum."""
+"""Helpers shared by the test modules: synthetic gradients, the dense reference sum, the packet vectors' check."""
 
 from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,3 +195,26 @@ def assert_baseline_exact(run: dict) -> None:
         assert c["within_bound"] and c["max_diff_over_bound"] <= 1.0, (run["mode"], c)
         assert c["rel_l2_error"] < 1e-6, (run["mode"], c)
     assert run["exact"]
+
+
+VECTORS = Path(__file__).resolve().parent / "vectors"
+VECTOR_CASES = sorted(VECTORS.glob("*.json"))  # the packet vectors (tests/make_vectors.py writes them)
+
+
+def load_case(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _multiset(pairs) -> Counter:
+    return Counter((int(p), bytes.fromhex(f) if isinstance(f, str) else bytes(f)) for p, f in pairs)
+
+
+def check_case(case: dict, out, drops: dict) -> None:
+    """A switch passed a packet vector: the frames it sent (egress port, frame), as a multiset, and the drop
+    counters that moved are the case's."""
+    got = _multiset(out)
+    want = _multiset((e["port"], e["frame"]) for e in case["expected"])
+    missing, extra = want - got, got - want
+    assert got == want, (f"missing {[(p, f.hex()) for p, f in missing.elements()]}\n"
+                         f"unexpected {[(p, f.hex()) for p, f in extra.elements()]}")
+    assert {k: v for k, v in drops.items() if v} == case["expected_drops"]

@@ -1,9 +1,11 @@
-"""The repository's shape holds: the import layers of docs/contributing.md, no import circles, no sys.path
-edits, and a wheel that puts only `hina` at the top of site-packages."""
+"""The repository's shape holds: the import layers of docs/contributing.md (tools/ at the top, above the
+package), no import circles, no edits of Python's import path, and a wheel that puts only `hina` at the top
+of site-packages."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import zipfile
@@ -16,6 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"codec": "hina.codec", "wire": "hina.wire", "control": "hina.control", "switch_emulator": "hina.emulator",
            "host": "hina.host", "baselines": "hina.baselines", "sim": "hina.sim", "mininet": "hina.mininet",
            "benchmarks": "hina.benchmarks"}
+# tools/ is not a package: its scripts run as `python tools/NAME.py` and import each other by bare name
+# (`import campaign`), which is how they are found here too ("tools.campaign")
+TOOLS = "tools"
 # Who may import whom: a module imports only from lower layers and its own package (docs/contributing.md).
 LAYERS = [
     {"hina.cliargs", "hina.provenance", "hina.progress"},
@@ -28,6 +33,7 @@ LAYERS = [
     {"hina.mininet"},
     {"hina.benchmarks"},
     {"hina", "hina.__main__"},
+    {TOOLS},
 ]
 LAYER = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
@@ -35,10 +41,16 @@ LAYER = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 def modules() -> dict[str, Path]:
     found = {}
     for folder, pkg in FOLDERS.items():
-        for path in sorted((ROOT / folder).glob("*.py")):
-            found[pkg if path.stem == "__init__" else f"{pkg}.{path.stem}"] = path
+        for path in sorted((ROOT / folder).rglob("*.py")):  # a subpackage's modules too (hina.emulator.xdp)
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if ".venv" in parts or "__pycache__" in parts or (folder == "mininet" and len(parts) > 1):
+                continue
+            name = ".".join((pkg, *parts))
+            found[name.removesuffix(".__init__")] = path
     for path in sorted((ROOT / "hina").glob("*.py")):
         found["hina" if path.stem == "__init__" else f"hina.{path.stem}"] = path
+    for path in sorted((ROOT / TOOLS).glob("*.py")):
+        found[f"{TOOLS}.{path.stem}"] = path
     return found
 
 
@@ -60,13 +72,16 @@ def imports(name: str, path: Path, top_level_only: bool = False) -> set[str]:
                 parts = package.split(".")
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
             found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names)
-    return {m for m in found if m in MODULES}
+    return {m if m in MODULES else f"{TOOLS}.{m}" for m in found if m in MODULES or f"{TOOLS}.{m}" in MODULES}
 
 
 def package_of(module: str) -> str:
-    if module in LAYER:
-        return module
-    return module.rpartition(".")[0] if module.rpartition(".")[0] in LAYER else module
+    """The layered package a module belongs to: itself, or the nearest package above it that has a layer (a
+    subpackage is part of its package: hina.emulator.xdp of hina.emulator)."""
+    name = module
+    while name and name not in LAYER:
+        name = name.rpartition(".")[0]
+    return name or module
 
 
 def test_every_package_has_a_layer():
@@ -147,16 +162,65 @@ def test_a_circle_through_a_packages_init_is_found():
     assert any({"hina.host", "hina.host.job", "hina.host.agent"} <= set(c) for c in circles_in(graph))
 
 
-def test_sys_path_is_edited_only_in_the_tests_conftest():
+PATH_LISTS = {"path", "meta_path", "path_hooks"}  # sys's lists that decide where an import is found
+
+
+def _is_sys(node: ast.expr, names: set[str]) -> bool:
+    """`sys` by any name this module gave it, or `__import__("sys")` / `importlib.import_module("sys")`."""
+    if isinstance(node, ast.Name):
+        return node.id in names
+    return (isinstance(node, ast.Call) and bool(node.args) and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "sys" and (getattr(node.func, "id", "") == "__import__"
+                                                 or getattr(node.func, "attr", "") == "import_module"))
+
+
+def path_edits(source: str) -> list[int]:
+    """The lines of `source` that can change where Python finds modules: sys.path and its siblings reached
+    through `sys` under any name, taken out of sys by `from sys import ...`, or `site.addsitedir`."""
+    tree = ast.parse(source)
+    sys_names = {"sys"} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.Import)
+                           for a in n.names if a.name == "sys" and a.asname}
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ("sys", "site") and not node.level:
+            if any(a.name in (*PATH_LISTS, "addsitedir", "*") for a in node.names):
+                lines.add(node.lineno)
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "addsitedir" or (node.attr in PATH_LISTS and _is_sys(node.value, sys_names)):
+                lines.add(node.lineno)
+    return sorted(lines)
+
+
+@pytest.mark.parametrize("source", [
+    "import sys\nsys.path.insert(0, 'x')\n",
+    "from sys import path\npath.insert(0, 'x')\n",
+    "from sys import path as p\np.append('x')\n",
+    "import sys as s\ns.path.append('x')\n",
+    "import os, sys as system\nsystem.meta_path.insert(0, object())\n",
+    "__import__('sys').path.append('x')\n",
+    "import site\nsite.addsitedir('x')\n",
+    "from site import addsitedir\naddsitedir('x')\n",
+    "def f():\n    import sys as _s\n    _s.path[:0] = ['x']\n",
+], ids=["sys.path", "from sys import path", "from sys import path as p", "import sys as s", "meta_path",
+        "__import__", "site.addsitedir", "from site import addsitedir", "inside a function"])
+def test_every_way_to_edit_the_import_path_is_found(source):
+    assert path_edits(source), source
+
+
+def test_what_only_looks_like_a_path_edit_is_not_one():
+    source = ("import os, sys\nfrom pathlib import Path\nroot = Path(__file__).parent\nos.path.join('a', 'b')\n"
+              "print(sys.argv, sys.executable)\ns = Path('x')\ns.parent\nfrom os import path\npath.join('a')\n")
+    assert path_edits(source) == []
+
+
+def test_the_import_path_is_edited_only_in_the_tests_conftest():
     edits = []
     for path in ROOT.rglob("*.py"):
         rel = path.relative_to(ROOT)
         if rel.parts[0] in (".venv", "build", ".git") or rel.parts[:2] == ("hina", "mininet") or \
                 path == ROOT / "tests" / "conftest.py":  # hina/mininet is a link to mininet/, read there
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys":
-                edits.append(f"{rel}:{node.lineno}")
+        edits += [f"{rel}:{line}" for line in path_edits(path.read_text())]
     assert not edits, edits
 
 
@@ -188,7 +252,6 @@ def test_the_front_doors_examples_run():
 
 def test_the_front_door_names_what_it_exports():
     import pydoc
-    import re
 
     import hina
 
@@ -202,3 +265,38 @@ def test_the_front_door_names_what_it_exports():
     index = hina.__doc__.split("The names at the top")[1]
     assert set(re.findall(r"`(\w+)`", index)) - {"import", "hina", "help"} == set(hina._WHERE)
     assert len(pydoc.render_doc(hina, renderer=pydoc.plaintext).splitlines()) < 200
+
+
+# Words that cite the work that led to a change instead of saying what the code does or why: an issue or a task
+# by number, "the issue's ...", "this task" (this file spells them out to test the pattern, and is skipped).
+WORK_ITEM = re.compile(r"\b(?:issue\s*#?\s*\d+|task\s*#?\s*\d+|the\s+issue\b|issue'?s\s+(?:rule|run|case|repro)"
+                       r"|this\s+task\b|work\s+item)", re.I)
+WORDS_IN = ("*.py", "*.md", "*.p4", "*.sh", "*.lua", "*.toml", "Makefile")
+NOT_OURS = (".venv", "build", ".git", "hina.egg-info")
+
+
+def work_item_words(text: str) -> list[str]:
+    return [m.group(0) for m in WORK_ITEM.finditer(text)]
+
+
+def test_code_tests_and_docs_say_what_and_why_not_which_work_item():
+    found = []
+    for pattern in WORDS_IN:
+        for path in ROOT.rglob(pattern):
+            rel = path.relative_to(ROOT)
+            if (rel.parts[0] in NOT_OURS or rel.parts[:2] in (("hina", "mininet"), ("benchmarks", "results"))
+                    or path == Path(__file__).resolve()):
+                continue
+            found += [f"{rel}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+                      for text in [path.read_text(errors="replace")] for m in WORK_ITEM.finditer(text)]
+    assert not found, found
+
+
+@pytest.mark.parametrize("text", ["Issue 15 asks whether", "see issue #53", "The issue's rule", "task 7",
+                                  "As this task", "the issue's run", "ISSUE 3"])
+def test_work_item_words_are_found(text):
+    assert work_item_words(text), text
+
+
+def test_words_that_only_look_like_work_items_are_not():
+    assert not work_item_words("a task queue of 4 tasks; issue a join; issued 3 joins; /proc/1/task/1/children")

@@ -142,9 +142,16 @@ def test_without_a_claim_every_claim_is_listed_with_its_needs_time_and_tolerance
     out = capsys.readouterr().out
     for claim in CLAIMS:
         assert f"{claim.name}: {claim.statement}" in out
-    assert "needs: root, Mininet; time: not yet timed (campaign steps: compare-faithful)" in out
-    assert "time: about 1m15s (campaign steps: demo)" in out
+    assert "needs: root, Mininet; time: not yet timed; campaign steps: compare-faithful" in out
+    assert "time: about 1m15s; campaign steps: demo" in out
     assert "tolerance, exactness: pass/fail: " in out
+    # it ends saying how to run a claim, and which this machine can run
+    lines = out.rstrip().splitlines()
+    tail = lines[lines.index("To re-run a claim here and check it against its committed figures:"):]
+    assert len(tail) <= 6 and tail[1].split()[:2] == ["make", "reproduce"] and "CLAIM=NAME" in tail[1]
+    assert "tools/reproduce.py NAME" in tail[2]
+    here = tail[3].split("): ", 1)[1].rstrip(".").split(", ")
+    assert here == [c.name for c in CLAIMS if not reproduce.missing(c)] and "demo" in here
 
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.name)
@@ -295,10 +302,20 @@ def test_each_step_that_ran_records_its_time_and_a_rerun_replaces_only_its_own(m
     assert set(data["steps"]) == {"soak", "demo", "loss-model"} and data["steps"]["soak"]["seconds"] == 61.0
     demo = data["steps"]["demo"]
     assert demo["group"] == "loopback" and demo["seconds"] >= 0 and len(demo["load_before"]) == 3
+    assert demo["cpu_seconds"] >= 0 and demo["cpus"] == os.cpu_count()
     assert demo["commit"] == provenance.commit()[0] and demo["dirty"] is False
     monkeypatch.setattr(campaign, "run_step", lambda step, bar: 1)  # a failed step's time is not recorded
     assert campaign.main(["--only", "soak", "--no-tables", "--out", str(out)]) == 1
     assert json.loads(out.read_text())["steps"]["soak"]["seconds"] == 61.0
+
+
+def test_a_steps_cpu_seconds_are_its_processes():
+    """What children_cpu counts: a step's process (and its own children) once it has ended, not this one."""
+    before = campaign.children_cpu()
+    work = "sum(range(4_000_000))"
+    code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {work!r}]); {work}"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert campaign.children_cpu() - before > 0.05
 
 
 def test_reproduce_reads_the_campaigns_times(monkeypatch, tmp_path):
@@ -309,6 +326,14 @@ def test_reproduce_reads_the_campaigns_times(monkeypatch, tmp_path):
                             "python tools/campaign.py")
     assert reproduce.time_text(reproduce.CLAIMS["demo"]) == "about 42s"
     assert reproduce.time_text(reproduce.CLAIMS["exact-trees"]) == "not yet timed", "until every step is timed"
+    # what set the time, where the campaign recorded it: the CPUs, the worst load before a step, the CPU seconds
+    names = [f"exact-leafspine214{x}" for x in ("", "-loss1")] + ["exact-leafspine422-loss1"]
+    entries = {name: {"seconds": 40.0 + i, "cpus": 2, "load_before": [0.5 + i, 1.0, 1.0], "cpu_seconds": 30.0}
+               for i, name in enumerate(names)}
+    assert reproduce.time_text(reproduce.CLAIMS["exact-trees"], entries) == \
+        "about 2m03s (2 CPUs, load 2.5 before it, 1m30s of CPU)"
+    entries[names[0]].pop("cpu_seconds")  # an entry from before CPU seconds were recorded: none summed
+    assert reproduce.time_text(reproduce.CLAIMS["exact-trees"], entries) == "about 2m03s (2 CPUs, load 2.5 before it)"
 
 
 def test_reproduce_runs_as_a_script():

@@ -3,8 +3,9 @@
 Each case gets fresh veth pairs hs<p>/ht<p> per host port p and a fresh
 switch on the hs ends, configured through the controller from the case's
 topology; the test sends on and captures from the ht ends with AF_PACKET.
-Two switches: the emulator's raw backend (`python -m hina.emulator
---raw ...`) and BMv2 (`simple_switch_grpc`, after `make p4`).
+Three switches: the emulator's raw backend (`python -m hina.emulator
+--raw ...`), the same with the rules in the kernel (`--xdp`) and BMv2
+(`simple_switch_grpc`, after `make p4`).
 """
 
 from __future__ import annotations
@@ -27,14 +28,22 @@ ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 
 
-def start_emulator(ports, pipes=1, batch=True):
+def start_emulator(ports, pipes=1, batch=True, extra=()):
     proc = subprocess.Popen([sys.executable, "-m", "hina.emulator", f"--pipes={pipes}",
-                             *[f"--raw={p}=hs{p}" for p in ports], *([] if batch else ["--no-batch"])],
+                             *[f"--raw={p}=hs{p}" for p in ports], *([] if batch else ["--no-batch"]), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline()
     if not line:
         raise RuntimeError(f"the emulator did not start: {proc.stderr.read()}")
     return proc, EmulatorTarget(tuple(json.loads(line)["control"]))
+
+
+def start_xdp(ports):
+    """The XDP switch (`python -m hina.emulator --xdp`) on the hs ends; the ht ends take its redirected frames
+    (GRO on: a veth delivers XDP_REDIRECTed frames only where its peer has NAPI)."""
+    for p in ports:
+        subprocess.run(["ethtool", "-K", f"ht{p}", "gro", "on"], check=True, capture_output=True)
+    return start_emulator(ports, extra=["--xdp"])
 
 
 def start_bmv2(ports, grpc_port=50151, thrift_port=9190):

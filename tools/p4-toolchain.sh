@@ -6,12 +6,17 @@
 #   --tofino: p4c with Intel's open-source Tofino back end (Tofino 1 and 2, TNA, T2NA and v1model
 #     programs), into its own prefix (default /opt/p4c-tofino; `make tofino` looks there).  About
 #     two more hours on 2 cores.
+#   --testgen: p4c's test generator p4testgen (backends/p4tools, with Z3 from PyPI's wheel) beside
+#     each compiler built: its bmv2 target in PREFIX/bin, and with --tofino its tofino target in
+#     TOFINO_PREFIX/bin (`make testgen` looks in both).  A compiler already installed without it is
+#     rebuilt in place, its objects kept.
 #
 # Usage: tools/p4-toolchain.sh [options] [GITDIR ...]
 #   GITDIR       a local git copy (bare or not) of one of the repositories below, recognised by the
 #                name its path ends in (.../p4c, .../p4c/.git, .../p4lang+p4c/repo).  Every
 #                repository not given is cloned from GitHub, which needs internet.
 #   --tofino     also build the Tofino compiler
+#   --testgen    also build p4testgen for each compiler built (bmv2; with --tofino, tofino too)
 #   --no-bmv2    skip the BMv2 target (with --tofino: the Tofino compiler alone)
 #   --fast-bmv2 PREFIX
 #                also build an -O3 BMv2 without logging into PREFIX (off PATH), to time the
@@ -27,7 +32,7 @@
 #   PI: p4lang/PI (main)               p4runtime: p4lang/p4runtime (the commits PI and p4c pin)
 #   gnmi, uthash, googletest: PI's submodules, at the commits PI pins
 #   abseil-cpp: abseil/abseil-cpp 20240722.1    protobuf: protocolbuffers/protobuf v25.3
-#   spdlog: gabime/spdlog v1.8.3 (--tofino only)
+#   spdlog: gabime/spdlog v1.8.3 (--tofino only)   inja: pantor/inja (the commit p4c pins; --testgen only)
 #
 # A step whose result is installed (the tool reports the wanted version) is skipped, so the script
 # can be re-run after a failure.  Distribution packages exist for p4c and BMv2 too (docs/p4.md says
@@ -41,10 +46,11 @@ declare -A UPSTREAM=(
   [p4c]=p4lang/p4c [behavioral-model]=p4lang/behavioral-model [PI]=p4lang/PI [p4runtime]=p4lang/p4runtime
   [gnmi]=openconfig/gnmi [uthash]=troydhanson/uthash [googletest]=google/googletest
   [abseil-cpp]=abseil/abseil-cpp [protobuf]=protocolbuffers/protobuf [spdlog]=gabime/spdlog
+  [inja]=pantor/inja
 )
 WORK=${P4_TOOLCHAIN_WORK:-$HOME/.cache/p4-toolchain}
 JOBS=$(nproc) PREFIX=/usr/local TOFINO_PREFIX=/opt/p4c-tofino
-BMV2=1 TOFINO=0 FAST_PREFIX=
+BMV2=1 TOFINO=0 TESTGEN=0 FAST_PREFIX=
 declare -A SRC=()
 
 die() { echo "p4-toolchain: $*" >&2; exit 2; }
@@ -52,6 +58,7 @@ usage() { awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"
 while (($#)); do
   case $1 in
     --tofino) TOFINO=1; shift ;;
+    --testgen) TESTGEN=1; shift ;;
     --no-bmv2) BMV2=0; shift ;;
     --fast-bmv2) FAST_PREFIX=${2:?--fast-bmv2 needs a prefix}; shift 2 ;;
     --prefix) PREFIX=${2:?--prefix needs a directory}; shift 2 ;;
@@ -103,7 +110,8 @@ submodule() {  # submodule TREE PATH NAME: fill a submodule from repository NAME
 apt_deps() {
   apt-get update -q
   local tofino=()
-  ((TOFINO)) && tofino=(rapidjson-dev libboost-all-dev unzip)
+  ((TOFINO)) && tofino=(rapidjson-dev libboost-all-dev)
+  ((TOFINO || TESTGEN)) && tofino+=(unzip)
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     build-essential autoconf automake libtool pkg-config git cmake bison flex python3 python3-pip \
     libboost-dev libboost-graph-dev libboost-iostreams-dev libfl-dev libgc-dev libgmp-dev \
@@ -148,51 +156,99 @@ p4c_sources() {  # p4c_sources DEST: p4c at its tag, and the sources its CMake w
   P4RUNTIME_SRC=$WORK/p4runtime-$pin
 }
 
-P4C_COMMON=(-DCMAKE_BUILD_TYPE=Release -DENABLE_EBPF=OFF -DENABLE_UBPF=OFF -DENABLE_DPDK=OFF
-  -DENABLE_P4TC=OFF -DENABLE_P4FMT=OFF -DENABLE_P4TEST=OFF -DENABLE_P4C_GRAPHS=OFF -DENABLE_GTESTS=OFF
-  -DENABLE_TEST_TOOLS=OFF -DENABLE_DOCS=OFF -DP4C_USE_PREINSTALLED_BDWGC=ON -DFETCHCONTENT_FULLY_DISCONNECTED=ON)
-
-build_p4c() {
-  local d=$WORK/p4c
-  p4c_sources "$d"
-  mkdir -p "$d/build" && cd "$d/build"
-  cmake .. "${P4C_COMMON[@]}" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DENABLE_BMV2=ON \
-    -DFETCHCONTENT_SOURCE_DIR_ABSEIL="$WORK/abseil" -DFETCHCONTENT_SOURCE_DIR_PROTOBUF="$WORK/protobuf" \
-    -DFETCHCONTENT_SOURCE_DIR_P4RUNTIME="$P4RUNTIME_SRC"
-  make -j"$JOBS" && make install
+inja_sources() {  # inja_sources TREE: the template library p4testgen's CMake would fetch, at its pin
+  local pin
+  pin=$(sed -n 's/^ *GIT_TAG *\([0-9a-f]\{40\}\).*/\1/p' "$1/backends/p4tools/modules/testgen/CMakeLists.txt")
+  [[ -d $WORK/inja-$pin ]] || checkout inja "$pin" "$WORK/inja-$pin"
+  INJA_SRC=$WORK/inja-$pin
 }
 
-tofino_deps() {
-  # what the back end's build scripts import, in the python3 its CMake finds
-  python3 -m pip install -q jsl==0.2.4 jsonschema pyyaml pyinstaller
+p4c_tree() {  # p4c_tree DEST [FN]: p4c's sources in DEST (FN adds to them), or the tree an earlier run left
+  # a build takes hours and sessions end mid-build: a re-run keeps the prepared tree and its objects
+  local d=$1 stamp=$1/.sources-$P4C_TAG${2:+-$2}
+  if [[ -f $stamp && -f $d/build/CMakeCache.txt ]]; then
+    echo "resuming the build in $d/build"
+    P4RUNTIME_SRC=$(cat "$stamp")
+  else
+    p4c_sources "$d"
+    [[ -z ${2:-} ]] || "$2" "$d"
+    echo "$P4RUNTIME_SRC" >"$stamp"
+  fi
+  ((!TESTGEN)) || inja_sources "$d"
+  mkdir -p "$d/build"
+}
+
+z3_wheel() {  # Z3 4.8.14 <= version < 4.12 for the Tofino back end and p4testgen (Debian 12 has 4.8.12)
+  [[ -f $WORK/z3/z3/lib/libz3.so ]] && return
   rm -rf "$WORK/z3" && mkdir -p "$WORK/z3"
   python3 -m pip download -q --no-deps --only-binary=:all: -d "$WORK/z3" "$Z3_WHEEL"
   unzip -q -o "$WORK"/z3/z3_solver-*.whl -d "$WORK/z3"
   test -f "$WORK/z3/z3/lib/libz3.so" && test -f "$WORK/z3/z3/include/z3.h"
 }
 
+# testgen_args TARGET LIBDIR: CMake arguments for p4testgen with TARGET alone (or none without
+# --testgen); its Z3 is found in LIBDIR once installed
+testgen_args() {
+  TESTGEN_ARGS=(-DENABLE_TEST_TOOLS=OFF)
+  ((TESTGEN)) || return 0
+  local z3=$WORK/z3/z3 t
+  TESTGEN_ARGS=(-DENABLE_TEST_TOOLS=ON -DENABLE_TOOLS_MODULE_SMITH=OFF -DUSE_PREINSTALLED_Z3=ON
+    -DZ3_INCLUDE_DIR="$z3/include" -DZ3_LIBRARY="$z3/lib/libz3.so" -DCMAKE_BUILD_RPATH="$z3/lib"
+    -DCMAKE_INSTALL_RPATH="$2" -DFETCHCONTENT_SOURCE_DIR_INJA="$INJA_SRC")
+  for t in bmv2 ebpf pna tofino; do [[ $t == "$1" ]] || TESTGEN_ARGS+=(-DENABLE_TOOLS_TARGET_${t^^}=OFF); done
+}
+
+# install_testgen TREE PREFIX LIBDIR: p4testgen into PREFIX/bin (p4tools installs it into the build
+# tree only), its Z3 into LIBDIR, its testgen.p4 beside p4c's includes
+install_testgen() {
+  ((TESTGEN)) || return 0
+  local b=$1/build/backends/p4tools/modules/testgen
+  mkdir -p "$3" "$2/share/p4c/p4include"
+  cp "$WORK/z3/z3/lib/libz3.so" "$3/"
+  install -m 755 "$b/p4testgen" "$2/bin/p4testgen"
+  cp "$1/backends/p4tools/modules/testgen/p4include/testgen.p4" "$2/share/p4c/p4include/"
+  "$2/bin/p4testgen" --version
+}
+
+P4C_COMMON=(-DCMAKE_BUILD_TYPE=Release -DENABLE_EBPF=OFF -DENABLE_UBPF=OFF -DENABLE_DPDK=OFF
+  -DENABLE_P4TC=OFF -DENABLE_P4FMT=OFF -DENABLE_P4TEST=OFF -DENABLE_P4C_GRAPHS=OFF -DENABLE_GTESTS=OFF
+  -DENABLE_DOCS=OFF -DP4C_USE_PREINSTALLED_BDWGC=ON -DFETCHCONTENT_FULLY_DISCONNECTED=ON)
+
+build_p4c() {
+  local d=$WORK/p4c
+  p4c_tree "$d"
+  testgen_args bmv2 "$PREFIX/lib/p4testgen"
+  cd "$d/build"
+  cmake .. "${P4C_COMMON[@]}" "${TESTGEN_ARGS[@]}" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DENABLE_BMV2=ON \
+    -DFETCHCONTENT_SOURCE_DIR_ABSEIL="$WORK/abseil" -DFETCHCONTENT_SOURCE_DIR_PROTOBUF="$WORK/protobuf" \
+    -DFETCHCONTENT_SOURCE_DIR_P4RUNTIME="$P4RUNTIME_SRC"
+  make -j"$JOBS" && make install
+  install_testgen "$d" "$PREFIX" "$PREFIX/lib/p4testgen"
+}
+
+tofino_deps() {
+  # what the back end's build scripts import, in the python3 its CMake finds
+  python3 -m pip install -q jsl==0.2.4 jsonschema pyyaml pyinstaller
+}
+
+spdlog_sources() {  # spdlog's CMake file looks in third_party/ before it tries to download
+  checkout spdlog "$SPDLOG_TAG" "$1/backends/tofino/third_party/spdlog"
+}
+
 build_tofino() {
-  local d=$WORK/p4c-tofino z3=$WORK/z3/z3 stamp
-  # the build takes hours: a re-run after an interruption keeps the prepared tree and its objects
-  stamp=$d/.sources-$P4C_TAG-spdlog-$SPDLOG_TAG
-  if [[ -f $stamp && -f $d/build/CMakeCache.txt ]]; then
-    echo "resuming the build in $d/build"
-    P4RUNTIME_SRC=$(cat "$stamp")
-  else
-    p4c_sources "$d"
-    # spdlog's CMake file looks in third_party/ before it tries to download
-    checkout spdlog "$SPDLOG_TAG" "$d/backends/tofino/third_party/spdlog"
-    echo "$P4RUNTIME_SRC" >"$stamp"
-  fi
+  local d=$WORK/p4c-tofino z3=$WORK/z3/z3
+  p4c_tree "$d" spdlog_sources
+  testgen_args tofino "$TOFINO_PREFIX/lib"
   mkdir -p "$TOFINO_PREFIX/lib" && cp "$z3/lib/libz3.so" "$TOFINO_PREFIX/lib/"
-  mkdir -p "$d/build" && cd "$d/build"
-  cmake .. "${P4C_COMMON[@]}" -DCMAKE_INSTALL_PREFIX="$TOFINO_PREFIX" -DENABLE_BMV2=OFF -DENABLE_TOFINO=ON \
-    -DUSE_PREINSTALLED_Z3=ON -DZ3_INCLUDE_DIR="$z3/include" -DZ3_LIBRARY="$z3/lib/libz3.so" \
+  cd "$d/build"
+  cmake .. "${P4C_COMMON[@]}" "${TESTGEN_ARGS[@]}" -DCMAKE_INSTALL_PREFIX="$TOFINO_PREFIX" -DENABLE_BMV2=OFF \
+    -DENABLE_TOFINO=ON -DUSE_PREINSTALLED_Z3=ON -DZ3_INCLUDE_DIR="$z3/include" -DZ3_LIBRARY="$z3/lib/libz3.so" \
     -DCMAKE_BUILD_RPATH="$z3/lib" -DCMAKE_INSTALL_RPATH="$TOFINO_PREFIX/lib" \
     -DFETCHCONTENT_SOURCE_DIR_ABSEIL="$WORK/abseil" -DFETCHCONTENT_SOURCE_DIR_PROTOBUF="$WORK/protobuf" \
     -DFETCHCONTENT_SOURCE_DIR_P4RUNTIME="$P4RUNTIME_SRC"
   LD_LIBRARY_PATH=$z3/lib make -j"$JOBS" && make install
   patch_tofino_driver
+  install_testgen "$d" "$TOFINO_PREFIX" "$TOFINO_PREFIX/lib"
 }
 
 # The p4c driver of v1.2.5.16 hands the Tofino assembler's path to " ".join() and str.find() as a
@@ -210,6 +266,8 @@ patch_tofino_driver() {
 has() { command -v "$1" >/dev/null && grep -q "$2" <<<"$("$1" --version 2>&1)"; }
 # bmv2_installed BIN: BIN is BMv2 $BMV2_TAG with its Thrift server (the controller's register resets)
 bmv2_installed() { has "$1" "$BMV2_TAG" && grep -q thrift-port <<<"$("$1" --help 2>&1)"; }
+# testgen_installed PREFIX: without --testgen, true; with it, PREFIX/bin/p4testgen runs
+testgen_installed() { ((!TESTGEN)) || "$1/bin/p4testgen" --version >/dev/null 2>&1; }
 
 step apt-packages apt_deps
 if ((BMV2)); then
@@ -222,16 +280,21 @@ if ((BMV2)); then
     step bmv2-fast build_bmv2 "$WORK/bmv2-fast" --prefix="$FAST_PREFIX" \
       --disable-logging-macros --disable-elogger CXXFLAGS="-O3" CFLAGS="-O3"
   fi
-  if has "$PREFIX/bin/p4c" "${P4C_TAG#v}"; then echo "p4c ${P4C_TAG#v}: installed, skipped"; else step p4c build_p4c; fi
+  ((TESTGEN)) && step z3 z3_wheel
+  if has "$PREFIX/bin/p4c" "${P4C_TAG#v}" && testgen_installed "$PREFIX"; then
+    echo "p4c ${P4C_TAG#v}$( ((TESTGEN)) && echo ' and p4testgen'): installed, skipped"
+  else step p4c build_p4c; fi
   thrift_module() { python3 -c 'import thrift' 2>/dev/null || python3 -m pip install -q thrift; }
   step thrift-module thrift_module
 fi
 if ((TOFINO)); then
-  if has "$TOFINO_PREFIX/bin/p4c" "${P4C_TAG#v}" && [[ -x $TOFINO_PREFIX/bin/p4c-barefoot ]]; then
-    echo "p4c ${P4C_TAG#v} with the Tofino back end: installed, skipped"
+  if has "$TOFINO_PREFIX/bin/p4c" "${P4C_TAG#v}" && [[ -x $TOFINO_PREFIX/bin/p4c-barefoot ]] \
+      && testgen_installed "$TOFINO_PREFIX"; then
+    echo "p4c ${P4C_TAG#v} with the Tofino back end$( ((TESTGEN)) && echo ' and p4testgen'): installed, skipped"
     patch_tofino_driver
   else
     step tofino-deps tofino_deps
+    step z3 z3_wheel
     step p4c-tofino build_tofino
   fi
 fi
@@ -240,9 +303,11 @@ echo "done in $(((SECONDS - T0) / 60)) min:"
 if ((BMV2)); then
   "$PREFIX/bin/p4c" --version | head -1
   "$PREFIX/bin/simple_switch_grpc" --version
+  ((!TESTGEN)) || "$PREFIX/bin/p4testgen" --version | head -1
   echo "A virtual environment needs the thrift module too: .venv/bin/pip install thrift"
 fi
 if ((TOFINO)); then
   "$TOFINO_PREFIX/bin/p4c" --version | head -1
+  ((!TESTGEN)) || echo "p4testgen's tofino target: $TOFINO_PREFIX/bin/p4testgen"
   echo "Tofino compiler in $TOFINO_PREFIX/bin (make tofino finds it there, or set P4C_TOFINO)"
 fi

@@ -38,14 +38,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import campaign
-import tables
+import result_files
 
 from hina import provenance
+from hina.baselines import registry
 from hina.cliargs import OneLineParser
 from hina.progress import Progress, clock_text
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / campaign.R  # the committed figures (tests point this elsewhere)
+RESULTS = result_files.RESULTS  # the committed figures (tests point this elsewhere)
 
 
 # -- tolerances: how far a re-run may land and still reproduce a figure, and why ---------------------------
@@ -164,7 +165,7 @@ class Claim:
 # -- extractors --------------------------------------------------------------------------------------------
 
 def verdict(label: str, row: dict) -> str:
-    return f"{label} {tables.short_verdict(row)}"
+    return f"{label} {result_files.short_verdict(row)}"
 
 
 def compare_rows(data: dict) -> dict[tuple[str, str], dict]:
@@ -173,13 +174,10 @@ def compare_rows(data: dict) -> dict[tuple[str, str], dict]:
 
 
 def fastest_lossless(rows: dict[tuple[str, str], dict], preset: str) -> dict:
-    from hina.baselines import LOSSY
-
-    return min((r for (p, m), r in rows.items() if p == preset and r.get("system") == "baseline" and m not in LOSSY),
-               key=lambda r: r["seconds"])
+    return min((r for (p, m), r in rows.items()
+                if p == preset and r.get("system") == "baseline" and not registry.lossy(m)), key=lambda r: r["seconds"])
 
 
-LABEL = dict(tables.SYSTEMS)
 FAITHFUL = "compare_faithful.json"
 TREE_COMPARE = "trees/tree-compare.json"
 
@@ -193,7 +191,7 @@ def sparse_lead(preset: str) -> Callable[[dict[str, dict]], list[Figure]]:
         return [Figure("hina auto over dense INA, seconds", dense["seconds"] / auto["seconds"], LEAD,
                        verdicts=(verdict("auto", auto), verdict("dense", dense))),
                 Figure("hina auto over the fastest lossless baseline, seconds", best["seconds"] / auto["seconds"], LEAD,
-                       verdicts=(verdict("auto", auto), verdict(LABEL[best["mode"]], best))),
+                       verdicts=(verdict("auto", auto), verdict(dict(result_files.systems())[best["mode"]], best))),
                 Figure("dense INA's payload over hina auto's", dense["payload_bytes_per_worker"]
                        / auto["payload_bytes_per_worker"], PAYLOAD),
                 Figure("hina auto exact", auto["exact"] is True, EXACT)]
@@ -219,7 +217,7 @@ def dense_over_ring(results: dict[str, dict]) -> list[Figure]:
     return [Figure(f"{p}: dense INA over gloo's ring, seconds",
                    rows[p, "ring"]["seconds"] / rows[p, "dense"]["seconds"], LINKS,
                    verdicts=(verdict("dense", rows[p, "dense"]), verdict("ring", rows[p, "ring"])))
-            for p in tables.PRESETS if (p, "ring") in rows]
+            for p in result_files.PRESETS if (p, "ring") in rows]
 
 
 TTA = "time_to_accuracy/mininet_4.json"
@@ -275,7 +273,7 @@ def leaves_figures(results: dict[str, dict]) -> list[Figure]:
         return sum(v["up"] for v in run["uplinks"].values())
 
     out, exact = [], []
-    for preset, (summed, plain) in tables.LEAVES_RUNS.items():
+    for preset, (summed, plain) in result_files.LEAVES_RUNS.items():
         for a, b in zip(results[summed]["runs"], results[plain]["runs"]):
             mode = a["mode"]
             out += [Figure(f"{preset} {mode}: uplink bytes up, spine only over leaves summing", up(b) / up(a), WIRE),
@@ -398,81 +396,79 @@ def soak_figures(results: dict[str, dict]) -> list[Figure]:
 
 # -- the claims --------------------------------------------------------------------------------------------
 
-def _claims() -> dict[str, Claim]:
-    star = f"8 workers on an emulated {campaign.STAR_MBPS} Mbit/s star (Mininet)"
-    tree = f"8 workers on the emulated 4:1 leaf/spine tree at {campaign.TREE_MBPS} Mbit/s (Mininet)"
-    exact_names = tuple(name for name, _ in campaign.EXACT_TREES)
-    bmv2_names = tuple(name for name, _ in campaign.BMV2_TREES)
-    leaves_steps = tuple(f"leaves-{p}-{kind}" for p, _ in campaign.LEAVES for kind in ("hina", "plain"))
-    claims = [
-        Claim("compare-deeplight", f"DeepLight-shaped gradients, {star}: hina auto is exact and faster than dense "
-              "in-network aggregation (SwitchML-style) and than the fastest lossless host baseline, at a fraction of "
-              "dense's bytes.", ("compare-faithful",), (FAITHFUL,), sparse_lead("deeplight"), page="README.md"),
-        Claim("compare-lstm", f"LSTM-shaped gradients, {star}: hina auto is exact and faster than dense in-network "
-              "aggregation and than the fastest lossless host baseline, at a fraction of dense's bytes.",
-              ("compare-faithful",), (FAITHFUL,), sparse_lead("lstm"), page="README.md"),
-        Claim("auto-dense-models", f"On the models whose gradients are dense (NCF, BERT-base, VGG19), {star}: hina "
-              "auto chooses dense and takes what dense in-network aggregation takes.", ("compare-faithful",),
-              (FAITHFUL,), auto_on_dense, page="README.md"),
-        Claim("dense-vs-ring", f"Dense in-network aggregation is faster than gloo's ring allreduce on every model, "
-              f"{star}, both set by the links (at 8 workers dense sends 4/7 of the ring's bytes).",
-              ("compare-faithful",), (FAITHFUL,), dense_over_ring, page="README.md"),
-        Claim("tta", "Training a word-level LSTM to a target held-out loss, 4 ranks on an emulated "
-              f"{campaign.STAR4_MBPS} Mbit/s star: hina reaches it sooner than dense in-network aggregation and "
-              "gloo, in dense aggregation's steps, with parameters identical to dense aggregation's after every step, "
-              "sending fewer bytes.", ("tta-4",), (TTA,),
-              tta_figures, needs=("torch", "corpus"), page="docs/ddp.md"),
-        Claim("tree-deeplight", f"DeepLight-shaped gradients, {tree}: hina auto is exact and faster than dense "
-              "in-network aggregation, and its uplinks carry a sliver of the ring's bytes.", ("tree-compare",),
-              (TREE_COMPARE,), tree_lead("deeplight"), page="README.md"),
-        Claim("tree-lstm", f"LSTM-shaped gradients, {tree}: hina auto is exact and faster than dense in-network "
-              "aggregation, and its uplinks carry a fraction of the ring's bytes.", ("tree-compare",),
-              (TREE_COMPARE,), tree_lead("lstm"), page="README.md"),
-        Claim("tree-leaves", f"{tree}: hina's leaves summing their racks send one partial up each uplink where "
-              "plain leaves under a summing spine forward every worker's copy, and run faster, exact either way.",
-              leaves_steps,
-              tuple(f for pair in tables.LEAVES_RUNS.values() for f in pair), leaves_figures, page="docs/trees.md"),
-        Claim("exact-trees", "Every mode is exact through emulator trees: the 4:1 leaf/spine tree without and with 1% "
-              "loss on every link, and two spines with 1% loss.", exact_names,
-              tuple(f"trees/{n}.json" for n in exact_names), exact_trees(exact_names, "trees"), page="docs/trees.md"),
-        Claim("exact-bmv2-trees", "Every mode is exact through BMv2 and mixed BMv2/emulator trees with 1% loss on "
-              "every link.", tuple(f"tree-{n}" for n in bmv2_names), tuple(f"trees/bmv2/{n}.json" for n in bmv2_names),
-              exact_trees(bmv2_names, "trees/bmv2"), page="docs/trees.md"),
-        Claim("switch-vs-bmv2", "In one 32-word star with 1% loss, the one-pipe switch emulator's rounds are far "
-              "shorter than BMv2's (simple_switch_grpc, as built and at -O3 without logging), all exact.",
-              ("switch-bench",), ("switch_bench.json",), switch_figures, page="docs/benchmarks.md"),
-        Claim("scale-deeplight", "Modelled at 1,024 workers under a 2-tier tree of 100 Gbit/s links: hina auto beats "
-              "dense in-network aggregation and the ring on DeepLight and matches dense on the dense presets; the "
-              "model agrees within 20% with every network-bound Mininet run it was checked against.",
-              ("scale-model",), ("scale_model.json",), scale_figures, page="README.md"),
-        Claim("ns3-deeplight", "On ns-3, with every worker's sender and every switch's slot rules on ns-3's links "
-              "and queues, at 1,024 workers under a leaf/spine of 100 Gbit/s links: hina auto beats dense in-network "
-              "aggregation on DeepLight as the scale model says, and the two simulators agree within 15% at every "
-              "fabric, mode and worker count from 64 to 1,024.", ("ns3",), ("ns3_scale.json",), ns3_figures,
-              needs=("ns3",), page="docs/ns3.md"),
-        Claim("cross-traffic-share", "With the default window (the fair-share rules), beside one iperf3 TCP "
-              "flow (uncapped or capped at half the link) on a 4-worker star at 30 to 200 Mbit/s, hina keeps "
-              "more than an even share of the contested link, exact.", ("cross-traffic-fair", "cross-traffic-fair-cap"),
-              SHARE_FAIR, share_figures, needs=("iperf3",), page="docs/fidelity.md"),
-        Claim("contest-model", "On a virtual clock beside a Reno flow, the contested window keeps hina's rounds "
-              "several times faster than the delay rule alone behind long queues, and the fair-share rules keep a "
-              "large share of the link at every queue.", ("contest-model",), ("contest_model.json",),
-              contest_figures, page="docs/fidelity.md"),
-        Claim("demo", "README's main job (4 workers, 2^22 elements at 1%, 1% of the switch's packets dropped, on "
-              "loopback): every worker exact, at a small fraction of dense's bytes.", ("demo",), ("demo.json",),
-              demo_figures, page="README.md"),
-        Claim("loopback-auto", "End to end on loopback (4 workers, 2^24 elements): at 1% density hina auto is "
-              "several times faster than dense, exact at every density.", ("emulator-bench",),
-              ("emulator_bench.json",), loopback_figures, page="docs/benchmarks.md"),
-        Claim("fuzz", "2,000,000 random and mutated frames: the switch never fails and an idle job's state is "
-              "untouched.", ("fuzz",), ("fuzz_bench.json",), fuzz_figures, page="docs/reliability.md"),
-        Claim("soak", "A minute of 8 workers through 5% drop, 1% duplication and 1% reordering: every result exact, "
-              "memory flat.", ("soak",), ("soak.json",), soak_figures, page="docs/reliability.md"),
-    ]
-    return {c.name: c for c in claims}
+STAR = f"8 workers on an emulated {campaign.STAR_MBPS} Mbit/s star (Mininet)"
+TREE = f"8 workers on the emulated 4:1 leaf/spine tree at {campaign.TREE_MBPS} Mbit/s (Mininet)"
+EXACT_NAMES = tuple(name for name, _ in campaign.EXACT_TREES)
+BMV2_NAMES = tuple(name for name, _ in campaign.BMV2_TREES)
+LEAVES_STEPS = tuple(f"leaves-{p}-{kind}" for p, _ in campaign.LEAVES for kind in ("hina", "plain"))
 
-
-CLAIMS = _claims()
+# Every claim, in the order docs/reproduce.md lists them: name, statement, campaign steps, result files,
+# extractor, and what it needs beyond its steps' groups and the page that shows it.
+CLAIMS: dict[str, Claim] = {c.name: c for c in (
+    Claim("compare-deeplight", f"DeepLight-shaped gradients, {STAR}: hina auto is exact and faster than dense "
+          "in-network aggregation (SwitchML-style) and than the fastest lossless host baseline, at a fraction of "
+          "dense's bytes.", ("compare-faithful",), (FAITHFUL,), sparse_lead("deeplight"), page="README.md"),
+    Claim("compare-lstm", f"LSTM-shaped gradients, {STAR}: hina auto is exact and faster than dense in-network "
+          "aggregation and than the fastest lossless host baseline, at a fraction of dense's bytes.",
+          ("compare-faithful",), (FAITHFUL,), sparse_lead("lstm"), page="README.md"),
+    Claim("auto-dense-models", f"On the models whose gradients are dense (NCF, BERT-base, VGG19), {STAR}: hina "
+          "auto chooses dense and takes what dense in-network aggregation takes.", ("compare-faithful",),
+          (FAITHFUL,), auto_on_dense, page="README.md"),
+    Claim("dense-vs-ring", f"Dense in-network aggregation is faster than gloo's ring allreduce on every model, "
+          f"{STAR}, both set by the links (at 8 workers dense sends 4/7 of the ring's bytes).",
+          ("compare-faithful",), (FAITHFUL,), dense_over_ring, page="README.md"),
+    Claim("tta", "Training a word-level LSTM to a target held-out loss, 4 ranks on an emulated "
+          f"{campaign.STAR4_MBPS} Mbit/s star: hina reaches it sooner than dense in-network aggregation and "
+          "gloo, in dense aggregation's steps, with parameters identical to dense aggregation's after every step, "
+          "sending fewer bytes.", ("tta-4",), (TTA,),
+          tta_figures, needs=("torch", "corpus"), page="docs/ddp.md"),
+    Claim("tree-deeplight", f"DeepLight-shaped gradients, {TREE}: hina auto is exact and faster than dense "
+          "in-network aggregation, and its uplinks carry a sliver of the ring's bytes.", ("tree-compare",),
+          (TREE_COMPARE,), tree_lead("deeplight"), page="README.md"),
+    Claim("tree-lstm", f"LSTM-shaped gradients, {TREE}: hina auto is exact and faster than dense in-network "
+          "aggregation, and its uplinks carry a fraction of the ring's bytes.", ("tree-compare",),
+          (TREE_COMPARE,), tree_lead("lstm"), page="README.md"),
+    Claim("tree-leaves", f"{TREE}: hina's leaves summing their racks send one partial up each uplink where "
+          "plain leaves under a summing spine forward every worker's copy, and run faster, exact either way.",
+          LEAVES_STEPS, tuple(f for pair in result_files.LEAVES_RUNS.values() for f in pair), leaves_figures,
+          page="docs/trees.md"),
+    Claim("exact-trees", "Every mode is exact through emulator trees: the 4:1 leaf/spine tree without and with 1% "
+          "loss on every link, and two spines with 1% loss.", EXACT_NAMES,
+          tuple(f"trees/{n}.json" for n in EXACT_NAMES), exact_trees(EXACT_NAMES, "trees"), page="docs/trees.md"),
+    Claim("exact-bmv2-trees", "Every mode is exact through BMv2 and mixed BMv2/emulator trees with 1% loss on "
+          "every link.", tuple(f"tree-{n}" for n in BMV2_NAMES), tuple(f"trees/bmv2/{n}.json" for n in BMV2_NAMES),
+          exact_trees(BMV2_NAMES, "trees/bmv2"), page="docs/trees.md"),
+    Claim("switch-vs-bmv2", "In one 32-word star with 1% loss, the one-pipe switch emulator's rounds are far "
+          "shorter than BMv2's (simple_switch_grpc, as built and at -O3 without logging), all exact.",
+          ("switch-bench",), ("switch_bench.json",), switch_figures, page="docs/benchmarks.md"),
+    Claim("scale-deeplight", "Modelled at 1,024 workers under a 2-tier tree of 100 Gbit/s links: hina auto beats "
+          "dense in-network aggregation and the ring on DeepLight and matches dense on the dense presets; the "
+          "model agrees within 20% with every network-bound Mininet run it was checked against.",
+          ("scale-model",), ("scale_model.json",), scale_figures, page="README.md"),
+    Claim("ns3-deeplight", "On ns-3, with every worker's sender and every switch's slot rules on ns-3's links "
+          "and queues, at 1,024 workers under a leaf/spine of 100 Gbit/s links: hina auto beats dense in-network "
+          "aggregation on DeepLight as the scale model says, and the two simulators agree within 15% at every "
+          "fabric, mode and worker count from 64 to 1,024.", ("ns3",), ("ns3_scale.json",), ns3_figures,
+          needs=("ns3",), page="docs/ns3.md"),
+    Claim("cross-traffic-share", "With the default window (the fair-share rules), beside one iperf3 TCP "
+          "flow (uncapped or capped at half the link) on a 4-worker star at 30 to 200 Mbit/s, hina keeps "
+          "more than an even share of the contested link, exact.", ("cross-traffic-fair", "cross-traffic-fair-cap"),
+          SHARE_FAIR, share_figures, needs=("iperf3",), page="docs/fidelity.md"),
+    Claim("contest-model", "On a virtual clock beside a Reno flow, the contested window keeps hina's rounds "
+          "several times faster than the delay rule alone behind long queues, and the fair-share rules keep a "
+          "large share of the link at every queue.", ("contest-model",), ("contest_model.json",),
+          contest_figures, page="docs/fidelity.md"),
+    Claim("demo", "README's main job (4 workers, 2^22 elements at 1%, 1% of the switch's packets dropped, on "
+          "loopback): every worker exact, at a small fraction of dense's bytes.", ("demo",), ("demo.json",),
+          demo_figures, page="README.md"),
+    Claim("loopback-auto", "End to end on loopback (4 workers, 2^24 elements): at 1% density hina auto is "
+          "several times faster than dense, exact at every density.", ("emulator-bench",),
+          ("emulator_bench.json",), loopback_figures, page="docs/benchmarks.md"),
+    Claim("fuzz", "2,000,000 random and mutated frames: the switch never fails and an idle job's state is "
+          "untouched.", ("fuzz",), ("fuzz_bench.json",), fuzz_figures, page="docs/reliability.md"),
+    Claim("soak", "A minute of 8 workers through 5% drop, 1% duplication and 1% reordering: every result exact, "
+          "memory flat.", ("soak",), ("soak.json",), soak_figures, page="docs/reliability.md"),
+)}
 
 
 # -- what a claim needs, and whether this machine has it ---------------------------------------------------
@@ -543,9 +539,32 @@ def seconds(claim: Claim, times: dict[str, dict] | None = None) -> float | None:
     return sum(times[name]["seconds"] for name in claim.steps)
 
 
+def time_said(entries: list[dict]) -> str:
+    """Steps' recorded time and what set it: their wall seconds summed, then (where recorded) their machine's
+    CPUs, the highest load average before one of them and the CPU seconds their processes used.  Other
+    load stretches the wall seconds of a step that computes, not its CPU seconds."""
+    said = []
+    cpus = {e.get("cpus") for e in entries}
+    if len(cpus) == 1 and None not in cpus:
+        said.append(f"{cpus.pop()} CPUs")
+    if all(e.get("load_before") for e in entries):
+        said.append(f"load {max(e['load_before'][0] for e in entries):.1f} before it")
+    if all(e.get("cpu_seconds") is not None for e in entries):
+        said.append(f"{clock_text(sum(e['cpu_seconds'] for e in entries))} of CPU")
+    return f"about {clock_text(sum(e['seconds'] for e in entries))}" + (f" ({', '.join(said)})" if said else "")
+
+
 def time_text(claim: Claim, times: dict[str, dict] | None = None) -> str:
-    s = seconds(claim, times)
-    return "not yet timed" if s is None else f"about {clock_text(s)}"
+    """The claim's steps' time in the campaign's run (`time_said`), or "not yet timed" until each has one."""
+    times = timings() if times is None else times
+    if seconds(claim, times) is None:
+        return "not yet timed"
+    return time_said([times[name] for name in claim.steps])
+
+
+def machine_now() -> str:
+    """This machine's CPUs and load average now, beside which a claim's recorded time is read."""
+    return f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} now"
 
 
 def commits(claim: Claim) -> str:
@@ -621,8 +640,8 @@ def compare(old: list[Figure], new: list[Figure]) -> list[tuple[str, bool]]:
 
 
 def what_set_the_time(data: dict | None) -> str | None:
-    """`tables.fidelity_line` without its lead-in: "network-bound 25, CPU-bound 2", or None (no Mininet run)."""
-    line = tables.fidelity_line(data) if data is not None else None
+    """`result_files.fidelity_line` without its lead-in: "network-bound 25, CPU-bound 2", or None (no Mininet run)."""
+    line = result_files.fidelity_line(data) if data is not None else None
     return line.split(": ", 1)[1].rstrip(".") if line else None
 
 
@@ -644,52 +663,82 @@ def list_claims() -> None:
     for claim in CLAIMS.values():
         figures = committed_figures(claim)
         print(f"{claim.name}: {claim.statement} ({claim.page})")
-        print(f"    needs: {', '.join(needs(claim)) or 'nothing beyond make install'}; time: {time_text(claim, times)} "
-              f"(campaign steps: {', '.join(claim.steps)})")
+        print(f"    needs: {', '.join(needs(claim)) or 'nothing beyond make install'}; "
+              f"time: {time_text(claim, times)}; campaign steps: {', '.join(claim.steps)}")
         for t in tolerances(figures):
             print(f"    tolerance, {t.text()}: {t.why}")
         why = missing(claim)
         print(f"    here: {'cannot run: ' + '; '.join(why) if why else 'can run'}")
+    print(how_to_run())
+
+
+def how_to_run() -> str:
+    """The lines that end the list: how to re-run a claim, and which claims this machine can run."""
+    here = [c.name for c in CLAIMS.values() if not missing(c)]
+    elsewhere = [c.name for c in CLAIMS.values() if c.name not in here]
+    return "\n".join([
+        "",
+        "To re-run a claim here and check it against its committed figures:",
+        "    make reproduce CLAIM=NAME                  (several: CLAIM=\"demo fuzz\"; root: sudo make reproduce ...)",
+        "    .venv/bin/python tools/reproduce.py NAME   (the same, without make)",
+        f"Claims this machine can run ({machine_now()}): {', '.join(here) or 'none'}.",
+        *([f"Claims that need more than this machine has (see 'here' above): {', '.join(elsewhere)}."]
+          if elsewhere else []),
+        "Times are the campaign's run (docs/reproduce.md): a busier machine stretches them, CPU seconds excepted."])
 
 
 # -- main --------------------------------------------------------------------------------------------------
 
-def run(chosen: list[Claim], scratch: Path) -> int:
-    """Re-run the chosen claims' steps (each once, in the campaign's order) into `scratch`, then compare."""
-    order = [s.name for s in campaign.steps()]
-    names = sorted({n for c in chosen for n in c.steps}, key=order.index)
+def run_steps(names: list[str], scratch: Path) -> dict[str, int]:
+    """Run the named campaign steps in order, their outputs moved into `scratch`; each one's exit status if it
+    failed.  Beside each step's time here, the campaign's, and what set both (CPUs, load, CPU seconds)."""
     by = {s.name: scratch_step(s, scratch) for s in campaign.steps() if s.name in names}
+    times = timings()
     failed: dict[str, int] = {}
     with Progress(len(names), "reproduce") as bar:
         for name in names:
             step = by[name]
             load = ", ".join(f"{x:.2f}" for x in os.getloadavg())  # a busy machine sets the times, not the links
             bar.start(f"{name} ({step.group}, load {load}): {shlex.join(['python', *step.args])}")
-            t0 = time.monotonic()
+            t0, cpu0 = time.monotonic(), campaign.children_cpu()
             code = campaign.run_step(step, bar)
-            took = time.monotonic() - t0
+            took, cpu = time.monotonic() - t0, campaign.children_cpu() - cpu0
             if code:
                 failed[name] = code
-            bar.done(f"{name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {clock_text(took)}")
+            then = f"; the campaign's: {time_said([times[name]])}" if name in times else ""
+            bar.done(f"{name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {clock_text(took)} "
+                     f"({os.cpu_count()} CPUs, load {load.split(',')[0]} before it, {clock_text(cpu)} of CPU{then})")
+    return failed
+
+
+def judge(claim: Claim, scratch: Path, failed: dict[str, int]) -> list[tuple[str, bool]]:
+    """Print the claim's committed figures beside the re-run's; (figure, reproduced) for each."""
+    print(f"\n{claim.name}: {claim.statement}")
+    for name in claim.steps:
+        if name in failed:
+            print(f"  step {name} exited {failed[name]}")
+    old = load_results(claim, RESULTS)
+    try:
+        new = load_results(claim, scratch)
+        outcome = compare(claim.extract(old), claim.extract(new))
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
+        print(f"  the re-run's figures could not be read ({type(exc).__name__}: {exc}): NOT REPRODUCED")
+        outcome, new = [("its result", False)], {}
+    fidelity_lines(claim, old, new)
+    return outcome
+
+
+def run(chosen: list[Claim], scratch: Path) -> int:
+    """Re-run the chosen claims' steps (each once, in the campaign's order) into `scratch`, then compare."""
+    order = [s.name for s in campaign.steps()]
+    failed = run_steps(sorted({n for c in chosen for n in c.steps}, key=order.index), scratch)
     results, bad = [], []
     for claim in chosen:
-        print(f"\n{claim.name}: {claim.statement}")
-        for name in claim.steps:
-            if name in failed:
-                print(f"  step {name} exited {failed[name]}")
-        old = load_results(claim, RESULTS)
-        try:
-            new = load_results(claim, scratch)
-            outcome = compare(claim.extract(old), claim.extract(new))
-        except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
-            print(f"  the re-run's figures could not be read ({type(exc).__name__}: {exc}): NOT REPRODUCED")
-            outcome, new = [("its result", False)], {}
-        fidelity_lines(claim, old, new)
-        ok = all(o for _, o in outcome) and not any(n in failed for n in claim.steps)
+        outcome = judge(claim, scratch, failed)
         results += outcome
-        if not ok:
-            bad.append(claim.name + " (" + ", ".join(n for n, o in outcome if not o) + ")")
-    done = sum(o for _, o in results)
+        if not all(ok for _, ok in outcome) or any(n in failed for n in claim.steps):
+            bad.append(claim.name + " (" + ", ".join(n for n, ok in outcome if not ok) + ")")
+    done = sum(ok for _, ok in results)
     print(f"\nreproduce.py: {done} of {len(results)} figures reproduced"
           + (f"; not reproduced: {'; '.join(bad)}" if bad else "") + f"; the re-run's results are in {scratch}")
     return 1 if bad else 0

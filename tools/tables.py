@@ -28,12 +28,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 import campaign
+from result_files import (
+    LEAVES_RUNS,
+    PRESETS,
+    ROOT,
+    TREE_RUNS,
+    fidelity_line,
+    load,
+    short_verdict,
+    systems,
+    verdict_text,
+)
 
+from hina.baselines import registry
 from hina.cliargs import OneLineParser
 from hina.provenance import NOT_RECORDED, meta_of, source_line
-
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
 
 MARKER = re.compile(r"(<!-- table: ([a-z0-9-]+) -->\n)(.*?)(<!-- end table -->)", re.S)
 TABLES: dict[str, Callable[[], str]] = {}
@@ -44,10 +53,6 @@ def table(name: str):
         TABLES[name] = fn
         return fn
     return register
-
-
-def load(name: str) -> dict:
-    return json.loads((RESULTS / name).read_text())
 
 
 def rows_md(header: list[str], rows: list[list]) -> list[str]:
@@ -80,44 +85,6 @@ def block(lines: list[str], *sources: tuple[str, dict]) -> str:
     return "\n".join([*lines, "", *tail]) + "\n"
 
 
-def verdicts_in(data) -> list[str]:
-    """Every fidelity verdict a result file holds, wherever its rows keep it."""
-    found, stack = [], [data]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            v = x.get("fidelity")
-            if isinstance(v, dict):
-                v = v.get("verdict")
-            if v is None and "mbps" in x and isinstance(x.get("verdict"), str):  # a --calibrate trial
-                v = x["verdict"]
-            if isinstance(v, str):
-                found.append(v)
-            # a run's rendered table repeats its systems' verdicts: each run is counted once
-            stack.extend(val for key, val in x.items() if key != "fidelity" and not (key == "table" and "systems" in x))
-        elif isinstance(x, list):
-            stack.extend(x)
-    return found
-
-
-def fidelity_line(data: dict) -> str | None:
-    """For a result with Mininet runs: how many were network-bound, CPU-bound or neither, or that none was judged."""
-    text = json.dumps(data.get("meta", {})) + json.dumps(data.get("command", "")) + json.dumps(data.get("env", ""))
-    rows = data.get("rows") if isinstance(data.get("rows"), list) else []
-    mininet = (any(w in text.lower() for w in ("mininet", "switch_bench"))
-               or any("mininet" in str(r.get("env", "")).lower() for r in rows if isinstance(r, dict)))
-    verdicts = verdicts_in(data)
-    if not verdicts:
-        return ("What set the time: not monitored (this Mininet run predates the fidelity monitor: "
-                "[fidelity](fidelity.md) has the verdicts of a re-run).") if mininet else None
-    kinds = {"network-bound": 0, "CPU-bound": 0, "neither": 0}
-    for v in verdicts:
-        key = next((k for k in kinds if v.startswith(k)), "neither")
-        kinds[key] += 1
-    return "What set the time (fidelity monitor, per run or round): " + ", ".join(
-        f"{k} {n}" for k, n in kinds.items() if n) + "."
-
-
 def mb(n: float) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
 
@@ -139,32 +106,9 @@ def and_list(items: list[str]) -> str:
 
 # -- the comparison (benchmarks/compare.py) ---------------------------------------------------------
 
-SYSTEMS = (("auto", "hina auto"), ("dense", "hina dense (SwitchML-style)"), ("blocks", "blocks (OmniReduce-style)"),
-           ("ring", "ring allreduce (gloo)"), ("sparcml", "SparCML"), ("oktopk", "Ok-Topk"),
-           ("oktopk_topk", "Ok-Topk top-k (lossy)"), ("zen", "Zen"))
-PRESETS = ("deeplight", "lstm", "ncf", "bert_base", "vgg19")
 # the result file and environment README's headline shows: the comparison at the rate --calibrate found
 # network-bound for dense aggregation of 8 workers (docs/fidelity.md)
 HEADLINE = ("compare_faithful.json", f"mininet {int(campaign.STAR_MBPS) / 1000:g} Gbit/s")
-
-
-def verdict_text(r: dict) -> str:
-    """The fidelity monitor's verdict of a row, or why there is none."""
-    v = r.get("verdict") or r.get("fidelity")
-    if isinstance(v, dict):
-        v = v.get("verdict") or v.get("text")
-    return str(v) if v else "not monitored (run before the fidelity monitor)"
-
-
-def short_verdict(r: dict) -> str:
-    """A table cell's verdict: network, CPU: <who>, neither, or not monitored."""
-    v = verdict_text(r)
-    if v.startswith("network-bound"):
-        return "network"
-    if v.startswith("CPU-bound: "):
-        who = v[len("CPU-bound: "):].split(",")[0]
-        return "CPU: " + (who.split(" at ")[0] if " at " in who else who.replace("the ", ""))
-    return v.split(":")[0].split(" (")[0]
 
 
 def compare_cells(name: str, env: str, with_verdict: bool) -> tuple[list[str], list[list], dict]:
@@ -172,7 +116,7 @@ def compare_cells(name: str, env: str, with_verdict: bool) -> tuple[list[str], l
     rows = {(r["preset"], r["mode"]): r for r in data["rows"] if r["env"] == env}
     presets = [p for p in PRESETS if any(k[0] == p for k in rows)]
     out = []
-    for mode, label in SYSTEMS:
+    for mode, label in systems():
         cells = []
         for p in presets:
             r = rows.get((p, mode))
@@ -194,10 +138,8 @@ def compare_cells(name: str, env: str, with_verdict: bool) -> tuple[list[str], l
 def compare_summary_line(data: dict, env: str) -> str:
     """One sentence on a compare.py result: hina auto against the fastest lossless baseline and dense where it
     ran sparse, against dense where it ran dense, and dense in-network aggregation against gloo's ring."""
-    from hina.baselines import LOSSY
-
     rows = {(r["preset"], r["mode"]): r for r in data["rows"] if r["env"] == env}
-    label = dict(SYSTEMS)
+    label = dict(systems())
     presets = [p for p in PRESETS if (p, "auto") in rows and (p, "dense") in rows]
     sparse = [p for p in presets if rows[p, "auto"].get("encoding") != "dense"]
     dense = [p for p in presets if p not in sparse]
@@ -205,8 +147,8 @@ def compare_summary_line(data: dict, env: str) -> str:
     if sparse:
         best = []
         for p in sparse:
-            lossless = [(rows[p, m]["seconds"], m) for m, _ in SYSTEMS
-                        if (p, m) in rows and rows[p, m].get("system") == "baseline" and m not in LOSSY]
+            lossless = [(rows[p, m]["seconds"], m) for m, _ in systems()
+                        if (p, m) in rows and rows[p, m].get("system") == "baseline" and not registry.lossy(m)]
             best.append(min(lossless))
         text.append(f"Where hina auto ran sparse ({and_list(sparse)}) it was "
                     f"{and_list([times(s / rows[p, 'auto']['seconds']) for p, (s, _) in zip(sparse, best)])} faster "
@@ -557,8 +499,18 @@ def _ns3_cross(name: str) -> str:
     lines += ["", f"From 64 to {max(r['workers'] for r in rows):,} workers, ns-3 / model lies between "
                   f"{min(ratios):.3f} and {max(ratios):.3f} over {len(ratios)} points; "
                   f"{sum(r['retransmissions'] for r in rows)} retransmissions and {sum(r['drops'] for r in rows)} "
-                  "drops in all of them."]
+                  f"drops in all of them.{_ns3_checked(rows)}"]
     return block(lines, (name, data))
+
+
+def _ns3_checked(rows: list[dict]) -> str:
+    """What the rows say of their sums and of the model's domain (nothing for rows that sent zeros)."""
+    if not all("exact" in r for r in rows):
+        return ""
+    exact = sum(bool(r["exact"]) for r in rows)
+    inside = sum(bool(r["model_in_domain"]) for r in rows)
+    return (f" Every worker's result was numpy's sum in {exact} of {len(rows)} points (real words, every result "
+            f"checked); {inside} of {len(rows)} lie in the scale model's domain.")
 
 
 @table("ns3-cross-check")
@@ -600,6 +552,8 @@ def ns3_at_1024() -> str:
 @table("ns3-every-chunk")
 def ns3_every_chunk() -> str:
     """docs/ns3.md: runs with every chunk of every round on both simulators (no extrapolation)."""
+    from hina.benchmarks.ns3_scale import exact_cell
+
     body, sources = [], []
     for name in ("ns3_every_chunk.json", "ns3_full.json"):
         data = load(name)
@@ -609,26 +563,30 @@ def ns3_every_chunk() -> str:
             body.append([r["preset"], r["fabric"], r["workers"], f"{r['mode']} ({r['encoding']})", f"{chunks:,}",
                          f"{r['frames']:,}", f"{r['seconds'] * 1e3:.3f}", f"{r['model_seconds'] * 1e3:.3f}",
                          f"{r['ratio']:.3f}", f"{r['model_seconds_cap2048'] * 1e3:.3f}", r["retransmissions"],
-                         f"{r['wall_seconds']:.0f}"])
+                         exact_cell(r), f"{r['wall_seconds']:.0f}"])
     lines = rows_md(["preset", "fabric", "workers", "mode", "chunks per worker", "UPDATEs sent (all workers)",
-                     "ns-3 ms", "model ms", "ratio", "model ms, capped at 2048", "retransmissions", "ns-3 wall s"],
-                    body)
+                     "ns-3 ms", "model ms", "ratio", "model ms, capped at 2048", "retransmissions", "exact",
+                     "ns-3 wall s"], body)
     return block(lines, *sources)
 
 
 @table("ns3-shallow")
 def ns3_shallow() -> str:
-    """docs/ns3.md: an oversubscribed leaf/spine whose switch ports queue 16 packets, every chunk."""
+    """docs/ns3.md: an oversubscribed leaf/spine whose switch ports queue 16 packets, every chunk: ns-3, and
+    the scale model's time if the ports held, with its verdict on its domain."""
+    from hina.benchmarks.ns3_scale import domain_cell, exact_cell
+
     data = load("ns3_shallow.json")
-    body = [[r["workers"], f"{r['mode']} ({r['encoding']})", f"{r['oversubscription']:g}:1",
-             f"{r['seconds'] * 1e3:.3f}", f"{r['model_seconds'] * 1e3:.3f} ({r['ratio']:.2f})",
-             f"{r['model_unlimited_seconds'] * 1e3:.3f} ({r['seconds'] / r['model_unlimited_seconds']:.2f})",
-             f"{r['drops']:,}", f"{r['retransmissions']:,}", f"{r['model_retransmissions']:,}", r["max_queue"]]
-            for r in data["rows"]]
-    lines = rows_md(["workers", "mode", "leaf oversubscription", "ns-3 ms",
-                     "model ms, the same queues (ns-3 / model)", "model ms, queues without limit (ns-3 / model)",
-                     "drops (ns-3)", "retransmissions, all workers (ns-3)", "retransmissions, the model's one worker",
-                     "deepest switch queue"], body)
+    body = []
+    for r in data["rows"]:
+        # the model's time if the ports held (a row from before the model's domain named it "unlimited")
+        held = r.get("model_unlimited_seconds", r["model_seconds"])
+        body.append([r["workers"], f"{r['mode']} ({r['encoding']})", f"{r['oversubscription']:g}:1",
+                     f"{r['seconds'] * 1e3:.3f}", f"{held * 1e3:.3f} ({r['seconds'] / held:.2f})", domain_cell(r),
+                     f"{r['drops']:,}", f"{r['retransmissions']:,}", r["max_queue"], exact_cell(r)])
+    lines = rows_md(["workers", "mode", "leaf oversubscription", "ns-3 ms", "model ms if the ports held (ns-3 / model)",
+                     "the model's domain", "drops (ns-3)", "retransmissions, all workers (ns-3)",
+                     "deepest switch queue (ns-3)", "exact"], body)
     return block(lines, ("ns3_shallow.json", data))
 
 
@@ -692,13 +650,6 @@ def scale_model_k32() -> str:
 
 
 # -- trees (mininet/run.py --topology, benchmarks/compare.py --topology) ------------------------------
-
-# the campaign's runs (tools/campaign.py writes them under these names)
-TREE_RUNS = tuple(f"trees/{name}.json" for name, _ in campaign.EXACT_TREES)
-# leafspine:2,1,4 at campaign.TREE_MBPS, 4:1: hina's leaves summing their racks, then plain leaves (the spine only)
-LEAVES_RUNS = {preset: (f"trees/leaves-{preset}-hina.json", f"trees/leaves-{preset}-plain.json")
-               for preset, _ in campaign.LEAVES}
-
 
 def tree_setting(data: dict) -> str:
     """A Mininet tree run's topology, link rates and loss, in words."""
@@ -863,7 +814,7 @@ def readme_trees() -> str:
     presets = [p for p in ("deeplight", "lstm") if (p, "ring") in find]
     dense = [p for p in PRESETS if p not in presets and (p, "ring") in find]
     body = []
-    for mode, label in SYSTEMS:
+    for mode, label in systems():
         if not any((p, mode) in find for p in presets):
             continue
         cells = []
@@ -1006,9 +957,9 @@ def slowdown_rows(base_name: str, with_name: str) -> tuple[list[dict], dict, dic
 
 
 def label(mode: str) -> str:
-    from hina.benchmarks.compare import MODE_LABEL
+    from hina.benchmarks import compare
 
-    return MODE_LABEL.get(mode, mode)
+    return compare.label(mode)
 
 
 def verdicts(r: dict) -> str:
@@ -1206,7 +1157,7 @@ def _tta_sooner(data: dict) -> list[str]:
                      f"{per_step:.1f}x faster than dense in-network aggregation (the paper's 3.74x) and sent "
                      f"{fewer:.1f}x fewer bytes.")
     hina = by.get("hina", {})
-    for lossy in tta.LOSSY:
+    for lossy in (b.name for b in registry.trained() if b.lossy):
         s = by.get(lossy)
         r = first.get(lossy)
         if not s or not r or "error" in r:
@@ -1223,7 +1174,7 @@ def _tta_sooner(data: dict) -> list[str]:
             extra = f"missed it within {r['steps_run']} steps"
         final = r.get("final_heldout_loss")
         ended = f" and ended at {final:.2f} nats per token" if final is not None else ""
-        lines.append(f"- {tta.LABEL_OF[lossy]} {extra}{ended}; its parameters ended {r['vs_exact']} from the "
+        lines.append(f"- {tta.label_of(lossy)} {extra}{ended}; its parameters ended {r['vs_exact']} from the "
                      "exact trajectory's.")
     return lines
 
@@ -1266,7 +1217,7 @@ def tta_per_step() -> str:
             if r is None or "error" in r:
                 continue
             vs = f"{dense['seconds_per_step'] / r['seconds_per_step']:.2f}x" if dense and "error" not in dense else "-"
-            rows.append([what, tta.LABEL_OF[system], f"{r['steps_run']}", f"{r['bytes_per_step'] / 1e6:.3f} MB",
+            rows.append([what, tta.label_of(system), f"{r['steps_run']}", f"{r['bytes_per_step'] / 1e6:.3f} MB",
                          f"{r['seconds_per_step']:.3f}", vs,
                          f"{r['overlap']:.0%}" if r.get("overlap") is not None else "-",
                          tta.short_verdict(r.get("fidelity"))])
@@ -1298,7 +1249,7 @@ def reproduce_table() -> str:
         body.append([f"`{claim.name}` ({link})", claim.statement, f"`{command}`", reproduce.time_text(claim, times),
                      ", ".join(need) or "-", f"{shown} (commit {reproduce.commits(claim)})",
                      "; ".join(t.text() for t in reproduce.tolerances(figures))])
-    lines = [*rows_md(["claim", "statement", "command", "time (2-core machine)", "needs", "committed figures",
+    lines = [*rows_md(["claim", "statement", "command", "time (the campaign's run)", "needs", "committed figures",
                        "tolerance"], body), "", "Why each tolerance is as wide as it is:", "",
              *(f"- {text}: {why}." for text, why in kinds.items())]
     path = reproduce.timings_file()

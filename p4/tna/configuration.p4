@@ -22,7 +22,8 @@ const bit<16> HINA_PORT = 0x4E41;
 const bit<16> HINA_UDP_LENGTH = 8 + 16 + 4 * HINA_WORDS;   /* udp.length of every hina frame */
 const bit<16> HINA_MIN_UDP_LENGTH = 8 + 16;                /* a hina header at least */
 
-/* Slots: 4096 slots (two copies each), as on BMv2 (control/controller.py's P4_SLOTS).  The arrival
+/* Slots: 4096 slots (two copies each), as on BMv2 (control/ledger.py's DEFAULT_SPACE, which
+ * tests/wire/test_declared_once.py holds equal to HINA_SLOTS here and in p4/configuration.p4).  The arrival
  * bitmaps and copy states are indexed by slot (both copies in one entry: a register is touched once
  * per pass, and an arrival must set its bit in one copy and clear it in the other); the run tags and
  * the values by copy (slot * 2 + version).  A 64-bit register of 8192 entries is 4 SRAM blocks (1K x 128

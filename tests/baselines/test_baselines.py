@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from helpers import assert_baseline_exact, torch_missing
 
-from hina.baselines import BASELINES, check, comm, sparcml, zen
+from hina.baselines import check, comm, registry, sparcml, zen
 from hina.baselines.comm import Piece
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
@@ -32,10 +32,10 @@ needs_torch = pytest.mark.skipif(TORCH_MISSING is not None, reason=f"loopback ba
 def test_every_baseline_sums_3_workers_on_loopback():
     from hina.baselines import launch
 
-    spec = {"length": 30_000, "density": 0.05, "baselines": list(BASELINES), "seeds": [0, 1],
-            "topk_density": 0.01}
+    offered = [b.name for b in registry.compared()]
+    spec = {"length": 30_000, "density": 0.05, "baselines": offered, "seeds": [0, 1], "topk_density": 0.01}
     runs = {r["mode"]: r for r in launch.run_loopback(spec, workers=3, timeout=180)}
-    assert set(runs) == set(BASELINES)
+    assert set(runs) == set(offered)
     for name in ("ring", "sparcml", "oktopk", "zen"):
         assert_baseline_exact(runs[name])
         assert runs[name]["max_abs_diff"] > 0 or runs[name]["max_diff_over_bound"] == 0
@@ -199,7 +199,7 @@ def test_compare_systems_pick_modes_and_baselines_and_bad_combinations_exit_2(ca
     compare = _compare()
     args = compare.parse_args(["--systems", "auto", "ring", "zen", "--mininet", "off"])
     assert args.systems == ["auto", "ring", "zen"]
-    assert compare.parse_args([]).baselines == list(BASELINES)
+    assert compare.parse_args([]).baselines == [b.name for b in registry.compared()]
     for bad in (["--baselines", "none", "ring"], ["--topk-density", "1.5"], ["--workers", "0"], ["--bws", "0"]):
         with pytest.raises(SystemExit) as exc:
             compare.parse_args(bad)

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from helpers import torch_missing
 
+from hina.baselines import registry
 from hina.benchmarks import time_to_accuracy as tta
 from hina.host import corpus
 
@@ -103,7 +104,7 @@ def test_a_tiny_run_of_every_system_on_loopback(tmp_path):
     assert r["corpus"]["files"]["heldout"] > 0 and r["corpus"]["vocab"] == 2000 and r["corpus"]["license"]
     assert r["model"]["parameters"] > r["model"]["embedding_parameters"] > 0.5 * r["model"]["parameters"]
     assert [run["seed"] for run in r["runs"]] == [0, 1] and r["config"]["seeds"] == [0, 1]
-    assert [s["system"] for s in r["runs"][0]["systems"]] == list(tta.SYSTEMS)
+    assert [s["system"] for s in r["runs"][0]["systems"]] == list(tta.systems())
     # the two seeds start from other parameters and data: other digests, the same shape of record
     assert r["runs"][0]["systems"][0]["summary"]["steps"][0]["digest"] != \
         r["runs"][1]["systems"][0]["summary"]["steps"][0]["digest"]
@@ -132,7 +133,7 @@ def test_a_tiny_run_of_every_system_on_loopback(tmp_path):
     assert r["runs"][1]["exactness"]["hina_vs_blocks"]["identical_every_step"]
     assert 0 < ex["gloo"]["max_rel_l2"] < 1e-5
     # lossy: their distance from hina at every evaluation, far beyond rounding
-    for name in tta.LOSSY:
+    for name in (s for s in tta.systems() if registry.lossy(s)):
         assert [p["step"] for p in ex[name]["points"]] == [0, 2, 4]
         assert ex[name]["max_rel_l2"] > 100 * ex["gloo"]["max_rel_l2"]
         assert by[name]["residual_norm"] > 0
@@ -171,3 +172,15 @@ def test_the_curve_and_the_default_target_docs_ddp_quote_are_the_measured_ones()
     assert f"target, {tta.DEFAULT_TARGET:g} nats per token" in text and f"budget, {tta.DEFAULT_STEPS} steps" in text
     first = min(s for s, v in loss_at.items() if v <= tta.DEFAULT_TARGET)
     assert f"arrive after {first} steps" in text
+
+
+def test_the_plan_runs_the_reference_first_and_each_kind_of_network_once(tmp_path):
+    """Every seed's runs through the switch, then every seed's over the bridge (one Mininet network each), the
+    reference's kind first; within a seed the reference first, the only run that leaves its parameters."""
+    base = tta.TtaConfig(workers=2)
+    configs = tta.plan(base, ["topk", "gloo", "hina-dense", "hina"], [0, 1], tmp_path)
+    assert [(c.seed, c.backend) for c in configs] == [(0, "hina"), (0, "hina-dense"), (1, "hina"), (1, "hina-dense"),
+                                                      (0, "topk"), (0, "gloo"), (1, "topk"), (1, "gloo")]
+    assert [c.backend for c in configs if c.writes_reference] == ["hina", "hina"]
+    assert {c.reference for c in configs if c.seed == 1} == {str(tmp_path / "seed1")} and (tmp_path / "seed1").is_dir()
+    assert [c.backend for c in tta.plan(base, ["int8", "gloo"], [0], tmp_path)] == ["gloo", "int8"]

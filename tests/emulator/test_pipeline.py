@@ -235,7 +235,7 @@ def test_slot_protocol_is_exact_under_loss_duplication_and_reordering(seed, work
 
 
 def test_a_refusal_reaches_a_worker_whose_window_never_got_there():
-    """The issue's one worker in four: an earlier run left a partial in slot 1; worker 0 (a full window)
+    """An earlier run left a partial in slot 1, which one worker's window never reaches: worker 0 (a full window)
     sends its chunk there and is refused; worker 1 (a window of one) only has slot 0 in flight.  The
     refusal goes to every member, and worker 1 stops at once with the same StaleSwitchState, instead of
     waiting for a slot 0 that worker 0 will never complete."""

@@ -19,8 +19,8 @@ from hina.wire import Drop
 pytestmark = pytest.mark.slow
 
 
-def test_leafspine_shares():
-    fab = Fabric.leafspine(4, 2, 2)
+def test_leaf_spine_shares():
+    fab = Fabric.leaf_spine(8, rack=2, spines=2)
     job = TreeJob(7, 32, 0, 8, tuple(f"h{i + 1}" for i in range(8)))
     shares = fab.shares(job)
     assert set(shares) == {"l1", "l2", "l3", "l4", "s1", "s2"}
@@ -43,18 +43,18 @@ def test_leafspine_shares():
 def test_a_star_fabric_is_one_root_and_a_job_on_one_leaf_is_rooted_there():
     star = Fabric.star(3).shares(TreeJob(1, 32, 0, 4, ("h1", "h2", "h3")))
     assert list(star) == ["l1"] and star["l1"].parents == () and star["l1"].mask == 0b111
-    local = Fabric.leafspine(2, 1, 2).shares(TreeJob(1, 32, 0, 4, ("h3", "h4")))
+    local = Fabric.leaf_spine(4, rack=2, spines=1).shares(TreeJob(1, 32, 0, 4, ("h3", "h4")))
     assert list(local) == ["l2"] and local["l2"].parents == ()  # never crosses an uplink
 
 
 def test_bad_fabrics_and_jobs_are_refused():
-    fab = Fabric.leafspine(2, 1, 2)
+    fab = Fabric.leaf_spine(4, rack=2, spines=1)
     with pytest.raises(ValueError, match="no host 'h9'"):
         fab.shares(TreeJob(1, 32, 0, 4, ("h1", "h9")))
     with pytest.raises(ValueError, match="ports used twice"):
         Fabric(fab.switches, fab.hosts, fab.links + fab.links[:1])
-    with pytest.raises(ValueError, match="at least|leaves >= 1"):
-        Fabric.leafspine(2, 0, 2)
+    with pytest.raises(ValueError, match="spines >= 1"):
+        Fabric.leaf_spine(4, rack=2, spines=0)
     with pytest.raises(ValueError, match="no switch 's9'"):
         fab.shares(TreeJob(1, 32, 0, 4, ("h1", "h3"), roots=("s9",)))
     with pytest.raises(ValueError, match="unknown fabric fields"):
@@ -99,7 +99,7 @@ def test_every_mode_through_a_tree_is_the_stars_words(make_switch, mode, shape, 
     spec = JobSpec(job_id=3, words=64, slots=8)
     grads = sparse_gradients(np.random.default_rng(n + leaves), n, 20_011, 0.05)
     params = codec.CodecParams(length=20_011, workers=n, mode=mode)
-    fab = Fabric.leafspine(leaves, spines, per_leaf)
+    fab = Fabric.leaf_spine(leaves * per_leaf, rack=per_leaf, spines=spines)
     job = TreeJob(3, 64, 0, 8, tuple(h.name for h in fab.hosts))
     impair = dict(drop=loss, seed=n) if loss else {}
     switches, leaf_of = udp_tree(make_switch, fab, job, **impair)
@@ -127,7 +127,7 @@ def test_a_restarted_job_through_joins_is_exact_or_refused_on_every_worker(make_
     from hina.host import StaleSwitchState
 
     spec = JobSpec(job_id=3, words=64, slots=4)
-    fab = Fabric.leafspine(2, 1, 2)
+    fab = Fabric.leaf_spine(4, rack=2, spines=1)
     job = TreeJob(3, 64, 0, 4, tuple(h.name for h in fab.hosts))
     switches, leaf_of = udp_tree(make_switch, fab, job)
     params = codec.CodecParams(length=10_000, workers=4, mode="dense")
@@ -217,7 +217,7 @@ def test_a_worker_that_dies_mid_run_fails_every_other_worker_on_both_leaves_with
     from hina.host import AggregationTimeout
 
     spec = JobSpec(job_id=3, words=64, slots=4)
-    fab = Fabric.leafspine(2, 1, 2)
+    fab = Fabric.leaf_spine(4, rack=2, spines=1)
     job = TreeJob(3, 64, 0, 4, tuple(h.name for h in fab.hosts))
     switches, leaf_of = udp_tree(make_switch, fab, job)
     params = codec.CodecParams(length=10_000, workers=4, mode="dense")

@@ -1,6 +1,6 @@
 """Workers against a slow switch on a virtual clock: the congestion window keeps resends few, and exact.
 
-The issue's BMv2 case: simple_switch_grpc forwards a few thousand packets a
+The case on BMv2 that set the window: simple_switch_grpc forwards a few thousand packets a
 second, and three workers with 64 slots each in flight overran its queues;
 every drop timed out and the resends added load.  Here the switch serves one
 UPDATE per 0.3 ms (3,333 packets/s) from a 64-packet queue and drops the

@@ -197,7 +197,8 @@ def settle(sw, quiet=0.1, timeout=5.0):
 
 
 def test_rerunning_a_finished_job_is_exact_when_the_workers_join(make_switch):
-    """The issue's reproduction: four workers aggregate, then four fresh workers run the same job again."""
+    """Four workers aggregate, then four fresh workers run the same job again: the second run meets the first
+    run's copies on the switch and must still sum exactly."""
     sw = make_switch()
     spec = JobSpec(job_id=1, words=64, slots=8)
     params = codec.CodecParams(length=20_000, workers=4)

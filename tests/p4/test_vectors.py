@@ -6,31 +6,16 @@ loosen a vector.
 
 import functools
 import json
-from collections import Counter
-from pathlib import Path
 
 import make_vectors
 import pytest
 import veth_harness
+from helpers import VECTOR_CASES as CASES
+from helpers import check_case as check
+from helpers import load_case as load
 
 from hina.control.topology import Topology
 from hina.emulator.frames import FrameSwitch
-
-VECTORS = Path(__file__).resolve().parents[1] / "vectors"
-CASES = sorted(VECTORS.glob("*.json"))
-
-
-def load(path):
-    return json.loads(path.read_text())
-
-
-def as_multiset(pairs):
-    return Counter((int(p), bytes.fromhex(f) if isinstance(f, str) else bytes(f)) for p, f in pairs)
-
-
-def describe(missing, extra):
-    return (f"missing {[(p, f.hex()) for p, f in missing.elements()]}\n"
-            f"unexpected {[(p, f.hex()) for p, f in extra.elements()]}")
 
 
 def test_vectors_on_disk_match_their_generator():
@@ -39,13 +24,6 @@ def test_vectors_on_disk_match_their_generator():
     assert on_disk.keys() == built.keys()
     for name, case in built.items():
         assert json.loads(json.dumps(case)) == on_disk[name], f"{name}: run python tests/make_vectors.py"
-
-
-def check(case, out, drops):
-    got = as_multiset(out)
-    want = as_multiset((e["port"], e["frame"]) for e in case["expected"])
-    assert got == want, describe(want - got, got - want)
-    assert {k: v for k, v in drops.items() if v} == case["expected_drops"]
 
 
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])

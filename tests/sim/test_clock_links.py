@@ -63,3 +63,17 @@ def test_a_server_without_a_queue_limit_never_drops():
     server = Server()
     assert [server.serve(0.0, 1.0) for _ in range(1000)][-1] == 1000.0
     assert server.dropped == 0
+
+
+def test_a_server_counts_the_most_it_held_at_once_with_or_without_a_limit():
+    # what a queue of any limit would have had to hold: a limit of `deepest` drops nothing, one less drops
+    offered = [(0.0, 1.0), (0.0, 1.0), (0.5, 1.0), (2.5, 1.0), (2.6, 1.0), (10.0, 1.0)]
+    free = Server()
+    for now, seconds in offered:
+        free.serve(now, seconds)
+    assert free.deepest == 3  # at 0.5: the first serving, the second and third waiting
+    for limit, drops in ((3, 0), (2, 1)):
+        held = Server(queue=limit)
+        for now, seconds in offered:
+            held.serve(now, seconds)
+        assert held.dropped == drops and held.deepest == min(3, limit)

@@ -1,57 +1,64 @@
-"""The scale model's engine (sim/scale.py): the clock against analytic times, the codec's words, the tree's
-bytes, the ring."""
+"""The scale model's engine (sim/scale.py) on the one `Fabric`: the clock against analytic times, the codec's
+words, the tree's bytes, each uplink on its own, the model's domain, the ring."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from hina.control import Fabric
 from hina.host.synthetic import synthetic_gradient
 from hina.sim import scale
 from hina.wire.headers import FRAME_OVERHEAD
 
-TREES = pytest.mark.skipif(not scale.has_trees(),
-                           reason="the switch's tree rule (JobConfig.parent) is not in this checkout")
+
+def net(workers: int = 1, gbps: float = 100.0, depth: int = 1, uplink_gbps: float | None = None,
+        queue: int | None = None, **kw) -> scale.Setup:
+    """A star or a tree of `depth` tiers, its uplinks at the workers' rate unless given."""
+    rate = gbps * 1000
+    fabric = (Fabric.star(workers, rate=rate, queue=queue) if depth == 1 else
+              Fabric.tree(workers, depth, rate=rate, uplink_rate=(uplink_gbps or gbps) * 1000, queue=queue))
+    return scale.Setup(fabric, **kw)
 
 
-def ideal(workers: int = 1, **kw) -> scale.Network:
-    return scale.Network(workers=workers, gbps=kw.pop("gbps", 100.0), delay=0.0, switch_latency=0.0, **kw)
+def ideal(workers: int = 1, **kw) -> scale.Setup:
+    return net(workers, delay=0.0, switch_latency=0.0, **kw)
 
 
 @pytest.mark.parametrize("chunks", [1, 7, 500])
 def test_one_worker_round_is_the_line_rate_plus_one_frame(chunks):
     # a lossless store-and-forward path: the uplink never idles, the last RESULT follows one frame later
-    net = ideal()
-    got = scale.aggregation_seconds(net, [(chunks * net.words,)])
+    one = ideal()
+    got = scale.aggregation_seconds(one, [(chunks * one.words,)])
     assert got["chunks"] == chunks and got["retransmissions"] == 0
-    assert got["seconds"] == pytest.approx(net.line_rate_seconds(chunks + 1), rel=1e-12)
+    assert got["seconds"] == pytest.approx(one.line_rate_seconds(chunks + 1), rel=1e-12)
 
 
 def test_delay_and_latency_add_one_round_trip():
-    net = scale.Network(workers=4, gbps=10.0, delay=3e-6, switch_latency=2e-6)
+    slow = net(4, gbps=10.0, delay=3e-6, switch_latency=2e-6)
     base = ideal(4, gbps=10.0)
-    rounds = [(300 * net.words,)]
-    extra = scale.aggregation_seconds(net, rounds)["seconds"] - scale.aggregation_seconds(base, rounds)["seconds"]
+    rounds = [(300 * slow.words,)]
+    extra = scale.aggregation_seconds(slow, rounds)["seconds"] - scale.aggregation_seconds(base, rounds)["seconds"]
     assert extra == pytest.approx(2 * 3e-6 + 2e-6, rel=1e-9)
 
 
 def test_a_small_window_bounds_the_rate():
     # K = 32: a frame is 210 bytes on the wire (17 ns at 100 Gbit/s), so 64 slots cover 1.1 us of a round
     # trip of over 11 us: the window, not the link, sets the rate (W chunks per round trip)
-    net = scale.Network(workers=8, gbps=100.0, delay=5e-6, switch_latency=1e-6, words=32, slots=64)
-    got = scale.aggregation_seconds(net, [(20_000 * 32,)])
-    rtt = 2 * (5e-6 + net.frame_bytes * 8 / 100e9) + 1e-6
+    small = net(8, delay=5e-6, switch_latency=1e-6, words=32, slots=64)
+    got = scale.aggregation_seconds(small, [(20_000 * 32,)])
+    rtt = 2 * (5e-6 + small.frame_bytes * 8 / 100e9) + 1e-6
     window_bound = 20_000 / 64 * rtt
-    assert got["seconds"] > 2 * net.line_rate_seconds(20_000)
+    assert got["seconds"] > 2 * small.line_rate_seconds(20_000)
     assert got["seconds"] == pytest.approx(window_bound, rel=0.05)
 
 
 def test_extrapolated_steady_state_matches_the_full_run():
-    net = scale.Network(workers=8, gbps=0.1, delay=25e-6, switch_latency=0.0, switch_service=scale.EMULATOR_SERVICE,
-                     overhead=FRAME_OVERHEAD)
-    rounds = [scale.first_round(), (3000 * net.words,)]
-    short = scale.aggregation_seconds(net, rounds, cap=256)
-    full = scale.aggregation_seconds(net, rounds, cap=10_000)
+    mininet = net(8, gbps=0.1, delay=25e-6, switch_latency=0.0, switch_service=scale.EMULATOR_SERVICE,
+                  overhead=FRAME_OVERHEAD)
+    rounds = [scale.first_round(), (3000 * mininet.words,)]
+    short = scale.aggregation_seconds(mininet, rounds, cap=256)
+    full = scale.aggregation_seconds(mininet, rounds, cap=10_000)
     assert short["rounds"][1]["simulated"] == 256 and full["rounds"][1]["simulated"] == 3000
     assert short["seconds"] == pytest.approx(full["seconds"], rel=1e-6)
 
@@ -101,17 +108,15 @@ def test_union_stats_scale_to_full_length():
     assert small.estimate(32_000).max_nnz == big.estimate().max_nnz == 2 * 40 * 16
 
 
-@TREES
 def test_leaves_that_aggregate_put_fanin_times_fewer_bytes_on_the_uplink():
-    net = scale.Network(workers=64, gbps=100.0, depth=2)
-    assert net.fanins == (8, 8)
-    agg = scale.link_bytes(net, 1000)
-    fwd = scale.link_bytes(net, 1000, aggregate=False)
+    tree = net(64, depth=2)
+    assert tree.fanins == (8, 8)
+    agg = scale.link_bytes(tree, 1000)
+    fwd = scale.link_bytes(tree, 1000, aggregate=False)
     assert agg[0] == fwd[0]  # the worker's own link carries the same either way
-    assert fwd[1]["up"] == net.fanins[0] * agg[1]["up"] == 8 * 1000 * net.frame_bytes
+    assert fwd[1]["up"] == tree.fanins[0] * agg[1]["up"] == 8 * 1000 * tree.frame_bytes
 
 
-@TREES
 def test_a_tree_costs_its_extra_hops_once_per_round_not_per_chunk():
     star, tree = ideal(64), ideal(64, depth=2)
     rounds = [(1000 * star.words,)]
@@ -121,30 +126,29 @@ def test_a_tree_costs_its_extra_hops_once_per_round_not_per_chunk():
     assert t - s == pytest.approx(2 * star.frame_bytes * 8 / 100e9, rel=1e-9)
 
 
-@TREES
 def test_a_slow_uplink_sets_the_trees_rate():
-    net = scale.Network(workers=64, gbps=100.0, depth=2, uplink_gbps=25.0, delay=0.0, switch_latency=0.0)
-    got = scale.aggregation_seconds(net, [(2000 * net.words,)])
-    assert net.oversubscription == (32.0,)
-    assert got["seconds"] == pytest.approx(2000 * net.frame_bytes * 8 / 25e9, rel=0.01)
+    slow = ideal(64, depth=2, uplink_gbps=25.0)
+    got = scale.aggregation_seconds(slow, [(2000 * slow.words,)])
+    assert slow.fabric.oversubscription_at("l1") == 32.0
+    assert got["seconds"] == pytest.approx(2000 * slow.frame_bytes * 8 / 25e9, rel=0.01)
 
 
 def test_ring_is_the_alpha_beta_formula():
     n, size, rate, alpha = 16, 4e8, 100e9, 5e-6
     assert scale.ring_seconds(n, size, rate, alpha) == pytest.approx(2 * 15 * alpha + 2 * 15 / 16 * size * 8 / rate)
     assert scale.ring_seconds(1, size, rate, alpha) == 0.0
-    net = scale.Network(workers=n, gbps=100.0, delay=1e-6, switch_latency=0.5e-6)
-    wire = scale.ring_wire_bytes(net, 4.0 * 1_000_000)
+    star = net(n, delay=1e-6, switch_latency=0.5e-6)
+    wire = scale.ring_wire_bytes(star, 4.0 * 1_000_000)
     assert wire > 4e6
-    assert scale.ring_for(net, 1_000_000) == pytest.approx(scale.ring_seconds(n, wire, 100e9, 2e-6 + 0.5e-6))
+    assert scale.ring_for(star, 1_000_000) == pytest.approx(scale.ring_seconds(n, wire, 100e9, 2e-6 + 0.5e-6))
 
 
 def test_dense_in_network_beats_the_ring_about_twice_on_a_big_dense_gradient():
     # a star at 100 Gbit/s: INA sends the gradient once, the ring 2 (N - 1) / N times
-    net = scale.Network(workers=64, gbps=100.0)
+    star = net(64)
     length = 50_000_000
-    ina = scale.aggregation_seconds(net, [scale.first_round(), (length,)])["seconds"]
-    ring = scale.ring_for(net, length)
+    ina = scale.aggregation_seconds(star, [scale.first_round(), (length,)])["seconds"]
+    ring = scale.ring_for(star, length)
     assert 1.7 < ring / ina < 2.1
 
 
@@ -161,9 +165,48 @@ def test_group_counts_from_ranges_are_the_codecs():
     assert list(scale.group_counts(*scale._ranges(support))) == list(bitmap.group_counts(words))
 
 
-def test_a_queue_limits_the_switches_ports_and_never_the_workers_own_nic():
-    net = scale.Network(workers=64, gbps=100, depth=2, shape=(32, 2), queue=16, parallel=2)
-    assert net.port_queue(0, True) is None  # the worker's NIC holds its window
-    assert net.port_queue(0, False) == 16  # the leaf's port down to the worker
-    assert net.port_queue(1, True) == net.port_queue(1, False) == 32  # two uplinks modelled as one
-    assert scale.Network(workers=64, gbps=100, depth=2).port_queue(1, True) is None
+def leaf_spine(spines: int, uplink_gbps: float, queue: int | None = None, **kw) -> scale.Setup:
+    """A rack of 32 at 100 Gbit/s under `spines` spines."""
+    return scale.Setup(Fabric.leaf_spine(32, rack=32, spines=spines, rate=100_000, uplink_rate=uplink_gbps * 1000,
+                                         queue=queue), **kw)
+
+
+def test_every_uplink_is_a_link_of_its_own():
+    """Two 25 Gbit/s uplinks are not one of 50: each carries the slots of its spine (slot s up to spine
+    s mod 2), queues half as deep as the one would, and takes twice as long per frame; a port of each
+    holds what it holds, and the model says which would drop."""
+    rounds = [scale.first_round(), (400 * 2239,)]
+    one, two = leaf_spine(1, 50.0), leaf_spine(2, 25.0)
+    assert [h.name for h in two.hops] == ["l1", "s1", "s2"] and two.hops[0].parents == (1, 2)
+    assert [h.rate for h in two.hops[1:]] == [25e9, 25e9] and one.hops[1].rate == 50e9
+    a, b = (scale.aggregation_seconds(n, rounds, cap=10_000) for n in (one, two))
+    assert a["in_domain"] and b["in_domain"]  # no queue limit given
+    ports = {p["port"]: p["queued"] for p in scale.PathModel(two, cap=10_000).ports()}
+    assert set(ports) == {"l1 down to a worker", "l1 up to s1", "s1 down to l1", "l1 up to s2", "s2 down to l1"}
+    assert a["deepest_queue"] > 1.9 * b["deepest_queue"] and b["seconds"] > a["seconds"]
+    # the same two fabrics with 32- and 16-packet ports: both would drop, and the model says where
+    a, b = (scale.aggregation_seconds(leaf_spine(s, u, q), rounds, cap=10_000) for s, u, q in ((1, 50, 32),
+                                                                                                (2, 25, 16)))
+    assert [p["port"] for p in a["overflows"]] == ["l1 up to s1"]
+    assert [p["port"] for p in b["overflows"]] == ["l1 up to s1", "l1 up to s2"]
+    assert scale.outside(b) == (f"l1 up to s1 would queue {b['overflows'][0]['queued']} packets, a port holds 16 "
+                                f"(1 more port would drop too)")
+
+
+def test_the_domain_flag_is_set_exactly_where_a_port_would_overflow():
+    rounds = [scale.first_round(), (400 * 2239,)]
+    deepest = scale.aggregation_seconds(leaf_spine(1, 25.0), rounds, cap=10_000)["deepest_queue"]
+    seen = {q: scale.aggregation_seconds(leaf_spine(1, 25.0, q), rounds, cap=10_000)
+            for q in (deepest + 1, deepest, deepest - 1, 1)}
+    assert [seen[q]["in_domain"] for q in seen] == [True, True, False, False]
+    assert scale.outside(seen[deepest]) is None
+    assert scale.outside(seen[deepest - 1]).startswith(f"l1 up to s1 would queue {deepest} packets, a port "
+                                                       f"holds {deepest - 1}")
+    assert len({round(r["seconds"], 15) for r in seen.values()}) == 1  # the model never drops: it says so
+    # at the workers' rate the uplink never queues: in the domain with one-packet ports
+    assert scale.aggregation_seconds(leaf_spine(1, 100.0, 1), rounds, cap=10_000)["in_domain"]
+
+
+def test_the_model_needs_the_hosts_rate():
+    with pytest.raises(ValueError, match=r"^the scale model needs the hosts' rate"):
+        scale.Setup(Fabric.star(4))

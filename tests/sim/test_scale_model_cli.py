@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hina.benchmarks import scale_model as sm
+from hina.control import Fabric
 from hina.sim import scale
 from hina.wire.headers import FRAME_OVERHEAD
 
@@ -53,7 +54,7 @@ def test_a_mininet_run_is_modelled_with_its_own_gradients_and_verdict(tmp_path):
     dense, aligned = sm.mininet_case(path)
     assert dense["payload_bytes_model"] == 4 * (sum(scale.first_round()) + (1 << 16))
     assert aligned["encoding"] == "aligned" and aligned["payload_bytes_model"] < dense["payload_bytes_model"] / 10
-    net = scale.Network(workers=4, gbps=0.1, overhead=FRAME_OVERHEAD)
+    net = scale.Setup(Fabric.star(4, rate=100), overhead=FRAME_OVERHEAD)
     assert dense["model_network_seconds"] > net.line_rate_seconds(1 + -(-(1 << 16) // net.words))
     assert dense["model_seconds"] == pytest.approx(dense["model_network_seconds"] + 0.05)
     assert dense["ratio"] == pytest.approx(0.5 / dense["model_seconds"])
@@ -66,7 +67,6 @@ def test_a_mininet_run_is_modelled_with_its_own_gradients_and_verdict(tmp_path):
 
 def test_the_names_tools_tables_imports_are_here_and_render():
     # tools/tables.py renders docs/scale_model.md with these, from this module
-    assert sm.has_trees is scale.has_trees
     row = {"workers": 4, "mbps": 100.0, "workload": "uniform 0.01", "mode": "auto", "encoding": "aligned",
            "measured_seconds": 0.5, "model_seconds": 0.45, "ratio": 0.5 / 0.45, "measured_network_seconds": 0.4,
            "model_network_seconds": 0.4, "verdict": "network-bound (s1-eth1 at 97%)"}
@@ -75,3 +75,24 @@ def test_the_names_tools_tables_imports_are_here_and_render():
     assert val[2].endswith("| network-bound (s1-eth1 at 97%) |")
     assert sm.projection_table({}) == [] and sm.tables({}) == ""
     assert sm.tables({"validation": [row]}) == "\n".join(val)
+
+
+def test_a_point_outside_the_domain_says_so_and_names_its_ns3_run(tmp_path):
+    """With 25 Gbit/s uplinks under racks at 100 and ports of 40 packets, the trees' uplinks would drop: their
+    rows are outside the model's domain, the log names the ns-3 command for each, the table marks them; the
+    star (no uplink) stays in."""
+    said = []
+    rows = sm.project(["deeplight"], [8], [100.0], [1, 2], scale=0.01, seed=0, cap=256, host_alpha=0.0,
+                      uplink_gbps=25.0, queue=40, log=said.append)
+    star, tree = rows
+    assert star["in_domain"] and "ns3_command" not in star
+    assert not tree["in_domain"] and tree["hina_auto"]["outside"].startswith("l1 up to s1 would queue")
+    assert tree["ns3_command"] == ("python benchmarks/ns3_scale.py --workers 8 --fabrics tree --depth 2 --presets "
+                                   "deeplight --modes dense,auto --gbps 100 --uplink-gbps 25 --queue 40 --mtu 9000 "
+                                   "--slots 64 --cap 0")
+    assert [line for line in said if "outside the scale model's domain" in line] == [
+        f"deeplight tree2 8 workers at 100 Gbit/s: outside the scale model's domain ({tree['dense_ina']['outside']}"
+        f"); ns-3 runs it: {tree['ns3_command']}"]
+    table = sm.projection_table({"projection": rows})
+    assert "| deeplight | tree2 3x3 * |" in table[3] and table[-1].startswith("\\* outside the model's domain")
+    assert sm.ns3_command({**star, "workers": 64}, uplink_gbps=None, queue=16, mtu=9000, slots=64).startswith("none")

@@ -107,3 +107,80 @@ def test_the_kernels_read_the_header_by_its_declared_offsets(module):
     literal = re.findall(r"(?:data|frame|tx|out)\[(?:at|o) \+ \d+\]|\((?:data|frame|tx), at \+ \d+\)", text)
     assert not literal, literal
     assert "AT_POOL_INDEX" in text and "AT_PHASE" in text
+
+
+# -- numbers the P4 programs and Python must agree on, beyond the header ----------------------------------------
+
+def p4_defines(path: Path) -> dict[str, int]:
+    """Every `#define NAME VALUE` and `const ... NAME = VALUE;` of a P4 file whose value is one integer."""
+    text = path.read_text()
+    found = {n: int(v, 0) for n, v in re.findall(r"const\s+[\w<>]+\s+(\w+)\s*=\s*(0x[0-9a-fA-F]+|\d+)\s*;", text)}
+    found.update({n: int(v, 0) for n, v in re.findall(r"#define\s+(\w+)\s+(0x[0-9a-fA-F]+|\d+)\b", text)})
+    return found
+
+
+def p4_sum(path: Path, name: str) -> list[str]:
+    """The terms of `const ... NAME = a + b + ...;` (how P4 spells a length out of its parts)."""
+    m = re.search(rf"const\s+[\w<>]+\s+{name}\s*=\s*([^;]+);", path.read_text())
+    assert m, f"{path.relative_to(ROOT)} declares no {name}"
+    return [t.strip() for t in m.group(1).split("+")]
+
+
+CONFIGURATIONS = [P4 / "configuration.p4", P4 / "tna" / "configuration.p4"]
+
+
+@pytest.mark.parametrize("path", CONFIGURATIONS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_p4_slot_space_and_k_are_the_control_planes(path):
+    """The registers hold the slot space the ledger hands out (a job placed past HINA_SLOTS would index past
+    them), and K is the one the controller refuses any other for."""
+    from hina.control import controller, ledger
+
+    consts = p4_defines(path)
+    assert consts["HINA_SLOTS"] == ledger.DEFAULT_SPACE == controller.P4_SLOTS
+    assert consts["HINA_WORDS"] == controller.P4_WORDS
+    assert consts["HINA_COPIES"] == 2 * consts["HINA_SLOTS"]  # two copies per slot: the pool index's version bit
+    assert ledger.DEFAULT_SPACE <= headers.MAX_SLOTS  # the header's slot field reaches every one of them
+
+
+@pytest.mark.parametrize("path", CONFIGURATIONS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_p4_frame_lengths_are_the_declared_sizes(path):
+    """udp.length = the UDP header, the hina header and K words: the parser drops any other length."""
+    assert p4_sum(path, "HINA_UDP_LENGTH") == [str(headers.UDP_HEADER_BYTES), str(headers.HEADER_BYTES),
+                                               f"{headers.WORD_BYTES} * HINA_WORDS"]
+    assert p4_sum(path, "HINA_MIN_UDP_LENGTH") == [str(headers.UDP_HEADER_BYTES), str(headers.HEADER_BYTES)]
+
+
+def test_the_p4_registers_are_sized_by_the_slot_space_and_the_worker_bitmap():
+    consts = p4_defines(P4 / "configuration.p4")
+    assert consts["HINA_VALUES"] == consts["HINA_COPIES"] * consts["HINA_WORDS"]
+    # one bit per worker in an arrival bitmap: MAX_WORKERS is what fits
+    assert re.search(rf"register<bit<{headers.MAX_WORKERS}>>\(HINA_COPIES\) bitmap;",
+                     (P4 / "arrival_bitmap.p4").read_text())
+    tna = (P4 / "tna" / "configuration.p4").read_text()
+    slot_bits = int(re.search(r"typedef bit<(\d+)> slot_index_t;", tna).group(1))
+    copy_bits = int(re.search(r"typedef bit<(\d+)> copy_index_t;", tna).group(1))
+    assert 1 << slot_bits == consts["HINA_SLOTS"] and 1 << copy_bits == consts["HINA_COPIES"]
+
+
+def int_literals(source: str, value: int) -> list[int]:
+    """The lines where `value` is written as an integer in code (not in a string or a comment)."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and type(node.value) is int and node.value == value]
+
+
+@pytest.mark.parametrize("folder", [
+    pytest.param(f, marks=pytest.mark.xfail(strict=True, reason="sim/netsim.py's contest job writes K as a literal: "
+                                            "take hina.host.job.DEFAULT_WORDS there and drop this mark"))
+    if f == "sim" else f for f in PACKAGES])
+def test_k_for_a_jumbo_frame_is_computed_never_written(folder):
+    """K = max_words(9000) is what a 9000-byte MTU holds; a module that writes the number instead keeps it when
+    the header or the MTU changes (hina.host.job.DEFAULT_WORDS is the default K)."""
+    k = headers.max_words(9000)
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in sorted((ROOT / folder).glob("*.py"))
+             for line in int_literals(p.read_text(), k)]
+    assert not found, f"K = {k} written as a number at {found}: use DEFAULT_WORDS or max_words(9000)"
+
+
+def test_the_literal_check_finds_a_written_k_and_not_one_in_words():
+    source = '"""K = 2239 words."""\nWORDS = max_words(9000)  # 2239\nwords: int = 2239\nhelp = "default 2239"\n'
+    assert int_literals(source, 2239) == [3]

@@ -1,0 +1,661 @@
+// SPDX-License-Identifier: Apache-2.0
+/* hina's switch as an eBPF/XDP program: the rules of p4/hina.p4 and switch_emulator/dataplane.py, on
+ * every frame a switch port receives, in the driver, before any socket.
+ *
+ * The controls keep the P4 program's names: the parser, job_config, worker_auth, slot_of,
+ * arrival_bitmap with the value_processor inside it, from_parent (trees), mac_forward, and the egress
+ * rewrite, which runs once per copy of a frame in the devmap egress program.  Every constant, offset
+ * and struct comes from hina_xdp.h, which hina.emulator.xdp.layout generates from hina.wire.headers.
+ *
+ * Concurrency.  A slot's frames arrive on several CPUs at once (a veth's frames are processed on the
+ * CPU of their sender).  Each slot's two copies and their words sit behind one bpf_spin_lock, held
+ * from the first read of the copy's state to the last word written, so the rules run on a slot as
+ * if one frame at a time, as in the emulator and in a P4 pipeline; slots on different CPUs never
+ * wait for each other.  One lock per slot and not per copy, since an arrival in one copy clears the
+ * sender's bit in the other.  Counters are per CPU (no atomics on the fast path), summed by the
+ * control plane.  docs/switch.md says why a lock and not atomics or steering, and what each costs.
+ *
+ * Replication.  A RESULT leaves as one frame: bpf_redirect_map with BPF_F_BROADCAST on the job's
+ * group (a devmap holding one entry per replica: a port, as often as members have addresses
+ * behind it), and the kernel clones it per entry.  The copies are identical, so the devmap egress
+ * program addresses each one: the ingress program numbers each broadcast on its CPU (`seq`, in the
+ * frame's XDP metadata), the copies for one port reach that port's egress program one after the
+ * other on the same CPU, and the egress program counts them against a per-CPU cursor to pick the
+ * port's first, second, ... replica.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "hina_xdp.h"
+
+#define NO_SOURCE 0xffffffffffffffffULL /* a source no member has */
+#define ETH_P_IPV4 0x0800
+#define IPV4_NO_OPTIONS 0x45
+#define IPPROTO_UDP_ 17
+
+/* The tables, written by the control plane (hina.emulator.xdp.tables). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32);   /* ifindex */
+	__type(value, __u32); /* switch port */
+} ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, MAX_PORTS);
+	__uint(key_size, sizeof(__u32)); /* switch port: a frame to one port */
+	__uint(value_size, sizeof(struct bpf_devmap_val));
+} egress SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, MAX_PORTS);
+	__uint(key_size, sizeof(__u32)); /* the host ports a broadcast floods */
+	__uint(value_size, sizeof(struct bpf_devmap_val));
+} flood SEC(".maps");
+
+struct group {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, GROUP_ENTRIES);
+	__uint(key_size, sizeof(__u32)); /* replica number */
+	__uint(value_size, sizeof(struct bpf_devmap_val));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, MAX_JOBS);
+	__type(key, __u32); /* job_id */
+	__array(values, struct group);
+} groups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_JOBS);
+	__type(key, __u32); /* job_id */
+	__type(value, struct hina_job);
+} jobs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* the switch's slot space: set when the program is loaded */
+	__type(key, __u32);     /* the slot (pool index without the copy bit) */
+	__type(value, struct hina_slot);
+} slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_JOBS);
+	__type(key, __u32); /* a job's row */
+	__type(value, struct hina_job_counters);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hina_totals);
+} totals SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32); /* egress port */
+	__type(value, struct hina_rewrite);
+} rewrite SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_JOBS * GROUP_ENTRIES);
+	__type(key, struct hina_replica_key);
+	__type(value, struct hina_replica);
+} replicas SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32); /* egress port */
+	__type(value, struct hina_cursor);
+} cursors SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4 * MAX_PORTS);
+	__type(key, struct hina_mac_key);
+	__type(value, struct hina_mac_action);
+} macs SEC(".maps");
+
+/* What arrival_bitmap and from_parent decide (p4/configuration.p4's verdicts, and the drops). */
+enum verdict {
+	CONSUMED = 1, COMPLETE, RESEND, STALE_RUN_VERDICT, SEND_UP, RESEND_UP, TOTAL, STALE_DOWN,
+	DROPPED = 0x100, /* | the drop reason */
+};
+
+static __always_inline __u32 be16(const __u8 *p)
+{
+	return bpf_ntohs(*(const __u16 *)p);
+}
+
+static __always_inline __u32 be32(const __u8 *p)
+{
+	return bpf_ntohl(*(const __u32 *)p);
+}
+
+static __always_inline __u16 ipv4_checksum(const __u8 *ip)
+{
+	__u32 sum = 0;
+#pragma unroll
+	for (int i = 0; i < 20; i += 2)
+		if (i != 10)
+			sum += be16(ip + i);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum & 0xffff;
+}
+
+static __always_inline void count_drop(struct hina_totals *t, struct hina_job_counters *jc, __u32 reason)
+{
+	if (reason < DROP_REASONS) {
+		t->drops[reason]++;
+		if (jc)
+			jc->drops[reason]++;
+	}
+}
+
+/* The metadata before the frame (MetaKind); NULL where the driver keeps none. */
+static __always_inline struct hina_meta *meta_of(struct xdp_md *ctx)
+{
+	struct hina_meta *m = (void *)(long)ctx->data_meta;
+	if ((void *)(m + 1) > (void *)(long)ctx->data)
+		return NULL;
+	return m;
+}
+
+static __always_inline void tell(struct hina_meta *m, __u8 kind, __u32 port, __u32 job_id)
+{
+	m->kind = kind;
+	m->port = port;
+	m->job_id = job_id;
+}
+
+/* A frame out of one port (its devmap entry carries the egress program); no entry: counted unsent. */
+static __always_inline int to_port(struct hina_totals *t, __u32 port)
+{
+	long action = bpf_redirect_map(&egress, port, XDP_DROP);
+	if (action != XDP_REDIRECT)
+		t->unsent++;
+	return action;
+}
+
+/* mac_forward: a frame that is not hina, out of its destination MAC's port, or flooded. */
+static __always_inline int mac_forward(struct hina_totals *t, struct hina_meta *m, void *data, void *end)
+{
+	struct hina_mac_key key = {};
+	if (data + ETH_BYTES > end) {
+		count_drop(t, NULL, DROP_TRUNCATED);
+		return XDP_DROP;
+	}
+	__builtin_memcpy(key.mac, data, 6);
+	struct hina_mac_action *action = bpf_map_lookup_elem(&macs, &key);
+	if (!action) {
+		count_drop(t, NULL, DROP_NO_ROUTE);
+		return XDP_DROP;
+	}
+	t->forwarded++;
+	if (action->flood) {
+		tell(m, META_FLOOD, 0, 0);
+		return bpf_redirect_map(&flood, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
+	}
+	tell(m, META_FORWARD, action->port, 0);
+	return to_port(t, action->port);
+}
+
+/* value_processor, under the slot's lock: the frame's K words written into the copy (first arrival)
+ * or combined with it (ADD modulo 2^32, OR, signed MAX), and the copy's words written back into the
+ * frame: the RESULT where the copy completes, and harmless where it does not (the frame is absorbed).
+ * One loop per operator, each without a branch inside but its end: the verifier walks every iteration
+ * of a loop, and a branch inside would multiply the paths it walks past its limit. */
+#define WORD_LOOP(name, body)                                                                            \
+	static __always_inline void name(__u32 *stored, __u8 *words, void *end, __u32 n)                   \
+	{                                                                                                    \
+		for (__u32 i = 0; i < MAX_WORDS; i++) {                                                      \
+			__u32 *p = (__u32 *)(words + 4 * i);                                                 \
+			if (i >= n || (void *)(p + 1) > end)                                                 \
+				break;                                                                       \
+			body;                                                                                \
+		}                                                                                            \
+	}
+#define MAX_OF(a, b) ((__s32)(a) > (__s32)(b) ? (a) : (b))
+WORD_LOOP(write_words, stored[i] = bpf_ntohl(*p))
+WORD_LOOP(combine_add, *p = bpf_htonl(stored[i] += bpf_ntohl(*p)))
+WORD_LOOP(combine_or, *p = bpf_htonl(stored[i] |= bpf_ntohl(*p)))
+WORD_LOOP(combine_max, *p = bpf_htonl(stored[i] = MAX_OF(bpf_ntohl(*p), stored[i])))
+/* the copy's words into the frame: a RESULT sent again, a partial sent up again */
+WORD_LOOP(copy_out, *p = bpf_htonl(stored[i]))
+
+static __always_inline void value_processor(__u32 *stored, __u8 *words, void *end, __u32 n, __u32 op, int first)
+{
+	if (first) /* (a first arrival that completes its copy, a job of one, leaves the frame's words as they are) */
+		write_words(stored, words, end, n);
+	else if (op == OP_ADD)
+		combine_add(stored, words, end, n);
+	else if (op == OP_OR)
+		combine_or(stored, words, end, n);
+	else
+		combine_max(stored, words, end, n);
+}
+
+/* arrival_bitmap: first arrival, duplicate, stale, another run's copy; the value processor; completion.
+ * docs/design.md, "The slot protocol", has the rules in this order. */
+static __always_inline __u32 arrival_bitmap(struct hina_slot *s, __u32 v, struct hina_job *job, __u32 bit, __u8 *hina,
+					    void *end)
+{
+	__u32 offset = be32(hina + AT_OFFSET), phase = be16(hina + AT_PHASE), op = hina[AT_OP];
+	__u8 *words = hina + HINA_HEADER_BYTES;
+	__u32 n = job->words, verdict;
+	struct hina_copy *c = &s->copies[v], *other = &s->copies[v ^ 1];
+
+	bpf_spin_lock(&s->lock);
+	__u32 seen = c->bitmap;
+	if (seen && (c->offset != offset || c->phase != phase)) {
+		verdict = STALE_RUN_VERDICT; /* another run's chunk: refused to every member */
+	} else if ((seen & bit) || (seen && c->counter == job->needed)) {
+		/* the sender's bit is set, or it already left this complete copy */
+		if (c->counter != job->needed)
+			verdict = DROPPED | DROP_DUPLICATE;
+		else if (!job->parents || c->total)
+			verdict = RESEND; /* complete: the sender lost its RESULT */
+		else if (seen & bit)
+			verdict = RESEND_UP; /* sent up, no total yet: the partial or the total was lost, so up again */
+		else
+			verdict = DROPPED | DROP_STALE;
+		if (verdict == RESEND || verdict == RESEND_UP)
+			copy_out(s->words[v], words, end, n);
+	} else {
+		other->bitmap &= ~bit;
+		seen |= bit;
+		c->bitmap = seen;
+		int first = seen == bit;
+		value_processor(s->words[v], words, end, n, op, first);
+		if (first) {
+			c->offset = offset;
+			c->phase = phase;
+			c->counter = 1;
+			c->total = 0;
+		} else {
+			c->counter++;
+		}
+		verdict = seen != job->full ? CONSUMED : job->parents ? SEND_UP : COMPLETE;
+	}
+	bpf_spin_unlock(&s->lock);
+	return verdict;
+}
+
+/* from_parent (trees): a RESULT from the slot's parent.  A total must answer a copy this switch sent up
+ * (complete, same offset and tag), once; a STALE_RUN refusal goes down as it came, the copy untouched. */
+static __always_inline __u32 from_parent(struct hina_slot *s, __u32 v, struct hina_job *job, __u8 *hina, void *end)
+{
+	__u32 verdict;
+	struct hina_copy *c = &s->copies[v];
+	if (hina[AT_FLAGS] & FLAG_STALE_RUN)
+		return STALE_DOWN;
+	bpf_spin_lock(&s->lock);
+	if (c->counter != job->needed || c->offset != be32(hina + AT_OFFSET) || c->phase != be16(hina + AT_PHASE)) {
+		verdict = DROPPED | DROP_STALE;
+	} else if (c->total) {
+		verdict = DROPPED | DROP_DUPLICATE;
+	} else {
+		write_words(s->words[v], hina + HINA_HEADER_BYTES, end, job->words);
+		c->total = 1;
+		verdict = TOTAL;
+	}
+	bpf_spin_unlock(&s->lock);
+	return verdict;
+}
+
+/* The slot's parent: where a partial goes up, and the only source a total comes down from. */
+static __always_inline __u64 parent_of(struct hina_job *job, __u32 slot)
+{
+	__u32 k = job->parents ? slot % job->parents : 0;
+	if (k >= MAX_PARENTS)
+		return NO_SOURCE;
+	return job->auth[MAX_WORKERS + k];
+}
+
+/* A source known by its port alone (a parent switch; a member behind a plain switch): a raw source's port. */
+static __always_inline __u64 port_id(__u64 source)
+{
+	return (__s64)source >= (__s64)RAW_IDS ? PORT_IDS | ((source >> 48) & (RAW_PORTS - 1)) : source;
+}
+
+/* Where a frame the rules emitted goes, and its header: the RESULT to every member, back to the sender,
+ * or up to the slot's parent (which must be a port, else it is unsent). */
+static __always_inline int emit(struct hina_totals *t, struct hina_meta *m, __u32 verdict, __u8 *hina,
+				struct hina_job *job, __u32 job_id, __u32 port, __u32 slot)
+{
+	if (verdict == SEND_UP || verdict == RESEND_UP) {
+		hina[AT_MSG_TYPE] = MSG_UPDATE;
+		hina[AT_FLAGS] = 0;
+		hina[AT_WORKER_ID] = job->member;
+		__u64 parent = parent_of(job, slot);
+		if (parent < PORT_IDS || parent >= PORT_IDS + MAX_PORTS) { /* a parent that is not behind a port */
+			t->unsent++;
+			return XDP_DROP;
+		}
+		tell(m, META_PORT_HOST, parent - PORT_IDS, job_id);
+		return to_port(t, parent - PORT_IDS);
+	}
+	if (verdict == RESEND) {
+		__u32 worker = hina[AT_WORKER_ID] & (MAX_WORKERS - 1);
+		hina[AT_MSG_TYPE] = MSG_RESULT;
+		hina[AT_FLAGS] = FLAG_RESEND;
+		/* back where it came from: a member at its own address gets it there, one known by its port
+		 * alone through the port's host */
+		tell(m, job->auth[worker] >= RAW_IDS ? META_SENDER : META_PORT_HOST, port, job_id);
+		return to_port(t, port);
+	}
+	/* to every member: a RESULT, a refusal, a total or a refusal from the parent */
+	hina[AT_MSG_TYPE] = MSG_RESULT;
+	if (verdict == COMPLETE || verdict == TOTAL)
+		hina[AT_FLAGS] = 0;
+	else if (verdict == STALE_RUN_VERDICT)
+		hina[AT_FLAGS] = FLAG_STALE_RUN;
+	tell(m, META_GROUP, 0, job_id);
+	m->seq = ++t->seq;
+	void *group = bpf_map_lookup_elem(&groups, &job_id);
+	if (!group) {
+		t->unsent++;
+		return XDP_DROP;
+	}
+	return bpf_redirect_map(group, 0, BPF_F_BROADCAST);
+}
+
+/* The pipeline on one hina frame: job_config, worker_auth (or the tree's parent check), slot_of, then
+ * arrival_bitmap or from_parent, and emit.  Nothing here fails on a frame: what is refused is counted
+ * by reason, for the switch and for the job it names. */
+static __always_inline int ingress(struct hina_totals *t, struct hina_meta *m, __u8 *hina, void *end, __u32 present,
+				   __u32 claimed, __u64 source, __u32 port)
+{
+	t->drops[0]++; /* frames seen */
+	if (present < HINA_HEADER_BYTES || claimed < HINA_HEADER_BYTES || (void *)(hina + HINA_HEADER_BYTES) > end) {
+		count_drop(t, NULL, DROP_TRUNCATED);
+		return XDP_DROP;
+	}
+	/* job_config */
+	__u32 msg_type = hina[AT_MSG_TYPE];
+	if (msg_type != MSG_UPDATE && msg_type != MSG_RESULT) {
+		count_drop(t, NULL, DROP_BAD_MSG_TYPE);
+		return XDP_DROP;
+	}
+	if (hina[AT_OP] > OP_MAX) {
+		count_drop(t, NULL, DROP_BAD_OP);
+		return XDP_DROP;
+	}
+	__u32 job_id = be16(hina + AT_JOB_ID);
+	struct hina_job *job = bpf_map_lookup_elem(&jobs, &job_id);
+	if (!job) {
+		count_drop(t, NULL, msg_type == MSG_RESULT ? DROP_BAD_MSG_TYPE : DROP_UNKNOWN_JOB);
+		return XDP_DROP;
+	}
+	__u32 row = job->row;
+	struct hina_job_counters *jc = bpf_map_lookup_elem(&counters, &row);
+	if (!jc)
+		return XDP_DROP;
+	if (msg_type == MSG_RESULT && !job->parents) {
+		count_drop(t, jc, DROP_BAD_MSG_TYPE);
+		return XDP_DROP;
+	}
+	__u32 frame_bytes = job->frame_bytes;
+	if (claimed != frame_bytes || present < frame_bytes) {
+		count_drop(t, jc, claimed > frame_bytes && present >= frame_bytes ? DROP_BAD_LENGTH : DROP_TRUNCATED);
+		return XDP_DROP;
+	}
+	/* worker_auth: a member of the job, speaking from its own source (or, known by its port, from there) */
+	__u32 worker = hina[AT_WORKER_ID];
+	if (msg_type == MSG_UPDATE) {
+		if (worker >= job->workers) {
+			count_drop(t, jc, DROP_BAD_WORKER);
+			return XDP_DROP;
+		}
+		__u64 member = job->auth[worker & (MAX_WORKERS - 1)];
+		if (member != source && member != port_id(source)) {
+			count_drop(t, jc, DROP_UNAUTHORIZED);
+			return XDP_DROP;
+		}
+	}
+	/* slot_of */
+	if (be16(hina + AT_COUNT) > job->words) {
+		count_drop(t, jc, DROP_BAD_COUNT);
+		return XDP_DROP;
+	}
+	__u32 pool_index = be16(hina + AT_POOL_INDEX), slot = pool_index & SLOT_MASK;
+	if (slot < job->slot_base || slot >= job->slot_base + job->slots) {
+		count_drop(t, jc, DROP_BAD_SLOT);
+		return XDP_DROP;
+	}
+	struct hina_slot *s = bpf_map_lookup_elem(&slots, &slot);
+	if (!s) {
+		count_drop(t, jc, DROP_BAD_SLOT);
+		return XDP_DROP;
+	}
+	__u32 v = (pool_index >> VERSION_SHIFT) & 1, verdict;
+	if (msg_type == MSG_RESULT) {
+		if (port_id(source) != parent_of(job, slot)) { /* tree_parent */
+			count_drop(t, jc, DROP_NOT_PARENT);
+			return XDP_DROP;
+		}
+		verdict = from_parent(s, v, job, hina, end);
+	} else {
+		verdict = arrival_bitmap(s, v, job, 1u << (worker & (MAX_WORKERS - 1)), hina, end);
+	}
+	switch (verdict) {
+	case CONSUMED:
+		jc->updates++;
+		return XDP_DROP; /* absorbed: its words are in the copy */
+	case COMPLETE:
+		jc->updates++;
+		jc->results++;
+		break;
+	case SEND_UP:
+		jc->updates++;
+		jc->sent_up++;
+		break;
+	case RESEND_UP:
+		jc->resent_up++;
+		break;
+	case RESEND:
+		jc->resends++;
+		break;
+	case TOTAL:
+		jc->results++;
+		break;
+	case STALE_RUN_VERDICT:
+	case STALE_DOWN:
+		count_drop(t, jc, DROP_STALE_RUN); /* counted, and refused to every member */
+		break;
+	default:
+		count_drop(t, jc, verdict & 0xff);
+		return XDP_DROP;
+	}
+	return emit(t, m, verdict, hina, job, job_id, port, slot);
+}
+
+SEC("xdp")
+int hina_ingress(struct xdp_md *ctx)
+{
+	__u32 zero = 0, ifindex = ctx->ingress_ifindex;
+	__u32 *switch_port = bpf_map_lookup_elem(&ports, &ifindex);
+	if (!switch_port)
+		return XDP_PASS; /* not one of this switch's ports */
+	__u32 port = *switch_port;
+	struct hina_totals *t = bpf_map_lookup_elem(&totals, &zero);
+	if (!t)
+		return XDP_ABORTED;
+	/* room for the metadata first (it moves the packet pointers): where it goes, for the egress program */
+	struct hina_meta *m = bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct hina_meta)) ? NULL : meta_of(ctx);
+	if (!m) { /* a driver without XDP metadata: nothing could be addressed */
+		t->unsent++;
+		return XDP_DROP;
+	}
+	__builtin_memset(m, 0, sizeof(*m));
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	__u8 *eth = data;
+	__u32 length = end - data;
+
+	/* parser: IPv4 without options, UDP to HINA_UDP_PORT is hina; anything else goes by its MAC */
+	if ((void *)(eth + UDP_END) > end || be16(eth + 12) != ETH_P_IPV4 || eth[ETH_BYTES] != IPV4_NO_OPTIONS ||
+	    eth[ETH_BYTES + 9] != IPPROTO_UDP_ || be16(eth + IP_END + 2) != HINA_UDP_PORT)
+		return mac_forward(t, m, data, end);
+	__u32 claimed = be16(eth + IP_END + 4) - 8, present = length - UDP_END;
+	if (present < HINA_HEADER_BYTES || be16(eth + IP_END + 4) < 8 + HINA_HEADER_BYTES) {
+		t->drops[0]++;
+		count_drop(t, NULL, DROP_TRUNCATED);
+		return XDP_DROP;
+	}
+	if (ipv4_checksum(eth + ETH_BYTES) != be16(eth + ETH_BYTES + 10)) {
+		t->drops[0]++;
+		count_drop(t, NULL, DROP_BAD_CHECKSUM);
+		return XDP_DROP;
+	}
+	/* the source: the ingress port, the IPv4 source and the UDP source port (hina.emulator.dataplane) */
+	__u64 source = port < RAW_PORTS ? RAW_IDS | (__u64)port << 48 | (__u64)be32(eth + ETH_BYTES + 12) << 16 |
+						  be16(eth + IP_END)
+					: NO_SOURCE;
+	return ingress(t, m, eth + UDP_END, end, present, claimed, source, port);
+}
+
+static __always_inline int unsent(void)
+{
+	__u32 zero = 0;
+	struct hina_totals *t = bpf_map_lookup_elem(&totals, &zero);
+	if (t)
+		t->unsent++;
+	return XDP_DROP;
+}
+
+/* The egress rewrite, once per copy leaving `port`: the switch's MAC and IPv4 address as the source,
+ * UDP ports HINA_UDP_PORT and checksum 0, as the destination the port's host, a member's own address
+ * (a replica) or the sender's (a RESULT sent back); then the IPv4 checksum.  A port without a host in
+ * the topology keeps the frame's addresses.  Frames that are not hina leave as they came. */
+static __always_inline int egress_rewrite(struct xdp_md *ctx, __u32 port)
+{
+	struct hina_meta *m = meta_of(ctx);
+	__u8 *eth = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (!m || (m->kind != META_GROUP && m->kind != META_SENDER && m->kind != META_PORT_HOST))
+		return XDP_PASS;
+	if ((void *)(eth + UDP_END) > end)
+		return XDP_PASS;
+	__u8 mac[6], ip[4], udp[2];
+	int to_address = 0;
+	if (m->kind == META_GROUP) {
+		__u32 key = port;
+		struct hina_cursor *cursor = bpf_map_lookup_elem(&cursors, &key);
+		if (!cursor)
+			return unsent();
+		__u32 index = cursor->seq == m->seq ? cursor->next : 0;
+		cursor->seq = m->seq;
+		cursor->next = index + 1;
+		struct hina_replica_key rkey = {.job_id = m->job_id, .port = port, .index = index};
+		struct hina_replica *r = bpf_map_lookup_elem(&replicas, &rkey);
+		if (!r)
+			return unsent(); /* a copy the group holds no replica for: a port's entries outnumber its members */
+		if (r->address) {
+			__builtin_memcpy(mac, r->mac, 6);
+			__builtin_memcpy(ip, r->ip, 4);
+			__builtin_memcpy(udp, r->udp_port, 2);
+			to_address = 1;
+		}
+	} else if (m->kind == META_SENDER) { /* the frame's own source, read before it is overwritten */
+		__builtin_memcpy(mac, eth + 6, 6);
+		__builtin_memcpy(ip, eth + ETH_BYTES + 12, 4);
+		__builtin_memcpy(udp, eth + IP_END, 2);
+		to_address = 1;
+	}
+	struct hina_rewrite *rw = bpf_map_lookup_elem(&rewrite, &port);
+	if (rw && rw->host) {
+		__builtin_memcpy(eth, rw->dst_mac, 6);
+		__builtin_memcpy(eth + 6, rw->src_mac, 6);
+		__builtin_memcpy(eth + ETH_BYTES + 12, rw->src_ip, 4);
+		__builtin_memcpy(eth + ETH_BYTES + 16, rw->dst_ip, 4);
+		*(__u16 *)(eth + IP_END) = bpf_htons(HINA_UDP_PORT);
+		*(__u16 *)(eth + IP_END + 2) = bpf_htons(HINA_UDP_PORT);
+		*(__u16 *)(eth + IP_END + 6) = 0;
+		if (to_address) {
+			__builtin_memcpy(eth, mac, 6);
+			__builtin_memcpy(eth + ETH_BYTES + 16, ip, 4);
+			__builtin_memcpy(eth + IP_END + 2, udp, 2);
+		}
+	}
+	*(__u16 *)(eth + ETH_BYTES + 10) = bpf_htons(ipv4_checksum(eth + ETH_BYTES));
+	return XDP_PASS;
+}
+
+SEC("xdp/devmap")
+int hina_egress(struct xdp_md *ctx)
+{
+	__u32 ifindex = ctx->egress_ifindex;
+	__u32 *port = bpf_map_lookup_elem(&ports, &ifindex);
+	return port ? egress_rewrite(ctx, *port) : XDP_PASS;
+}
+
+/* The same rewrite as a plain XDP program, for BPF_PROG_TEST_RUN (which runs no devmap program): the
+ * tests name the egress port through the ingress interface's entry in `ports`. */
+SEC("xdp")
+int hina_egress_test(struct xdp_md *ctx)
+{
+	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 *port = bpf_map_lookup_elem(&ports, &ifindex);
+	return port ? egress_rewrite(ctx, *port) : XDP_PASS;
+}
+
+/* The control plane's changes to slot state, each slot under its lock (Command, run by BPF_PROG_TEST_RUN
+ * on a frame holding the command): RESET empties every copy of the slots; CLEAR empties the copies an
+ * earlier run left as `worker` joins: one holding its bit, a bit outside the job, or complete. */
+static long control_slot(__u32 i, struct hina_command *cmd)
+{
+	__u32 key = cmd->base + i;
+	struct hina_slot *s = bpf_map_lookup_elem(&slots, &key);
+	if (!s)
+		return 1;
+	bpf_spin_lock(&s->lock);
+	for (int v = 0; v < 2; v++) {
+		struct hina_copy *c = &s->copies[v];
+		__u32 seen = c->bitmap;
+		if (cmd->op == CMD_RESET) {
+			__builtin_memset(c, 0, sizeof(*c));
+			for (__u32 w = 0; w < MAX_WORDS; w++) {
+				s->words[v][w] = 0;
+				asm volatile("" ::: "memory"); /* a loop, not a call to memset (BPF has none) */
+			}
+		} else if (seen && ((seen & (1u << (cmd->worker & (MAX_WORKERS - 1)))) || (seen & ~cmd->full) ||
+				    c->counter >= cmd->needed)) {
+			c->bitmap = 0;
+			c->counter = 0;
+			c->total = 0;
+			cmd->cleared++;
+		}
+	}
+	bpf_spin_unlock(&s->lock);
+	return 0;
+}
+
+SEC("xdp")
+int hina_control(struct xdp_md *ctx)
+{
+	struct hina_command cmd;
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	if (data + sizeof(cmd) > end)
+		return XDP_ABORTED;
+	__builtin_memcpy(&cmd, data, sizeof(cmd));
+	bpf_loop(cmd.slots, control_slot, &cmd, 0);
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	if (data + sizeof(cmd) > end)
+		return XDP_ABORTED;
+	__builtin_memcpy(data, &cmd, sizeof(cmd));
+	return XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "Apache-2.0";
