@@ -111,14 +111,18 @@ class RttEstimator:
     REORDER_DECAY = 8  # loss recoveries without evidence of reordering after which the allowance halves
 
     def __init__(self, initial: float = 0.1, minimum: float = 0.0, maximum: float = 2.0,
-                 backoff_limit: float = 0.0, probe_floor: float = 0.0, rto_srtt: float = 0.0, tick: float = 0.0):
+                 backoff_limit: float = 0.0, probe_floor: float = 0.0, rto_srtt: float = 0.0, tick: float = 0.0,
+                 path: float | None = None):
         """probe_floor: a silent path's probe goes after max(2 srtt, probe_floor); inf: never (the
         timeout alone).  rto_srtt: the timeout's least margin past srtt, as a share of srtt.  tick: the
-        host's timer granularity (`hina.host.clock.tick`; 0 on a virtual clock), under which no timer is set."""
+        host's timer granularity (`hina.host.clock.tick`; 0 on a virtual clock), under which no timer is set.
+        path: the path's round trip as measured before any chunk (`measured`); None: the first chunk's."""
         self.state, self.state_bytes = records(
             sp.RTT, rto=max(initial, tick), srtt=math.nan, min_rtt=math.inf, reorder_scale=1.0, minimum=minimum,
             maximum=maximum, backoff_limit=backoff_limit, decay=self.REORDER_DECAY, probe_floor=probe_floor,
             recent=math.inf, rto_srtt=rto_srtt, tick=tick)
+        if path is not None:
+            self.measured(path)
 
     @classmethod
     def fair(cls, **kwargs) -> RttEstimator:
@@ -147,6 +151,14 @@ class RttEstimator:
     def srtt(self) -> float | None:
         srtt = float(self.state["srtt"][0])
         return None if math.isnan(srtt) else srtt
+
+    def measured(self, rtt: float) -> None:
+        """The path's round trip, measured before any chunk went (the join exchange, with no peer to wait
+        for and nothing queued): the first estimate of srtt and the timeout, and the least round trip the
+        delay rule measures queueing from, until the chunks' own round trips say otherwise."""
+        if not 0 < rtt < math.inf:
+            raise ValueError(f"a path's round trip must be a positive number of seconds, got {rtt!r}")
+        sp.rtt_sample(self.state[0], rtt)
 
     def sample(self, rtt: float) -> None:
         """One RTT measured on a chunk sent once (Karn: never on a resent one)."""

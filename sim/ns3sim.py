@@ -286,12 +286,12 @@ class _Worker:
     __slots__ = ("rank", "wid", "ep", "pool", "rtt", "window", "xfer", "round", "armed", "token", "answered",
                  "ends", "retransmissions", "timeouts", "frames", "result", "wrong")
 
-    def __init__(self, rank: int, wid: int, slots: int, initial_rtt: float):
+    def __init__(self, rank: int, wid: int, slots: int, path_rtt: float, congestion: CongestionSettings):
         self.rank, self.wid, self.ep = rank, wid, -1
         self.pool = SlotPool(0, slots)
-        self.rtt = RttEstimator(initial=initial_rtt)
-        # the delay rule: the model's figures ran with it
-        self.window = CongestionWindow(slots, CongestionSettings(fair=False))
+        # what a worker's join exchange measures before its first chunk; timers fire when due (tick 0)
+        self.rtt = (RttEstimator.fair if congestion.fair else RttEstimator)(path=path_rtt)
+        self.window = CongestionWindow(slots, congestion)
         self.xfer: PhaseTransfer | None = None
         self.round = -1
         self.armed, self.token = math.inf, 0
@@ -329,10 +329,11 @@ class _Settings:
     cap: int | None
     delay: float
     switch_latency: float
-    initial_rtt: float
+    initial_rtt: float | None
     start_spread: float
     seed: int
     deadline: float
+    congestion: CongestionSettings
 
 
 class _Simulation:
@@ -353,7 +354,8 @@ class _Simulation:
         self.zeros = {n: np.zeros(n * run.words, np.int32) for n in set(self.simulated)} if data is None else {}
         self.frame_bytes = Ring.frame_size(run.words)
         self.jobs, leaf_of = switch_jobs(fabric, run.words, run.slots)
-        self.workers = [_Worker(w, leaf_of[w][1], run.slots, run.initial_rtt) for w in range(len(fabric.hosts))]
+        self.workers = [_Worker(w, leaf_of[w][1], run.slots, run.initial_rtt or self.path_rtt(w), run.congestion)
+                        for w in range(len(fabric.hosts))]
         self.pipelines = [Pipeline() for _ in fabric.switches]
         self.owner: list[tuple[int, int]] = []  # ep -> (switch index, port) or (-1, worker rank)
         self.port_ep: list[dict[int, int]] = [{} for _ in fabric.switches]
@@ -362,6 +364,20 @@ class _Simulation:
         self.started = time.perf_counter()
 
     # -- what ns-3 calls ------------------------------------------------------------------
+    def path_rtt(self, rank: int) -> float:
+        """What worker `rank`'s join exchange would measure: a frame of the job's size to the root of its slot
+        0 and back, on empty links (each hop its rate, the propagation delay and a switch's latency)."""
+        fabric, run = self.fabric, self.run_
+        bits = 8 * (self.frame_bytes + PAD + PPP_HEADER)
+        rates = fabric.link_rates()
+        hop = [fabric.rate]
+        switch = fabric.hosts[rank].switch
+        while parents := fabric.parents(switch):
+            parent = parents[0][0]
+            hop.append(rates[switch, parent])
+            switch = parent
+        return 2 * sum(bits / (mbps * 1e6) + run.delay + run.switch_latency for mbps in hop)
+
     def on_recv(self, ep: int, size: int, now: float) -> None:
         sw, port = self.owner[ep]
         frame = self.view[:size].tobytes()
@@ -568,9 +584,11 @@ class _Simulation:
 
 
 def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(9000), slots: int = 64,
-             cap: int | None = 2048, delay: float = 1e-6, switch_latency: float = 1e-6, initial_rtt: float = 0.1,
-             start_spread: float = 0.0, seed: int = 0, deadline: float = 60.0, data: RealWords | None = None,
-             payloads: Sequence[np.ndarray] | None = None, progress: Callable[[str], None] | None = None) -> Ns3Run:
+             cap: int | None = 2048, delay: float = 1e-6, switch_latency: float = 1e-6,
+             initial_rtt: float | None = None, start_spread: float = 0.0, seed: int = 0, deadline: float = 60.0,
+             data: RealWords | None = None, payloads: Sequence[np.ndarray] | None = None,
+             congestion: CongestionSettings = CongestionSettings(),
+             progress: Callable[[str], None] | None = None) -> Ns3Run:
     """Run one aggregation of `rounds` (each a tuple of segment words, as the scale model's) over `fabric` on
     ns-3: its hosts' links at its `rate`, every cable at its rate (`Fabric.link_rates`), every switch port
     queueing its `queue` packets (None: no limit; a worker's own NIC holds HOST_QUEUE).
@@ -581,12 +599,14 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
     `rounds`, every chunk run (no cap), each worker's result returned (`Ns3Run.results`) and checked.
     Every worker starts round r + 1 as soon as its round r is answered; `start_spread` starts each
     worker's first round at a uniform random instant in [0, start_spread) (0: all at once, as the scale
-    model's identical workers)."""
+    model's identical workers).  Each worker's RTT estimate starts from `initial_rtt`, else from what its join
+    exchange would measure (`_Simulation.path_rtt`); its congestion window and pacer take `congestion` (a
+    worker's defaults unless given)."""
     if fabric.rate is None:
         raise ValueError("ns-3 needs the hosts' rate: give the fabric a rate (Mbit/s)")
     if payloads is not None:
         if len(payloads) != len(fabric.hosts) or len({p.size for p in payloads}) != 1:
             raise ValueError(f"{len(fabric.hosts)} payloads of one length wanted, got {len(payloads)}")
         rounds, cap, data = [(payloads[0].size,)], None, _Given(payloads)
-    run = _Settings(words, slots, cap, delay, switch_latency, initial_rtt, start_spread, seed, deadline)
+    run = _Settings(words, slots, cap, delay, switch_latency, initial_rtt, start_spread, seed, deadline, congestion)
     return _Simulation(load(), fabric, rounds, run, data, progress).run()
