@@ -56,7 +56,7 @@ from hina.host.demo import DemoConfig, run_demo
 from hina.host.job import JobSpec
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.wire.headers import max_words, pack_header, unpack_header
-from hina.wire.mmsg import set_buffers
+from hina.wire.sockio import set_buffers
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
