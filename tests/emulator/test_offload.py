@@ -10,7 +10,6 @@ import struct
 
 import numpy as np
 
-from hina.host import sendplane as sp
 from hina.wire import offload
 from hina.wire.frames import HINA_AT, IPV4_AT, UDP_AT, encapsulate, ipv4_checksum
 from hina.wire.headers import UDP_PORT
