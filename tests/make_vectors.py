@@ -20,7 +20,7 @@ from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw, raw
 
-from hina.wire.headers import UDP_PORT, pack_header
+from hina.wire.headers import HEADER_BYTES, UDP_HEADER_BYTES, UDP_PORT, pack_header
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 K = 32
@@ -243,6 +243,7 @@ def build_cases() -> list[dict]:
     good = hina([1], worker=0)
     cases.append(case("bad_length", "UDP length claims 8 more bytes than a hina frame has",
                       [(1, frame(1, good + b"\0" * 8))], [], {"bad_length": 1}))
+    cases += length_cases(good)
     trailing = frame(1, good + b"\xab" * 6, udp_len=8 + len(good))
     cases.append(case("trailing_bytes_ride_along", "bytes past the UDP length are not hina: the frame is "
                       "accepted and they leave with the RESULT unchanged",
@@ -263,6 +264,31 @@ def build_cases() -> list[dict]:
     stranger = raw(Ether(src=host_mac(1), dst="02:00:00:00:00:99") / IP() / ICMP())
     cases.append(case("no_route", "an unknown destination MAC is dropped", [(1, stranger)], [], {"no_route": 1}))
     return cases + tree_cases()
+
+
+def length_cases(good: bytes) -> list[dict]:
+    """The UDP length's classes, each at its edges: short of a hina header (0 .. 23), short of the words
+    (24 .. 151), exact (152: every accepted frame) and past the words (153 ..).  Each class is told apart
+    by the checks it comes before or after: short of a header is TRUNCATED before the job is looked up,
+    short of the words only after (an unknown job's frame is UNKNOWN_JOB), past the words BAD_LENGTH."""
+    udp_length, unknown = UDP_HEADER_BYTES + len(good), hina([1], job=9)
+    return [
+        case("length_short_of_a_header", "UDP lengths 0 and 23 claim less than a hina header (the frames hold "
+             "all of one, and K words): TRUNCATED, before the job (9, unknown) is looked up",
+             [(1, frame(1, unknown, udp_len=0)),
+              (1, frame(1, unknown, udp_len=UDP_HEADER_BYTES + HEADER_BYTES - 1))], [], {"truncated": 2}),
+        case("length_header_only_of_an_unknown_job", "UDP length 24, a header and no words, of an unknown job: "
+             "the length is short of the words, a class checked after the job, so UNKNOWN_JOB",
+             [(1, frame(1, unknown[:HEADER_BYTES]))], [], {"unknown_job": 1}),
+        case("length_short_of_the_words", "UDP lengths 24 (a header and no words) and 151 (one byte short of "
+             "K words, the frame holding all of them) of job 1: TRUNCATED",
+             [(1, frame(1, good[:HEADER_BYTES])), (1, frame(1, good, udp_len=udp_length - 1))], [],
+             {"truncated": 2}),
+        case("length_past_the_words", "UDP lengths 153 and 65535 claim more than a hina frame (the frame holds "
+             "one byte past its K words): BAD_LENGTH",
+             [(1, frame(1, good + b"\0", udp_len=udp_length + 1)), (1, frame(1, good + b"\0", udp_len=0xFFFF))],
+             [], {"bad_length": 2}),
+    ]
 
 
 def tree_cases() -> list[dict]:
