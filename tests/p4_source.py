@@ -32,6 +32,7 @@ on anything else, so that a change to the source that needs more fails loudly:
 
 from __future__ import annotations
 
+import bisect
 import collections
 import copy
 import dataclasses
@@ -249,21 +250,22 @@ _IDENT = re.compile(r"\b[A-Za-z_]\w*")
 
 class _Preprocessor:
     """One file as the compiler reads it: its own lines, conditionals resolved and macros expanded; the
-    files it includes (`#include "..."`) only define macros (each file's declarations are read from it)."""
+    files it includes (`#include "..."`) only define macros (each file's declarations are read from it).
+    Line n of the text is line n of the file (comments, directives and the lines a `\\` continues are
+    left blank), so that what runs can be told by the file's own line numbers."""
 
     def __init__(self, folder: Path, defines: dict[str, str]):
         self.folder = folder
         self.macros: dict[str, tuple[list[str] | None, str]] = {n: (None, v) for n, v in defines.items()}
 
     def text(self, file: str) -> str:
-        source = re.sub(r"/\*.*?\*/", " ", (self.folder / file).read_text(), flags=re.S)
-        source = re.sub(r"//.*", "", source).replace("\\\n", " ")
+        source = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group().count("\n") or " ",
+                        (self.folder / file).read_text(), flags=re.S)
         out, stack, live = [], [], True  # stack: (live outside the #if, a branch taken)
-        for line in source.splitlines():
+        for line, continued in _joined(re.sub(r"//.*", "", source).split("\n")):
             directive = re.match(r"\s*#\s*(\w+)\s*(.*?)\s*$", line)
+            out += [self.expand(line) if live and directive is None else ""] + [""] * continued
             if directive is None:
-                if live:
-                    out.append(self.expand(line))
                 continue
             word, rest = directive.groups()
             if word in ("if", "ifdef", "ifndef"):
@@ -322,6 +324,19 @@ class _Preprocessor:
         return "".join(out)
 
 
+def _joined(lines: list[str]) -> Iterable[tuple[str, int]]:
+    """Each logical line (a line ending in `\\` goes on in the next) and how many lines it took beyond
+    its first."""
+    i = 0
+    while i < len(lines):
+        line, first = lines[i], i
+        while line.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            line = line[:-1] + " " + lines[i]
+        i += 1
+        yield line, i - first - 1
+
+
 def _arguments(text: str, at: int) -> tuple[list[str] | None, int]:
     """The comma-separated arguments in the parentheses at `at` (after blanks), and where they end."""
     start = len(text) - len(text[at:].lstrip())
@@ -354,20 +369,30 @@ def _int(token: str) -> int:
 
 
 class _Reader:
-    """A recursive-descent reader of statements and expressions into tuples:
-    ("=", target, value), ("eval", e), ("if", e, then, else), ("block", [...]); ("int", v, type), ("name", n),
+    """A recursive-descent reader of statements and expressions into tuples: ("=", target, value, at),
+    ("eval", e, at), ("if", e, then, else, at), ("block", [...], at), each statement's `at` its (file, line)
+    or None; ("int", v, type), ("name", n),
     ("field", e, name), ("slice", e, hi, lo), ("cast", type, e), ("call", e, [args]), ("list", [e, ...]),
     (op, a[, b])."""
 
-    def __init__(self, text: str, types: Program | None = None):
-        self.tokens, at, text = [], 0, text.rstrip()
+    def __init__(self, text: str, types: Program | None = None, where: tuple[str, int] | None = None):
+        """`where`: the file `text` is in and its offset there, for the statements' positions."""
+        self.tokens, self.offsets, at, text = [], [], 0, text.rstrip()
         while at < len(text):
             m = _TOKEN.match(text, at)
             if m is None:
                 raise P4Unsupported(f"cannot read {text[at:at + 40]!r}")
             self.tokens.append(m.group(1))
+            self.offsets.append(m.start(1))
             at = m.end()
-        self.at, self.types = 0, types
+        self.at, self.types, self.where = 0, types, where
+
+    def position(self) -> tuple[str, int] | None:
+        """The file and line of the next token (None where the text's place is not known)."""
+        if self.where is None or self.types is None or self.at >= len(self.tokens):
+            return None
+        file, at = self.where
+        return self.types.position(file, at + self.offsets[self.at])
 
     def peek(self, ahead: int = 0) -> str:
         return self.tokens[self.at + ahead] if self.at + ahead < len(self.tokens) else ""
@@ -386,11 +411,12 @@ class _Reader:
         return body
 
     def statement(self) -> tuple:
+        at = self.position()
         if self.peek() == "{":
             self.take()
             body = self.statements()
             self.take("}")
-            return ("block", body)
+            return ("block", body, at)
         if self.peek() == "if":
             self.take()
             self.take("(")
@@ -398,15 +424,15 @@ class _Reader:
             self.take(")")
             then = self.statement()
             other = self.statement() if self.peek() == "else" and self.take() else None
-            return ("if", cond, then, other)
+            return ("if", cond, then, other, at)
         target = self.expression()
         if self.peek() == "=":
             self.take()
             value = self.expression()
             self.take(";")
-            return ("=", target, value)
+            return ("=", target, value, at)
         self.take(";")
-        return ("eval", target)
+        return ("eval", target, at)
 
     def expression(self, level: int = 0) -> tuple:
         if level == len(_BINARY):
@@ -483,8 +509,8 @@ class _Reader:
         return t
 
 
-def _statements(text: str, program: Program | None = None) -> list:
-    reader = _Reader(text, program)
+def _statements(text: str, program: Program | None = None, where: tuple[str, int] | None = None) -> list:
+    reader = _Reader(text, program, where)
     body = reader.statements()
     reader.take("")  # all of it
     return body
@@ -512,6 +538,7 @@ class Entry:
     keys: tuple[tuple[int, int | None] | range, ...]
     action: str
     args: tuple[int, ...]
+    at: tuple[str, int] | None = dataclasses.field(default=None, compare=False)  # its file and line
 
     def matches(self, values: tuple[int, ...]) -> bool:
         return all(_matches(value, key) for value, key in zip(values, self.keys, strict=True))
@@ -563,26 +590,29 @@ class Control:
     locals: list[tuple[str, str, tuple | None]] = dataclasses.field(default_factory=list)  # type, name, initializer
     checksums: set[str] = dataclasses.field(default_factory=set)  # its Checksum units
     apply_text: str = ""  # read where the control first runs
+    apply_at: tuple[str, int] | None = None  # the file and offset of apply_text
     # a parser's states: name -> (statements, transition: ("goto", state) or ("select", [key expressions],
-    # [(keyset, state), ...]), a keyset as a constant entry's keys)
+    # [(keyset, state), ...], (file, line)), a keyset as a constant entry's keys)
     states: dict[str, tuple[list, tuple]] = dataclasses.field(default_factory=dict)
 
 
-def _items(text: str) -> list[str]:
-    """`text` cut into its top-level declarations: each ends at a `;` or a `}` outside any brace."""
+def _items(text: str, at: int = 0) -> list[tuple[str, int]]:
+    """`text` cut into its top-level declarations, each with its offset (`text` is at `at`): each ends at a
+    `;` or a `}` outside any brace."""
     items, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         depth += {"{": 1, "}": -1}.get(ch, 0)
         if depth == 0 and ch in ";}":
-            items.append(text[start:i + 1].strip())
+            item = text[start:i + 1]
+            items.append((item.strip(), at + start + len(item) - len(item.lstrip())))
             start = i + 1
     if text[start:].strip():
         raise P4Unsupported(f"unterminated: {text[start:start + 60]!r}")
-    return [item for item in items if item not in ("", ";")]
+    return [(item, where) for item, where in items if item not in ("", ";")]
 
 
-def _braced(text: str, pattern: str) -> str | None:
-    """What the braces after `pattern` hold."""
+def _braced(text: str, pattern: str) -> tuple[str, int] | None:
+    """What the braces after `pattern` hold, and its offset in `text`."""
     m = re.search(pattern + r"\s*\{", text)
     if m is None:
         return None
@@ -590,8 +620,15 @@ def _braced(text: str, pattern: str) -> str | None:
     for i in range(m.end() - 1, len(text)):
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         if depth == 0:
-            return text[m.end():i]
+            return text[m.end():i], m.end()
     raise P4Unsupported(f"unclosed {pattern}")
+
+
+def _pieces(text: str, separator: str, at: int) -> Iterable[tuple[str, int]]:
+    """`text` (at offset `at`) cut at each `separator`: each piece and its offset."""
+    for piece in text.split(separator):
+        yield piece, at
+        at += len(piece) + len(separator)
 
 
 def _split(text: str) -> list[str]:
@@ -616,20 +653,27 @@ class Program:
         self.headers: set[str] = set()  # which of them are headers
         self._consts: dict[str, tuple[str, str]] = {}  # name -> type, expression
         self.defines: dict[str, str] = {}  # every object-like macro, expanded
+        self._newlines: dict[str, list[int]] = {}  # per file, where its lines end
         controls = []
         for path in sorted(folder.glob("*.p4")):
             pre = _Preprocessor(folder, {"HINA_WORDS": str(words)})
-            for item in _items(pre.text(path.name)):
-                controls += self._declare(item, path.name)
+            text = pre.text(path.name)
+            self._newlines[path.name] = [i for i, ch in enumerate(text) if ch == "\n"]
+            for item, at in _items(text):
+                controls += self._declare(item, path.name, at)
             self.defines.update({n: pre.expand(body) for n, (params, body) in pre.macros.items() if params is None})
-        for item in _items(TNA_INTRINSICS):
-            self._declare(item, "tna.p4")
+        for item, at in _items(TNA_INTRINSICS):
+            self._declare(item, "tna.p4", at)
         self.controls = {c[1]: self._control(*c[1:]) for c in controls if c[0] == "control"}
         self.parsers = {c[1]: self._parser(*c[1:]) for c in controls if c[0] == "parser"}
         self.tables = {t.name: (c, t) for c in self.controls.values() for t in c.tables.values()}
         self._compiled: dict[str, _Compiler] = {}
 
-    def _declare(self, item: str, file: str) -> list:
+    def position(self, file: str, offset: int) -> tuple[str, int]:
+        """The file and line (from 1) of `offset` in `file`'s text."""
+        return file, bisect.bisect_left(self._newlines.get(file, []), offset) + 1
+
+    def _declare(self, item: str, file: str, at: int) -> list:
         if m := re.fullmatch(r"typedef\s+(.+?)\s+(\w+)\s*;", item, re.S):
             self.typedefs[m[2]] = m[1]
         elif m := re.fullmatch(r"const\s+(.+?)\s+(\w+)\s*=\s*(.+?)\s*;", item, re.S):
@@ -639,33 +683,33 @@ class Program:
             if m[1] == "header":
                 self.headers.add(m[2])
         elif m := re.fullmatch(r"(control|parser)\s+(\w+)\s*\((.*?)\)\s*\{(.*)\}", item, re.S):
-            return [(m[1], m[2], file, m[3], m[4])]
+            return [(m[1], m[2], file, m[3], m[4], at + m.start(4))]
         elif not re.match(r"\w+\s*\(.*\)\s*\w+\s*;$", item, re.S):  # Pipeline(...) pipe; Switch(pipe) main;
             raise P4Unsupported(f"{file}: {item[:80]!r}")
         return []
 
-    def _control(self, name: str, file: str, params: str, body: str) -> Control:
+    def _control(self, name: str, file: str, params: str, body: str, body_at: int) -> Control:
         control = Control(name, file, [re.fullmatch(r"(?:(in|out|inout)\s+)?(\S+)\s+(\w+)", p).groups()
                                        for p in _split(params)])
-        for item in _items(body):
+        for item, at in _items(body, body_at):
             if m := re.fullmatch(r"action\s+(\w+)\s*\((.*?)\)\s*\{(.*)\}", item, re.S):
                 params = [(n, self.kind(t)) for t, n in (p.rsplit(None, 1) for p in _split(m[2]))]
-                control.actions[m[1]] = Action(params, _statements(m[3], self))
+                control.actions[m[1]] = Action(params, _statements(m[3], self, (file, at + m.start(3))))
             elif m := re.fullmatch(r"table\s+(\w+)\s*\{(.*)\}", item, re.S):
-                control.tables[m[1]] = self._table(m[1], m[2])
+                control.tables[m[1]] = self._table(m[1], m[2], (file, at + m.start(2)))
             elif m := re.fullmatch(r"RegisterAction\s*<(.*?)>\s*\(\s*(\w+)\s*\)\s*(\w+)\s*=\s*\{\s*void\s+apply\s*"
                                    r"\((.*?)\)\s*\{(.*)\}\s*\}", item, re.S):
                 (_, cell), *rv = [p.split()[-2:] for p in _split(m[4])]  # [type, name] of the cell, [of rv]
                 control.register_actions[m[3]] = RegisterAction(
                     m[2], cell, rv[0][1] if rv else None, self.kind(rv[0][0]) if rv else None,
-                    _statements(m[5], self))
+                    _statements(m[5], self, (file, at + m.start(5))))
             elif m := re.fullmatch(r"Register\s*<(.*?)>\s*\(.*\)\s*(\w+)\s*;", item, re.S):
                 element, index = _split(m[1])
                 control.registers[m[2]] = (element, self.kind(index))
             elif m := re.fullmatch(r"Counter\s*<.*>\s*\(.*\)\s*(\w+)\s*;", item, re.S):
                 control.counters.add(m[1])
             elif m := re.fullmatch(r"apply\s*\{(.*)\}", item, re.S):
-                control.apply_text = m[1]
+                control.apply_text, control.apply_at = m[1], (file, at + m.start(1))
             elif m := re.fullmatch(r"Checksum\s*\(\s*\)\s*(\w+)\s*;", item):
                 control.checksums.add(m[1])
             elif m := re.fullmatch(r"(\w+)\s*\(\s*\)\s*(\w+)\s*;", item):
@@ -676,22 +720,23 @@ class Program:
                 raise P4Unsupported(f"{file}, control {name}: {item[:80]!r}")
         return control
 
-    def _parser(self, name: str, file: str, params: str, body: str) -> Control:
+    def _parser(self, name: str, file: str, params: str, body: str, body_at: int) -> Control:
         parser = Control(name, file, [re.fullmatch(r"(?:(in|out|inout)\s+)?(\S+)\s+(\w+)", p).groups()
                                       for p in _split(params)])
-        for item in _items(body):
+        for item, at in _items(body, body_at):
             if m := re.fullmatch(r"Checksum\s*\(\s*\)\s*(\w+)\s*;", item):
                 parser.checksums.add(m[1])
             elif m := re.fullmatch(r"state\s+(\w+)\s*\{(.*)\btransition\b(.*)\}", item, re.S):
-                parser.states[m[1]] = (_statements(m[2], self), self._transition(m[3].strip()))
+                parser.states[m[1]] = (_statements(m[2], self, (file, at + m.start(2))),
+                                       self._transition(m[3].strip(), self.position(file, at + m.start(3))))
             else:
                 raise P4Unsupported(f"{file}, parser {name}: {item[:80]!r}")
         if "start" not in parser.states:
             raise P4Unsupported(f"{file}, parser {name}: no start state")
         return parser
 
-    def _transition(self, text: str) -> tuple:
-        """("goto", state) or ("select", [key expressions], [(keyset, state), ...])."""
+    def _transition(self, text: str, at: tuple[str, int]) -> tuple:
+        """("goto", state) or ("select", [key expressions], [(keyset, state), ...], its file and line)."""
         if m := re.fullmatch(r"(\w+)\s*;", text):
             return ("goto", m[1])
         if not text.startswith("select"):
@@ -701,24 +746,27 @@ class Program:
         if keys is None or cases is None:
             raise P4Unsupported(f"transition {text[:60]!r}")
         exprs, select = [_expression(k, self) for k in keys], []
-        for case in (c for c in cases.split(";") if c.strip()):
+        for case in (c for c in cases[0].split(";") if c.strip()):
             keyset, state = (part.strip() for part in case.rsplit(":", 1))
             wild = keyset in ("default", "_")
             select.append((((0, 0),) * len(exprs) if wild else self._keyset(keyset), state))
-        return ("select", exprs, select)
+        return ("select", exprs, select, at)
 
-    def _table(self, name: str, body: str) -> Table:
-        keys = [k.rsplit(":", 1)[0].strip() for k in (_braced(body, r"\bkey\s*=") or "").split(";") if k.strip()]
+    def _table(self, name: str, body: str, where: tuple[str, int]) -> Table:
+        keys = [k.rsplit(":", 1)[0].strip() for k in (_braced(body, r"\bkey\s*=") or ("",))[0].split(";")
+                if k.strip()]
         default = re.search(r"default_action\s*=\s*(\w+)\s*\((.*?)\)\s*;", body)
         entries = _braced(body, r"\bconst\s+entries\s*=")
         if entries is not None:
-            entries = [self._entry(e) for e in entries.split(";") if e.strip()]
+            file, at = where[0], where[1] + entries[1]
+            entries = [self._entry(e, self.position(file, e_at + len(e) - len(e.lstrip())))
+                       for e, e_at in _pieces(entries[0], ";", at) if e.strip()]
         default = (default[1], tuple(constant(a, self) for a in _split(default[2]))) if default else ("NoAction", ())
         return Table(name, [(k, _expression(k, self)) for k in keys], entries, default)
 
-    def _entry(self, text: str) -> Entry:
+    def _entry(self, text: str, at: tuple[str, int]) -> Entry:
         keys, action, args = re.fullmatch(r"\s*(.*?)\s*:\s*(\w+)\s*\((.*)\)\s*", text, re.S).groups()
-        return Entry(self._keyset(keys), action, tuple(constant(a, self) for a in _split(args)))
+        return Entry(self._keyset(keys), action, tuple(constant(a, self) for a in _split(args)), at)
 
     def _keyset(self, keys: str) -> tuple[tuple[int, int | None] | range, ...]:
         """A table entry's or a select case's keys: per key (value, mask) (mask 0 for `_`, None for every
@@ -797,6 +845,37 @@ class Program:
             raise P4Unsupported(f"header {header}: {offset} bits, not whole bytes")
         return fields, offset // 8
 
+    def coverable(self) -> set[tuple]:
+        """Everything a Pipe's `covered` may hold for this program: each statement of every control,
+        action, RegisterAction and parser state, both branches of each if, each case of each select, each
+        constant entry."""
+        found: set[tuple] = set()
+
+        def walk(body: list) -> None:
+            for s in body:
+                at = s[-1]
+                if s[0] in ("=", "eval") and at:
+                    found.add(("statement", *at))
+                elif s[0] == "block":
+                    walk(s[1])
+                elif s[0] == "if":
+                    found.update({("branch", *at, True), ("branch", *at, False)} if at else ())
+                    walk([s[2]] + ([s[3]] if s[3] is not None else []))
+
+        for block in (*self.controls.values(), *self.parsers.values()):
+            walk(_statements(block.apply_text, self, block.apply_at))
+            for action in block.actions.values():
+                walk(action.body)
+            for register_action in block.register_actions.values():
+                walk(register_action.body)
+            for table in block.tables.values():
+                found.update(("entry", *e.at) for e in table.entries or () if e.at)
+            for body, how in block.states.values():
+                walk(body)
+                if how[0] == "select":
+                    found.update(("branch", *how[3], state) for _, state in how[2])
+        return found
+
     def compiled(self, name: str) -> _Compiler:
         """The control or parser `name`, compiled."""
         if name not in self._compiled:
@@ -850,7 +929,7 @@ class _Compiler:
         self.masks = {n: t.mask for n, t in self.vars.items() if isinstance(t, Type)}
         self.locals = [(n, self.expression(init)[0] if init else (lambda a: 0), self.masks.get(n, -1))
                        for _, n, init in self.control.locals]
-        self.body = self.statements(_statements(self.control.apply_text, self.program))
+        self.body = self.statements(_statements(self.control.apply_text, self.program, self.control.apply_at))
         self.states = {name: (self.statements(body), self.transition(how))
                        for name, (body, how) in self.control.states.items()}
         if self.states:
@@ -888,16 +967,17 @@ class _Compiler:
                 raise P4Unsupported(f"{self.control.name}: no state {state}")
             return lambda a: state
         keys = [self.expression(e)[0] for e in how[1]]
-        cases = [(Entry(keyset, "", ()), state) for keyset, state in how[2]]
+        cases = [(Entry(keyset, "", ()), state, ("branch", *how[3], state)) for keyset, state in how[2]]
 
         def select(a):
             values = tuple(k(a) for k in keys)
-            state = next((state for entry, state in cases if entry.matches(values)), None)
-            if state is None:
+            case = next((case for case in cases if case[0].matches(values)), None)
+            if case is None:
                 packet = next(v for v in a.vars.values() if isinstance(v, PacketIn))
                 packet.error = "NoMatch"
                 raise ParserStop(packet.error)
-            return state
+            a.pipe.covered.add(case[2])
+            return case[1]
         return select
 
     def _within(self, own: dict) -> _Compiler:
@@ -916,16 +996,23 @@ class _Compiler:
         return run
 
     def statement(self, s: tuple) -> Callable:
-        if s[0] == "=":
-            store, value = self.store(s[1]), self.expression(s[2])[0]
-            return lambda a: store(a, value(a))
-        if s[0] == "eval":
-            return self.expression(s[1])[0]
+        """`s` as a closure; where its place is known, it adds ("statement", file, line) to the pipe's
+        `covered` as it runs (an if: ("branch", file, line, the branch taken))."""
+        at = s[-1]
+        if s[0] in ("=", "eval"):
+            run = self.assignment(s[1], s[2]) if s[0] == "=" else self.expression(s[1])[0]
+            return _covering(("statement", *at), run) if at else run
         if s[0] == "block":
             return self.statements(s[1])
         cond, then = self.expression(s[1])[0], self.statement(s[2])
         other = self.statement(s[3]) if s[3] is not None else (lambda a: None)
+        if at:
+            then, other = _covering(("branch", *at, True), then), _covering(("branch", *at, False), other)
         return lambda a: then(a) if cond(a) else other(a)
+
+    def assignment(self, target: tuple, value: tuple) -> Callable:
+        store, value = self.store(target), self.expression(value)[0]
+        return lambda a: store(a, value(a))
 
     def store(self, target: tuple) -> Callable:
         """What writes `target` (a name, or a struct's or header's field, which masks it itself)."""
@@ -1117,18 +1204,20 @@ class _Compiler:
     def table(self, table: Table) -> Callable:
         """Applying `table`: the action of the entry its keys match (else its default); 1 if one matched."""
         keys = [self.expression(e)[0] for _, e in table.keys]
-        matched: dict[tuple, tuple[str, tuple] | None] = {}  # constant entries: key values -> entry
+        matched: dict[tuple, Entry | None] = {}  # constant entries: key values -> the entry they match
 
         def apply(a):
             values = tuple(k(a) for k in keys)
             if table.entries is None:
                 found = a.pipe.entries[table.name].get(values)
-            elif values in matched:
-                found = matched[values]
             else:
-                entry = next((e for e in table.entries if e.matches(values)), None)
-                found = matched[values] = (entry.action, entry.args) if entry else None
-            action, args = found or table.default
+                if values not in matched:
+                    matched[values] = next((e for e in table.entries if e.matches(values)), None)
+                entry = matched[values]
+                found = None if entry is None else (entry.action, entry.args)
+                if entry is not None and entry.at:
+                    a.pipe.covered.add(("entry", *entry.at))
+            action, args = found or a.pipe.defaults.get(table.name, table.default)
             self.action(action)(a, args)
             return int(found is not None)
         return apply
@@ -1170,21 +1259,37 @@ class _Compiler:
         return apply
 
 
+def _covering(what: tuple, run: Callable) -> Callable:
+    """`run`, adding `what` to the pipe's `covered` first."""
+    def covered(a):
+        a.pipe.covered.add(what)
+        run(a)
+    return covered
+
+
 class Pipe:
     """One pipe running the program: its registers and counters, and the control plane's table entries
     (objects with `table`, `match` (key text -> value), `action` and `params` (name -> value), the values
-    as the controller writes them: decimal, MAC or IPv4 text)."""
+    as the controller writes them: decimal, 0x-hex, MAC or IPv4 text) and default actions it set
+    (`defaults`: table -> (action, params))."""
 
-    def __init__(self, program: Program, entries: Iterable = ()):
+    def __init__(self, program: Program, entries: Iterable = (), defaults: dict | None = None):
         self.program = program
         self.registers: dict[str, dict[int, Struct]] = collections.defaultdict(dict)  # "path.register"
         self.counters: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        # what has run: ("statement", file, line), ("branch", file, line, the branch or state taken),
+        # ("entry", file, line) of a constant entry matched
+        self.covered: set[tuple] = set()
         self.entries: dict[str, dict[tuple, tuple[str, tuple[int, ...]]]] = collections.defaultdict(dict)
         for e in entries:
             control, table = program.tables[e.table]
             params = control.actions[e.action].params
             self.entries[e.table][tuple(_plane_value(e.match[k]) for k, _ in table.keys)] = (
                 e.action, tuple(_plane_value(e.params[p]) for p, _ in params))
+        self.defaults: dict[str, tuple[str, tuple[int, ...]]] = {}
+        for name, (action, values) in (defaults or {}).items():
+            control, _ = program.tables[name]
+            self.defaults[name] = (action, tuple(_plane_value(values[p]) for p, _ in control.actions[action].params))
 
     def apply(self, control: str, path: str, **args) -> dict:
         """Apply the control (or run the parser) `control` as the instance `path`, its parameters bound to

@@ -53,13 +53,18 @@ class TnaModel:
     """The TNA program's pipe: its parsers, controls and deparsers (run from the P4 source in `p4`), its
     registers and counters, and the traffic manager between them."""
 
-    def __init__(self, topo: Topology, words: int = 32, p4: Path = P4):
+    def __init__(self, topo: Topology | None, words: int = 32, p4: Path = P4, *, entries=(), defaults=None):
+        """Configured as the controller configures a switch for `topo`; or (topo None) with the table
+        `entries` and `defaults` (p4_source.Pipe's) alone, and no multicast group."""
         self.words = words
         self.program = p4_source.program(Path(p4), words)
-        entries, groups = p4_entries(topo)
-        self.pipe = p4_source.Pipe(self.program, entries)
+        groups = {}
+        if topo is not None:
+            entries, groups = p4_entries(topo)
+        self.pipe = p4_source.Pipe(self.program, entries, defaults)
         self.groups = {g: list(reps) for g, reps in groups.items()}
         self.recirc_port = self.program.value("HINA_RECIRC_PORT")
+        self.recirculate = True  # False: a frame sent to the recirculation port leaves there (one pass)
         self.passes = 0
 
     # -- the switch ------------------------------------------------------------------------------
@@ -71,7 +76,9 @@ class TnaModel:
             in_port, packet = pending.pop(0)
             self.passes += 1
             for egress_port, rid, bridged in self.ingress(in_port, packet):
-                if rid is None:  # the recirculation port, egress bypassed: the second pass
+                if rid is None and not self.recirculate:
+                    out.append((egress_port, bridged))
+                elif rid is None:  # the recirculation port, egress bypassed: the second pass
                     pending.append((egress_port, bridged))
                 else:
                     out += self.egress(egress_port, rid, bridged)
