@@ -12,8 +12,8 @@ Markers (register here, apply in the test modules):
 - `slow`: many seconds, a fleet of processes or real sockets at length; `make test-fast` leaves these out.
 
 This is the one place that edits `sys.path`: the tests' own helpers (`helpers`,
-`make_vectors`, `p4_source`, `tna_model`, `veth`, `veth_harness`, in this folder) and the documentation
-tooling in `tools/` are imported by name.  Everything else is the installed
+`make_vectors`, `p4_source`, `testgen_harness`, `tna_model`, `veth`, `veth_harness`, in this
+folder) and the documentation tooling in `tools/` are imported by name.  Everything else is the installed
 `hina` package.
 """
 
