@@ -3,6 +3,7 @@
     python tools/testgen.py                      # every target whose p4testgen is installed
     python tools/testgen.py --target bmv2        # p4/hina.p4 (v1model) only; --target tofino: p4/tna/hina.p4
     python tools/testgen.py --check              # exit 1 if tests/testgen/ is not what p4testgen generates
+    python tools/testgen.py --render [--check]   # docs/p4.md's and docs/tofino.md's blocks from the results
 
 p4testgen (p4c's test generator, `backends/p4tools/modules/testgen`) explores a program's paths
 symbolically and writes, for each path it takes, an input frame, the table entries the path needs and the
@@ -11,7 +12,9 @@ with a fixed seed, a stated number of tests and statement and table-entry covera
 SEED, MAX_TESTS), reads the STF tests it writes into tests/testgen/<target>.json (what the tests run:
 tests/p4/test_testgen.py, on simple_switch_grpc through hina's P4Runtime client and on the TNA program's
 model), with the coverage p4testgen reports: the statements and constant entries its tests reach of
-those it counts, and which it does not reach, by file and line.
+those it counts, and which it does not reach, by file and line.  `--render` draws the pages' blocks
+(`<!-- testgen: bmv2 -->`, `<!-- testgen: tofino -->`) from those and from benchmarks/results/testgen.json
+(tests/testgen_report.py: how many the targets pass, and what they and the packet vectors reach).
 """
 
 from __future__ import annotations
@@ -95,7 +98,7 @@ def generate(target: str, seed: int = SEED, max_tests: int = MAX_TESTS) -> dict:
     return {"target": target, "program": TARGETS[target]["program"], "p4testgen": version(p4testgen),
             "command": ["p4testgen", *cmd[1:-3], "--out-dir", "DIR", *cmd[-3:]],
             "seed": seed, "max_tests": max_tests, "coverage": coverage(run.stdout + run.stderr),
-            "seconds": round(seconds, 1), "tests": tests}
+            "seconds": round(seconds, 1), "tests": tests}  # seconds: printed, never stored (comparable)
 
 
 def _test_number(path: Path) -> int:
@@ -164,6 +167,75 @@ def _relative(file: str) -> str:
     return str(path.resolve().relative_to(ROOT)) if path.is_absolute() or (ROOT / path).exists() else file
 
 
+# -- the pages -----------------------------------------------------------------------------------------
+
+RESULT = ROOT / "benchmarks" / "results" / "testgen.json"  # tests/testgen_report.py's, committed
+PAGES = {"bmv2": ROOT / "docs" / "p4.md", "tofino": ROOT / "docs" / "tofino.md"}
+MARKER = re.compile(r"(<!-- testgen: ([a-z0-9-]+) -->\n)(.*?)(<!-- end testgen -->)", re.S)
+KIND_NAMES = {"statement": "statements", "branch": "branches (each way)", "entry": "constant entries"}
+
+
+def render(text: str, target: str, result: dict, tests: dict) -> str:
+    """`text` (a page) with its `<!-- testgen: TARGET -->` block drawn from tests/testgen_report.py's
+    `result` and the stored `tests`."""
+    def block(m: re.Match) -> str:
+        if m[2] != target:
+            return m[0]
+        return m[1] + summary(target, result.get(target), tests) + m[4]
+    return MARKER.sub(block, text)
+
+
+def summary(target: str, part: dict | None, tests: dict) -> str:
+    """What the page shows of one program: the generated tests, their pass count, and the coverage table
+    with the lines only one set of tests reaches."""
+    if part is None or not tests.get("tests"):
+        return f"(not measured yet: python tools/testgen.py --target {target}, then tests/testgen_report.py)\n"
+    cov, reached = tests["coverage"], part["reached"]
+    lines = [f"p4testgen {tests['p4testgen']}, seed {tests['seed']}, at most {tests['max_tests']} tests: "
+             f"**{part['tests']} tests**, reaching {cov['covered']} of the {cov['total']} statements and constant "
+             f"entries it counts; **{part['passed']} of {part['tests']} pass** on {part['on']}.", "",
+             "| reached on " + part["on"] + " | " + " | ".join(KIND_NAMES[k] for k in reached["coverable"]) + " |",
+             "|---|" + "---|" * len(reached["coverable"])]
+    for row, label in (("coverable", "in the program"), ("vectors", "by the packet vectors"),
+                       ("generated", "by p4testgen's tests"), ("together", "by both")):
+        lines.append(f"| {label} | " + " | ".join(str(reached[row][k]) for k in reached["coverable"]) + " |")
+    for key, label in (("only_vectors", "Only the packet vectors reach"), ("only_generated", "Only p4testgen's "
+                       "tests reach"), ("neither", "Neither reaches")):
+        items = reached[key]
+        lines += ["", f"{label}: " + ("nothing." if not items else "")]
+        lines += [f"- {_item(target, item)}" for item in items]
+    source = json.loads(RESULT.read_text())["meta"] if RESULT.exists() else {}
+    lines += ["", f"<sub>`{source.get('command', 'tests/testgen_report.py')}`, {source.get('date', '')[:10]}, "
+              f"commit {source.get('commit')}</sub>", ""]
+    return "\n".join(lines)
+
+
+def _item(target: str, item: list) -> str:
+    """One reached item as the page names it: the file and line, the way taken, the source there."""
+    kind, file, line, *way = item
+    folder = ROOT / Path(TARGETS[target]["program"]).parent
+    text = (folder / file).read_text().splitlines()[line - 1].strip() if (folder / file).exists() else ""
+    taken = f" ({way[0] if not isinstance(way[0], bool) else 'taken' if way[0] else 'not taken'})" if way else ""
+    return f"`{file}:{line}` {kind}{taken}: `{text}`"
+
+
+def render_pages(check: bool) -> int:
+    """Draw (or with `check`, compare) every page's blocks; 1 where a page differs from what it would be."""
+    result = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+    differs = False
+    for target, page in PAGES.items():
+        tests = json.loads(stored(target).read_text()) if stored(target).exists() else {}
+        text = page.read_text()
+        new = render(text, target, result, tests)
+        if new != text and check:
+            print(f"testgen: {page.relative_to(ROOT)} differs from what {RESULT.relative_to(ROOT)} renders "
+                  "(python tools/testgen.py --render)")
+            differs = True
+        elif new != text:
+            page.write_text(new)
+    return 1 if differs else 0
+
+
 # -- the command line -----------------------------------------------------------------------------------
 
 def stored(target: str) -> Path:
@@ -180,11 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", choices=[*TARGETS, "all"], default="all")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--max-tests", type=int, default=MAX_TESTS)
-    parser.add_argument("--check", action="store_true", help="compare with tests/testgen/ instead of writing it")
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    parser.add_argument("--render", action="store_true", help="the pages' blocks, not the tests")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    if args.render:
+        return render_pages(args.check)
     if args.max_tests <= 0:
         print(f"testgen: --max-tests must be positive, not {args.max_tests}", file=sys.stderr)
         return 2
@@ -205,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                 different = True
         else:
             TESTS.mkdir(parents=True, exist_ok=True)
-            stored(target).write_text(json.dumps(data, indent=1) + "\n")
+            stored(target).write_text(json.dumps(comparable(data), indent=1) + "\n")
     return 1 if different else 0
 
 
