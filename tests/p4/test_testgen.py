@@ -40,6 +40,40 @@ def test_the_stored_tests_say_how_they_were_made():
         assert len(data["tests"]) <= data["max_tests"] and all(t["packet"] for t in data["tests"])
 
 
+STF_BMV2 = '''# p4testgen seed: 1
+# Table HinaIngress.job_config.jobs
+add "HinaIngress.job_config.jobs" "hdr.hina.job_id":0x0009 "HinaIngress.job_config.set_job"("workers":0x03,"grp":0x1)
+setdefault "HinaIngress.forwarding.mac_forward" "HinaIngress.forwarding.forward"("port":0x002)
+
+packet 0 0200000000FE 0200
+expect 2 02000000**FE****$
+'''
+STF_TOFINO = '''add Ingress.parents hdr.hina.job_id:0x0001 hdr.hina.slot:0x0002 Ingress.set_parent(port:0x044)
+packet 68 00440000
+'''
+
+
+def test_the_stf_reader_reads_both_back_ends_tests(tmp_path):
+    """p4testgen's STF as its bmv2 target writes it (names quoted) and its tofino target (not): entries, a
+    default action, the frame sent, the frame expected with its don't-care nibbles (none: dropped)."""
+    (tmp_path / "hina_1.stf").write_text(STF_BMV2)
+    (tmp_path / "hina_2.stf").write_text(STF_TOFINO)
+    bmv2, tofino = testgen.read_stf(tmp_path / "hina_1.stf"), testgen.read_stf(tmp_path / "hina_2.stf")
+    assert bmv2["entries"] == [{"table": "HinaIngress.job_config.jobs", "priority": None,
+                                "match": {"hdr.hina.job_id": "0x0009"}, "action": "HinaIngress.job_config.set_job",
+                                "params": {"workers": "0x03", "grp": "0x1"}}]
+    assert bmv2["defaults"] == [{"table": "HinaIngress.forwarding.mac_forward",
+                                 "action": "HinaIngress.forwarding.forward", "params": {"port": "0x002"}}]
+    assert bmv2["packet"] == {"port": 0, "frame": "0200000000fe0200"}
+    assert bmv2["expected"] == [{"port": 2, "frame": "0200000000fe0000", "mask": "ffffffff00ff0000"}]
+    assert tofino["entries"][0]["match"] == {"hdr.hina.job_id": "0x0001", "hdr.hina.slot": "0x0002"}
+    assert tofino["entries"][0]["params"] == {"port": "0x044"} and tofino["expected"] == []
+    assert harness.mismatch(bmv2, [(2, bytes.fromhex("0200000000fe1234"))]) is None
+    assert harness.mismatch(bmv2, [(2, bytes.fromhex("0200000100fe1234"))]) is not None  # a cared-for nibble
+    assert harness.mismatch(bmv2, [(3, bytes.fromhex("0200000000fe1234"))]) is not None  # another port
+    assert harness.mismatch(tofino, []) is None and harness.mismatch(tofino, [(1, b"\0")]) is not None
+
+
 # -- the targets pass them -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("test", TOFINO_TESTS, ids=[t["name"] for t in TOFINO_TESTS])
@@ -55,3 +89,9 @@ def test_the_tna_model_passes_p4testgens_test(test):
 def test_bmv2_passes_p4testgens_test(p4_build, test):
     out = harness.run_on_bmv2(test)
     assert harness.mismatch(test, out) is None, f"{test['name']}: {harness.mismatch(test, out)}"
+
+
+def test_the_pages_show_what_the_testgen_results_render():
+    """docs/p4.md's and docs/tofino.md's testgen blocks are what tools/testgen.py --render draws from the
+    stored tests and benchmarks/results/testgen.json."""
+    assert testgen.render_pages(check=True) == 0, "run python tools/testgen.py --render"
