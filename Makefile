@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum |
 # sees that one module (a symlink in .venv/debian) and nothing else from outside.
 DEBIAN_MININET := /usr/lib/python3/dist-packages/mininet
 
-.PHONY: install venv kernels xdp corpus lint test test-fast bench tables reproduce demo mininet-demo fuzz soak p4 tofino clean
+.PHONY: install venv kernels xdp corpus lint test test-fast bench tables reproduce demo mininet-demo fuzz soak p4 tofino testgen clean
 
 # the venv, the kernels compiled for this machine (so that no first run waits on a compiler), the XDP switch
 # where clang and libbpf exist, the corpus
@@ -116,6 +116,13 @@ tofino:
 		echo "no Tofino compiler at $(P4C_TOFINO): p4/tna/hina.p4 was not compiled (build it with" \
 			"tools/p4-toolchain.sh --tofino, or set P4C_TOFINO)"; \
 	fi
+
+# p4testgen's tests of both P4 programs (built by tools/p4-toolchain.sh --testgen): generated with a fixed seed
+# into tests/testgen/ by every p4testgen installed (a target without one keeps its stored tests), then run:
+# the BMv2 program's on simple_switch_grpc (as root, after `make p4`), the TNA program's on its model
+testgen: install
+	$(PY) tools/testgen.py
+	$(PY) -m pytest tests/p4/test_testgen.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

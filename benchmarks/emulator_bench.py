@@ -57,7 +57,7 @@ from hina.host.demo import DemoConfig, run_demo
 from hina.host.job import DEFAULT_WORDS, JobSpec
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.wire.headers import pack_header, unpack_header
-from hina.wire.mmsg import set_buffers
+from hina.wire.sockio import set_buffers
 
 TICKS = os.sysconf("SC_CLK_TCK")
 KS = (P4_WORDS, DEFAULT_WORDS)  # K of the P4 program's packets, and of a jumbo frame's

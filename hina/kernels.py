@@ -1,9 +1,10 @@
 """hina's compiled kernels: compiled once per machine, by one process, before anything waits on them.
 
-The hot loops are numba kernels in five groups (`GROUPS`): the codec's bitmap, value and sketch
-kernels (`hina.codec`), the sender's (`hina.host.sendplane`, `hina.host.congestion_rules`) and the switch's
-(`hina.emulator.dataplane`).  numba compiles a kernel in the first process that needs it and keeps it
-in its disk cache; every later process loads it in milliseconds.  Left to itself, every process that
+The hot loops are numba kernels in six groups (`GROUPS`): the codec's bitmap, value and sketch
+kernels (`hina.codec`), the sender's (`hina.host.sendplane`, `hina.host.congestion_rules`), the switch's
+(`hina.emulator.controls` and `batch`) and segmentation offload's (`hina.wire.offload`).  numba
+compiles a kernel in the first process that needs it and keeps it in its disk cache; every later
+process loads it in milliseconds.  Left to itself, every process that
 starts before the cache holds a kernel compiles it too: the first `hina demo` on a 2-core machine
 compiled the same kernels in five processes at once.  Here a group is compiled under a lock:
 
@@ -53,6 +54,7 @@ class Group:
     what: str  # for the progress line
 
 
+_WIRE_CODES = ("hina.codec.ops", "hina.codec.params", "hina.codec.rounds")  # what wire/headers.py takes from the codec
 GROUPS = {
     # the codec's kernels compile as their modules are imported (explicit signatures): each module claims
     # its group at its top and finishes it at its end; values and sketch inline bitmap's helpers
@@ -62,15 +64,21 @@ GROUPS = {
     "codec-sketch": Group("hina.codec", ("sketch",),
                           ("hina.codec.bitmap", "hina.codec.murmur", "hina.codec.ops", "hina.codec.params"),
                           "hina.codec.sketch:", "the codec's sketch"),
-    # compiled on first call: the module's warm-up drives every kernel
-    "sender": Group("hina.host", ("sendplane", "congestion_rules"), ("hina.wire.headers",), "hina.host.window:warm",
-                    "the sender's"),
-    "switch": Group("hina.emulator", ("dataplane",),
-                    ("hina.wire.headers", "hina.wire.frames", "hina.control.config"),
-                    "hina.emulator.dataplane:compile_kernels", "the switch's"),
+    # compiled on first call: the module's warm-up drives every kernel.  Each names the modules whose constants
+    # or inlined helpers its kernels compile in, down to the codec's codes the header takes (a test holds this)
+    "sender": Group("hina.host", ("sendplane", "congestion_rules"),
+                    ("hina.wire.headers", "hina.wire.frames", "hina.wire.compiled", *_WIRE_CODES),
+                    "hina.host.window:warm", "the sender's"),
+    "switch": Group("hina.emulator", ("controls", "batch"),
+                    ("hina.emulator.registers", "hina.wire.headers", "hina.wire.frames", "hina.wire.compiled",
+                     "hina.wire.sockio", "hina.wire.offload", "hina.control.config", *_WIRE_CODES),
+                    "hina.emulator.batch:compile_kernels", "the switch's"),
+    "offload": Group("hina.wire", ("offload",), ("hina.wire.headers", "hina.wire.frames", "hina.wire.compiled",
+                                                 *_WIRE_CODES), "hina.wire.offload:compile_kernels",
+                     "segmentation offload's"),
 }
 # compile_all starts the longest first
-_ORDER = ("sender", "switch", "codec-sketch", "codec-bitmap", "codec-values")
+_ORDER = ("sender", "switch", "codec-sketch", "codec-bitmap", "codec-values", "offload")
 
 _ready: set[str] = set()  # groups this process has ensured
 

@@ -28,7 +28,6 @@ from hina.codec.ops import Op
 from hina.wire.headers import MAX_WORKERS
 
 from . import clock
-from . import sendplane as sp
 from .congestion import CongestionWindow
 from .congestion_settings import CongestionSettings
 from .job import JobSpec
@@ -247,13 +246,7 @@ class Worker:
         receiving, waiting, in the compiled rules and sending (`Worker.profile`) as `clock` tells them."""
         rx, lengths, entry_bytes, fd = io.rx_array, io.rx_lengths, io.entry_bytes, io.fd
         spent = profile if profile is not None else collections.Counter()
-        send = io.send
-        segment = getattr(io, "segment", 0)
-        if segment:  # UDP segmentation offload: the ring's back-to-back frames go as few messages
-            iov, limit = io.tx_iov, min(sp.MAX_SEGMENTS, sp.MAX_MESSAGE // segment)
-
-            def send(m: int) -> int:
-                return io.send(sp.coalesce(iov, m, segment, limit))
+        send = io.send  # with segmentation offload, it sends the ring's frames as few messages
         t = clock()
         m = xfer.start_into(time.monotonic())
         t1 = clock()

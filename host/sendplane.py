@@ -8,7 +8,7 @@ The congestion window and the pacer are a room of their own
 (`congestion_rules.py`, compiled, which this module calls where a RESULT,
 a loss, a timeout or a new chunk happens; `congestion.py` explains them).
 This module imports nothing from `window.py` or `agent.py`; the rules run
-here, as the switch's rules run in `switch_emulator/dataplane.py`.
+here, as the switch's rules run in `switch_emulator/controls.py`.
 Per chunk the Python sender spent about 10 us parsing, bookkeeping and
 building the frame, as much as the kernel's UDP path; on a host that runs
 several workers (Mininet, a training job's ranks) that was the bound.  Here
@@ -46,6 +46,7 @@ import math
 import numpy as np
 from numba import njit
 
+from hina.wire.compiled import get16, get32, put16, put32, swap_copy
 from hina.wire.headers import (
     AT_COUNT,
     AT_FLAGS,
@@ -205,44 +206,7 @@ def rtt_recovered(r):
         r.reorder_scale = max(1.0, r.reorder_scale / 2)
 
 
-# -- frames ------------------------------------------------------------------------------------
-@njit(cache=True)
-def _put16(buf, at, value):
-    buf[at] = (value >> 8) & 0xFF
-    buf[at + 1] = value & 0xFF
-
-
-@njit(cache=True)
-def _get16(buf, at):
-    return (np.int64(buf[at]) << 8) | np.int64(buf[at + 1])
-
-
-@njit(cache=True)
-def _copy(dst, d, src, s, n):
-    """dst[d : d + n] = src[s : s + n], a word at a time where everything is word-aligned (frames are:
-    16 header bytes and K words); a byte loop runs about 4x slower on jumbo frames."""
-    if (d | s | n) & 3 == 0 and dst.size & 3 == 0 and src.size & 3 == 0:
-        dst.view(np.uint32)[d >> 2 : (d + n) >> 2] = src.view(np.uint32)[s >> 2 : (s + n) >> 2]
-    else:
-        dst[d : d + n] = src[s : s + n]
-
-
-@njit(cache=True, inline="always")
-def _bswap(x):
-    """A uint32 with its bytes reversed (one instruction): native words to the wire's big-endian and back."""
-    return ((x & np.uint32(0xFF)) << np.uint32(24)) | ((x & np.uint32(0xFF00)) << np.uint32(8)) \
-        | ((x >> np.uint32(8)) & np.uint32(0xFF00)) | (x >> np.uint32(24))
-
-
-@njit(cache=True)
-def _swap_copy(dst, d, src, s, n):
-    """dst[d : d + n] = src[s : s + n] with every 32-bit word's bytes reversed (n, d and s multiples of 4): the
-    codec's native words into a frame, and a RESULT's words out of one, in one pass."""
-    out, inp = dst[d : d + n].view(np.uint32), src[s : s + n].view(np.uint32)
-    for i in range(n >> 2):
-        out[i] = _bswap(inp[i])
-
-
+# -- frames: UPDATEs written, RESULTs read (the loads and stores are hina.wire.compiled's) ----------------
 @njit(cache=True)
 def _frame(t, chunks, wire, slot, chunk, version, tx, iov, m, base, stats):
     """UPDATE for `chunk` in `slot`, copy `version`, as message m, at byte m (16 + 4 K) of `tx`."""
@@ -254,16 +218,15 @@ def _frame(t, chunks, wire, slot, chunk, version, tx, iov, m, base, stats):
     c = chunks[chunk]
     tx[at + AT_MSG_TYPE] = _UPDATE
     tx[at + AT_OP] = c.op
-    _put16(tx, at + AT_JOB_ID, t.job)
+    put16(tx, at + AT_JOB_ID, t.job)
     tx[at + AT_WORKER_ID] = t.worker
     tx[at + AT_FLAGS] = 0
-    _put16(tx, at + AT_POOL_INDEX, (version << _VERSION_SHIFT) | (t.slot_base + slot))
-    _put16(tx, at + AT_OFFSET, c.wire_offset >> 16)
-    _put16(tx, at + AT_OFFSET + 2, c.wire_offset & 0xFFFF)
-    _put16(tx, at + AT_COUNT, c.count)
-    _put16(tx, at + AT_PHASE, t.tag)
+    put16(tx, at + AT_POOL_INDEX, (version << _VERSION_SHIFT) | (t.slot_base + slot))
+    put32(tx, at + AT_OFFSET, c.wire_offset)
+    put16(tx, at + AT_COUNT, c.count)
+    put16(tx, at + AT_PHASE, t.tag)
     # the chunk's words (the codec's, native: `wire` is their bytes), big-endian, then zeros to K words
-    _swap_copy(tx, at + HEADER_BYTES, wire, 4 * c.offset, 4 * c.count)
+    swap_copy(tx, at + HEADER_BYTES, wire, 4 * c.offset, 4 * c.count)
     tx[at + HEADER_BYTES + 4 * c.count : at + size] = 0
     iov[2 * m] = base + at
     iov[2 * m + 1] = size
@@ -407,7 +370,7 @@ def _duplicate(t, r, chunks, fl, frame, at, slot, pool_index, offset, stats):
     from ever learning the longer round trip; the answers that come too soon after a resend to be
     its own (`receive`) tell only of a queue shorter than the timeout."""
     if (frame[at + AT_MSG_TYPE] != _RESULT or slot < 0 or slot >= t.slots
-            or _get16(frame, at + AT_JOB_ID) != t.job or _get16(frame, at + AT_PHASE) != t.tag):
+            or get16(frame, at + AT_JOB_ID) != t.job or get16(frame, at + AT_PHASE) != t.tag):
         return
     s = fl[slot]
     done = s.done_chunk
@@ -426,16 +389,16 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
     if length < HEADER_BYTES:
         stats.ignored += 1
         return m, OK
-    pool_index = _get16(frame, at + AT_POOL_INDEX)
+    pool_index = get16(frame, at + AT_POOL_INDEX)
     slot = (pool_index & (VERSION_BIT - 1)) - t.slot_base
     if (frame[at + AT_MSG_TYPE] == _RESULT and frame[at + AT_FLAGS] & _STALE_RUN_FLAG
-            and _get16(frame, at + AT_JOB_ID) == t.job and _get16(frame, at + AT_PHASE) == t.tag
+            and get16(frame, at + AT_JOB_ID) == t.job and get16(frame, at + AT_PHASE) == t.tag
             and 0 <= slot < t.slots):
         # the switch refused a chunk of this phase, ours or another worker's (it tells every member):
         # the run cannot finish, so stop now rather than wait for chunks that never complete
         t.stale_slot = slot
         return m, STALE_RUN
-    offset = (_get16(frame, at + AT_OFFSET) << 16) | _get16(frame, at + AT_OFFSET + 2)
+    offset = get32(frame, at + AT_OFFSET)
     if slot < 0 or slot >= t.slots or fl[slot].chunk < 0:
         _duplicate(t, r, chunks, fl, frame, at, slot, pool_index, offset, stats)
         stats.ignored += 1
@@ -443,9 +406,9 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
     s = fl[slot]
     chunk = s.chunk
     c = chunks[chunk]
-    count = _get16(frame, at + AT_COUNT)
-    if (frame[at + AT_MSG_TYPE] != _RESULT or _get16(frame, at + AT_JOB_ID) != t.job
-            or _get16(frame, at + AT_PHASE) != t.tag or s.version != pool_index >> _VERSION_SHIFT
+    count = get16(frame, at + AT_COUNT)
+    if (frame[at + AT_MSG_TYPE] != _RESULT or get16(frame, at + AT_JOB_ID) != t.job
+            or get16(frame, at + AT_PHASE) != t.tag or s.version != pool_index >> _VERSION_SHIFT
             or offset != c.wire_offset or count != c.count or length < HEADER_BYTES + 4 * count):
         _duplicate(t, r, chunks, fl, frame, at, slot, pool_index, offset, stats)
         stats.ignored += 1
@@ -453,7 +416,7 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
     if frame[at + AT_FLAGS] & _STALE_RUN_FLAG:
         t.stale_slot = slot
         return m, STALE_RUN
-    _swap_copy(answers, 4 * c.offset, frame, at + HEADER_BYTES, 4 * count)
+    swap_copy(answers, 4 * c.offset, frame, at + HEADER_BYTES, 4 * count)
     rtt = now - s.sent
     min_rtt = r.min_rtt
     fresh = s.retries == 0
@@ -679,29 +642,3 @@ def next_timer_bytes(t):
     """`next_timer`, from window.py."""
     return next_timer(t.view(TRANSFER)[0])
 
-
-# UDP segmentation offload (UDP_SEGMENT): one message of k back-to-back frames goes through the host's stack as
-# one buffer and is cut into k datagrams of `segment` bytes (the last may be shorter) as it leaves, instead of k
-# passes through the socket, UDP, IP and the queue.  The kernel takes at most this many segments a message
-# (UDP_MAX_SEGMENTS), and a message's payload fits one UDP datagram's length field.
-MAX_SEGMENTS = 64
-MAX_MESSAGE = 65507  # bytes: 65535 - 20 (IPv4) - 8 (UDP)
-
-
-@njit(cache=True)
-def coalesce(iov, m, segment, limit):
-    """Merge messages 0..m-1 of a sendmmsg ring (`iov`: (address, length) per message) into runs of up to
-    `limit` adjacent frames, every one of a run but its last exactly `segment` bytes; return the runs' count
-    (the merged messages now fill `iov[0 : 2 runs]`).  A frame shorter than `segment` ends its run."""
-    runs = 0
-    i = 0
-    while i < m:
-        address, length = iov[2 * i], iov[2 * i + 1]
-        k = 1
-        while (i + k < m and k < limit and length == segment * k and iov[2 * (i + k)] == address + length):
-            length += iov[2 * (i + k) + 1]
-            k += 1
-        iov[2 * runs], iov[2 * runs + 1] = address, length
-        runs += 1
-        i += k
-    return runs

@@ -3,9 +3,11 @@
 A transport has `send(frame)`, `recv(timeout) -> frame | None` and
 `close()`; `hina.emulator.inproc.InProcessPort` has the same shape for
 in-process runs.  `UdpTransport` also offers `batcher`: `Worker` then
-moves whole batches with `recvmmsg` / `sendmmsg`.  The UDP socket is
-connected to the switch, so the kernel drops datagrams from anyone else
-before they reach the worker.
+moves whole batches with `recvmmsg` / `sendmmsg`, with UDP segmentation
+offload where asked (the socket fast path, `hina.wire.sockio`).  The UDP
+socket is connected to the switch, so the kernel drops datagrams from
+anyone else before they reach the worker.  `RawTransport` builds and
+parses the frames itself (`hina.wire.frames`).
 """
 
 from __future__ import annotations
@@ -14,14 +16,10 @@ import select
 import socket
 import time
 
-from hina.wire import mmsg
-from hina.wire.frames import encapsulate, ip_bytes, mac_bytes
+from hina.wire import sockio
+from hina.wire.frames import ETH_DST_AT, HINA_AT, MAC_BYTES, UDP_AT, encapsulate, ip_bytes, mac_bytes, udp_of
 from hina.wire.headers import UDP_PORT
-from hina.wire.mmsg import set_buffers
-
-SOL_UDP, UDP_SEGMENT = 17, 103  # <linux/udp.h>: UDP segmentation offload, a socket option since Linux 4.18
-IP_MTU = 14  # <linux/in.h>: a connected socket's path MTU
-IP_UDP_HEADERS = 28  # an IPv4 header without options and a UDP header
+from hina.wire.sockio import ETH_P_IP, set_buffers
 
 
 class UdpTransport:
@@ -53,27 +51,15 @@ class UdpTransport:
         """Batched I/O on this socket for `Worker`: a `BatchSocket` that receives up to 64 frames of at
         most `frame_bytes` per `recvmmsg` and sends up to `frames` with one `sendmmsg`; None where
         recvmmsg is unavailable."""
-        if not mmsg.available():
+        if not sockio.available():
             return None
         # (no receive offload, UDP_GRO: a run of the switch's super-frame handed over whole measured slower here,
         # with resends, than the kernel cutting it for the socket; docs/budget.md)
-        io = mmsg.BatchSocket(self._sock, entries=64, entry_bytes=frame_bytes, tx_messages=frames,
-                              tx_bytes=frames * frame_bytes, name_bytes=0)
-        if self.segment_offload and frame_bytes + IP_UDP_HEADERS <= self.path_mtu():
-            try:  # every datagram a message holds is frame_bytes long but its last: Worker coalesces the ring
-                self._sock.setsockopt(SOL_UDP, UDP_SEGMENT, frame_bytes)
-                io.segment = frame_bytes
-            except OSError:  # a kernel without UDP GSO: one datagram a message, as before
-                io.segment = 0
+        io = sockio.BatchSocket(self._sock, entries=64, entry_bytes=frame_bytes, tx_messages=frames,
+                                tx_bytes=frames * frame_bytes, name_bytes=0)
+        if self.segment_offload:  # every frame of the ring is frame_bytes long: UDP_SEGMENT where the path allows
+            io.offload_segments(frame_bytes)
         return io
-
-    def path_mtu(self) -> int:
-        """The route's MTU toward the switch (the kernel's, for this connected socket): a segmentation-offload
-        message's datagrams may not exceed it (the kernel would refuse the message: it does not fragment them)."""
-        try:
-            return self._sock.getsockopt(socket.IPPROTO_IP, IP_MTU)
-        except OSError:
-            return 0
 
     def send(self, frame: bytes) -> None:
         try:
@@ -122,13 +108,13 @@ class RawTransport:
 
     def __init__(self, ifname: str, *, src_mac: str, src_ip: str, switch_mac: str, switch_ip: str,
                  port: int = UDP_PORT):
-        self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+        self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
         set_buffers(self._sock)
         self._sock.bind((ifname, 0))
         self._mac = mac_bytes(src_mac)
         self._addresses = dict(src_mac=self._mac, dst_mac=mac_bytes(switch_mac), src_ip=ip_bytes(src_ip),
                                dst_ip=ip_bytes(switch_ip), sport=port, dport=UDP_PORT)
-        self._port = port.to_bytes(2, "big")
+        self._port = port
         self.address = (src_ip, port)
         self._ident = 0
 
@@ -148,10 +134,9 @@ class RawTransport:
                 data = self._sock.recv(65536)
             except (TimeoutError, BlockingIOError):
                 return None
-            if (len(data) >= 42 and data[0:6] == self._mac and data[14] == 0x45 and data[23] == 17
-                    and data[36:38] == self._port):
-                udp_len = int.from_bytes(data[38:40], "big")
-                return data[42 : 34 + udp_len]
+            udp = udp_of(data)  # (destination port, length) of IPv4 without options / UDP
+            if udp is not None and udp[0] == self._port and data[ETH_DST_AT : ETH_DST_AT + MAC_BYTES] == self._mac:
+                return data[HINA_AT : UDP_AT + udp[1]]
             if left <= 0:
                 return None
 

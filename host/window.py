@@ -387,7 +387,7 @@ class Ring:
 
     Message m is `tx[m * frame_bytes:]`, and `iov[2 m : 2 m + 2]` holds its (address, length) with
     address `base` + offset: a `sendmmsg` ring when `base` is the buffer's address
-    (`hina.wire.mmsg.BatchSocket`'s transmit side), plain offsets when it is 0.
+    (`hina.wire.sockio.BatchSocket`'s transmit side), plain offsets when it is 0.
     """
 
     HEADROOM = 64  # frames beyond what one RESULT may let out (`sendplane.burst`): a batch's usual output
@@ -452,5 +452,3 @@ def _drive() -> None:
     rx = np.zeros(4 * HEADER_BYTES, np.uint8)
     lengths = np.zeros(4, np.uint32)[::2]  # strided, as the mmsghdr lengths are
     x.take(rx, HEADER_BYTES, lengths, 0, 1, 0.5)
-    iov = np.zeros(4, np.uint64)
-    sp.coalesce(iov, 2, 8, 2)

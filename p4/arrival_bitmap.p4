@@ -1,5 +1,5 @@
 /* hina: the slot protocol's state per slot copy: arrival bitmap, counter, offset, phase tag, total.
- * Same rules as switch_emulator/dataplane.py (arrival_bitmap, from_parent):
+ * Same rules as switch_emulator/controls.py (arrival_bitmap, from_parent):
  * - copy non-empty and (offset or phase tag differs): STALE_RUN.  Within one
  *   run a copy in use holds one chunk, and a worker whose bit is still set
  *   sends there only that chunk again, so the copy holds another run's state:

@@ -4,7 +4,7 @@
  * words in numbered slots and never knows about compression; the slot
  * protocol is docs/design.md's (aggregation trees: its "Aggregation trees"
  * and docs/trees.md).  This file only includes and wires the
- * controls; switch_emulator/dataplane.py is the same ingress in Python, and
+ * controls; switch_emulator/controls.py is the same ingress in Python, and
  * tests/vectors/ holds the packet test vectors both must pass.
  */
 #include <core.p4>

@@ -10,7 +10,7 @@ hina decides, called back from ns-3 at each frame's simulated arrival:
   copies, the congestion window, RACK and the tail probe, the RTT
   estimator and its timeouts), its timers scheduled as ns-3 events;
 - every switch runs its own `Pipeline` (switch_emulator/pipeline.py, the
-  compiled slot rules of dataplane.py) with the job's share on that switch:
+  compiled slot rules of controls.py) with the job's share on that switch:
   its children by port, and in a tree its parents by port (slot s goes up to
   parent s mod S, docs/design.md, "Aggregation trees").  What the pipeline
   emits leaves on those ports after the switch's latency.

@@ -8,7 +8,7 @@ is hina's own code: the worker's `PhaseTransfer` (host/window.py, the
 compiled rules of host/sendplane.py: slots and copies, the congestion
 window with its slow start, RACK and the tail probe, the RTT estimator)
 and the switch's `Pipeline` (switch_emulator/pipeline.py, the compiled
-slot rules of dataplane.py, including the tree rule of docs/design.md
+slot rules of controls.py, including the tree rule of docs/design.md
 ("Aggregation trees"): a complete copy goes up as one partial, the
 parent's RESULT comes down and is multicast).  Frames are the real ones:
 K words per UPDATE (every frame carries K words), the 16-byte hina

@@ -20,20 +20,36 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import struct
 
 import numpy as np
 
 from hina.control.config import PortAddress
 from hina.control.topology import Topology
-from hina.wire.frames import ETH, IP_END, UDP_END, ip_bytes, ipv4_checksum, mac_bytes
-from hina.wire.headers import HEADER_BYTES, UDP_PORT, Drop
+from hina.wire.frames import (
+    ETH_DST_AT,
+    ETH_SRC_AT,
+    HINA_AT,
+    IP_BYTES,
+    IP_CHECKSUM_AT,
+    IP_DST_AT,
+    IP_SRC_AT,
+    IPV4_AT,
+    MAC_BYTES,
+    PORT_BYTES,
+    U16,
+    UDP_CHECKSUM_AT,
+    UDP_DPORT_AT,
+    UDP_SPORT_AT,
+    ip_bytes,
+    ipv4_checksum,
+    mac_bytes,
+    udp_of,
+)
+from hina.wire.headers import HEADER_BYTES, UDP_HEADER_BYTES, UDP_PORT, Drop
 
+from .controls import HOST
 from .pipeline import Pipeline
-
-_UDP_PORTS = struct.pack("!HH", UDP_PORT, UDP_PORT)
-# what the parser looks at, in one unpack: ethertype, IPv4 version+IHL, protocol, UDP dport, UDP length
-_PARSE = struct.Struct("!12xHB8xB12xHH")
+from .registers import NAME_IP_AT, NAME_MAC_AT, NAME_PORT_AT, raw_name
 
 
 class FrameSwitch:
@@ -49,8 +65,9 @@ class FrameSwitch:
         self.forwarded = 0
         self._tx: dict[object, bytearray] = {}  # per egress port and replica, when the pipeline reuses buffers
         self.topology: Topology | None = None
-        self._rewrite: dict[int, tuple[bytes, bytes]] = {}
-        self.rewrite_table = np.zeros((0, 21), np.uint8)
+        self._rewrite: dict[int, tuple[bytes, bytes, bytes, bytes]] = {}  # the same per port, as bytes
+        self.hosts = np.zeros(0, HOST)  # EgressRewrite's table, a row per port, for compiled egress
+        self.hosts_bytes = self.hosts.view(np.uint8)
         self._member_macs: dict[PortAddress, bytes] = {}
         if topology is not None:
             self.configure(topology)
@@ -60,13 +77,16 @@ class FrameSwitch:
         self.topology = topology
         self._mac = {mac_bytes(m): action for m, action in topology.mac_table().items()}
         self._groups = topology.groups()
-        self._rewrite = {h.port: (mac_bytes(h.mac) + mac_bytes(topology.switch_mac),
-                                  ip_bytes(topology.switch_ip) + ip_bytes(h.ip))
+        self.hosts = np.zeros(max((h.port for h in topology.hosts), default=-1) + 1, HOST)
+        for h in topology.hosts:
+            self.hosts[h.port] = (np.frombuffer(mac_bytes(h.mac), np.uint8),
+                                  np.frombuffer(mac_bytes(topology.switch_mac), np.uint8),
+                                  np.frombuffer(ip_bytes(topology.switch_ip), np.uint8),
+                                  np.frombuffer(ip_bytes(h.ip), np.uint8), 1)
+        self.hosts_bytes = self.hosts.view(np.uint8)  # what `batch.raw_batch` takes
+        self._rewrite = {h.port: tuple(self.hosts[h.port][f].tobytes() for f in ("host_mac", "switch_mac",
+                                                                                 "switch_ip", "host_ip"))
                          for h in topology.hosts}
-        # the same per port for compiled egress (`dataplane.raw_batch`): MACs, IPs, whether a host is there
-        self.rewrite_table = np.zeros((max((h.port for h in topology.hosts), default=-1) + 1, 21), np.uint8)
-        for port, (macs, ips) in self._rewrite.items():
-            self.rewrite_table[port] = np.frombuffer(macs + ips + b"\x01", np.uint8)
         for job_id in list(self.pipeline.jobs):
             self.pipeline.remove_job(job_id)
         self._member_macs = {}
@@ -82,34 +102,32 @@ class FrameSwitch:
         """The frames to send, as (egress port, frame); with the pipeline's `reuse_buffers` each frame
         is a per-port buffer (or `frame` itself, forwarded), valid until the next call."""
         size = len(frame)
-        if size < UDP_END:
-            if size < ETH:
+        udp = udp_of(frame)  # (destination port, length) of IPv4 without options / UDP
+        if udp is None or udp[0] != UDP_PORT:
+            if size < IPV4_AT:
                 self.pipeline.drop(Drop.TRUNCATED)
                 return []
             return self._mac_forward(ingress_port, frame)
-        ethertype, version_ihl, protocol, dport, udp_length = _PARSE.unpack_from(frame)
-        if ethertype != 0x0800 or version_ihl != 0x45 or protocol != 17 or dport != UDP_PORT:
-            return self._mac_forward(ingress_port, frame)
-        claimed = udp_length - 8
+        claimed = udp[1] - UDP_HEADER_BYTES
         reason = None
-        if size - UDP_END < HEADER_BYTES or claimed < HEADER_BYTES:
+        if size - HINA_AT < HEADER_BYTES or claimed < HEADER_BYTES:
             reason = Drop.TRUNCATED
-        elif ipv4_checksum(frame, ETH) != int.from_bytes(frame[ETH + 10 : ETH + 12], "big"):
+        elif ipv4_checksum(frame, IPV4_AT) != U16.unpack_from(frame, IP_CHECKSUM_AT)[0]:
             reason = Drop.BAD_CHECKSUM
         if reason is not None:  # the parser's and checksum unit's drops, before the pipeline proper
             self.pipeline.refuse(reason)
             return []
-        source = PortAddress(ingress_port, socket.inet_ntoa(bytes(frame[ETH + 12 : ETH + 16])),
-                             int.from_bytes(frame[IP_END : IP_END + 2], "big"))
-        emit = self.pipeline.update(memoryview(frame)[UDP_END:], source, length=claimed)
+        source = PortAddress(ingress_port, socket.inet_ntoa(bytes(frame[IP_SRC_AT : IP_SRC_AT + IP_BYTES])),
+                             int.from_bytes(frame[UDP_SPORT_AT : UDP_SPORT_AT + PORT_BYTES], "big"))
+        emit = self.pipeline.update(memoryview(frame)[HINA_AT:], source, length=claimed)
         if emit is None:
             return []
         hina = emit.frame
         outs = []
         for dest in emit.dests:
             if isinstance(dest, PortAddress):  # a member at its own address, or the sender the RESULT goes back to
-                mac = bytes(frame[6:12]) if dest == source else self._member_macs[dest]
-                to = mac + ip_bytes(dest.ip) + dest.udp_port.to_bytes(2, "big")
+                mac = bytes(frame[ETH_SRC_AT : ETH_SRC_AT + MAC_BYTES]) if dest == source else self._member_macs[dest]
+                to = raw_name(mac, ip_bytes(dest.ip), dest.udp_port)
                 outs.append((dest.port, self._egress_rewrite(dest.port, frame, hina, to, key=dest)))
             else:  # a port: its host, or the neighbour switch there
                 outs.append((dest, self._egress_rewrite(dest, frame, hina)))
@@ -118,9 +136,10 @@ class FrameSwitch:
     def _egress_rewrite(self, port: int, frame: bytes, hina: bytes, to: bytes | None = None,
                         key: object = None) -> bytearray:
         """The frame's headers (rewritten for `port`, and with `to` for that MAC, IPv4 address and UDP
-        port), the RESULT, then the bytes that followed the UPDATE past its hina frame (they ride along),
-        in one buffer per egress port and destination (`key`: several ranks behind one port)."""
-        end = UDP_END + len(hina)
+        port, a `registers.RAW_NAME`), the RESULT, then the bytes that followed the UPDATE past its hina frame
+        (they ride along), in one buffer per egress port and destination (`key`: several ranks behind one
+        port): `controls.egress_rewrite`, for one frame in Python."""
+        end = HINA_AT + len(hina)
         size = len(frame)
         key = port if key is None else key
         out = self._tx.get(key) if self.pipeline.reuse_buffers else None
@@ -128,25 +147,28 @@ class FrameSwitch:
             out = bytearray(size)
             if self.pipeline.reuse_buffers:
                 self._tx[key] = out
-        out[:UDP_END] = frame[:UDP_END]
-        out[UDP_END:end] = hina
+        out[:HINA_AT] = frame[:HINA_AT]
+        out[HINA_AT:end] = hina
         out[end:] = frame[end:]
-        rewrite = self._rewrite.get(port)
-        if rewrite is not None:
-            macs, ips = rewrite
-            out[0:12] = macs
-            out[ETH + 12 : IP_END] = ips
-            out[IP_END : IP_END + 4] = _UDP_PORTS
-            out[UDP_END - 2 : UDP_END] = b"\0\0"
+        host = self._rewrite.get(port)
+        if host is not None:
+            host_mac, switch_mac, switch_ip, host_ip = host
+            out[ETH_DST_AT : ETH_DST_AT + MAC_BYTES] = host_mac
+            out[ETH_SRC_AT : ETH_SRC_AT + MAC_BYTES] = switch_mac
+            out[IP_SRC_AT : IP_SRC_AT + IP_BYTES] = switch_ip
+            out[IP_DST_AT : IP_DST_AT + IP_BYTES] = host_ip
+            U16.pack_into(out, UDP_SPORT_AT, UDP_PORT)
+            U16.pack_into(out, UDP_DPORT_AT, UDP_PORT)
+            U16.pack_into(out, UDP_CHECKSUM_AT, 0)
             if to is not None:
-                out[0:6] = to[0:6]
-                out[ETH + 16 : IP_END] = to[6:10]
-                out[IP_END + 2 : IP_END + 4] = to[10:12]
-        out[ETH + 10 : ETH + 12] = ipv4_checksum(out, ETH).to_bytes(2, "big")
+                out[ETH_DST_AT : ETH_DST_AT + MAC_BYTES] = to[NAME_MAC_AT : NAME_MAC_AT + MAC_BYTES]
+                out[IP_DST_AT : IP_DST_AT + IP_BYTES] = to[NAME_IP_AT : NAME_IP_AT + IP_BYTES]
+                out[UDP_DPORT_AT : UDP_DPORT_AT + PORT_BYTES] = to[NAME_PORT_AT : NAME_PORT_AT + PORT_BYTES]
+        U16.pack_into(out, IP_CHECKSUM_AT, ipv4_checksum(out, IPV4_AT))
         return out
 
     def _mac_forward(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
-        action = self._mac.get(bytes(frame[0:6])) if self.topology else None
+        action = self._mac.get(bytes(frame[ETH_DST_AT : ETH_DST_AT + MAC_BYTES])) if self.topology else None
         if action is None:
             self.pipeline.drop(Drop.NO_ROUTE)
             return []

@@ -22,8 +22,20 @@ import traceback
 
 from hina.control.config import JobConfig, Member
 from hina.control.topology import Host, Topology
-from hina.wire.frames import ETH, IP_END, UDP_END, encapsulate, ip_bytes, mac_bytes
-from hina.wire.headers import UDP_PORT, pack_header
+from hina.wire.frames import (
+    ETH_TYPE_AT,
+    HINA_AT,
+    IP_CHECKSUM_AT,
+    IP_PROTOCOL_AT,
+    IP_TOTAL_LEN_AT,
+    IP_VERSION_AT,
+    U16,
+    UDP_CHECKSUM_AT,
+    encapsulate,
+    ip_bytes,
+    mac_bytes,
+)
+from hina.wire.headers import FIELD_AT, HEADER_BYTES, UDP_PORT, pack_header
 
 from .frames import FrameSwitch
 
@@ -31,8 +43,11 @@ K = 32
 VICTIM, ACTIVE = 7, 3
 SWITCH_MAC, SWITCH_IP = "02:00:00:00:00:fe", "10.0.0.254"
 FUZZ_PORTS = (3, 4, 5)
-HEADER_FIELDS = ("msg_type", "op", "job_id", "worker_id", "flags", "pool_index", "offset", "count", "phase")
-FIELD_BITS = (8, 8, 16, 8, 8, 16, 32, 16, 16)
+SOURCE_PORTS = 40000  # the UDP source port of the host on switch port p: this plus p
+# the widths of the header's fields as `pack_header` takes them: whole bytes (version and slot share theirs,
+# the pool index)
+_STARTS = sorted(set(FIELD_AT.values())) + [HEADER_BYTES]
+FIELD_BITS = tuple(8 * (end - start) for start, end in zip(_STARTS, _STARTS[1:]))
 
 
 def topology() -> Topology:
@@ -45,7 +60,7 @@ def topology() -> Topology:
 def wrap(port: int, hina: bytes, *, udp_len: int | None = None) -> bytes:
     """hina bytes in Ethernet / IPv4 / UDP as the host on `port` would send them."""
     return encapsulate(hina, src_mac=mac_bytes(f"02:00:00:00:00:{port:02x}"), dst_mac=mac_bytes(SWITCH_MAC),
-                       src_ip=ip_bytes(f"10.0.0.{port}"), dst_ip=ip_bytes(SWITCH_IP), sport=40000 + port,
+                       src_ip=ip_bytes(f"10.0.0.{port}"), dst_ip=ip_bytes(SWITCH_IP), sport=SOURCE_PORTS + port,
                        dport=UDP_PORT, ident=1, udp_len=udp_len)
 
 
@@ -86,19 +101,19 @@ def mutant(rng: random.Random) -> tuple[int, bytes]:
     if kind == 7:  # IPv4 total length or checksum wrong, UDP checksum random
         f = bytearray(frame)
         which = rng.randrange(3)
-        at = {0: ETH + 2, 1: ETH + 10, 2: IP_END + 6}[which]
-        f[at : at + 2] = rng.randrange(1 << 16).to_bytes(2, "big")
+        U16.pack_into(f, (IP_TOTAL_LEN_AT, IP_CHECKSUM_AT, UDP_CHECKSUM_AT)[which], rng.randrange(1 << 16))
         return port, bytes(f)
     if kind == 8:  # other EtherTypes
         f = bytearray(frame)
-        f[12:14] = rng.choice([b"\x08\x06", b"\x86\xdd", b"\x81\x00", b"\x88\xcc", rng.randbytes(2)])
+        U16.pack_into(f, ETH_TYPE_AT, rng.choice([0x0806, 0x86DD, 0x8100, 0x88CC,
+                                                  int.from_bytes(rng.randbytes(2), "big")]))
         return port, bytes(f)
     if kind == 9:  # IPv4 version, IHL or protocol
         f = bytearray(frame)
         if rng.random() < 0.5:
-            f[ETH] = rng.randrange(256)
+            f[IP_VERSION_AT] = rng.randrange(256)
         else:
-            f[ETH + 9] = rng.randrange(256)
+            f[IP_PROTOCOL_AT] = rng.randrange(256)
         return port, bytes(f)
     if kind == 10:  # bit flips anywhere
         f = bytearray(frame)
@@ -138,8 +153,8 @@ def run(frames: int, seed: int = 0, *, progress=None) -> Report:
         port, frame = mutant(rng)
         try:
             if i % 10 == 9:  # the UDP backends' path: hina bytes straight into the pipeline
-                hina = frame[UDP_END:] if rng.random() < 0.7 else frame
-                emit = sw.pipeline.update(hina, ("10.9.9.9", 40000 + port))
+                hina = frame[HINA_AT:] if rng.random() < 0.7 else frame
+                emit = sw.pipeline.update(hina, ("10.9.9.9", SOURCE_PORTS + port))
                 report.outputs += 0 if emit is None else len(emit.dests)
             else:
                 report.outputs += len(sw.process(port, frame))

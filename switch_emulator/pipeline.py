@@ -1,17 +1,18 @@
 """The switch data plane without I/O: feed it a hina frame and its source, get back what to send.
 
-`Pipeline` holds the switch's registers (numpy arrays, one row per job) and
-its control plane: install, join, remove and reset jobs, read counters.
-The ingress rules themselves, `p4/hina.p4`'s control step for step, are
-compiled (`dataplane.py`): `update` runs them on one frame, and the UDP
-backend runs them on a whole `recvmmsg` batch at once (`dataplane.udp_batch`)
-on the same registers.  Anything malformed is dropped and counted by
-reason; the pipeline never raises on a frame.  The slot protocol is
-described in `dataplane.py` (docs/design.md, "The slot protocol").
+`Pipeline` holds the switch's registers (`registers.py`: a record per job,
+a record per slot copy, the words, the counters) and its control plane:
+install, join, remove and reset jobs, read counters.  The ingress rules
+themselves, `p4/hina.p4`'s controls step for step, are compiled
+(`controls.py`): `update` runs them on one frame, and the backends run them
+on a whole `recvmmsg` batch at once (`batch.py`) on the same registers.
+Anything malformed is dropped and counted by reason; the pipeline never
+raises on a frame.  The slot protocol is described in `controls.py`
+(docs/design.md, "The slot protocol").
 
 A source is whatever the backend names a sender by (a UDP (host, port), a
 switch port, an in-process port name); the registers hold an integer id
-per member source (`dataplane.udp_source_id`, `port_source_id`, or a
+per member source (`registers.udp_source_id`, `port_source_id`, or a
 number given out here), and a frame's source is looked up in the same map.
 """
 
@@ -29,9 +30,12 @@ import numpy as np
 
 from hina.control.config import JobConfig, Member, PortAddress
 from hina.wire.frames import ip_bytes, mac_bytes
-from hina.wire.headers import AT_WORKER_ID, MAX_FRAME_BYTES, MAX_WORKERS, Drop
+from hina.wire.headers import AT_WORKER_ID, MAX_FRAME_BYTES, Drop
+from hina.wire.sockio import sockaddr_in
 
-from . import dataplane as dp
+from . import batch
+from . import registers as reg
+from .controls import NOTHING, TO_GROUP, TO_PARENT, TO_SENDER, ingress_bytes
 
 
 class UnknownJob(KeyError):
@@ -54,8 +58,8 @@ ACTIVE_SECONDS = 5.0  # a job heard from (or refusing runs) within this many sec
 PINNED = frozenset({"command line", "configure"})  # where a job came from that no lease removes
 # what a member's frame moves once it passed the job's checks of its source: taking it in, answering it,
 # or dropping it as a duplicate, stale, another run's, or out of the job's counts and slots
-_HEARD = (dp.UPDATES, dp.RESULTS, dp.RESENDS, dp.RESENT_UP) + tuple(
-    dp.DROPS + int(d) for d in (Drop.DUPLICATE, Drop.STALE, Drop.STALE_RUN, Drop.BAD_COUNT, Drop.BAD_SLOT))
+_HEARD = ("updates", "results", "resends", "resent_up")
+_HEARD_DROPS = [int(d) for d in (Drop.DUPLICATE, Drop.STALE, Drop.STALE_RUN, Drop.BAD_COUNT, Drop.BAD_SLOT)]
 
 
 def job_state(frame_s: float | None, refused_s: float | None) -> str:
@@ -67,22 +71,25 @@ def job_state(frame_s: float | None, refused_s: float | None) -> str:
 
 
 def _counter(row: np.ndarray) -> collections.Counter:
-    """Drops by reason from a register row indexed by reason (index 0, frames seen, is not a reason)."""
+    """Drops by reason from a `drops` register, indexed by reason (index 0 is no reason)."""
     return collections.Counter({Drop(r): n for r, n in enumerate(row.tolist()) if n and r in _REASONS})
 
 
 class _JobState:
-    """One job: its config and members, and views of its rows of the pipeline's registers."""
+    """One job: its config and members, and views of its records in the pipeline's registers (`register`,
+    its `registers.JOB`; `copies`, its `registers.COPY` records; `values`, their words)."""
 
     def __init__(self, cfg: JobConfig, pipeline: Pipeline):
         self.cfg = cfg
         self.pipeline, self.row = pipeline, None  # the row: once the pipeline has placed the job
         self.words, self.copies_count = cfg.words, 2 * cfg.slots
-        # until the pipeline places the job in its registers: rows of its own
-        self.bind(np.zeros(dp.META, np.int64), np.zeros((self.copies_count, dp.COPY_COLUMNS), np.int64),
-                  np.zeros(self.copies_count * cfg.words, np.int32))
-        self.meta[[dp.WORKERS, dp.WORDS, dp.FRAME_BYTES, dp.SLOT_BASE, dp.SLOTS, dp.FULL, dp.NEEDED]] = (
-            cfg.workers, cfg.words, cfg.frame_bytes, cfg.slot_base, cfg.slots, cfg.full_mask, cfg.children)
+        # until the pipeline places the job in its registers: records of its own
+        own = reg.Registers(1, self.copies_count, self.copies_count * cfg.words, reg.counters())
+        self.bind(own.jobs[0, ...], own.copies, own.values)
+        for field, value in (("workers", cfg.workers), ("words", cfg.words), ("frame_bytes", cfg.frame_bytes),
+                             ("slot_base", cfg.slot_base), ("slots", cfg.slots), ("full", cfg.full_mask),
+                             ("needed", cfg.children)):
+            self.register[field] = value
         self.set_members(cfg)
         # bookkeeping for leases and listings (monotonic seconds): where the job came from, when a member
         # was last heard (it joined, or its frames moved the counters), its last frame, the last refusal
@@ -94,20 +101,21 @@ class _JobState:
 
     def note(self, now: float) -> None:
         """Look at the job's counters (the compiled rules move them): heard from, or refused, since the last look?"""
-        heard = int(self.meta[list(_HEARD)].sum())
-        refused = int(self.meta[dp.DROPS + Drop.STALE_RUN])
+        r = self.register
+        heard = sum(int(r[field]) for field in _HEARD) + int(r["drops"][_HEARD_DROPS].sum())
+        refused = int(r["drops"][Drop.STALE_RUN])
         if heard != self._marks[0]:
             self.heard = self.framed = now
         if refused != self._marks[1]:
             self.refused = now
         self._marks = (heard, refused)
 
-    def bind(self, meta: np.ndarray, copies: np.ndarray, values: np.ndarray) -> None:
-        """Point the job at its rows (views of the pipeline's registers), already holding its state."""
-        self.meta, self.copies = meta, copies
+    def bind(self, register: np.ndarray, copies: np.ndarray, values: np.ndarray) -> None:
+        """Point the job at its records (views of the pipeline's registers), already holding its state."""
+        self.register, self.copies = register, copies
         self.values = values.reshape(self.copies_count, self.words)
-        self.bitmap, self.counter = copies[:, dp.BITMAP], copies[:, dp.COUNTER]
-        self.offset, self.phase, self.total = copies[:, dp.OFFSET], copies[:, dp.PHASE], copies[:, dp.TOTAL]
+        self.bitmap, self.counter = copies["bitmap"], copies["counter"]
+        self.offset, self.phase, self.total = copies["offset"], copies["phase"], copies["total"]
 
     def set_members(self, cfg: JobConfig) -> None:
         """Who may send for which worker_id, the multicast group, the parent (the slots are kept)."""
@@ -120,30 +128,30 @@ class _JobState:
 
     @property
     def updates(self) -> int:
-        return int(self.meta[dp.UPDATES])
+        return int(self.register["updates"])
 
     @property
     def results(self) -> int:
-        return int(self.meta[dp.RESULTS])
+        return int(self.register["results"])
 
     @property
     def resends(self) -> int:
-        return int(self.meta[dp.RESENDS])
+        return int(self.register["resends"])
 
     @property
     def sent_up(self) -> int:
-        return int(self.meta[dp.SENT_UP])
+        return int(self.register["sent_up"])
 
     @property
     def resent_up(self) -> int:
-        return int(self.meta[dp.RESENT_UP])
+        return int(self.register["resent_up"])
 
     @property
     def dropped(self) -> collections.Counter:
-        return _counter(self.meta[dp.DROPS:])
+        return _counter(self.register["drops"])
 
     def reset(self) -> None:
-        self.copies[...] = 0
+        self.copies[...] = 0  # every field of every copy
         self.values[...] = 0
 
     def clear_leftovers(self, worker_id: int) -> int:
@@ -185,69 +193,67 @@ class Pipeline:
     def __init__(self, *, reuse_buffers: bool = False) -> None:
         self.jobs: dict[int, _JobState] = {}
         self.reuse_buffers = reuse_buffers
-        self.counts = np.zeros(dp.REASONS, np.int64)  # frames seen, drops by reason
+        self.counts = reg.counters()  # frames seen, drops by reason: the switch's `registers.COUNTERS`
         self._source_ids: dict[Hashable, int] = {}
-        self._next_id = itertools.count(dp.OTHER_IDS)  # for sources that are neither UDP addresses nor ports
+        self._next_id = itertools.count(reg.OTHER_IDS)  # for sources that are neither UDP addresses nor ports
         self._out = bytearray(MAX_FRAME_BYTES)
         self._out_array = np.frombuffer(self._out, np.uint8)
         self._out_view = memoryview(self._out)
         self._layout()
-        dp.warm()
+        batch.warm()
 
     # -- registers ----------------------------------------------------------
     def _layout(self) -> None:
         """(Re)build the registers for the installed jobs, keeping each job's state and counters."""
         jobs = list(self.jobs.values())
-        meta = np.zeros((len(jobs), dp.META), np.int64)
-        auth = np.full((len(jobs), MAX_WORKERS + dp.MAX_PARENTS), dp.NO_MEMBER, np.int64)  # members, parents
-        names = np.zeros((len(jobs), MAX_WORKERS + dp.MAX_PARENTS, dp.SOCKADDR), np.uint8)
-        copies = np.zeros((sum(j.copies_count for j in jobs), dp.COPY_COLUMNS), np.int64)
-        values = np.zeros(sum(j.copies_count * j.words for j in jobs), np.int32)
-        job_index = np.full(1 << 16, -1, np.int32)
+        r = reg.Registers(len(jobs), sum(j.copies_count for j in jobs), sum(j.copies_count * j.words for j in jobs),
+                          self.counts)
         c = v = 0
         for row, job in enumerate(jobs):
             nc, nv = job.copies_count, job.copies_count * job.words
-            meta[row] = job.meta
-            meta[row, dp.COPY_BASE], meta[row, dp.VALUE_BASE] = c, v
-            copies[c : c + nc] = job.copies
-            values[v : v + nv] = job.values.reshape(-1)
-            job_index[job.cfg.job_id] = row
-            job.bind(meta[row], copies[c : c + nc], values[v : v + nv])
+            r.jobs[row] = job.register
+            r.jobs["copy_base"][row], r.jobs["value_base"][row] = c, v
+            r.copies[c : c + nc] = job.copies
+            r.values[v : v + nv] = job.values.reshape(-1)
+            r.job_index[job.cfg.job_id] = row
+            job.bind(r.jobs[row, ...], r.copies[c : c + nc], r.values[v : v + nv])
             job.row = row
             c, v = c + nc, v + nv
-        self.meta, self.auth, self.names, self.copies, self.values = meta, auth, names, copies, values
-        self.job_index = job_index
+        self.registers = r
+        self.kernel_args = r.kernel_args  # what the compiled entry points take (`batch.udp_batch`, ...)
         self._rows = jobs
         for job in jobs:
             self._install_members(job)
 
     def _install_members(self, job: _JobState) -> None:
-        self.auth[job.row] = dp.NO_MEMBER
-        self.names[job.row] = 0
+        """Write the job's members and parents into its register: their source ids and names."""
+        r = job.register
+        r["worker_source"], r["parent_source"] = reg.NO_MEMBER, reg.NO_MEMBER
+        r["worker_name"], r["parent_name"] = 0, 0
         for m in job.cfg.members:
-            sid = self.auth[job.row, m.worker_id] = self.source_id(m.source)
-            if sid < dp.PORT_IDS:  # a UDP address: where the batch path sends its RESULTs
-                self.names[job.row, m.worker_id] = np.frombuffer(dp.sockaddr(*m.source), np.uint8)
-            elif sid >= dp.RAW_IDS:  # a worker at its own address behind a port: its replica's destination
-                self.names[job.row, m.worker_id, :12] = np.frombuffer(
-                    mac_bytes(m.mac) + ip_bytes(m.source.ip) + m.source.udp_port.to_bytes(2, "big"), np.uint8)
-        job.meta[dp.PARENTS] = len(job.cfg.parents)
-        job.meta[dp.MEMBER] = job.cfg.parents[0].worker_id if job.cfg.parents else 0
+            sid = r["worker_source"][m.worker_id] = self.source_id(m.source)
+            if sid < reg.PORT_IDS:  # a UDP address: where the batch path sends its RESULTs
+                r["worker_name"][m.worker_id] = np.frombuffer(sockaddr_in(*m.source), np.uint8)
+            elif sid >= reg.RAW_IDS:  # a worker at its own address behind a port: its replica's destination
+                name = reg.raw_name(mac_bytes(m.mac), ip_bytes(m.source.ip), m.source.udp_port)
+                r["worker_name"][m.worker_id, : len(name)] = np.frombuffer(name, np.uint8)
+        r["parents"] = len(job.cfg.parents)
+        r["member"] = job.cfg.parents[0].worker_id if job.cfg.parents else 0
         for k, parent in enumerate(job.cfg.parents):
-            sid = self.auth[job.row, MAX_WORKERS + k] = self.source_id(parent.source)
-            if sid < dp.PORT_IDS:  # a UDP address: where the batch path sends partials up
-                self.names[job.row, MAX_WORKERS + k] = np.frombuffer(dp.sockaddr(*parent.source), np.uint8)
+            sid = r["parent_source"][k] = self.source_id(parent.source)
+            if sid < reg.PORT_IDS:  # a UDP address: where the batch path sends partials up
+                r["parent_name"][k] = np.frombuffer(sockaddr_in(*parent.source), np.uint8)
 
     def source_id(self, source: Hashable) -> int:
         """The integer the registers name `source` by (given out once per source)."""
         sid = self._source_ids.get(source)
         if sid is None:
             if isinstance(source, PortAddress):
-                sid = dp.raw_source_id(*source)
+                sid = reg.raw_source_id(*source)
             elif isinstance(source, tuple) and len(source) == 2:
-                sid = dp.udp_source_id(*source)
+                sid = reg.udp_source_id(*source)
             elif isinstance(source, int) and not isinstance(source, bool) and 0 <= source < 1 << 32:
-                sid = dp.port_source_id(source)
+                sid = reg.port_source_id(source)
             if sid is None:
                 sid = next(self._next_id)
             self._source_ids[source] = sid
@@ -255,11 +261,11 @@ class Pipeline:
 
     @property
     def frames(self) -> int:
-        return int(self.counts[0])
+        return int(self.counts["frames"][0])
 
     @property
     def drops(self) -> collections.Counter:
-        return _counter(self.counts)
+        return _counter(self.counts["drops"][0])
 
     # -- control plane ------------------------------------------------------
     def add_job(self, cfg: JobConfig, *, origin: str = "add_job") -> None:
@@ -368,20 +374,20 @@ class Pipeline:
 
     def refuse(self, reason: Drop) -> None:
         """A hina frame the parser or checksum unit rejected before `update`: a frame seen, and dropped."""
-        self.counts[0] += 1
+        self.counts["frames"] += 1
         self.drop(reason)
 
     def drop(self, reason: Drop, job: _JobState | None = None) -> None:
-        self.counts[reason] += 1
+        self.counts["drops"][0, reason] += 1
         if job is not None:
-            job.meta[dp.DROPS + reason] += 1
+            job.register["drops"][reason] += 1
 
     # -- data plane ---------------------------------------------------------
     def update(self, data: bytes | bytearray | memoryview, source: Hashable, length: int | None = None) -> Emit | None:
         """Process one hina frame (header + K words) that arrived from `source`.
 
         `length` is the hina length the frame claims (UDP length - 8 on raw frames); by default
-        the bytes present (the rules, drops included, are `dataplane.ingress`'s).
+        the bytes present (the rules, drops included, are `controls.ingress`'s).
         """
         frame = np.frombuffer(data, np.uint8)
         if not frame.flags.writeable:  # bytes: the kernels are compiled for writable frames alone (one variant)
@@ -389,17 +395,16 @@ class Pipeline:
         present = frame.size
         sid = self._source_ids.get(source)  # a member's source has its id since it joined
         if sid is None:  # a frame behind a port (its id is arithmetic), or nobody's
-            sid = (dp.raw_source_id(*source) if isinstance(source, PortAddress) else None) or dp.NO_SOURCE
-        action, row, size = dp.ingress(self.job_index, self.meta, self.auth, self.copies, self.values, self.counts,
-                                       frame, 0, present, present if length is None else length, sid,
-                                       self._out_array, 0)
-        if action == dp.NOTHING:
+            sid = (reg.raw_source_id(*source) if isinstance(source, PortAddress) else None) or reg.NO_SOURCE
+        action, row, size = ingress_bytes(*self.kernel_args, frame, 0, present, present if length is None else length,
+                                          sid, self._out_array, 0)
+        if action == NOTHING:
             return None
         out = self._out_view[:size] if self.reuse_buffers else bytes(self._out_view[:size])
         job = self._rows[row]
-        if action == dp.TO_SENDER:  # back where it came from; to the port (its host) for a member known by port
-            back = isinstance(source, PortAddress) and self.auth[row, frame[AT_WORKER_ID]] < dp.RAW_IDS
+        if action == TO_SENDER:  # back where it came from; to the port (its host) for a member known by port
+            back = isinstance(source, PortAddress) and job.register["worker_source"][frame[AT_WORKER_ID]] < reg.RAW_IDS
             dests = (source.port,) if back else (source,)
         else:
-            dests = job.group if action == dp.TO_GROUP else job.up[action - dp.TO_PARENT]
+            dests = job.group if action == TO_GROUP else job.up[action - TO_PARENT]
         return _emit((dests, out))

@@ -38,10 +38,11 @@ from typing import Any
 
 from hina.control.config import JobConfig, Member
 from hina.control.topology import Topology
-from hina.wire.headers import ETH_HEADER_BYTES, IPV4_HEADER_BYTES, UDP_HEADER_BYTES, UDP_PORT
+from hina.wire.frames import ETH_TYPE_AT, HINA_AT, IP_PROTOCOL_AT, IP_VERSION_AT, IPV4_NO_OPTIONS, UDP_DPORT_AT
+from hina.wire.headers import AT_POOL_INDEX, ETHERTYPE_IPV4, IPPROTO_UDP, UDP_PORT, VERSION_BIT
+from hina.wire.sockio import SOL_PACKET
 
 SO_ATTACH_REUSEPORT_CBPF = 51
-SOL_PACKET = 263
 PACKET_FANOUT = 18
 PACKET_FANOUT_DATA = 22
 PACKET_FANOUT_CBPF = 6
@@ -49,17 +50,17 @@ PACKET_FANOUT_FLAG_IGNORE_OUTGOING = 0x4000
 PACKET_FANOUT_FLAG_UNIQUEID = 0x2000
 
 SKF_LL_OFF = (1 << 32) - 0x200000  # linux/filter.h: loads at this base + k read from the link-layer header
-SLOT_AT = 6  # the pool_index field's offset in the hina header: version bit, then the 15-bit slot
 REPLY_TIMEOUT = 5.0  # seconds a pipe may take to answer a control request
 
 # classic BPF opcodes (linux/filter.h)
 _LD_H_ABS, _LD_B_ABS, _JEQ_K, _AND_K, _MOD_K, _RET_A, _RET_K = 0x28, 0x30, 0x15, 0x54, 0x94, 0x16, 0x06
 
 
-def slot_program(pipes: int, at: int = SLOT_AT) -> list[tuple[int, int, int, int]]:
-    """BPF returning (16-bit word at `at`) & 0x7FFF mod `pipes`: the slot's pipe.  A packet too short
-    to hold the field ends the program with 0 (pipe 0, whose pipeline drops it as truncated)."""
-    return [(_LD_H_ABS, 0, 0, at), (_AND_K, 0, 0, 0x7FFF), (_MOD_K, 0, 0, pipes), (_RET_A, 0, 0, 0)]
+def slot_program(pipes: int, at: int = AT_POOL_INDEX) -> list[tuple[int, int, int, int]]:
+    """BPF returning the slot (the pool index at `at` without its version bit) mod `pipes`: the slot's pipe.
+    A packet too short to hold the field ends the program with 0 (pipe 0, whose pipeline drops it as
+    truncated)."""
+    return [(_LD_H_ABS, 0, 0, at), (_AND_K, 0, 0, VERSION_BIT - 1), (_MOD_K, 0, 0, pipes), (_RET_A, 0, 0, 0)]
 
 
 def frame_program(pipes: int) -> list[tuple[int, int, int, int]]:
@@ -67,10 +68,10 @@ def frame_program(pipes: int) -> list[tuple[int, int, int, int]]:
 
     Offsets count from the Ethernet header through SKF_LL_OFF: a received frame reaches the
     fanout with its data already past the link-layer header, at the IPv4 header."""
-    udp = ETH_HEADER_BYTES + IPV4_HEADER_BYTES
-    checks = [(_LD_H_ABS, SKF_LL_OFF + 12, 0x0800), (_LD_B_ABS, SKF_LL_OFF + ETH_HEADER_BYTES, 0x45),
-              (_LD_B_ABS, SKF_LL_OFF + ETH_HEADER_BYTES + 9, 17), (_LD_H_ABS, SKF_LL_OFF + udp + 2, UDP_PORT)]
-    slot = slot_program(pipes, SKF_LL_OFF + udp + UDP_HEADER_BYTES + SLOT_AT)
+    checks = [(_LD_H_ABS, SKF_LL_OFF + ETH_TYPE_AT, ETHERTYPE_IPV4),
+              (_LD_B_ABS, SKF_LL_OFF + IP_VERSION_AT, IPV4_NO_OPTIONS),
+              (_LD_B_ABS, SKF_LL_OFF + IP_PROTOCOL_AT, IPPROTO_UDP), (_LD_H_ABS, SKF_LL_OFF + UDP_DPORT_AT, UDP_PORT)]
+    slot = slot_program(pipes, SKF_LL_OFF + HINA_AT + AT_POOL_INDEX)
     prog = []
     for i, (load, at, want) in enumerate(checks):
         left = 2 * (len(checks) - i) - 1 + len(slot)  # instructions after this jump, up to "ret 0"

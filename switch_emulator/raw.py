@@ -9,13 +9,18 @@ port's `configure`).  With `pipes` P > 1, each interface gets P sockets in a
 PACKET_FANOUT group whose BPF program hands a hina frame to pipe slot mod P
 and anything else to pipe 0 (`pipes.py`).
 
-On Linux (`batch`, the default where `mmsg.available()`) an interface's
+On Linux (`batch`, the default where `sockio.available()`) an interface's
 frames are read up to 64 per `recvmmsg` into one set of buffers, and the
 parser, the rules and the egress rewrite run over the whole batch in
-compiled code (`dataplane.raw_batch`), which writes every RESULT copy, one
+compiled code (`batch.raw_batch`), which writes every RESULT copy, one
 per member port, into a transmit ring; one `sendmmsg` on an unbound packet
-socket sends the ring, each message naming its interface.  Frames that are
-not hina (ARP, anything else) go through `FrameSwitch.process` as before.
+socket sends the ring, each message naming its interface.  With
+segmentation offload (`offload`, the default) the sockets read and write
+each frame after a virtio_net_hdr: a host's super-frame is cut into its
+datagrams before the rules (`hina.wire.offload.unwrap`) and each member's
+replicas leave gathered into super-frames (`hina.wire.offload.gather`).
+Frames that are not hina (ARP, anything else) go through
+`FrameSwitch.process` as before.
 With `batch=False` or impairments, every frame goes through
 `FrameSwitch.process` and each output is its own send, from one
 preallocated receive buffer.
@@ -24,30 +29,32 @@ preallocated receive buffer.
 from __future__ import annotations
 
 import socket
-import struct
 import sys
 
 import numpy as np
 
 from hina.control.topology import Topology
-from hina.wire import mmsg
-from hina.wire.frames import VNET_HDR_BYTES
-from hina.wire.mmsg import set_buffers
+from hina.wire import sockio
+from hina.wire.offload import MAX_SEGMENTS, VNET_HDR_BYTES, gather, unwrap
+from hina.wire.sockio import (
+    ETH_P_ALL,
+    PACKET_IGNORE_OUTGOING,
+    PACKET_OUTGOING,
+    SOCKADDR_LL_BYTES,
+    SOL_PACKET,
+    set_buffers,
+    sockaddr_ll,
+    vnet_headers,
+)
 
-from .dataplane import SOCKADDR_LL, gather, raw_batch, unwrap, warm
+from .batch import raw_batch, warm
 from .frames import FrameSwitch
 from .impair import ImpairmentConfig
 from .pipes import join_fanout
 from .server import SwitchServer
 
-ETH_P_ALL = 0x0003
-SOL_PACKET = 263
-PACKET_IGNORE_OUTGOING = 23
-PACKET_VNET_HDR = 15
 _UNWRAPPED = 512  # frames of one unwrapping: super-frames cut into datagrams (jumbo frames: 4.7 MB)
-GATHER = 64  # frames a super-frame stands for at most (UDP_MAX_SEGMENTS; 64 KB of datagram bound it too)
-_UNWRAPPED_BYTES = 9216  # a datagram's frame at most (MTU 9000 and the Ethernet header); longer ones are passed
-PACKET_OUTGOING = 4
+_UNWRAPPED_BYTES = 9216  # a datagram's frame at most (MTU 9000, the Ethernet header, to 9 KiB); longer: passed
 _BATCH = 256
 _MAX_FRAME = 65536
 
@@ -65,13 +72,13 @@ class RawSwitch(SwitchServer):
         self._pipe_socks = [[] for _ in range(pipes)]
         self._rx = bytearray(_MAX_FRAME)
         self._ignoring_outgoing = True  # the kernel keeps our own frames from us: no address per frame needed
-        self.batch = mmsg.available() if batch is None else bool(batch and mmsg.available())
+        self.batch = sockio.available() if batch is None else bool(batch and sockio.available())
         if self.batch:
             warm(raw=True)  # compiled before the first frame waits on it
         # the batched path reads every frame after a virtio_net_hdr: a host that leaves its datagrams whole for
         # the device to cut (segmentation offload) hands a veth one super-frame, which `unwrap` cuts here
         self.vnet = self.batch and not self._impaired and offload and sys.byteorder == "little"
-        self._io: mmsg.BatchSocket | None = None  # made where the frames are served (a pipe: after the fork)
+        self._io: sockio.BatchSocket | None = None  # made where the frames are served (a pipe: after the fork)
         self._tx_sock: socket.socket | None = None
         self._punt = np.zeros(64, np.int64)
         try:
@@ -89,7 +96,7 @@ class RawSwitch(SwitchServer):
                     except OSError:  # kernels before 4.20: the packet type check in _drain does it
                         self._ignoring_outgoing = False
                     if self.vnet:
-                        sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+                        vnet_headers(sock)
                     sock.bind((ifname, ETH_P_ALL))
                 if pipes > 1 and not join_fanout(group, pipes):
                     self._ignoring_outgoing = False
@@ -135,37 +142,34 @@ class RawSwitch(SwitchServer):
                 return
             except OSError:
                 return
-            if addr[2] != PACKET_OUTGOING:
+            _ifname, _protocol, packet_type, *_ = addr
+            if packet_type != PACKET_OUTGOING:
                 ingress(bytes(view[:n]) if copy else view[:n], port)
 
-    def _batch_io(self) -> mmsg.BatchSocket:
+    def _batch_io(self) -> sockio.BatchSocket:
         """The receive buffers and transmit ring of this process, and the unbound packet socket
         that sends the ring (made on first use, after a pipe's fork)."""
         if self._io is None:
             self._tx_sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # protocol 0: hears nothing
             set_buffers(self._tx_sock)
-            if self.vnet:  # the replicas go out gathered into super-frames (`dataplane.gather`)
-                self._tx_sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
-            self._io = io = mmsg.BatchSocket(self._tx_sock, entries=len(self._punt), entry_bytes=_MAX_FRAME,
-                                             name_bytes=SOCKADDR_LL)
+            if self.vnet:  # the replicas go out gathered into super-frames (`offload.gather`)
+                vnet_headers(self._tx_sock)
+            self._io = io = sockio.BatchSocket(self._tx_sock, entries=len(self._punt), entry_bytes=_MAX_FRAME,
+                                               name_bytes=SOCKADDR_LL_BYTES)
             ports = max(self.interfaces, default=0) + 1
-            self._port_names = np.zeros((ports, SOCKADDR_LL), np.uint8)
+            self._port_names = np.zeros((ports, SOCKADDR_LL_BYTES), np.uint8)  # all zero: no interface
             for port, ifname in self.interfaces.items():
-                # struct sockaddr_ll: family, protocol (IPv4, network order), interface index; the
-                # frame carries its own Ethernet header
-                name = struct.pack("=HHiHBB8x", socket.AF_PACKET, socket.htons(0x0800),
-                                   socket.if_nametoindex(ifname), 0, 0, 0)
-                self._port_names[port] = np.frombuffer(name, np.uint8)
+                self._port_names[port] = np.frombuffer(sockaddr_ll(ifname), np.uint8)
             if self.vnet:  # where `gather` puts the replicas' super-frames, and `unwrap` a batch's datagrams
-                self._gathered = mmsg.BatchSocket(self._tx_sock, entries=1, entry_bytes=64,
-                                                  tx_messages=io.tx_capacity,
-                                                  tx_bytes=len(io.tx_array) + VNET_HDR_BYTES * io.tx_capacity,
-                                                  name_bytes=SOCKADDR_LL)
+                self._gathered = sockio.BatchSocket(self._tx_sock, entries=1, entry_bytes=64,
+                                                    tx_messages=io.tx_capacity,
+                                                    tx_bytes=len(io.tx_array) + VNET_HDR_BYTES * io.tx_capacity,
+                                                    name_bytes=SOCKADDR_LL_BYTES)
                 self._taken = np.zeros(io.tx_capacity, np.bool_)
                 self._wire = np.zeros(_UNWRAPPED * _UNWRAPPED_BYTES, np.uint8)
                 # strided, as the mmsghdr lengths are: raw_batch is compiled for that layout alone
                 self._wire_lengths = np.zeros(2 * _UNWRAPPED, np.uint32)[::2]
-                self._wire_names = np.zeros(_UNWRAPPED * SOCKADDR_LL, np.uint8)
+                self._wire_names = np.zeros((_UNWRAPPED, SOCKADDR_LL_BYTES), np.uint8)
                 self._origin = np.zeros(_UNWRAPPED, np.int64)
                 self._passed = np.zeros(io.entries, np.int64)
         return self._io
@@ -210,15 +214,14 @@ class RawSwitch(SwitchServer):
         done = 0
         while done < n:  # the ring holds at least one entry's outputs: each call gets past one
             done, messages, _, punted, unsent = raw_batch(
-                p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, p.names, rx, stride, lengths, names,
-                check_outgoing, done, n, port, self.frames.rewrite_table, self._port_names, punt, io.tx_array,
-                io.tx_names_array, io.tx_iov, io.tx_address, io.tx_capacity)
+                *p.kernel_args, rx, stride, lengths, names, check_outgoing, done, n, port, self.frames.hosts_bytes,
+                self._port_names, punt, io.tx_array, io.tx_names_array, io.tx_iov, io.tx_address, io.tx_capacity)
             t2 = clock()
             spent["rules"] += t2 - t1
             if messages and self.vnet:
                 g = self._gathered
                 count = gather(io.tx_array, io.tx_names_array, io.tx_iov, io.tx_address, messages, g.tx_array,
-                               g.tx_names_array, g.tx_iov, g.tx_address, GATHER, self._taken)
+                               g.tx_names_array, g.tx_iov, g.tx_address, MAX_SEGMENTS, self._taken)
                 self.tx_errors += g.send(count)
                 spent["sent"] += count
             elif messages:

@@ -3,10 +3,10 @@
 A datagram is a hina frame (header + K words; the kernel does
 Ethernet/IP/UDP) and a member is a (host, port) address.  The data socket
 is drained in batches so a burst costs one select call.  On Linux
-(`batch`, the default where `mmsg.available()`) one `recvmmsg` receives up
+(`batch`, the default where `sockio.available()`) one `recvmmsg` receives up
 to 64 datagrams into fixed buffers, the compiled rules run over the whole
-batch (`dataplane.udp_batch`) and write the RESULTs into a transmit ring,
-and one `sendmmsg` sends it (`mmsg.py`): three calls per batch instead of
+batch (`batch.udp_batch`) and write the RESULTs into a transmit ring,
+and one `sendmmsg` sends it (`hina.wire.sockio`): three calls per batch instead of
 two system calls and the rules' Python per packet.  Elsewhere, or with
 `batch=False`, each datagram is received into one preallocated buffer,
 goes through `Pipeline.update` and its RESULT is sent from the pipeline's
@@ -21,10 +21,10 @@ import json
 import socket
 import sys
 
-from hina.wire import mmsg
-from hina.wire.mmsg import SOCKET_BUFFER, set_buffers
+from hina.wire import sockio
+from hina.wire.sockio import SOCKET_BUFFER, set_buffers
 
-from .dataplane import udp_batch, warm
+from .batch import udp_batch, warm
 from .impair import ImpairmentConfig
 from .pipeline import Pipeline
 from .pipes import reuseport_group
@@ -51,10 +51,10 @@ class UdpSwitch(SwitchServer):
         super().__init__(pipeline, control=control, impair=impair, stats_every=stats_every,
                          stats_stream=stats_stream, pipes=pipes)
         self._rx = bytearray(_MAX_DATAGRAM)
-        self.batch = mmsg.available() if batch is None else bool(batch and mmsg.available())
+        self.batch = sockio.available() if batch is None else bool(batch and sockio.available())
         if self.batch:
             warm(batch=True)  # compiled before the first datagram waits on it
-        self._batches: dict[socket.socket, mmsg.BatchSocket] = {}  # per data socket, made where it is served
+        self._batches: dict[socket.socket, sockio.BatchSocket] = {}  # per data socket, made where it is served
         try:
             if pipes == 1:
                 self._data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -105,7 +105,7 @@ class UdpSwitch(SwitchServer):
     def _drain_batched(self, sock: socket.socket) -> None:
         io = self._batches.get(sock)
         if io is None:  # made in the process that serves the socket (a pipe's, after the fork)
-            io = self._batches[sock] = mmsg.BatchSocket(sock, entry_bytes=_MAX_DATAGRAM)
+            io = self._batches[sock] = sockio.BatchSocket(sock, entry_bytes=_MAX_DATAGRAM)
         p = self.pipeline
         clock, spent = self.clock, self.profile
         for _ in range(_BATCH // io.entries):
@@ -118,10 +118,9 @@ class UdpSwitch(SwitchServer):
             spent["recv"] += t1 - t
             done = 0
             while done < n:
-                done, messages, _ = udp_batch(p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, p.names,
-                                              io.rx_array, io.entry_bytes, io.rx_lengths, io.rx_names_array, done, n,
-                                              io.tx_array, io.tx_names_array, io.tx_iov, io.tx_address,
-                                              io.tx_capacity)
+                done, messages, _ = udp_batch(*p.kernel_args, io.rx_array, io.entry_bytes, io.rx_lengths,
+                                              io.rx_names_array, done, n, io.tx_array, io.tx_names_array, io.tx_iov,
+                                              io.tx_address, io.tx_capacity)
                 t2 = clock()
                 spent["rules"] += t2 - t1
                 if messages:

@@ -7,11 +7,13 @@ Markers (register here, apply in the test modules):
 - `bmv2`: needs p4c and simple_switch_grpc (`make p4` and the P4 toolchain); skipped otherwise.
 - `torch`: needs PyTorch (the `torch` extra); skipped otherwise.
 - `tofino`: needs Intel's open-source Tofino back end of p4c (`tools/p4-toolchain.sh --tofino`); skipped otherwise.
+- `testgen`, `testgen_tofino`: need p4testgen for BMv2 (/usr/local/bin/p4testgen) or for Tofino
+  (/opt/p4c-tofino/bin/p4testgen), built by `tools/p4-toolchain.sh --testgen`; skipped otherwise.
 - `slow`: many seconds, a fleet of processes or real sockets at length; `make test-fast` leaves these out.
 
 This is the one place that edits `sys.path`: the tests' own helpers (`helpers`,
-`make_vectors`, `p4_source`, `tna_model`, `veth`, `veth_harness`, in this folder) and the documentation
-tooling in `tools/` are imported by name.  Everything else is the installed
+`make_vectors`, `p4_source`, `testgen_harness`, `tna_model`, `veth`, `veth_harness`, in this
+folder) and the documentation tooling in `tools/` are imported by name.  Everything else is the installed
 `hina` package.
 """
 
@@ -46,6 +48,8 @@ MARKERS = {
     "bmv2": "needs p4c and simple_switch_grpc",
     "torch": "needs PyTorch (the torch extra)",
     "tofino": "needs /opt/p4c-tofino/bin/p4c (tools/p4-toolchain.sh --tofino)",
+    "testgen": "needs p4testgen for BMv2, /usr/local/bin/p4testgen (tools/p4-toolchain.sh --testgen)",
+    "testgen_tofino": "needs p4testgen for Tofino, /opt/p4c-tofino/bin/p4testgen (p4-toolchain.sh --testgen --tofino)",
     "slow": "takes many seconds or a fleet of processes; make test-fast leaves it out",
 }
 
@@ -75,6 +79,12 @@ def missing(marker: str) -> str | None:
 
         if tofino_report.compiler() is None:
             return "needs /opt/p4c-tofino/bin/p4c (tools/p4-toolchain.sh --tofino)"
+    if marker in ("testgen", "testgen_tofino"):
+        import testgen  # tools/
+
+        target = "bmv2" if marker == "testgen" else "tofino"
+        if testgen.binary(target) is None:
+            return f"no p4testgen at {testgen.TARGETS[target]['binary']} (tools/p4-toolchain.sh --testgen)"
     if marker == "torch":
         try:
             import torch  # noqa: F401
@@ -84,7 +94,7 @@ def missing(marker: str) -> str | None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    for marker in ("root", "mininet", "bmv2", "torch", "tofino"):
+    for marker in ("root", "mininet", "bmv2", "torch", "tofino", "testgen", "testgen_tofino"):
         if item.get_closest_marker(marker) is not None:
             why = missing(marker)
             if why is not None:

@@ -20,7 +20,7 @@ from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw, raw
 
-from hina.wire.headers import UDP_PORT, pack_header
+from hina.wire.headers import HEADER_BYTES, UDP_HEADER_BYTES, UDP_PORT, pack_header
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 K = 32
@@ -48,6 +48,13 @@ TOPOLOGY = {
     ],
 }
 JOB_PORTS = {1: [1, 2, 3], 2: [4, 1]}
+# One job of a single worker (port 3): every UPDATE completes its copy.
+SOLO_TOPOLOGY = {
+    "switch": {"mac": SWITCH_MAC, "ip": SWITCH_IP},
+    "hosts": [{"port": p, "mac": host_mac(p), "ip": host_ip(p)} for p in (1, 2, 3)],
+    "jobs": [{"job_id": 3, "workers": 1, "words": K, "slot_base": 8, "slots": 2,
+              "members": [{"worker_id": 0, "port": 3}]}],
+}
 
 # Trees (docs/design.md, "Aggregation trees"): the switch under test is a leaf holding workers 0 and 1 (ports 1, 2) of a
 # job of 4; its spines are on ports 5 (even slots) and 6 (odd slots), where it is member 0.  Port 3 is
@@ -63,6 +70,9 @@ TREE_TOPOLOGY = {
     ],
 }
 TREE_CHILDREN = [1, 2]
+# A leaf with one child (worker 0 on port 1) of a job of 4, under the same spines.
+LONE_LEAF_TOPOLOGY = {**TREE_TOPOLOGY, "jobs": [{**TREE_TOPOLOGY["jobs"][0], "mask": 0b0001,
+                                                 "members": [{"worker_id": 0, "port": 1}]}]}
 # Ranks that share a host: workers 0 and 1 on the host of port 1 (UDP ports 40001 and 40011), worker 2 on
 # port 2's; each names its address, so each gets its own replica of every RESULT.
 RANKS = {0: (1, 40001), 1: (1, 40011), 2: (2, 40002)}
@@ -236,6 +246,20 @@ def build_cases() -> list[dict]:
     cases.append(case("bad_msg_type", "a RESULT sent to the switch", [(1, update(1, [1], msg_type=1))], [],
                       {"bad_msg_type": 1}))
     cases.append(case("bad_op", "op 3 is not ADD, OR or MAX", [(1, update(1, [1], op=3))], [], {"bad_op": 1}))
+    cases.append(case("unknown_msg_type", "msg_type 2 is neither UPDATE nor RESULT",
+                      [(1, update(1, [1], msg_type=2))], [], {"bad_msg_type": 1}))
+    cases.append(case("result_of_an_unknown_job", "a RESULT of a job this switch does not hold is a message it "
+                      "never takes (BAD_MSG_TYPE), not an unknown job", [(1, update(1, [1], msg_type=1, job=9))], [],
+                      {"bad_msg_type": 1}))
+    cases.append(case("worker_id_past_127", "worker_id 200 in a job of 3 workers (the Tofino program tells "
+                      "worker_id >= 128 apart by its top bit)", [(1, update(1, [1], worker=200))], [],
+                      {"bad_worker": 1}))
+    cases.append(case("slot_below_the_jobs_range", "slot 1 is below job 2's slots (4 to 7)",
+                      [(4, update(4, [1], job=2, worker=0, slot=1))], [], {"bad_slot": 1}))
+    solo = update(3, [5, -6], job=3, worker=0, slot=8)
+    cases.append(case("single_worker_job", "a job of one worker: its UPDATE completes the copy it takes, and the "
+                      "RESULT goes back to it at once", [(3, solo)], [(3, result(3, solo, [5, -6]))],
+                      topology=SOLO_TOPOLOGY))
     cases.append(case("truncated_hina_header", "10 bytes after the UDP header",
                       [(1, frame(1, b"\0" * 10))], [], {"truncated": 1}))
     cases.append(case("truncated_payload", "a header and 20 of the 32 words",
@@ -243,6 +267,7 @@ def build_cases() -> list[dict]:
     good = hina([1], worker=0)
     cases.append(case("bad_length", "UDP length claims 8 more bytes than a hina frame has",
                       [(1, frame(1, good + b"\0" * 8))], [], {"bad_length": 1}))
+    cases += length_cases(good)
     trailing = frame(1, good + b"\xab" * 6, udp_len=8 + len(good))
     cases.append(case("trailing_bytes_ride_along", "bytes past the UDP length are not hina: the frame is "
                       "accepted and they leave with the RESULT unchanged",
@@ -263,6 +288,31 @@ def build_cases() -> list[dict]:
     stranger = raw(Ether(src=host_mac(1), dst="02:00:00:00:00:99") / IP() / ICMP())
     cases.append(case("no_route", "an unknown destination MAC is dropped", [(1, stranger)], [], {"no_route": 1}))
     return cases + tree_cases()
+
+
+def length_cases(good: bytes) -> list[dict]:
+    """The UDP length's classes, each at its edges: short of a hina header (0 .. 23), short of the words
+    (24 .. 151), exact (152: every accepted frame) and past the words (153 ..).  Each class is told apart
+    by the checks it comes before or after: short of a header is TRUNCATED before the job is looked up,
+    short of the words only after (an unknown job's frame is UNKNOWN_JOB), past the words BAD_LENGTH."""
+    udp_length, unknown = UDP_HEADER_BYTES + len(good), hina([1], job=9)
+    return [
+        case("length_short_of_a_header", "UDP lengths 0 and 23 claim less than a hina header (the frames hold "
+             "all of one, and K words): TRUNCATED, before the job (9, unknown) is looked up",
+             [(1, frame(1, unknown, udp_len=0)),
+              (1, frame(1, unknown, udp_len=UDP_HEADER_BYTES + HEADER_BYTES - 1))], [], {"truncated": 2}),
+        case("length_header_only_of_an_unknown_job", "UDP length 24, a header and no words, of an unknown job: "
+             "the length is short of the words, a class checked after the job, so UNKNOWN_JOB",
+             [(1, frame(1, unknown[:HEADER_BYTES]))], [], {"unknown_job": 1}),
+        case("length_short_of_the_words", "UDP lengths 24 (a header and no words) and 151 (one byte short of "
+             "K words, the frame holding all of them) of job 1: TRUNCATED",
+             [(1, frame(1, good[:HEADER_BYTES])), (1, frame(1, good, udp_len=udp_length - 1))], [],
+             {"truncated": 2}),
+        case("length_past_the_words", "UDP lengths 153 and 65535 claim more than a hina frame (the frame holds "
+             "one byte past its K words): BAD_LENGTH",
+             [(1, frame(1, good + b"\0", udp_len=udp_length + 1)), (1, frame(1, good + b"\0", udp_len=0xFFFF))],
+             [], {"bad_length": 2}),
+    ]
 
 
 def tree_cases() -> list[dict]:
@@ -313,6 +363,30 @@ def tree_cases() -> list[dict]:
     late = frame(5, hina(total, msg_type=1, worker=1, offset=8 * K))
     leaf_case("tree_late_result_stale", "a RESULT for another chunk than the copy sent up (late, the copy moved "
               "on) is stale: never written into the copy", [(1, a), (2, b), (5, late)], [(5, up)], {"stale": 1})
+
+    leaf_case("tree_result_for_an_open_copy_stale", "the parent's RESULT for the chunk of a copy still open "
+              "(one child arrived, nothing went up) is stale: never written into the copy", [(1, a), (5, from_spine)],
+              [], {"stale": 1})
+
+    leaf_case("tree_result_for_an_empty_copy_stale", "a RESULT from the slot's parent for a copy nothing arrived "
+              "in (a total this leaf never asked for) is stale", [(6, frame(6, hina(total, msg_type=1, worker=1,
+                                                                                   slot=1)))], [], {"stale": 1})
+
+    a_or, b_or = update(1, [0b0101, -(2**31)], op=OR, worker=0), update(2, [0b0011, 1], op=OR, worker=1)
+    leaf_case("tree_or_complete_forward_up", "OR on a leaf: the copy its two children complete goes up as one "
+              "UPDATE of the ORed words", [(1, a_or), (2, b_or)],
+              [(5, result(5, b_or, [0b0111, -(2**31) + 1], msg_type=0, worker=0))])
+
+    a1v, b1v = update(1, [4], worker=0, version=1, offset=4 * K), update(2, [5], worker=1, version=1, offset=4 * K)
+    total1 = frame(5, hina([90, -1], msg_type=1, worker=1, version=1, offset=4 * K))
+    leaf_case("tree_result_from_parent_into_copy_1", "the parent's total for copy 1 of slot 0 (the slot's second "
+              "use) is stored there and multicast down", [(1, a1v), (2, b1v), (5, total1)],
+              [(5, result(5, b1v, [9], msg_type=0, worker=0))] + down(total1, [90, -1]))
+
+    lone = update(1, [3, 4], worker=0, slot=1)
+    cases.append(case("tree_leaf_of_one_child", "a leaf with one child below it: its first UPDATE completes the "
+                      "copy, which goes up at once to the slot's parent (port 6 for slot 1)", [(1, lone)],
+                      [(6, result(6, lone, [3, 4], msg_type=0, worker=0))], topology=LONE_LEAF_TOPOLOGY))
 
     leaf_case("tree_second_result_duplicate", "a second RESULT for a copy holding the total (it answers a "
               "partial sent up again) is dropped as a duplicate", [(1, a), (2, b), (5, from_spine), (5, from_spine)],

@@ -2,29 +2,37 @@
 
 `program(folder, words)` reads a folder of P4_16 files as the compiler sees them (`#include "..."`,
 `#define` with and without arguments and `##`, `#if`/`#ifdef`/`#ifndef`/`#elif`/`#else`; comments
-dropped) and keeps their declarations: typedefs, constants, the fields of every struct and header, and per
+dropped) and keeps their declarations: typedefs, constants, the fields of every struct and header, per
 control its parameters, actions, tables (keys, constant entries, default action), registers,
-RegisterActions, counters, instances of other controls, local variables and apply block.  A `Pipe` runs
-those controls on `Struct`s and `Header`s (views of a frame's bytes), with one pipe's registers and
-counters and the control plane's entries for the tables that have no constant entries.  A control is
-compiled the first time it runs: names resolved and types known (P4 is statically typed), its
-statements become Python closures on plain integers.
+RegisterActions, counters, checksum units, instances of other controls, local variables and apply block,
+and per parser its states (statements and transition).  A `Pipe` runs those parsers and controls on
+`Struct`s and `Header`s, with one pipe's registers and counters and the control plane's entries for the
+tables that have no constant entries; a parser reads a `PacketIn` (the bytes the hardware hands it) and a
+deparser writes a `PacketOut`.  A parser or control is compiled the first time it runs: names resolved and
+types known (P4 is statically typed), its statements become Python closures on plain integers.
 
-It knows the subset of P4_16 that p4/tna/'s controls are written in, and raises `P4Unsupported`, naming
-what it met, on anything else, so that a change to the source that needs more fails loudly:
+It knows the subset of P4_16 that p4/tna/ is written in, and raises `P4Unsupported`, naming what it met,
+on anything else, so that a change to the source that needs more fails loudly:
 
 - statements: `x = e;`, calls, `if (e) ... else ...`, `{ ... }`;
 - expressions: `| & ^ ~ + - * / == != && || !`, `++`, slices `x[hi:lo]`, casts `(bit<W>) e`, `max(a, b)`,
-  `h.isValid()`, `t.apply()` of a table (and its `.hit`, `.miss`), `a.execute(i)` of a RegisterAction,
-  `c.count(i)` of a Counter, `c.apply(...)` of a control instance (scalars copied in and out);
+  lists `{a, b, ...}` (their fields' bits, in order), `h.isValid()`, `h.setValid()`, `h.setInvalid()`,
+  `t.apply()` of a table (and its `.hit`, `.miss`), `a.execute(i)` of a RegisterAction, `c.count(i)` of
+  a Counter, `c.apply(...)` of a control instance (scalars copied in and out);
+- parsers: `state s { ... transition s2; }` and `transition select(e, ...) { keyset: s; ... }` (constants,
+  tuples, `_`, `default`, `v &&& m`, `a .. b`), `packet.extract(h)`, `packet.advance(bits)`; an extract
+  past the end of the bytes stops the parser with error PacketTooShort, a select no keyset matches with
+  NoMatch (`PacketIn.error`), the headers extracted before it valid;
+- deparsers: `packet.emit(h)` (a valid header's bytes);
+- TNA's `Checksum`: `add(h)`, `verify()` (true where the ones' complement sum of what was added is not
+  0xFFFF: a checksum error, as bf-p4c compiles it), `update({...})` (the ones' complement of the sum);
 - every value is masked to its type's width where it is stored, and an int<W> is signed where `max`
   compares it.
-
-Parsers and deparsers are not read: tests/tna_model.py writes those by hand.
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
 import copy
 import dataclasses
@@ -38,17 +46,29 @@ from typing import NamedTuple
 
 TNA = Path(__file__).resolve().parents[1] / "p4" / "tna"
 
-# The fields of tna.p4's intrinsic metadata (Intel's, not in this repository) that p4/tna/ uses.
+# What of Intel's tna.p4 (not in this repository) p4/tna/ uses.  The intrinsic metadata the parsers extract
+# are headers: the ingress one in tna.p4's layout, the egress one only its first fields and the replica id
+# (the model makes the bytes the egress parser reads by this same declaration, so the fields it leaves out
+# change nothing); the rest are structs of the fields the program reads or writes.
 TNA_INTRINSICS = """
-header ingress_intrinsic_metadata_t { bit<9> ingress_port; }
+header ingress_intrinsic_metadata_t {
+    bit<1> resubmit_flag; bit<1> _pad1; bit<2> packet_version; bit<3> _pad2; bit<9> ingress_port;
+    bit<48> ingress_mac_tstamp;
+}
 struct ingress_intrinsic_metadata_from_parser_t { bit<16> parser_err; }
-header ingress_intrinsic_metadata_for_deparser_t { bit<3> drop_ctl; }
-header ingress_intrinsic_metadata_for_tm_t { bit<9> ucast_egress_port; bit<1> bypass_egress; bit<16> mcast_grp_a; }
-header egress_intrinsic_metadata_t { bit<9> egress_port; bit<16> egress_rid; }
+struct ingress_intrinsic_metadata_for_deparser_t { bit<3> drop_ctl; }
+struct ingress_intrinsic_metadata_for_tm_t { bit<9> ucast_egress_port; bit<1> bypass_egress; bit<16> mcast_grp_a; }
+header egress_intrinsic_metadata_t { bit<7> _pad0; bit<9> egress_port; bit<16> egress_rid; }
 struct egress_intrinsic_metadata_from_parser_t { }
 struct egress_intrinsic_metadata_for_deparser_t { bit<3> drop_ctl; }
 struct egress_intrinsic_metadata_for_output_port_t { }
+const bit<32> PORT_METADATA_SIZE = 64;
+const bit<16> PARSER_ERROR_NO_MATCH = 0x0001;
+const bit<16> PARSER_ERROR_PARTIAL_HDR = 0x0002;
 """
+
+# packet_in and packet_out: what a parser reads and a deparser writes (`PacketIn`, `PacketOut`)
+PACKET_TYPES = ("packet_in", "packet_out")
 
 
 class P4Unsupported(Exception):
@@ -104,30 +124,43 @@ class Struct:
 
 
 class Header:
-    """A header's fields over a frame's bytes from byte `start`, big-endian in declaration order (also as
-    attributes); one the parser did not extract (`valid` false) reads 0 and keeps nothing written to it."""
+    """A header: its bytes, its fields over them big-endian in declaration order (also as attributes), and
+    whether it is valid; an invalid one reads 0 and keeps nothing written to it."""
 
-    __slots__ = ("_data", "_start", "_layout", "valid")
+    __slots__ = ("_data", "_layout", "valid")
 
-    def __init__(self, data: bytearray, start: int, layout: dict[str, tuple[int, int, int, int]], valid: bool):
-        object.__setattr__(self, "_data", data)
-        object.__setattr__(self, "_start", start)
+    def __init__(self, layout: dict[str, tuple[int, int, int, int]], size: int, valid: bool = False):
+        object.__setattr__(self, "_data", bytearray(size))
         object.__setattr__(self, "_layout", layout)  # name -> first byte, end byte, shift, mask
         object.__setattr__(self, "valid", valid)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def load(self, data: bytes) -> None:
+        """Extracted: `data` (the header's size) as its bytes, and valid."""
+        assert len(data) == len(self._data)
+        self._data[:] = data
+        self.set_valid(True)
+
+    def set_valid(self, valid: bool) -> None:
+        object.__setattr__(self, "valid", valid)
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._data)
 
     def __getitem__(self, name: str) -> int:
         if not self.valid:
             return 0
         lo, hi, shift, mask = self._layout[name]
-        return int.from_bytes(self._data[self._start + lo:self._start + hi], "big") >> shift & mask
+        return int.from_bytes(self._data[lo:hi], "big") >> shift & mask
 
     def __setitem__(self, name: str, value: int) -> None:
         if not self.valid:
             return
         lo, hi, shift, mask = self._layout[name]
-        at = slice(self._start + lo, self._start + hi)
-        word = int.from_bytes(self._data[at], "big") & ~(mask << shift) | (value & mask) << shift
-        self._data[at] = word.to_bytes(hi - lo, "big")
+        word = int.from_bytes(self._data[lo:hi], "big") & ~(mask << shift) | (value & mask) << shift
+        self._data[lo:hi] = word.to_bytes(hi - lo, "big")
 
     def __getattr__(self, name: str) -> int:
         if name not in self._layout:
@@ -138,6 +171,78 @@ class Header:
         self[name] = value
 
 
+# -- packets and checksums -------------------------------------------------------------------------
+
+class ParserStop(Exception):
+    """A parser stopped by an error (P4's `error`: PacketTooShort, NoMatch)."""
+
+
+class PacketIn:
+    """What a parser reads: `data` from the start, the headers extracted off it one after another.  Once the
+    parser has run, `error` is the error that stopped it (None: it reached accept) and `rest()` the bytes it
+    did not extract (a deparser's output goes on with them)."""
+
+    def __init__(self, data: bytes):
+        self.data, self.at, self.error = bytes(data), 0, None
+
+    def extract(self, header: Header) -> None:
+        end = self.at + len(header)
+        if end > len(self.data):
+            self.error = "PacketTooShort"
+            raise ParserStop(self.error)
+        header.load(self.data[self.at:end])
+        self.at = end
+
+    def advance(self, bits: int) -> None:
+        if bits % 8:
+            raise P4Unsupported(f"advance by {bits} bits, not whole bytes")
+        if self.at + bits // 8 > len(self.data):
+            self.error = "PacketTooShort"
+            raise ParserStop(self.error)
+        self.at += bits // 8
+
+    def rest(self) -> bytes:
+        return self.data[self.at:]
+
+
+class PacketOut:
+    """What a deparser writes: the valid headers it emits, in its order."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def emit(self, header: Header) -> None:
+        if header.valid:
+            self.data += bytes(header)
+
+
+class Checksum:
+    """TNA's Checksum unit: the 16-bit ones' complement sum of what `add` was given (bytes)."""
+
+    def __init__(self):
+        self.sum = 0
+
+    @staticmethod
+    def of(data: bytes) -> int:
+        """The ones' complement sum of `data`'s 16-bit words (an odd byte padded with a zero)."""
+        if len(data) % 2:
+            data += b"\0"
+        total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+        while total >> 16:
+            total = (total & 0xFFFF) + (total >> 16)
+        return total
+
+    def add(self, data: bytes) -> None:
+        self.sum = self.of(self.of(data).to_bytes(2, "big") + self.sum.to_bytes(2, "big"))
+
+    def verify(self) -> int:
+        return int(self.sum != 0xFFFF)
+
+    @classmethod
+    def update(cls, data: bytes) -> int:
+        return ~cls.of(data) & 0xFFFF
+
+
 # -- the preprocessor ------------------------------------------------------------------------------
 
 _IDENT = re.compile(r"\b[A-Za-z_]\w*")
@@ -145,21 +250,22 @@ _IDENT = re.compile(r"\b[A-Za-z_]\w*")
 
 class _Preprocessor:
     """One file as the compiler reads it: its own lines, conditionals resolved and macros expanded; the
-    files it includes (`#include "..."`) only define macros (each file's declarations are read from it)."""
+    files it includes (`#include "..."`) only define macros (each file's declarations are read from it).
+    Line n of the text is line n of the file (comments, directives and the lines a `\\` continues are
+    left blank), so that what runs can be told by the file's own line numbers."""
 
     def __init__(self, folder: Path, defines: dict[str, str]):
         self.folder = folder
         self.macros: dict[str, tuple[list[str] | None, str]] = {n: (None, v) for n, v in defines.items()}
 
     def text(self, file: str) -> str:
-        source = re.sub(r"/\*.*?\*/", " ", (self.folder / file).read_text(), flags=re.S)
-        source = re.sub(r"//.*", "", source).replace("\\\n", " ")
+        source = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group().count("\n") or " ",
+                        (self.folder / file).read_text(), flags=re.S)
         out, stack, live = [], [], True  # stack: (live outside the #if, a branch taken)
-        for line in source.splitlines():
+        for line, continued in _joined(re.sub(r"//.*", "", source).split("\n")):
             directive = re.match(r"\s*#\s*(\w+)\s*(.*?)\s*$", line)
+            out += [self.expand(line) if live and directive is None else ""] + [""] * continued
             if directive is None:
-                if live:
-                    out.append(self.expand(line))
                 continue
             word, rest = directive.groups()
             if word in ("if", "ifdef", "ifndef"):
@@ -218,6 +324,19 @@ class _Preprocessor:
         return "".join(out)
 
 
+def _joined(lines: list[str]) -> Iterable[tuple[str, int]]:
+    """Each logical line (a line ending in `\\` goes on in the next) and how many lines it took beyond
+    its first."""
+    i = 0
+    while i < len(lines):
+        line, first = lines[i], i
+        while line.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            line = line[:-1] + " " + lines[i]
+        i += 1
+        yield line, i - first - 1
+
+
 def _arguments(text: str, at: int) -> tuple[list[str] | None, int]:
     """The comma-separated arguments in the parentheses at `at` (after blanks), and where they end."""
     start = len(text) - len(text[at:].lstrip())
@@ -250,19 +369,30 @@ def _int(token: str) -> int:
 
 
 class _Reader:
-    """A recursive-descent reader of statements and expressions into tuples:
-    ("=", target, value), ("eval", e), ("if", e, then, else), ("block", [...]); ("int", v, type), ("name", n),
-    ("field", e, name), ("slice", e, hi, lo), ("cast", type, e), ("call", e, [args]), (op, a[, b])."""
+    """A recursive-descent reader of statements and expressions into tuples: ("=", target, value, at),
+    ("eval", e, at), ("if", e, then, else, at), ("block", [...], at), each statement's `at` its (file, line)
+    or None; ("int", v, type), ("name", n),
+    ("field", e, name), ("slice", e, hi, lo), ("cast", type, e), ("call", e, [args]), ("list", [e, ...]),
+    (op, a[, b])."""
 
-    def __init__(self, text: str, types: Program | None = None):
-        self.tokens, at, text = [], 0, text.rstrip()
+    def __init__(self, text: str, types: Program | None = None, where: tuple[str, int] | None = None):
+        """`where`: the file `text` is in and its offset there, for the statements' positions."""
+        self.tokens, self.offsets, at, text = [], [], 0, text.rstrip()
         while at < len(text):
             m = _TOKEN.match(text, at)
             if m is None:
                 raise P4Unsupported(f"cannot read {text[at:at + 40]!r}")
             self.tokens.append(m.group(1))
+            self.offsets.append(m.start(1))
             at = m.end()
-        self.at, self.types = 0, types
+        self.at, self.types, self.where = 0, types, where
+
+    def position(self) -> tuple[str, int] | None:
+        """The file and line of the next token (None where the text's place is not known)."""
+        if self.where is None or self.types is None or self.at >= len(self.tokens):
+            return None
+        file, at = self.where
+        return self.types.position(file, at + self.offsets[self.at])
 
     def peek(self, ahead: int = 0) -> str:
         return self.tokens[self.at + ahead] if self.at + ahead < len(self.tokens) else ""
@@ -281,11 +411,12 @@ class _Reader:
         return body
 
     def statement(self) -> tuple:
+        at = self.position()
         if self.peek() == "{":
             self.take()
             body = self.statements()
             self.take("}")
-            return ("block", body)
+            return ("block", body, at)
         if self.peek() == "if":
             self.take()
             self.take("(")
@@ -293,15 +424,15 @@ class _Reader:
             self.take(")")
             then = self.statement()
             other = self.statement() if self.peek() == "else" and self.take() else None
-            return ("if", cond, then, other)
+            return ("if", cond, then, other, at)
         target = self.expression()
         if self.peek() == "=":
             self.take()
             value = self.expression()
             self.take(";")
-            return ("=", target, value)
+            return ("=", target, value, at)
         self.take(";")
-        return ("eval", target)
+        return ("eval", target, at)
 
     def expression(self, level: int = 0) -> tuple:
         if level == len(_BINARY):
@@ -349,6 +480,14 @@ class _Reader:
             e = self.expression()
             self.take(")")
             return e
+        if token == "{":
+            items = []
+            while self.peek() != "}":
+                items.append(self.expression())
+                if self.peek() != "}":
+                    self.take(",")
+            self.take("}")
+            return ("list", items)
         if token in ("true", "false"):
             return ("int", int(token == "true"), BOOL)
         if token[:1].isdigit():
@@ -370,8 +509,8 @@ class _Reader:
         return t
 
 
-def _statements(text: str, program: Program | None = None) -> list:
-    reader = _Reader(text, program)
+def _statements(text: str, program: Program | None = None, where: tuple[str, int] | None = None) -> list:
+    reader = _Reader(text, program, where)
     body = reader.statements()
     reader.take("")  # all of it
     return body
@@ -399,6 +538,7 @@ class Entry:
     keys: tuple[tuple[int, int | None] | range, ...]
     action: str
     args: tuple[int, ...]
+    at: tuple[str, int] | None = dataclasses.field(default=None, compare=False)  # its file and line
 
     def matches(self, values: tuple[int, ...]) -> bool:
         return all(_matches(value, key) for value, key in zip(values, self.keys, strict=True))
@@ -436,6 +576,8 @@ class RegisterAction:
 
 @dataclasses.dataclass
 class Control:
+    """A control, or a parser (its `states`; no actions or tables)."""
+
     name: str
     file: str
     params: list[tuple[str, str, str]]  # (direction, type, name)
@@ -446,24 +588,31 @@ class Control:
     counters: set[str] = dataclasses.field(default_factory=set)
     instances: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> control
     locals: list[tuple[str, str, tuple | None]] = dataclasses.field(default_factory=list)  # type, name, initializer
-    apply_text: str = ""  # read where the control first runs (the deparsers' is beyond this reader)
+    checksums: set[str] = dataclasses.field(default_factory=set)  # its Checksum units
+    apply_text: str = ""  # read where the control first runs
+    apply_at: tuple[str, int] | None = None  # the file and offset of apply_text
+    # a parser's states: name -> (statements, transition: ("goto", state) or ("select", [key expressions],
+    # [(keyset, state), ...], (file, line)), a keyset as a constant entry's keys)
+    states: dict[str, tuple[list, tuple]] = dataclasses.field(default_factory=dict)
 
 
-def _items(text: str) -> list[str]:
-    """`text` cut into its top-level declarations: each ends at a `;` or a `}` outside any brace."""
+def _items(text: str, at: int = 0) -> list[tuple[str, int]]:
+    """`text` cut into its top-level declarations, each with its offset (`text` is at `at`): each ends at a
+    `;` or a `}` outside any brace."""
     items, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         depth += {"{": 1, "}": -1}.get(ch, 0)
         if depth == 0 and ch in ";}":
-            items.append(text[start:i + 1].strip())
+            item = text[start:i + 1]
+            items.append((item.strip(), at + start + len(item) - len(item.lstrip())))
             start = i + 1
     if text[start:].strip():
         raise P4Unsupported(f"unterminated: {text[start:start + 60]!r}")
-    return [item for item in items if item not in ("", ";")]
+    return [(item, where) for item, where in items if item not in ("", ";")]
 
 
-def _braced(text: str, pattern: str) -> str | None:
-    """What the braces after `pattern` hold."""
+def _braced(text: str, pattern: str) -> tuple[str, int] | None:
+    """What the braces after `pattern` hold, and its offset in `text`."""
     m = re.search(pattern + r"\s*\{", text)
     if m is None:
         return None
@@ -471,8 +620,15 @@ def _braced(text: str, pattern: str) -> str | None:
     for i in range(m.end() - 1, len(text)):
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         if depth == 0:
-            return text[m.end():i]
+            return text[m.end():i], m.end()
     raise P4Unsupported(f"unclosed {pattern}")
+
+
+def _pieces(text: str, separator: str, at: int) -> Iterable[tuple[str, int]]:
+    """`text` (at offset `at`) cut at each `separator`: each piece and its offset."""
+    for piece in text.split(separator):
+        yield piece, at
+        at += len(piece) + len(separator)
 
 
 def _split(text: str) -> list[str]:
@@ -494,55 +650,68 @@ class Program:
         self.folder = folder
         self.typedefs: dict[str, str] = {}
         self.structs: dict[str, list[tuple[str, str]]] = {}  # struct and header fields (type, name), in order
+        self.headers: set[str] = set()  # which of them are headers
         self._consts: dict[str, tuple[str, str]] = {}  # name -> type, expression
         self.defines: dict[str, str] = {}  # every object-like macro, expanded
+        self._newlines: dict[str, list[int]] = {}  # per file, where its lines end
         controls = []
         for path in sorted(folder.glob("*.p4")):
             pre = _Preprocessor(folder, {"HINA_WORDS": str(words)})
-            for item in _items(pre.text(path.name)):
-                controls += self._declare(item, path.name)
+            text = pre.text(path.name)
+            self._newlines[path.name] = [i for i, ch in enumerate(text) if ch == "\n"]
+            for item, at in _items(text):
+                controls += self._declare(item, path.name, at)
             self.defines.update({n: pre.expand(body) for n, (params, body) in pre.macros.items() if params is None})
-        for item in _items(TNA_INTRINSICS):
-            self._declare(item, "tna.p4")
-        self.controls = {c.name: c for c in (self._control(*c) for c in controls)}
+        for item, at in _items(TNA_INTRINSICS):
+            self._declare(item, "tna.p4", at)
+        self.controls = {c[1]: self._control(*c[1:]) for c in controls if c[0] == "control"}
+        self.parsers = {c[1]: self._parser(*c[1:]) for c in controls if c[0] == "parser"}
         self.tables = {t.name: (c, t) for c in self.controls.values() for t in c.tables.values()}
         self._compiled: dict[str, _Compiler] = {}
 
-    def _declare(self, item: str, file: str) -> list:
+    def position(self, file: str, offset: int) -> tuple[str, int]:
+        """The file and line (from 1) of `offset` in `file`'s text."""
+        return file, bisect.bisect_left(self._newlines.get(file, []), offset) + 1
+
+    def _declare(self, item: str, file: str, at: int) -> list:
         if m := re.fullmatch(r"typedef\s+(.+?)\s+(\w+)\s*;", item, re.S):
             self.typedefs[m[2]] = m[1]
         elif m := re.fullmatch(r"const\s+(.+?)\s+(\w+)\s*=\s*(.+?)\s*;", item, re.S):
             self._consts[m[2]] = (m[1], m[3])
-        elif m := re.fullmatch(r"(?:header|struct)\s+(\w+)\s*\{(.*)\}", item, re.S):
-            self.structs[m[1]] = re.findall(r"([\w<>]+)\s+(\w+)\s*;", m[2])
-        elif m := re.fullmatch(r"control\s+(\w+)\s*\((.*?)\)\s*\{(.*)\}", item, re.S):
-            return [(m[1], file, m[2], m[3])]
-        elif not re.match(r"parser\s|\w+\s*\(.*\)\s*\w+\s*;$", item, re.S):  # parsers; Pipeline(...) pipe;
+        elif m := re.fullmatch(r"(header|struct)\s+(\w+)\s*\{(.*)\}", item, re.S):
+            self.structs[m[2]] = re.findall(r"([\w<>]+)\s+(\w+)\s*;", m[3])
+            if m[1] == "header":
+                self.headers.add(m[2])
+        elif m := re.fullmatch(r"(control|parser)\s+(\w+)\s*\((.*?)\)\s*\{(.*)\}", item, re.S):
+            return [(m[1], m[2], file, m[3], m[4], at + m.start(4))]
+        elif not re.match(r"\w+\s*\(.*\)\s*\w+\s*;$", item, re.S):  # Pipeline(...) pipe; Switch(pipe) main;
             raise P4Unsupported(f"{file}: {item[:80]!r}")
         return []
 
-    def _control(self, name: str, file: str, params: str, body: str) -> Control:
+    def _control(self, name: str, file: str, params: str, body: str, body_at: int) -> Control:
         control = Control(name, file, [re.fullmatch(r"(?:(in|out|inout)\s+)?(\S+)\s+(\w+)", p).groups()
                                        for p in _split(params)])
-        for item in _items(body):
+        for item, at in _items(body, body_at):
             if m := re.fullmatch(r"action\s+(\w+)\s*\((.*?)\)\s*\{(.*)\}", item, re.S):
                 params = [(n, self.kind(t)) for t, n in (p.rsplit(None, 1) for p in _split(m[2]))]
-                control.actions[m[1]] = Action(params, _statements(m[3], self))
+                control.actions[m[1]] = Action(params, _statements(m[3], self, (file, at + m.start(3))))
             elif m := re.fullmatch(r"table\s+(\w+)\s*\{(.*)\}", item, re.S):
-                control.tables[m[1]] = self._table(m[1], m[2])
+                control.tables[m[1]] = self._table(m[1], m[2], (file, at + m.start(2)))
             elif m := re.fullmatch(r"RegisterAction\s*<(.*?)>\s*\(\s*(\w+)\s*\)\s*(\w+)\s*=\s*\{\s*void\s+apply\s*"
                                    r"\((.*?)\)\s*\{(.*)\}\s*\}", item, re.S):
                 (_, cell), *rv = [p.split()[-2:] for p in _split(m[4])]  # [type, name] of the cell, [of rv]
                 control.register_actions[m[3]] = RegisterAction(
                     m[2], cell, rv[0][1] if rv else None, self.kind(rv[0][0]) if rv else None,
-                    _statements(m[5], self))
+                    _statements(m[5], self, (file, at + m.start(5))))
             elif m := re.fullmatch(r"Register\s*<(.*?)>\s*\(.*\)\s*(\w+)\s*;", item, re.S):
                 element, index = _split(m[1])
                 control.registers[m[2]] = (element, self.kind(index))
             elif m := re.fullmatch(r"Counter\s*<.*>\s*\(.*\)\s*(\w+)\s*;", item, re.S):
                 control.counters.add(m[1])
             elif m := re.fullmatch(r"apply\s*\{(.*)\}", item, re.S):
-                control.apply_text = m[1]
+                control.apply_text, control.apply_at = m[1], (file, at + m.start(1))
+            elif m := re.fullmatch(r"Checksum\s*\(\s*\)\s*(\w+)\s*;", item):
+                control.checksums.add(m[1])
             elif m := re.fullmatch(r"(\w+)\s*\(\s*\)\s*(\w+)\s*;", item):
                 control.instances[m[2]] = m[1]
             elif m := re.fullmatch(r"([\w<>]+)\s+(\w+)\s*(?:=\s*(.+?))?\s*;", item, re.S):
@@ -551,17 +720,57 @@ class Program:
                 raise P4Unsupported(f"{file}, control {name}: {item[:80]!r}")
         return control
 
-    def _table(self, name: str, body: str) -> Table:
-        keys = [k.rsplit(":", 1)[0].strip() for k in (_braced(body, r"\bkey\s*=") or "").split(";") if k.strip()]
+    def _parser(self, name: str, file: str, params: str, body: str, body_at: int) -> Control:
+        parser = Control(name, file, [re.fullmatch(r"(?:(in|out|inout)\s+)?(\S+)\s+(\w+)", p).groups()
+                                      for p in _split(params)])
+        for item, at in _items(body, body_at):
+            if m := re.fullmatch(r"Checksum\s*\(\s*\)\s*(\w+)\s*;", item):
+                parser.checksums.add(m[1])
+            elif m := re.fullmatch(r"state\s+(\w+)\s*\{(.*)\btransition\b(.*)\}", item, re.S):
+                parser.states[m[1]] = (_statements(m[2], self, (file, at + m.start(2))),
+                                       self._transition(m[3].strip(), self.position(file, at + m.start(3))))
+            else:
+                raise P4Unsupported(f"{file}, parser {name}: {item[:80]!r}")
+        if "start" not in parser.states:
+            raise P4Unsupported(f"{file}, parser {name}: no start state")
+        return parser
+
+    def _transition(self, text: str, at: tuple[str, int]) -> tuple:
+        """("goto", state) or ("select", [key expressions], [(keyset, state), ...], its file and line)."""
+        if m := re.fullmatch(r"(\w+)\s*;", text):
+            return ("goto", m[1])
+        if not text.startswith("select"):
+            raise P4Unsupported(f"transition {text[:60]!r}")
+        keys, end = _arguments(text, len("select"))
+        cases = _braced(text[end:], "")
+        if keys is None or cases is None:
+            raise P4Unsupported(f"transition {text[:60]!r}")
+        exprs, select = [_expression(k, self) for k in keys], []
+        for case in (c for c in cases[0].split(";") if c.strip()):
+            keyset, state = (part.strip() for part in case.rsplit(":", 1))
+            wild = keyset in ("default", "_")
+            select.append((((0, 0),) * len(exprs) if wild else self._keyset(keyset), state))
+        return ("select", exprs, select, at)
+
+    def _table(self, name: str, body: str, where: tuple[str, int]) -> Table:
+        keys = [k.rsplit(":", 1)[0].strip() for k in (_braced(body, r"\bkey\s*=") or ("",))[0].split(";")
+                if k.strip()]
         default = re.search(r"default_action\s*=\s*(\w+)\s*\((.*?)\)\s*;", body)
         entries = _braced(body, r"\bconst\s+entries\s*=")
         if entries is not None:
-            entries = [self._entry(e) for e in entries.split(";") if e.strip()]
+            file, at = where[0], where[1] + entries[1]
+            entries = [self._entry(e, self.position(file, e_at + len(e) - len(e.lstrip())))
+                       for e, e_at in _pieces(entries[0], ";", at) if e.strip()]
         default = (default[1], tuple(constant(a, self) for a in _split(default[2]))) if default else ("NoAction", ())
         return Table(name, [(k, _expression(k, self)) for k in keys], entries, default)
 
-    def _entry(self, text: str) -> Entry:
+    def _entry(self, text: str, at: tuple[str, int]) -> Entry:
         keys, action, args = re.fullmatch(r"\s*(.*?)\s*:\s*(\w+)\s*\((.*)\)\s*", text, re.S).groups()
+        return Entry(self._keyset(keys), action, tuple(constant(a, self) for a in _split(args)), at)
+
+    def _keyset(self, keys: str) -> tuple[tuple[int, int | None] | range, ...]:
+        """A table entry's or a select case's keys: per key (value, mask) (mask 0 for `_`, None for every
+        bit) or a range."""
         if keys.startswith("(") and keys.endswith(")"):
             keys = keys[1:-1]
         parsed = []
@@ -575,7 +784,7 @@ class Program:
                 parsed.append(range(lo, hi + 1))
             else:
                 parsed.append((constant(key, self), None))
-        return Entry(tuple(parsed), action, tuple(constant(a, self) for a in _split(args)))
+        return tuple(parsed)
 
     # -- types and values --
     def kind(self, text: str) -> Type | str:
@@ -586,7 +795,7 @@ class Program:
             return BOOL
         if text in self.typedefs:
             return self.kind(self.typedefs[text])
-        if text in self.structs:
+        if text in self.structs or text in PACKET_TYPES:
             return text
         raise P4Unsupported(f"type {text!r}")
 
@@ -606,9 +815,19 @@ class Program:
         """A constant's value, or a numeric macro's."""
         return self.const(name)[0] if name in self._consts else constant(self.defines[name], self)
 
-    def new(self, struct: str, **values) -> Struct:
-        """A `struct`, every field 0 but `values`."""
-        return Struct(self._masks(struct), **values)
+    def new(self, struct: str, **values) -> Struct | Header:
+        """A `struct`, every field 0 but `values`, its headers invalid (a parser has not extracted them); a
+        header named on its own is valid (intrinsic metadata: the hardware's, not parsed)."""
+        if struct in self.headers:
+            header = Header(*self.layout(struct), valid=True)
+            for name, value in values.items():
+                header[name] = value
+            return header
+        made = Struct(self._masks(struct), **values)
+        for name, t in self.fields(struct).items():
+            if isinstance(t, str) and name not in values:
+                made[name] = Header(*self.layout(t)) if t in self.headers else self.new(t)
+        return made
 
     @functools.cache  # noqa: B019
     def _masks(self, struct: str) -> dict[str, int | None]:
@@ -622,15 +841,46 @@ class Program:
             lo, hi = offset // 8, (offset + t.width + 7) // 8
             fields[name] = (lo, hi, 8 * hi - offset - t.width, t.mask)
             offset += t.width
+        if offset % 8:
+            raise P4Unsupported(f"header {header}: {offset} bits, not whole bytes")
         return fields, offset // 8
 
-    def header(self, name: str, data: bytearray, start: int, valid: bool) -> Header:
-        return Header(data, start, self.layout(name)[0], valid)
+    def coverable(self) -> set[tuple]:
+        """Everything a Pipe's `covered` may hold for this program: each statement of every control,
+        action, RegisterAction and parser state, both branches of each if, each case of each select, each
+        constant entry."""
+        found: set[tuple] = set()
 
-    def compiled(self, control: str) -> _Compiler:
-        if control not in self._compiled:
-            self._compiled[control] = _Compiler(self, self.controls[control]).compile()
-        return self._compiled[control]
+        def walk(body: list) -> None:
+            for s in body:
+                at = s[-1]
+                if s[0] in ("=", "eval") and at:
+                    found.add(("statement", *at))
+                elif s[0] == "block":
+                    walk(s[1])
+                elif s[0] == "if":
+                    found.update({("branch", *at, True), ("branch", *at, False)} if at else ())
+                    walk([s[2]] + ([s[3]] if s[3] is not None else []))
+
+        for block in (*self.controls.values(), *self.parsers.values()):
+            walk(_statements(block.apply_text, self, block.apply_at))
+            for action in block.actions.values():
+                walk(action.body)
+            for register_action in block.register_actions.values():
+                walk(register_action.body)
+            for table in block.tables.values():
+                found.update(("entry", *e.at) for e in table.entries or () if e.at)
+            for body, how in block.states.values():
+                walk(body)
+                if how[0] == "select":
+                    found.update(("branch", *how[3], state) for _, state in how[2])
+        return found
+
+    def compiled(self, name: str) -> _Compiler:
+        """The control or parser `name`, compiled."""
+        if name not in self._compiled:
+            self._compiled[name] = _Compiler(self, self.controls.get(name) or self.parsers[name]).compile()
+        return self._compiled[name]
 
 
 @functools.cache
@@ -665,8 +915,8 @@ _ARITHMETIC = {"|": operator.or_, "&": operator.and_, "^": operator.xor, "+": op
 
 
 class _Compiler:
-    """One control's code as closures `f(activation)`; an expression's comes with its type (None: an
-    untyped literal)."""
+    """One control's or parser's code as closures `f(activation)`; an expression's comes with its type (None:
+    an untyped literal)."""
 
     def __init__(self, program: Program | None, control: Control | None = None):
         self.program, self.control = program, control
@@ -679,17 +929,56 @@ class _Compiler:
         self.masks = {n: t.mask for n, t in self.vars.items() if isinstance(t, Type)}
         self.locals = [(n, self.expression(init)[0] if init else (lambda a: 0), self.masks.get(n, -1))
                        for _, n, init in self.control.locals]
-        self.body = self.statements(_statements(self.control.apply_text, self.program))
+        self.body = self.statements(_statements(self.control.apply_text, self.program, self.control.apply_at))
+        self.states = {name: (self.statements(body), self.transition(how))
+                       for name, (body, how) in self.control.states.items()}
+        if self.states:
+            self.body = self.parse
         return self
 
     def run(self, pipe: Pipe, path: str, args: dict) -> dict:
-        """Apply the control as the instance `path`: its variables, as it leaves them."""
+        """Apply the control (or run the parser) as the instance `path`: its variables, as it leaves them."""
         variables = {n: v & self.masks[n] if n in self.masks else v for n, v in args.items()}
+        variables.update((name, Checksum()) for name in self.control.checksums)
         a = _Activation(pipe, path, variables, {})
         for name, init, mask in self.locals:
             variables[name] = init(a) & mask
         self.body(a)
         return variables
+
+    def parse(self, a: _Activation) -> None:
+        """A parser's states from start, until accept or an error stops it (its packet_in keeps the error)."""
+        state = "start"
+        try:
+            while state != "accept":
+                if state == "reject":
+                    raise P4Unsupported(f"{self.control.name}: transition to reject")
+                body, transition = self.states[state]
+                body(a)
+                state = transition(a)
+        except ParserStop:
+            return
+
+    def transition(self, how: tuple) -> Callable:
+        """The state a transition goes to."""
+        if how[0] == "goto":
+            state = how[1]
+            if state not in self.control.states and state not in ("accept", "reject"):
+                raise P4Unsupported(f"{self.control.name}: no state {state}")
+            return lambda a: state
+        keys = [self.expression(e)[0] for e in how[1]]
+        cases = [(Entry(keyset, "", ()), state, ("branch", *how[3], state)) for keyset, state in how[2]]
+
+        def select(a):
+            values = tuple(k(a) for k in keys)
+            case = next((case for case in cases if case[0].matches(values)), None)
+            if case is None:
+                packet = next(v for v in a.vars.values() if isinstance(v, PacketIn))
+                packet.error = "NoMatch"
+                raise ParserStop(packet.error)
+            a.pipe.covered.add(case[2])
+            return case[1]
+        return select
 
     def _within(self, own: dict) -> _Compiler:
         """This compiler, for the body of an action or RegisterAction with names of its own."""
@@ -707,16 +996,23 @@ class _Compiler:
         return run
 
     def statement(self, s: tuple) -> Callable:
-        if s[0] == "=":
-            store, value = self.store(s[1]), self.expression(s[2])[0]
-            return lambda a: store(a, value(a))
-        if s[0] == "eval":
-            return self.expression(s[1])[0]
+        """`s` as a closure; where its place is known, it adds ("statement", file, line) to the pipe's
+        `covered` as it runs (an if: ("branch", file, line, the branch taken))."""
+        at = s[-1]
+        if s[0] in ("=", "eval"):
+            run = self.assignment(s[1], s[2]) if s[0] == "=" else self.expression(s[1])[0]
+            return _covering(("statement", *at), run) if at else run
         if s[0] == "block":
             return self.statements(s[1])
         cond, then = self.expression(s[1])[0], self.statement(s[2])
         other = self.statement(s[3]) if s[3] is not None else (lambda a: None)
+        if at:
+            then, other = _covering(("branch", *at, True), then), _covering(("branch", *at, False), other)
         return lambda a: then(a) if cond(a) else other(a)
+
+    def assignment(self, target: tuple, value: tuple) -> Callable:
+        store, value = self.store(target), self.expression(value)[0]
+        return lambda a: store(a, value(a))
 
     def store(self, target: tuple) -> Callable:
         """What writes `target` (a name, or a struct's or header's field, which masks it itself)."""
@@ -764,6 +1060,8 @@ class _Compiler:
             return (lambda a: base(a)[name]), t
         if op == "call":
             return self.call(e[1], e[2])
+        if op == "list":
+            return self.concatenation(e[1])
         if op == "slice":
             base, lo, t = self.expression(e[1])[0], e[3], Type(e[2] - e[3] + 1)
             mask = t.mask
@@ -802,6 +1100,30 @@ class _Compiler:
             return (lambda a: x(a) << ty.width | y(a)), Type(tx.width + ty.width)
         raise P4Unsupported(f"operator {op}")
 
+    def concatenation(self, items: list) -> tuple[Callable, Type]:
+        """A list `{a, b, ...}` as one value: its items' bits, the first the highest."""
+        parts = [self.expression(item) for item in items]
+        if not all(isinstance(t, Type) for _, t in parts):
+            raise P4Unsupported("a list of something other than typed scalars")
+        parts = [(f, t.width, t.mask) for f, t in parts]
+
+        def value(a):
+            v = 0
+            for f, width, mask in parts:
+                v = v << width | f(a) & mask
+            return v
+        return value, Type(sum(width for _, width, _ in parts))
+
+    def _bytes(self, e: tuple) -> Callable:
+        """What `e` (a header, or a scalar or list of whole bytes) is as bytes: what a Checksum adds."""
+        f, t = self.expression(e)
+        if isinstance(t, str) and t in self.program.headers:
+            return lambda a: bytes(f(a))
+        if not isinstance(t, Type) or t.width % 8:
+            raise P4Unsupported(f"checksum of {e}: not a header or whole bytes")
+        size, mask = t.width // 8, t.mask
+        return lambda a: (f(a) & mask).to_bytes(size, "big")
+
     def _field_type(self, e: tuple) -> Type | str:
         struct = self.expression(e[1])[1]
         if not isinstance(struct, str) or e[2] not in self.program.fields(struct):
@@ -817,6 +1139,13 @@ class _Compiler:
         if fn[0] == "field" and fn[2] == "isValid":
             header = self.expression(fn[1])[0]
             return (lambda a: int(header(a).valid)), BOOL
+        if fn[0] == "field" and fn[2] in ("setValid", "setInvalid"):
+            header, valid = self.expression(fn[1])[0], fn[2] == "setValid"
+            return (lambda a: header(a).set_valid(valid)), None
+        if fn[0] == "field" and fn[1][0] == "name" and self.vars.get(fn[1][1]) in PACKET_TYPES:
+            return self.packet_call(fn[1][1], fn[2], args), None
+        if fn[0] == "field" and fn[1][0] == "name" and self.control and fn[1][1] in self.control.checksums:
+            return self.checksum_call(fn[1][1], fn[2], args)
         values = [self.expression(arg)[0] for arg in args]
         control = self.control
         if fn[0] == "name" and control and fn[1] in control.actions:  # an action called directly
@@ -839,6 +1168,25 @@ class _Compiler:
             return count, None
         raise P4Unsupported(f"{control.name}: {name}.{method}()")
 
+    def packet_call(self, packet: str, method: str, args: list) -> Callable:
+        """packet_in's extract(h) and advance(bits), packet_out's emit(h)."""
+        want = {"packet_in": ("extract", "advance"), "packet_out": ("emit",)}[self.vars[packet]]
+        if method not in want or len(args) != 1:
+            raise P4Unsupported(f"{self.vars[packet]}.{method} with {len(args)} arguments")
+        arg = self.expression(args[0])[0]
+        return lambda a: getattr(a.vars[packet], method)(arg(a))
+
+    def checksum_call(self, unit: str, method: str, args: list) -> tuple[Callable, Type | None]:
+        """A Checksum's add(data), verify(), update(data)."""
+        if method == "verify" and not args:
+            return (lambda a: a.vars[unit].verify()), BOOL
+        if method in ("add", "update") and len(args) == 1:
+            data = self._bytes(args[0])
+            if method == "add":
+                return (lambda a: a.vars[unit].add(data(a))), None
+            return (lambda a: Checksum.update(data(a))), Type(16)
+        raise P4Unsupported(f"Checksum.{method} with {len(args)} arguments")
+
     def action(self, name: str) -> Callable:
         """`name`'s body as `f(activation, arguments)`."""
         if name == "NoAction":
@@ -856,18 +1204,20 @@ class _Compiler:
     def table(self, table: Table) -> Callable:
         """Applying `table`: the action of the entry its keys match (else its default); 1 if one matched."""
         keys = [self.expression(e)[0] for _, e in table.keys]
-        matched: dict[tuple, tuple[str, tuple] | None] = {}  # constant entries: key values -> entry
+        matched: dict[tuple, Entry | None] = {}  # constant entries: key values -> the entry they match
 
         def apply(a):
             values = tuple(k(a) for k in keys)
             if table.entries is None:
                 found = a.pipe.entries[table.name].get(values)
-            elif values in matched:
-                found = matched[values]
             else:
-                entry = next((e for e in table.entries if e.matches(values)), None)
-                found = matched[values] = (entry.action, entry.args) if entry else None
-            action, args = found or table.default
+                if values not in matched:
+                    matched[values] = next((e for e in table.entries if e.matches(values)), None)
+                entry = matched[values]
+                found = None if entry is None else (entry.action, entry.args)
+                if entry is not None and entry.at:
+                    a.pipe.covered.add(("entry", *entry.at))
+            action, args = found or a.pipe.defaults.get(table.name, table.default)
             self.action(action)(a, args)
             return int(found is not None)
         return apply
@@ -909,26 +1259,44 @@ class _Compiler:
         return apply
 
 
+def _covering(what: tuple, run: Callable) -> Callable:
+    """`run`, adding `what` to the pipe's `covered` first."""
+    def covered(a):
+        a.pipe.covered.add(what)
+        run(a)
+    return covered
+
+
 class Pipe:
     """One pipe running the program: its registers and counters, and the control plane's table entries
     (objects with `table`, `match` (key text -> value), `action` and `params` (name -> value), the values
-    as the controller writes them: decimal, MAC or IPv4 text)."""
+    as the controller writes them: decimal, 0x-hex, MAC or IPv4 text) and default actions it set
+    (`defaults`: table -> (action, params))."""
 
-    def __init__(self, program: Program, entries: Iterable = ()):
+    def __init__(self, program: Program, entries: Iterable = (), defaults: dict | None = None):
         self.program = program
         self.registers: dict[str, dict[int, Struct]] = collections.defaultdict(dict)  # "path.register"
         self.counters: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        # what has run: ("statement", file, line), ("branch", file, line, the branch or state taken),
+        # ("entry", file, line) of a constant entry matched
+        self.covered: set[tuple] = set()
         self.entries: dict[str, dict[tuple, tuple[str, tuple[int, ...]]]] = collections.defaultdict(dict)
         for e in entries:
             control, table = program.tables[e.table]
             params = control.actions[e.action].params
             self.entries[e.table][tuple(_plane_value(e.match[k]) for k, _ in table.keys)] = (
                 e.action, tuple(_plane_value(e.params[p]) for p, _ in params))
+        self.defaults: dict[str, tuple[str, tuple[int, ...]]] = {}
+        for name, (action, values) in (defaults or {}).items():
+            control, _ = program.tables[name]
+            self.defaults[name] = (action, tuple(_plane_value(values[p]) for p, _ in control.actions[action].params))
 
     def apply(self, control: str, path: str, **args) -> dict:
-        """Apply `control` as the instance `path`, its parameters bound to `args` (structs and headers by
-        reference); its variables come back, with what it left in its out and inout scalars."""
-        params = {name for _, _, name in self.program.controls[control].params}
+        """Apply the control (or run the parser) `control` as the instance `path`, its parameters bound to
+        `args` (structs, headers, a `PacketIn` or `PacketOut` by reference); its variables come back, with
+        what it left in its out and inout scalars."""
+        declared = self.program.controls.get(control) or self.program.parsers[control]
+        params = {name for _, _, name in declared.params}
         if set(args) != params:
             raise TypeError(f"{control} takes {sorted(params)}, not {sorted(args)}")
         return self.program.compiled(control).run(self, path, args)

@@ -3,20 +3,23 @@
 The TNA program differs from the BMv2 one in HOW it keeps a slot (each register is read and written
 once per pass, in one stage; a completed copy, a resend and a stored total take a second pass through
 the recirculation port), not in what it does with a frame.  This model runs that design where Intel's
-tofino-model cannot be built (docs/tofino.md): `p4_source` reads p4/tna/*.p4 and runs its controls
-statement by statement, ingress (`HinaIngress` and every control it applies: the checks, the slot's
-registers and their RegisterActions, the value plan, the verdict, the K/2 value processors) and egress
-(`HinaEgress`, `EgressRewrite`), every table of constant entries matched by its entries as the source
-declares them (test_tofino.py holds `checks` and `verdict` to the compiled program's context.json), the
-control plane's tables by the controller's own entries (`control.controller.p4_entries`), as the switch
-would be configured.  So a change to the P4 changes what the model does (tests/p4/test_tna_mutations.py
-makes such changes on purpose and sees the model's tests fail).
+tofino-model cannot be built (docs/tofino.md): `p4_source` reads p4/tna/*.p4 and runs it statement by
+statement: the ingress parser (`HinaIngressParser`: its states, extracts and selects, the bridge header
+made or taken off, the IPv4 checksum verified by its Checksum unit), ingress (`HinaIngress` and every
+control it applies: the checks, the slot's registers and their RegisterActions, the value plan, the
+verdict, the K/2 value processors), the ingress deparser, then per frame that leaves the egress parser,
+`HinaEgress` (`EgressRewrite`) and the egress deparser (its IPv4 checksum).  Every table of constant
+entries is matched by its entries as the source declares them (test_tofino.py holds `checks` and `verdict`
+to the compiled program's context.json), the control plane's tables by the controller's own entries
+(`control.controller.p4_entries`), as the switch would be configured.  So a change to the P4 changes what
+the model does (tests/p4/test_tna_mutations.py makes such changes on purpose and sees the model's tests
+fail).
 
-Written here by hand, because they are not controls: the parsers (`HinaIngressParser`,
-`HinaEgressParser`: which headers a frame holds, the bridge header made or taken off, the IPv4 checksum
-verified), the traffic manager (drop_ctl, multicast replication by the controller's groups, unicast, and
-the recirculation port's second pass) and the egress deparser's IPv4 checksum.  The packet vectors and the
-frame-for-frame comparison with the emulator pin those.
+Written here by hand, because they are the hardware's, not the program's: the bytes the parsers find
+before the frame (the intrinsic metadata, and on ingress the port metadata the parser skips), the parser
+error a short frame raises (tna.p4's PARSER_ERROR_PARTIAL_HDR in parser_err), and the traffic manager:
+drop_ctl, multicast replication by the controller's groups, unicast, and the recirculation port's second
+pass (egress bypassed: the ingress deparser's bytes, bridge header first, come back in on that port).
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import p4_source
-from p4_source import TNA, P4Unsupported, Struct, const_entries  # noqa: F401 (const_entries: for test_tofino.py)
+from p4_source import TNA, Header, P4Unsupported, Struct, const_entries  # noqa: F401 (const_entries: for test_tofino.py)
 
 from hina.control.controller import p4_entries
 from hina.control.topology import Topology
 from hina.wire.headers import UDP_PORT, Drop
+
+# P4's parser errors as tna.p4 names them in parser_err
+PARSER_ERRORS = {"PacketTooShort": "PARSER_ERROR_PARTIAL_HDR", "NoMatch": "PARSER_ERROR_NO_MATCH"}
 
 # The P4 source the model runs by default: p4/tna/, or the folder HINA_TNA_P4 names (tests/p4/
 # test_tna_mutations.py runs the model's tests so on mutated copies of it).
@@ -43,24 +49,22 @@ def _mac(text: str) -> bytes:
     return bytes(int(b, 16) for b in text.split(":"))
 
 
-def _ipv4_checksum(header: bytes) -> int:
-    total = sum(struct.unpack("!10H", header[:10] + b"\0\0" + header[12:20]))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
-
-
 class TnaModel:
-    """The TNA program's pipe: its parsers, its ingress and egress controls (run from the P4 source in `p4`),
-    its registers and counters, and the traffic manager between them."""
+    """The TNA program's pipe: its parsers, controls and deparsers (run from the P4 source in `p4`), its
+    registers and counters, and the traffic manager between them."""
 
-    def __init__(self, topo: Topology, words: int = 32, p4: Path = P4):
+    def __init__(self, topo: Topology | None, words: int = 32, p4: Path = P4, *, entries=(), defaults=None):
+        """Configured as the controller configures a switch for `topo`; or (topo None) with the table
+        `entries` and `defaults` (p4_source.Pipe's) alone, and no multicast group."""
         self.words = words
         self.program = p4_source.program(Path(p4), words)
-        entries, groups = p4_entries(topo)
-        self.pipe = p4_source.Pipe(self.program, entries)
+        groups = {}
+        if topo is not None:
+            entries, groups = p4_entries(topo)
+        self.pipe = p4_source.Pipe(self.program, entries, defaults)
         self.groups = {g: list(reps) for g, reps in groups.items()}
         self.recirc_port = self.program.value("HINA_RECIRC_PORT")
+        self.recirculate = True  # False: a frame sent to the recirculation port leaves there (one pass)
         self.passes = 0
 
     # -- the switch ------------------------------------------------------------------------------
@@ -72,7 +76,9 @@ class TnaModel:
             in_port, packet = pending.pop(0)
             self.passes += 1
             for egress_port, rid, bridged in self.ingress(in_port, packet):
-                if rid is None:  # the recirculation port, egress bypassed: the second pass
+                if rid is None and not self.recirculate:
+                    out.append((egress_port, bridged))
+                elif rid is None:  # the recirculation port, egress bypassed: the second pass
                     pending.append((egress_port, bridged))
                 else:
                     out += self.egress(egress_port, rid, bridged)
@@ -86,16 +92,16 @@ class TnaModel:
     def ingress(self, port: int, packet: bytes) -> list[tuple[int, int | None, bytes]]:
         """One pass: what the traffic manager sends on, as (port, replica id or None for the recirculation
         port, the bridge header and the frame)."""
-        data, hdr, meta = self.parse(port, packet)
         new = self.program.new
+        hdr, meta, md, frame = self.parse(port, packet)
         dprsr, tm = new("ingress_intrinsic_metadata_for_deparser_t"), new("ingress_intrinsic_metadata_for_tm_t")
-        self.pipe.apply("HinaIngress", "ingress", hdr=hdr, meta=meta,
-                        standard_metadata=new("ingress_intrinsic_metadata_t", ingress_port=port),
-                        ig_prsr_md=new("ingress_intrinsic_metadata_from_parser_t"), ig_dprsr_md=dprsr, ig_tm_md=tm)
-        # the deparser emits the headers as they are now (views of `data`), then the rest of the frame
-        bridged = bytes(data)
+        self.pipe.apply("HinaIngress", "ingress", hdr=hdr, meta=meta, standard_metadata=md,
+                        ig_prsr_md=new("ingress_intrinsic_metadata_from_parser_t",
+                                       parser_err=self._parser_error(frame)),
+                        ig_dprsr_md=dprsr, ig_tm_md=tm)
         if dprsr.drop_ctl:
             return []
+        bridged = self.deparse(hdr, meta, dprsr) + frame.rest()  # the bytes past the parsed headers ride along
         if tm.mcast_grp_a:
             return [(p, rid, bridged) for p, rid in self.groups.get(tm.mcast_grp_a, [])]
         if tm.bypass_egress:
@@ -104,62 +110,46 @@ class TnaModel:
             return [(tm.ucast_egress_port, None, bridged)]
         return [(tm.ucast_egress_port, 0, bridged)]
 
-    def parse(self, port: int, packet: bytes) -> tuple[bytearray, Struct, Struct]:
-        """HinaIngressParser: the bridge header (taken off a frame back from the recirculation port, else
-        made: the port, the rest 0), then Ethernet, IPv4 (no options), UDP to HINA_PORT, hina and the two
-        halves of words, each valid only where the frame holds all of it (a short frame stops the parser,
-        parser_err 0).  The bytes the headers are views of come back too: the bridge header, then the frame."""
-        bridge_bytes = self.program.layout("bridge_t")[1]
-        second_pass = port & 0x7F == self.recirc_port
-        data = bytearray(packet if second_pass else bytes(bridge_bytes) + packet)
-        (hdr, starts), meta = self._headers(data), self.program.new("metadata_t")
-        if not second_pass:
-            hdr.bridge.ingress_port = port
-        if hdr.ipv4.valid:
-            meta.checksum_error = _ipv4_checksum(bytes(data[starts["ipv4"]:][:20])) != hdr.ipv4.hdr_checksum
-        return data, hdr, meta
+    def parse(self, port: int, packet: bytes) -> tuple[Struct, Struct, Header, p4_source.PacketIn]:
+        """HinaIngressParser on `packet` in from `port`: the headers, the metadata and the intrinsic metadata
+        it leaves, and what it read (the error that stopped it, the bytes it did not extract)."""
+        new = self.program.new
+        intrinsic = bytes(new("ingress_intrinsic_metadata_t", ingress_port=port))
+        frame = p4_source.PacketIn(intrinsic + bytes(self.program.value("PORT_METADATA_SIZE") // 8) + packet)
+        hdr, meta, md = new("headers_t"), new("metadata_t"), new("ingress_intrinsic_metadata_t")
+        self.pipe.apply("HinaIngressParser", "ingress_parser", packet=frame, hdr=hdr, meta=meta, standard_metadata=md)
+        return hdr, meta, md, frame
 
-    def _headers(self, data: bytearray, egress: bool = False) -> tuple[Struct, dict[str, int]]:
-        """headers_t's headers, in its order, over `data` (and where each starts): each valid if the parser
-        extracts it (it goes on past the one before, and the frame holds all of it)."""
-        hdr, starts, at, going = self.program.new("headers_t"), {}, 0, True
-        for type_name, name in self.program.structs["headers_t"]:
-            size = self.program.layout(type_name)[1]
-            hdr[name] = self.program.header(type_name, data, at, going and at + size <= len(data))
-            starts[name], at = at, at + size
-            going = hdr[name].valid and self._goes_on(hdr, name, egress)
-        return hdr, starts
+    def deparse(self, hdr: Struct, meta: Struct, dprsr: Struct) -> bytes:
+        """HinaIngressDeparser: the headers it emits."""
+        out = p4_source.PacketOut()
+        self.pipe.apply("HinaIngressDeparser", "ingress_deparser", packet=out, hdr=hdr, meta=meta, ig_dprsr_md=dprsr)
+        return bytes(out.data)
 
-    def _goes_on(self, hdr: Struct, name: str, egress: bool) -> bool:
-        """Whether the parser extracts the header after `name` (parser.p4's transitions)."""
-        v = self.program.value
-        if egress:  # HinaEgressParser: the bridge, then Ethernet, IPv4 and UDP of a frame the switch emits
-            return hdr.bridge.is_result == 1 if name == "bridge" else name != "udp"
-        if name == "ethernet":
-            return hdr.ethernet.ether_type == v("ETHERTYPE_IPV4")
-        if name == "ipv4":
-            return (hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.protocol) == (4, 5, v("IPPROTO_UDP"))
-        if name == "udp":
-            return hdr.udp.dst_port == v("HINA_PORT")
-        return True
+    def _parser_error(self, frame: p4_source.PacketIn) -> int:
+        """parser_err as Tofino's parser sets it: a frame too short for a header is a partial header."""
+        return self.program.value(PARSER_ERRORS[frame.error]) if frame.error else 0
 
     # -- egress ----------------------------------------------------------------------------------
     def egress(self, port: int, rid: int, bridged: bytes) -> list[tuple[int, bytes]]:
-        """The frame out of `port` (replica `rid`; 0 for a unicast): HinaEgressParser, HinaEgress, then the
-        deparser (a rewritten frame's IPv4 checksum; the bridge header stays behind)."""
-        data = bytearray(bridged)
-        hdr, starts = self._headers(data, egress=True)
+        """The frame out of `port` (replica `rid`; 0 for a unicast): HinaEgressParser, HinaEgress, then
+        HinaEgressDeparser (the bridge header is not emitted: it stays behind)."""
         new = self.program.new
+        frame = p4_source.PacketIn(bytes(new("egress_intrinsic_metadata_t", egress_port=port, egress_rid=rid))
+                                   + bridged)
+        hdr, meta, md = new("headers_t"), new("metadata_t"), new("egress_intrinsic_metadata_t")
+        self.pipe.apply("HinaEgressParser", "egress_parser", packet=frame, hdr=hdr, meta=meta, standard_metadata=md)
+        if frame.error:  # ingress emits the headers egress parses: never short
+            raise P4Unsupported(f"the egress parser stopped with {frame.error}")
         dprsr = new("egress_intrinsic_metadata_for_deparser_t")
-        self.pipe.apply("HinaEgress", "egress", hdr=hdr, meta=new("metadata_t"),
-                        standard_metadata=new("egress_intrinsic_metadata_t", egress_port=port, egress_rid=rid),
+        self.pipe.apply("HinaEgress", "egress", hdr=hdr, meta=meta, standard_metadata=md,
                         eg_prsr_md=new("egress_intrinsic_metadata_from_parser_t"), eg_dprsr_md=dprsr,
                         eg_oport_md=new("egress_intrinsic_metadata_for_output_port_t"))
         if dprsr.drop_ctl:
             return []
-        if hdr.ipv4.valid:  # HinaEgressDeparser: the rewritten addresses' checksum
-            hdr.ipv4.hdr_checksum = _ipv4_checksum(bytes(data[starts["ipv4"]:][:20]))
-        return [(port, bytes(data[starts["ethernet"]:]))]  # the bridge header stays behind
+        out = p4_source.PacketOut()
+        self.pipe.apply("HinaEgressDeparser", "egress_deparser", packet=out, hdr=hdr, meta=meta, eg_dprsr_md=dprsr)
+        return [(port, bytes(out.data) + frame.rest())]
 
 
 def run(topology: dict, packets: Iterable[tuple[int, bytes]], words: int = 32, p4: Path = P4):
@@ -195,7 +185,7 @@ class ModelPipeline:
         ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(frame), 0, 0, 64, 17, 0,
                                    ipaddress.IPv4Address(host["ip"]).packed,
                                    ipaddress.IPv4Address(self.switch["ip"]).packed))
-        struct.pack_into("!H", ip, 10, _ipv4_checksum(bytes(ip)))
+        struct.pack_into("!H", ip, 10, p4_source.Checksum.update(bytes(ip)))
         eth = _mac(self.switch["mac"]) + _mac(host["mac"]) + b"\x08\x00"
         udp = struct.pack("!HHHH", 40000 + port, UDP_PORT, 8 + len(frame), 0)
         out = self.model.process(port, eth + bytes(ip) + udp + bytes(frame))

@@ -46,8 +46,12 @@ def start_xdp(ports):
     return start_emulator(ports, extra=["--xdp"])
 
 
-def start_bmv2(ports, grpc_port=50151, thrift_port=9190):
+def start_bmv2(ports, grpc_port=50151, thrift_port=9190, log: Path | None = None):
+    """simple_switch_grpc on hs<p> per port, the program pushed; with `log`, every step it takes (its trace
+    log, each primitive and condition with its line in the P4 source) into that file."""
     cmd = ["simple_switch_grpc", "--device-id", "0", "--thrift-port", str(thrift_port), "--no-p4"]
+    if log is not None:
+        cmd += ["--log-file", str(log), "--log-level", "trace", "--log-flush"]
     for p in ports:
         cmd += ["-i", f"{p}@hs{p}"]
     cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]

@@ -1,10 +1,14 @@
-"""Frames as hosts put them on the wire: Ethernet / IPv4 (no options) / UDP around a hina frame.
+"""Raw frames, as hosts put them on the wire: Ethernet / IPv4 (no options) / UDP around a hina frame.
 
-The offsets of the outer headers, the IPv4 header checksum, and the
-encapsulation a host applies; `hina.wire.headers` declares what follows
-the UDP header.  The emulator's raw-frame path (`hina.emulator.frames`),
-the raw transport and the packet vectors all build and parse frames with
-these.
+Where each header and each field sits in a frame (`IPV4_AT`, `UDP_DPORT_AT`,
+`HINA_AT`, ...), taken from the declarations in `hina.wire.headers`
+(`ETHERNET`, `IPV4`, `UDP`) and written as a number nowhere else; then, for
+Python callers, the encapsulation a host applies, the parse `p4/parser.p4`
+does and the IPv4 header checksum.  The emulator's raw-frame path
+(`hina.emulator.frames`), the raw transport and the packet vectors build and
+parse frames with these; the compiled kernels read and write the same
+offsets with `hina.wire.compiled`'s loads and stores.  No numba here: the
+control plane imports the address helpers.
 """
 
 from __future__ import annotations
@@ -12,28 +16,68 @@ from __future__ import annotations
 import ipaddress
 import struct
 
-from .headers import ETH_HEADER_BYTES, IPV4_HEADER_BYTES, UDP_HEADER_BYTES
+from .headers import (
+    ETH_HEADER_BYTES,
+    ETHERNET,
+    ETHERTYPE_IPV4,
+    IPPROTO_UDP,
+    IPV4,
+    IPV4_HEADER_BYTES,
+    UDP,
+    UDP_HEADER_BYTES,
+    field_offsets,
+)
 
-ETH = ETH_HEADER_BYTES
-IP_END = ETH + IPV4_HEADER_BYTES
-UDP_END = IP_END + UDP_HEADER_BYTES
-_IPV4_WORDS = struct.Struct("!10H")
+# where each header starts in a frame
+IPV4_AT = ETH_HEADER_BYTES
+UDP_AT = IPV4_AT + IPV4_HEADER_BYTES
+HINA_AT = UDP_AT + UDP_HEADER_BYTES  # the hina header (a UDP backend's datagram starts here)
 
-# A packet socket with PACKET_VNET_HDR reads (and writes) each frame after a struct virtio_net_hdr (host byte
-# order): flags, gso_type, hdr_len, gso_size, csum_start, csum_offset.  A frame a host's stack left whole for the
-# device to cut (segmentation offload) arrives as one "super-frame": gso_type UDP_L4, and gso_size the bytes of
-# every UDP payload it stands for but the last.
-VNET_HDR_BYTES = 10
-VNET = struct.Struct("=BBHHHH")
-VNET_AT_FLAGS, VNET_AT_GSO_TYPE, VNET_AT_HDR_LEN, VNET_AT_GSO_SIZE, VNET_AT_CSUM_START, VNET_AT_CSUM_OFFSET = (
-    0, 1, 2, 4, 6, 8)
-VNET_F_NEEDS_CSUM = 1  # the transport checksum is partial: csum_start/csum_offset say where to complete it
-VNET_GSO_NONE, VNET_GSO_UDP_L4 = 0, 5
+
+def _in_frame(fields: tuple[tuple[str, int], ...], start: int) -> dict[str, int]:
+    return {name: start + at for name, at in field_offsets(fields).items()}
+
+
+_ETH, _IP, _UDP = _in_frame(ETHERNET, 0), _in_frame(IPV4, IPV4_AT), _in_frame(UDP, UDP_AT)
+# each field's first byte in a frame
+ETH_DST_AT, ETH_SRC_AT, ETH_TYPE_AT = _ETH["dst_addr"], _ETH["src_addr"], _ETH["ether_type"]
+IP_VERSION_AT = _IP["version"]  # version and IHL share a byte
+IP_TOTAL_LEN_AT, IP_ID_AT, IP_FLAGS_AT = _IP["total_len"], _IP["identification"], _IP["flags"]
+IP_TTL_AT, IP_PROTOCOL_AT, IP_CHECKSUM_AT = _IP["ttl"], _IP["protocol"], _IP["hdr_checksum"]
+IP_SRC_AT, IP_DST_AT = _IP["src_addr"], _IP["dst_addr"]
+UDP_SPORT_AT, UDP_DPORT_AT, UDP_LEN_AT, UDP_CHECKSUM_AT = _UDP["src_port"], _UDP["dst_port"], _UDP["len"], \
+    _UDP["checksum"]
+# the sizes of an address and a port
+MAC_BYTES = dict(ETHERNET)["dst_addr"] // 8
+IP_BYTES = dict(IPV4)["dst_addr"] // 8
+PORT_BYTES = dict(UDP)["dst_port"] // 8
+
+IPV4_NO_OPTIONS = 4 << 4 | IPV4_HEADER_BYTES // 4  # the version and IHL byte the P4 parser takes: 0x45
+IP_DONT_FRAGMENT = 1 << (dict(IPV4)["frag_offset"] + 1)  # in the 16 bits of flags and fragment offset
+TTL = 64
+
+# what the parser looks at, in one unpack: ethertype, IPv4 version+IHL, protocol, UDP destination port and length
+_PARSED = ((ETH_TYPE_AT, "H"), (IP_VERSION_AT, "B"), (IP_PROTOCOL_AT, "B"), (UDP_DPORT_AT, "H"), (UDP_LEN_AT, "H"))
+
+
+def _layout(fields: tuple[tuple[int, str], ...]) -> struct.Struct:
+    """A big-endian struct reading `fields` ((offset, struct code), in order) from a frame's start."""
+    fmt, at = "!", 0
+    for offset, code in fields:
+        fmt += f"{offset - at}x" * (offset > at) + code
+        at = offset + struct.calcsize("!" + code)
+    return struct.Struct(fmt)
+
+
+_PARSE = _layout(_PARSED)
+U16 = struct.Struct("!H")  # a 16-bit field, for Python callers: `U16.unpack_from(frame, at)`, `U16.pack_into`
+_IPV4_WORDS = struct.Struct(f"!{IPV4_HEADER_BYTES // 2}H")
+_CHECKSUM_WORD = (IP_CHECKSUM_AT - IPV4_AT) // 2
 
 
 def mac_bytes(mac: str) -> bytes:
     parts = mac.split(":")
-    if len(parts) != 6:
+    if len(parts) != MAC_BYTES:
         raise ValueError(f"not a MAC address: {mac!r}")
     try:
         return bytes(int(p, 16) for p in parts)
@@ -48,10 +92,23 @@ def ip_bytes(ip: str) -> bytes:
         raise ValueError(f"not an IPv4 address: {ip!r}") from None
 
 
+def udp_of(frame: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """(UDP destination port, UDP length) of an Ethernet / IPv4 without options / UDP frame, as the P4
+    parser takes it; None for anything else (too short for the headers, another EtherType or protocol,
+    IPv4 options).  Hina is UDP to `UDP_PORT`; its hina frame claims the UDP length less the UDP header."""
+    if len(frame) < HINA_AT:
+        return None
+    ethertype, version_ihl, protocol, dport, udp_length = _PARSE.unpack_from(frame)
+    if ethertype != ETHERTYPE_IPV4 or version_ihl != IPV4_NO_OPTIONS or protocol != IPPROTO_UDP:
+        return None
+    return dport, udp_length
+
+
 def ipv4_checksum(header: bytes | bytearray | memoryview, at: int = 0) -> int:
-    """The ones' complement sum of the 20-byte IPv4 header at `at`, its checksum field taken as zero."""
+    """The ones' complement sum of the IPv4 header at `at`, its checksum field taken as zero.  (The compiled
+    kernels' is `hina.wire.compiled.ipv4_checksum`; a test holds the two equal.)"""
     words = _IPV4_WORDS.unpack_from(header, at)
-    total = sum(words) - words[5]
+    total = sum(words) - words[_CHECKSUM_WORD]
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF
@@ -62,11 +119,22 @@ def encapsulate(payload: bytes, *, src_mac: bytes, dst_mac: bytes, src_ip: bytes
                 udp_len: int | None = None) -> bytes:
     """`payload` in Ethernet / IPv4 (no options, TTL 64, checksum set) / UDP (checksum 0), as a host sends it.
 
-    Addresses are already packed (`topology.mac_bytes`, `ip_bytes`); `udp_len`
-    overrides the UDP length field (for frames that lie about it).
+    Addresses are already packed (`mac_bytes`, `ip_bytes`); `udp_len` overrides the UDP length field
+    (for frames that lie about it).
     """
-    ip = bytearray(struct.pack("!BBHHHBBH", 0x45, 0, 28 + len(payload), ident, 0x4000 if dont_fragment else 0,
-                               64, 17, 0) + src_ip + dst_ip)
-    ip[10:12] = ipv4_checksum(bytes(ip)).to_bytes(2, "big")
-    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload) if udp_len is None else udp_len, 0)
-    return dst_mac + src_mac + b"\x08\x00" + bytes(ip) + udp + payload
+    head = bytearray(HINA_AT)
+    head[ETH_DST_AT : ETH_DST_AT + MAC_BYTES] = dst_mac
+    head[ETH_SRC_AT : ETH_SRC_AT + MAC_BYTES] = src_mac
+    U16.pack_into(head, ETH_TYPE_AT, ETHERTYPE_IPV4)
+    head[IP_VERSION_AT] = IPV4_NO_OPTIONS
+    U16.pack_into(head, IP_TOTAL_LEN_AT, HINA_AT - IPV4_AT + len(payload))
+    U16.pack_into(head, IP_ID_AT, ident)
+    U16.pack_into(head, IP_FLAGS_AT, IP_DONT_FRAGMENT if dont_fragment else 0)
+    head[IP_TTL_AT], head[IP_PROTOCOL_AT] = TTL, IPPROTO_UDP
+    head[IP_SRC_AT : IP_SRC_AT + IP_BYTES] = src_ip
+    head[IP_DST_AT : IP_DST_AT + IP_BYTES] = dst_ip
+    U16.pack_into(head, IP_CHECKSUM_AT, ipv4_checksum(head, IPV4_AT))
+    U16.pack_into(head, UDP_SPORT_AT, sport)
+    U16.pack_into(head, UDP_DPORT_AT, dport)
+    U16.pack_into(head, UDP_LEN_AT, UDP_HEADER_BYTES + len(payload) if udp_len is None else udp_len)
+    return bytes(head) + payload

@@ -1,6 +1,6 @@
 """The switch as an eBPF/XDP program: hina's slot rules in the kernel, on every frame a port receives.
 
-`hina_xdp.c` is the program (the P4 program's controls, as `hina.emulator.dataplane` has them);
+`hina_xdp.c` is the program (the P4 program's controls, as `hina.emulator.controls` has them);
 `layout` declares its tables and generates the C header it includes from `hina.wire.headers`;
 `build` compiles it once per machine (clang, `make install`); `libbpf` loads and drives it through
 libbpf.so.1; `tables` is its control plane, the emulator's `Pipeline` interface over the BPF maps;

@@ -23,7 +23,7 @@ import enum
 from ctypes import c_uint8, c_uint16, c_uint32, c_uint64
 
 from hina.control.config import MAX_PARENTS
-from hina.emulator import dataplane
+from hina.emulator import registers as dataplane
 from hina.wire import headers
 from hina.wire.headers import DROP_REASONS, ETH_HEADER_BYTES, MAX_WORKERS, Drop, Flags, MsgType, Op, max_words
 
@@ -74,7 +74,7 @@ class Slot(ctypes.Structure):
 
 class Job(ctypes.Structure):
     """The `jobs` table's entry (keyed by job_id): shape, slot range, tree share, and per worker_id (then per
-    parent) the source id it must send from (`hina.emulator.dataplane`'s ids; NO_MEMBER for none)."""
+    parent) the source id it must send from (`hina.emulator.registers`' ids; NO_MEMBER for none)."""
 
     _fields_ = [("row", c_uint32), ("workers", c_uint32), ("words", c_uint32), ("frame_bytes", c_uint32),
                 ("slot_base", c_uint32), ("slots", c_uint32), ("full", c_uint32), ("needed", c_uint32),

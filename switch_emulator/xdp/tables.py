@@ -29,7 +29,7 @@ import numpy as np
 from hina.control.config import JobConfig, PortAddress
 from hina.control.ledger import DEFAULT_SPACE
 from hina.control.topology import FLOOD_GROUP, Topology
-from hina.emulator import dataplane as dp
+from hina.emulator import registers as dp
 from hina.emulator.pipeline import Pipeline, _counter
 from hina.wire.frames import ip_bytes, mac_bytes
 from hina.wire.headers import MAX_WORKERS, Drop

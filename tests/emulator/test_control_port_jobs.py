@@ -17,7 +17,6 @@ from hina import codec
 from hina.control import ControlClient, ControlError, JobConfig, Member
 from hina.control.auth import REFUSED
 from hina.emulator import Pipeline
-from hina.emulator import dataplane as dp
 from hina.host import UdpTransport, Worker
 from hina.host.job import JobSpec
 from hina.host.window import AggregationTimeout
@@ -32,17 +31,17 @@ def test_a_job_is_idle_then_active_then_refusing_as_its_counters_move():
     assert (job["state"], job["idle_s"], job["frame_s"], job["refused_s"]) == ("idle", 1.0, None, None)
     assert job["members"] == [{"worker_id": 0, "address": ["127.0.0.1", 7000]}] and job["origin"] == "add_job"
     assert (job["slot_base"], job["slots"], job["workers"], job["words"]) == (0, 4, 2, 8) and not job["pinned"]
-    p.jobs[1].meta[dp.UPDATES] += 5  # what the compiled rules do per UPDATE taken
+    p.jobs[1].register["updates"] += 5  # what the compiled rules do per UPDATE taken
     p.note_activity(t0 + 10)
     (job,) = p.listing(now=t0 + 12)
     assert (job["state"], job["idle_s"], job["frame_s"]) == ("active", 2.0, 2.0)
     assert job["counters"]["updates"] == 5
     (job,) = p.listing(now=t0 + 20)
     assert job["state"] == "idle" and job["idle_s"] == 10.0
-    p.jobs[1].meta[dp.DROPS + Drop.STALE_RUN] += 1  # a run refused: another run's state in the slots
+    p.jobs[1].register["drops"][Drop.STALE_RUN] += 1  # a run refused: another run's state in the slots
     (job,) = p.listing(now=t0 + 21)
     assert job["state"] == "refusing" and job["refused_s"] == 0.0 and job["idle_s"] == 0.0
-    p.jobs[1].meta[dp.DROPS + Drop.UNAUTHORIZED] += 1  # not a member: the job was not heard
+    p.jobs[1].register["drops"][Drop.UNAUTHORIZED] += 1  # not a member: the job was not heard
     (job,) = p.listing(now=t0 + 40)
     assert job["idle_s"] == 19.0 and job["state"] == "idle"
 

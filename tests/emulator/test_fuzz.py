@@ -33,8 +33,8 @@ def test_the_harness_notices_a_crash_and_a_touched_victim(monkeypatch):
 
     def no_auth(self, data, source, length=None):
         job = self.jobs.get(fuzz_harness.VICTIM)
-        if job is not None:  # the auth register: any source may speak for workers 0 and 1
-            self.auth[job.row, :2] = self.source_id(source)
+        if job is not None:  # the worker_auth register: any source may speak for workers 0 and 1
+            job.register["worker_source"][:2] = self.source_id(source)
         return original(self, data, source, length)
 
     monkeypatch.setattr(pl.Pipeline, "update", no_auth)

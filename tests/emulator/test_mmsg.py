@@ -1,4 +1,5 @@
-"""Batched datagram I/O (recvmmsg/sendmmsg) and the compiled batch path of the UDP switch."""
+"""Batched datagram I/O (recvmmsg/sendmmsg, `hina.wire.sockio`) and the switch's compiled batch paths
+(`hina.emulator.batch`)."""
 
 import dataclasses
 import socket
@@ -8,11 +9,22 @@ import pytest
 
 from hina.control import JobConfig, Member
 from hina.emulator import Pipeline
-from hina.emulator import dataplane as dp
-from hina.wire import mmsg
-from hina.wire.headers import HEADER_BYTES, pack_header, unpack_header
+from hina.emulator import batch as bt
+from hina.emulator import registers as reg
+from hina.wire import sockio
+from hina.wire.frames import ETH_DST_AT, IP_CHECKSUM_AT, IP_DST_AT, IPV4_AT, MAC_BYTES, U16
+from hina.wire.headers import HEADER_BYTES, MAX_WORKERS, Drop, pack_header, unpack_header
+from hina.wire.sockio import (
+    PACKET_OUTGOING,
+    SIN_ADDR_AT,
+    SIN_PORT_AT,
+    SLL_IFINDEX_AT,
+    SLL_PKTTYPE_AT,
+    SOCKADDR_LL_BYTES,
+)
 
-pytestmark = [pytest.mark.skipif(not mmsg.available(), reason="recvmmsg/sendmmsg need Linux's libc"), pytest.mark.slow]
+pytestmark = [pytest.mark.skipif(not sockio.available(), reason="recvmmsg/sendmmsg need Linux's libc"),
+              pytest.mark.slow]
 
 
 def udp_socket():
@@ -33,7 +45,7 @@ def drain(sock, timeout=0.5):
 
 def test_one_recv_takes_many_datagrams_with_their_senders():
     rx, senders = udp_socket(), [udp_socket() for _ in range(3)]
-    io = mmsg.BatchSocket(rx, entries=64, entry_bytes=2048)
+    io = sockio.BatchSocket(rx, entries=64, entry_bytes=2048)
     sent = [(i % 3, bytes([i]) * (1 + i)) for i in range(100)]
     for who, data in sent:
         senders[who].sendto(data, rx.getsockname())
@@ -42,8 +54,7 @@ def test_one_recv_takes_many_datagrams_with_their_senders():
         n = io.recv()
         assert n > 0
         for i, length in enumerate(io.rx_lengths[:n].tolist()):
-            name = bytes(io.rx_names_array[16 * i : 16 * i + 16])
-            port = int.from_bytes(name[2:4], "big")
+            port = int.from_bytes(io.rx_names_array[i, SIN_PORT_AT:SIN_ADDR_AT].tobytes(), "big")
             got.append((port, io.rx_array[i * io.entry_bytes : i * io.entry_bytes + length].tobytes()))
     assert io.recv() == 0  # nothing left, and no blocking
     assert io.receives == 2 and io.received == 100  # 64 + 36: two system calls
@@ -54,8 +65,8 @@ def test_one_recv_takes_many_datagrams_with_their_senders():
 
 def test_a_refused_message_is_skipped_counted_and_the_rest_go():
     tx, rx = udp_socket(), udp_socket()
-    io = mmsg.BatchSocket(tx, entries=4, entry_bytes=2048, tx_bytes=1 << 18)
-    name = np.frombuffer(dp.sockaddr(*rx.getsockname()), np.uint8)
+    io = sockio.BatchSocket(tx, entries=4, entry_bytes=2048, tx_bytes=1 << 18)
+    name = np.frombuffer(sockio.sockaddr_in(*rx.getsockname()), np.uint8)
     # the second is longer than any UDP datagram (EMSGSIZE); None: the previous frame, one more message
     messages = [b"first", bytes(70_000), b"third", None]
     at = 0
@@ -63,11 +74,32 @@ def test_a_refused_message_is_skipped_counted_and_the_rest_go():
         if frame is not None:
             io.tx_array[at : at + len(frame)] = np.frombuffer(frame, np.uint8)
             start, size, at = at, len(frame), at + len(frame)
-        io.tx_names_array[16 * m : 16 * m + 16] = name
+        io.tx_names_array[m] = name
         io.tx_iov[2 * m : 2 * m + 2] = (io.tx_address + start, size)
     assert io.send(4) == 1
     assert drain(rx) == [b"first", b"third", b"third"]
     assert (io.sent, io.failed) == (3, 1)
+    tx.close()
+    rx.close()
+
+
+def test_a_ring_of_back_to_back_frames_goes_as_one_segmentation_offload_message():
+    """With `offload_segments`, `send` merges the ring's frames (all `segment` bytes but a shorter last) into
+    one UDP_SEGMENT message, which the kernel cuts into the datagrams the receiver gets, in order."""
+    rx, tx = udp_socket(), udp_socket()
+    tx.connect(rx.getsockname())
+    segment = 1000
+    io = sockio.BatchSocket(tx, entries=4, entry_bytes=2048, tx_messages=8, tx_bytes=8 * segment, name_bytes=0)
+    assert not io.offload_segments(65536)  # larger than loopback's MTU allows a datagram: not asked for
+    if not io.offload_segments(segment):
+        pytest.skip("this kernel has no UDP segmentation offload")
+    frames = [bytes([k]) * segment for k in range(4)] + [b"\x09" * 300]
+    for m, frame in enumerate(frames):
+        io.tx_array[m * segment : m * segment + len(frame)] = np.frombuffer(frame, np.uint8)
+        io.tx_iov[2 * m : 2 * m + 2] = (io.tx_address + m * segment, len(frame))
+    assert io.send(len(frames)) == 0
+    assert io.sent == 1  # one message: the kernel cut it
+    assert drain(rx) == frames
     tx.close()
     rx.close()
 
@@ -88,15 +120,14 @@ def test_udp_batch_stops_before_the_ring_is_full_and_resumes_exactly():
     for slot in range(12):
         a.sendto(update_frame(0, slot, grads[0, slot]), switch.getsockname())
         b.sendto(update_frame(1, slot, grads[1, slot]), switch.getsockname())
-    io = mmsg.BatchSocket(switch, entries=64, entry_bytes=2048, tx_messages=dp.MAX_WORKERS + 1)
+    io = sockio.BatchSocket(switch, entries=64, entry_bytes=2048, tx_messages=MAX_WORKERS + 1)
     n = io.recv()
     assert n == 24
     done, calls = 0, 0
     while done < n:
-        done, messages, used = dp.udp_batch(p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, p.names,
-                                            io.rx_array, io.entry_bytes, io.rx_lengths, io.rx_names_array, done, n,
-                                            io.tx_array, io.tx_names_array, io.tx_iov, io.tx_address,
-                                            io.tx_capacity)
+        done, messages, used = bt.udp_batch(*p.kernel_args, io.rx_array, io.entry_bytes, io.rx_lengths,
+                                            io.rx_names_array, done, n, io.tx_array, io.tx_names_array, io.tx_iov,
+                                            io.tx_address, io.tx_capacity)
         calls += 1
         assert messages in (0, 2) and used == (messages // 2) * (HEADER_BYTES + 4 * 8)  # one frame per multicast
         assert io.send(messages) == 0
@@ -118,10 +149,10 @@ def test_a_member_named_by_hostname_is_matched_frame_by_frame_only():
     """Sources are ids: a dotted IPv4 member gets the id the batch path computes from the wire;
     anything else (a name, an in-process port) gets one of its own, matched by the per-frame path."""
     p = Pipeline()
-    assert p.source_id(("10.0.0.1", 5000)) == dp.udp_source_id("10.0.0.1", 5000) == (10 << 40 | 1 << 16 | 5000)
-    assert p.source_id(3) == dp.port_source_id(3)
+    assert p.source_id(("10.0.0.1", 5000)) == reg.udp_source_id("10.0.0.1", 5000) == (10 << 40 | 1 << 16 | 5000)
+    assert p.source_id(3) == reg.port_source_id(3)
     named = p.source_id(("switch-host", 5000))
-    assert named >= dp.OTHER_IDS and p.source_id(("switch-host", 5000)) == named
+    assert named >= reg.OTHER_IDS and p.source_id(("switch-host", 5000)) == named
     p.add_job(JobConfig(1, 1, 2, 0, 1, (Member(0, ("switch-host", 5000)),)))
     emit = p.update(update_frame(0, 0, [5, -6]), ("switch-host", 5000))
     assert emit.dests == (("switch-host", 5000),)
@@ -153,33 +184,33 @@ def test_raw_batch_parses_rewrites_each_copy_and_leaves_other_frames_to_the_call
         return f
 
     bad = frame(1, 0, 2)
-    bad[24] ^= 0xFF  # IPv4 checksum
+    bad[IP_CHECKSUM_AT] ^= 0xFF
     arp = b"\xff" * 6 + mac_bytes(hosts[0].mac) + b"\x08\x06" + bytes(28)
     frames = [(1, frame(1, 0, 1)), (2, frame(2, 1, 1)), (3, frame(3, 2, 1, trailer=b"tail")), (1, bad), (1, arp),
               (2, frame(2, 1, 3))]
     stride = 256
     rx = np.zeros(stride * len(frames), np.uint8)
     lengths = np.zeros(2 * len(frames), np.uint32)[::2]
-    names = np.zeros(dp.SOCKADDR_LL * len(frames), np.uint8)
+    names = np.zeros((len(frames), SOCKADDR_LL_BYTES), np.uint8)
     for i, (_, f) in enumerate(frames):
         rx[i * stride : i * stride + len(f)] = np.frombuffer(bytes(f), np.uint8)
         lengths[i] = len(f)
-    names[dp.SOCKADDR_LL * 5 + 10] = dp.PACKET_OUTGOING  # the last frame: one this host sent
-    rewrite = batched.rewrite_table  # what RawSwitch hands the kernel
-    port_names = np.zeros((4, dp.SOCKADDR_LL), np.uint8)
+    names[5, SLL_PKTTYPE_AT] = PACKET_OUTGOING  # the last frame: one this host sent
+    host_table = batched.hosts_bytes  # what RawSwitch hands the kernel
+    port_names = np.zeros((4, SOCKADDR_LL_BYTES), np.uint8)
     port_names[1, 0] = port_names[3, 0] = 17  # port 2 has no interface
-    port_names[1, 4], port_names[3, 4] = 11, 13
+    port_names[1, SLL_IFINDEX_AT], port_names[3, SLL_IFINDEX_AT] = 11, 13
     punt = np.zeros(len(frames), np.int64)
     tx = np.zeros(1 << 16, np.uint8)
-    tx_names = np.zeros(dp.SOCKADDR_LL * 64, np.uint8)
+    tx_names = np.zeros((64, SOCKADDR_LL_BYTES), np.uint8)
     tx_iov = np.zeros(128, np.uint64)
     p = batched.pipeline
     messages = punted = unsent = 0
     for i, (port, _) in enumerate(frames):  # each frame's own port, as each interface is read
         at = messages * 256  # each call's outputs at their own place in one ring
-        _, m, _, k, u = dp.raw_batch(p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, p.names, rx, stride,
-                                     lengths, names, True, i, i + 1, port, rewrite, port_names, punt[punted:],
-                                     tx[at:], tx_names[dp.SOCKADDR_LL * messages:], tx_iov[2 * messages:], at, 64)
+        _, m, _, k, u = bt.raw_batch(*p.kernel_args, rx, stride, lengths, names, True, i, i + 1, port, host_table,
+                                     port_names, punt[punted:], tx[at:], tx_names[messages:], tx_iov[2 * messages:],
+                                     at, 64)
         messages, punted, unsent = messages + m, punted + k, unsent + u
     assert (messages, unsent, punted) == (2, 1, 1) and punt[0] == 4
     for port, f in frames[:3]:
@@ -189,10 +220,11 @@ def test_raw_batch_parses_rewrites_each_copy_and_leaves_other_frames_to_the_call
     for m, port in enumerate((1, 3)):  # in worker order, port 2 skipped
         at, size = int(tx_iov[2 * m]), int(tx_iov[2 * m + 1])
         got = tx[at : at + size].tobytes()
-        assert tx_names[dp.SOCKADDR_LL * m + 4] == {1: 11, 3: 13}[port]
-        assert got == want[port] and got.endswith(b"tail") and got[:6] == mac_bytes(hosts[port - 1].mac)
-        assert ipv4_checksum(got, 14) == int.from_bytes(got[24:26], "big")
-    assert p.counts[dp.BAD_CHECKSUM] == 1 and p.frames == 4  # 3 UPDATEs and the bad one; the sent one skipped
+        assert tx_names[m, SLL_IFINDEX_AT] == {1: 11, 3: 13}[port]
+        assert got == want[port] and got.endswith(b"tail")
+        assert got[ETH_DST_AT : ETH_DST_AT + MAC_BYTES] == mac_bytes(hosts[port - 1].mac)
+        assert ipv4_checksum(got, IPV4_AT) == U16.unpack_from(got, IP_CHECKSUM_AT)[0]
+    assert p.drops == {Drop.BAD_CHECKSUM: 1} and p.frames == 4  # 3 UPDATEs and the bad one; the sent one skipped
     assert p.jobs[7].results == 1
 
 
@@ -223,7 +255,8 @@ def test_workers_behind_one_port_get_one_copy_there_at_the_broadcast_address():
     for w in range(workers):
         outs = reference.process(1 + w // 4, frame(w))
     assert sorted(port for port, _ in outs) == [1, 2]
-    assert all(bytes(out[:6]) == b"\xff" * 6 and bytes(out[30:34]) == b"\xff" * 4 for _, out in outs)
+    assert all(bytes(out[ETH_DST_AT : ETH_DST_AT + MAC_BYTES]) == b"\xff" * MAC_BYTES
+               and bytes(out[IP_DST_AT : IP_DST_AT + 4]) == b"\xff" * 4 for _, out in outs)
     stride = 128
     rx = np.zeros(stride * workers, np.uint8)
     lengths = np.zeros(2 * workers, np.uint32)[::2]
@@ -231,21 +264,21 @@ def test_workers_behind_one_port_get_one_copy_there_at_the_broadcast_address():
         f = frame(w)
         rx[w * stride : w * stride + len(f)] = np.frombuffer(f, np.uint8)
         lengths[w] = len(f)
-    port_names = np.zeros((3, dp.SOCKADDR_LL), np.uint8)
+    port_names = np.zeros((3, SOCKADDR_LL_BYTES), np.uint8)
     port_names[1, 0] = port_names[2, 0] = 17
-    port_names[1, 4], port_names[2, 4] = 11, 12
-    tx, tx_names = np.zeros(1 << 14, np.uint8), np.zeros(dp.SOCKADDR_LL * 64, np.uint8)
+    port_names[1, SLL_IFINDEX_AT], port_names[2, SLL_IFINDEX_AT] = 11, 12
+    tx, tx_names = np.zeros(1 << 14, np.uint8), np.zeros((64, SOCKADDR_LL_BYTES), np.uint8)
     tx_iov = np.zeros(128, np.uint64)
     punt = np.zeros(workers, np.int64)
+    rx_names = np.zeros((workers, SOCKADDR_LL_BYTES), np.uint8)
     p = batched.pipeline
     messages = 0
     for w in range(workers):
-        _, m, _, _, _ = dp.raw_batch(p.job_index, p.meta, p.auth, p.copies, p.values, p.counts, p.names, rx, stride,
-                                     lengths, np.zeros(dp.SOCKADDR_LL * workers, np.uint8), False, w, w + 1, 1 + w // 4,
-                                     batched.rewrite_table, port_names, punt, tx, tx_names, tx_iov, 0, 64)
+        _, m, _, _, _ = bt.raw_batch(*p.kernel_args, rx, stride, lengths, rx_names, False, w, w + 1, 1 + w // 4,
+                                     batched.hosts_bytes, port_names, punt, tx, tx_names, tx_iov, 0, 64)
         messages += m
     assert messages == 2  # one per port, not one per worker
     want = {port: bytes(out) for port, out in outs}
     for m, port in enumerate((1, 2)):
         at, size = int(tx_iov[2 * m]), int(tx_iov[2 * m + 1])
-        assert tx[at : at + size].tobytes() == want[port] and tx_names[dp.SOCKADDR_LL * m + 4] == 10 + port
+        assert tx[at : at + size].tobytes() == want[port] and tx_names[m, SLL_IFINDEX_AT] == 10 + port

@@ -31,7 +31,7 @@ from hina.control.topology import Topology
 from hina.emulator import UdpSwitch
 from hina.emulator.pipes import join_fanout, reuseport_group
 from hina.host import JobSpec
-from hina.wire import mmsg
+from hina.wire import sockio
 from hina.wire.frames import encapsulate, ip_bytes, ipv4_checksum, mac_bytes
 from hina.wire.headers import UDP_PORT, pack_header
 
@@ -261,7 +261,7 @@ def test_udp_level_vectors_pass(make_switch, pipes, batch, case):
         s.bind(("127.0.0.1", 0))
         socks[h.port] = s
     sw = make_switch(pipes, batch)
-    assert sw.batch == (batch is None and mmsg.available())
+    assert sw.batch == (batch is None and sockio.available())
     for job in topo.jobs:  # ports become the sockets' addresses, a tree's parents' too
         members = tuple(Member(m.worker_id, socks[m.source].getsockname()) for m in job.members)
         parents = tuple(Member(m.worker_id, socks[m.source].getsockname()) for m in job.parents)

@@ -23,6 +23,7 @@ TNA = ROOT / "p4" / "tna"
 TOFINO = "tests/p4/test_tofino.py::"
 MODEL_TESTS = [
     TOFINO + "test_the_tna_model_passes_every_vector",
+    TOFINO + "test_the_models_parser_and_deparser_are_parser_p4s",
     TOFINO + "test_a_chunk_takes_the_second_passes_the_recirculation_table_counts",
     TOFINO + "test_a_child_gone_to_the_other_copy_is_stale_in_the_copy_sent_up",
     *(TOFINO + f"test_the_model_is_the_emulator_frame_for_frame_under_loss_and_duplication[{op}-{seed}]"
@@ -47,6 +48,14 @@ MUTATIONS = {
         ("arrival_bitmap.p4", "            value.copy1 = value.copy1 & ~meta.bitmap_arg;\n", "")],
     "an arrival in copy 1 leaves the sender's bit in copy 0": [
         ("arrival_bitmap.p4", "            value.copy0 = value.copy0 & ~meta.bitmap_arg;\n", "")],
+    "parse_lo and parse_hi extract each other's half (words 0-15 and 16-31 exchanged)": [
+        ("parser.p4", "packet.extract(hdr.lo);\n        transition parse_hi;",
+         "packet.extract(hdr.hi);\n        transition parse_hi;"),
+        ("parser.p4", "packet.extract(hdr.hi);\n        transition accept;",
+         "packet.extract(hdr.lo);\n        transition accept;")],
+    "a 24-byte UDP length in the class short of a header": [
+        ("frame_checks.p4", "0 .. HINA_MIN_UDP_LENGTH - 1: length_is(0);\n            HINA_MIN_UDP_LENGTH ..",
+         "0 .. HINA_MIN_UDP_LENGTH: length_is(0);\n            HINA_MIN_UDP_LENGTH + 1 ..")],
     "a completion marks both copies DONE": [
         ("copy_state.p4", "(PASS_COMPLETE, MSG_UPDATE, 0): arg(0x0003);",
          "(PASS_COMPLETE, MSG_UPDATE, 0): arg(0x0303);"),

@@ -43,7 +43,7 @@ def test_emulator_passes(path):
 def test_emulator_raw_backend_over_veths_passes(path, pipes, batch):
     """The same cases through `python -m hina.emulator --raw --pipes P`, configured by the controller
     (with P = 4 each frame reaches pipe slot % 4 through PACKET_FANOUT; non-hina frames pipe 0): in
-    recvmmsg batches through the compiled parser and egress (`dataplane.raw_batch`), and with
+    recvmmsg batches through the compiled parser and egress (`batch.raw_batch`), and with
     --no-batch frame by frame through `FrameSwitch`.  tests/emulator/test_pipes.py runs the UDP-level cases
     through P = 1 and 4 UDP switches."""
     case = load(path)

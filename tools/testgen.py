@@ -1,0 +1,288 @@
+"""p4testgen's tests for hina's two P4 programs: generated with a fixed seed, kept as data, and their coverage.
+
+    python tools/testgen.py                      # every target whose p4testgen is installed
+    python tools/testgen.py --target bmv2        # p4/hina.p4 (v1model) only; --target tofino: p4/tna/hina.p4
+    python tools/testgen.py --check              # exit 1 if tests/testgen/ is not what p4testgen generates
+    python tools/testgen.py --render [--check]   # docs/p4.md's and docs/tofino.md's blocks from the results
+
+p4testgen (p4c's test generator, `backends/p4tools/modules/testgen`) explores a program's paths
+symbolically and writes, for each path it takes, an input frame, the table entries the path needs and the
+frame (with a don't-care mask) or the drop the program's semantics demand.  This runs it on each program
+with a fixed seed, a stated number of tests and statement and table-entry coverage tracked (TARGETS,
+SEED, MAX_TESTS), reads the STF tests it writes into tests/testgen/<target>.json (what the tests run:
+tests/p4/test_testgen.py, on simple_switch_grpc through hina's P4Runtime client and on the TNA program's
+model), with the coverage p4testgen reports: the statements and constant entries its tests reach of
+those it counts, and which it does not reach, by file and line.  `--render` draws the pages' blocks
+(`<!-- testgen: bmv2 -->`, `<!-- testgen: tofino -->`) from those and from benchmarks/results/testgen.json
+(tests/testgen_report.py: how many the targets pass, and what they and the packet vectors reach).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests" / "testgen"
+SEED = 1
+MAX_TESTS = 400
+# what p4testgen counts as covered: statements (assignments, calls: extracts, emits, table applies) and
+# the constant entries of tables
+COVERAGE = ("STATEMENTS", "TABLE_ENTRIES")
+TARGETS = {
+    "bmv2": {"program": "p4/hina.p4", "binary": "/usr/local/bin/p4testgen",
+             "args": ["--target", "bmv2", "--arch", "v1model"]},
+    "tofino": {"program": "p4/tna/hina.p4", "binary": "/opt/p4c-tofino/bin/p4testgen",
+               "args": ["--target", "tofino", "--arch", "tna"]},
+}
+
+
+# -- p4testgen ---------------------------------------------------------------------------------------
+
+def binary(target: str) -> str | None:
+    """The target's p4testgen ($P4TESTGEN_BMV2 / $P4TESTGEN_TOFINO, else TARGETS' path), if it runs."""
+    candidate = os.environ.get(f"P4TESTGEN_{target.upper()}") or TARGETS[target]["binary"]
+    if not (Path(candidate).exists() or shutil.which(candidate)):
+        return None
+    try:
+        run = subprocess.run([candidate, "--version"], capture_output=True, text=True, timeout=60, env=_env(candidate))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return candidate if run.returncode == 0 else None
+
+
+def _env(p4testgen: str) -> dict[str, str]:
+    """The Tofino build's libraries (libz3) live beside its binaries, in ../lib."""
+    env = dict(os.environ)
+    lib = str(Path(p4testgen).resolve().parent.parent / "lib")
+    env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def version(p4testgen: str) -> str:
+    run = subprocess.run([p4testgen, "--version"], capture_output=True, text=True, timeout=60, env=_env(p4testgen))
+    text = (run.stdout + run.stderr).strip()
+    found = re.search(r"\d+\.\d+\.\d+(\.\d+)?(\s*\(SHA: \w+[^)]*\))?", text)
+    return found.group(0) if found else text.splitlines()[0]
+
+
+def command(target: str, p4testgen: str, out: Path, seed: int, max_tests: int) -> list[str]:
+    spec = TARGETS[target]
+    coverage = [arg for item in COVERAGE for arg in ("--track-coverage", item)]
+    return [p4testgen, *spec["args"], "--std", "p4-16", "--test-backend", "STF", "--seed", str(seed),
+            "--max-tests", str(max_tests), *coverage, "--print-coverage", "--out-dir", str(out),
+            "--test-name", "hina", spec["program"]]
+
+
+def generate(target: str, seed: int = SEED, max_tests: int = MAX_TESTS) -> dict:
+    """Run the target's p4testgen into a scratch folder; its tests and coverage, as tests/testgen/ keeps them."""
+    p4testgen = binary(target)
+    if p4testgen is None:
+        raise RuntimeError(f"no p4testgen for {target} at {TARGETS[target]['binary']}")
+    with tempfile.TemporaryDirectory(prefix=f"testgen-{target}-") as scratch:
+        cmd = command(target, p4testgen, Path(scratch), seed, max_tests)
+        start = time.monotonic()
+        run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env(p4testgen))
+        seconds = time.monotonic() - start
+        if run.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {run.returncode}:\n{run.stderr[-4000:]}")
+        tests = [read_stf(path) for path in sorted(Path(scratch).glob("*.stf"), key=_test_number)]
+    return {"target": target, "program": TARGETS[target]["program"], "p4testgen": version(p4testgen),
+            "command": ["p4testgen", *cmd[1:-3], "--out-dir", "DIR", *cmd[-3:]],
+            "seed": seed, "max_tests": max_tests, "coverage": coverage(run.stdout + run.stderr),
+            "seconds": round(seconds, 1), "tests": tests}  # seconds: printed, never stored (comparable)
+
+
+def _test_number(path: Path) -> int:
+    found = re.search(r"_(\d+)\.stf$", path.name)
+    return int(found.group(1)) if found else 0
+
+
+# -- reading STF ---------------------------------------------------------------------------------------
+
+# add TABLE [PRIORITY] KEY:VALUE ... ACTION(PARAM:VALUE,...); names quoted (bmv2) or not (tofino)
+_ADD = re.compile(r'add\s+"?([^"\s]+)"?\s+(?:(\d+)\s+)?(.*?)\s*"?([\w.$]+)"?\((.*)\)\s*$')
+_DEFAULT = re.compile(r'setdefault\s+"?([^"\s]+)"?\s+"?([\w.$]+)"?\((.*)\)\s*$')
+_PAIR = re.compile(r'"?([^"\s:]+(?:\[\d+:\d+\])?)"?\s*:\s*([^\s,]+)')
+
+
+def read_stf(path: Path) -> dict:
+    """One STF test: its table entries and default actions, the frame it sends (port, hex) and what it
+    expects out (port, hex, mask hex: a 0 nibble is don't-care; none expected: the frame is dropped)."""
+    test = {"name": path.stem, "entries": [], "defaults": [], "packet": None, "expected": []}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if m := _ADD.match(line):
+            test["entries"].append({"table": m[1], "priority": int(m[2]) if m[2] else None,
+                                    "match": dict(_PAIR.findall(m[3])), "action": m[4],
+                                    "params": dict(_PAIR.findall(m[5]))})
+        elif m := _DEFAULT.match(line):
+            test["defaults"].append({"table": m[1], "action": m[2], "params": dict(_PAIR.findall(m[3]))})
+        elif m := re.fullmatch(r"packet\s+(\d+)\s+([0-9A-Fa-f\s]+)", line):
+            test["packet"] = {"port": int(m[1]), "frame": re.sub(r"\s", "", m[2]).lower()}
+        elif m := re.fullmatch(r"expect\s+(\d+)(?:\s+([0-9A-Fa-f*\s]+?))?\s*\$?", line):
+            test["expected"].append({"port": int(m[1]), **_masked(re.sub(r"\s", "", m[2] or ""))})
+        else:
+            raise ValueError(f"{path.name}: cannot read {line!r}")
+    if test["packet"] is None:
+        raise ValueError(f"{path.name}: no packet")
+    return test
+
+
+def _masked(pattern: str) -> dict[str, str]:
+    """An expected frame with `*` nibbles: the frame (0 where don't-care) and its mask."""
+    return {"frame": pattern.replace("*", "0").lower(), "mask": "".join("0" if c == "*" else "f" for c in pattern)}
+
+
+# -- coverage ------------------------------------------------------------------------------------------
+
+def coverage(log: str) -> dict:
+    """What p4testgen's log says its tests cover: the nodes (statements and constant entries) covered of
+    those it counts, after the last test, and the nodes not covered (file, line, the node)."""
+    counts = re.findall(r"Nodes covered: [\d.e+-]+ \((\d+)/(\d+)\)", log)
+    covered, total = (int(n) for n in counts[-1]) if counts else (0, 0)
+    blocks = log.split("Not covered program nodes:")
+    uncovered = []
+    if len(blocks) > 1:
+        for line in blocks[-1].splitlines()[1:]:
+            m = re.match(r"\s*\S*?\[?[\w.]*\]?\s*(\S+?)\\(\d+): (.*)", line)
+            if m is None:
+                break
+            uncovered.append([_relative(m[1]), int(m[2]), m[3].strip()])
+    return {"covered": covered, "total": total, "uncovered": sorted(uncovered)}
+
+
+def _relative(file: str) -> str:
+    path = Path(file)
+    return str(path.resolve().relative_to(ROOT)) if path.is_absolute() or (ROOT / path).exists() else file
+
+
+# -- the pages -----------------------------------------------------------------------------------------
+
+RESULT = ROOT / "benchmarks" / "results" / "testgen.json"  # tests/testgen_report.py's, committed
+PAGES = {"bmv2": ROOT / "docs" / "p4.md", "tofino": ROOT / "docs" / "tofino.md"}
+MARKER = re.compile(r"(<!-- testgen: ([a-z0-9-]+) -->\n)(.*?)(<!-- end testgen -->)", re.S)
+KIND_NAMES = {"statement": "statements", "branch": "branches (each way)", "entry": "constant entries"}
+
+
+def render(text: str, target: str, result: dict, tests: dict) -> str:
+    """`text` (a page) with its `<!-- testgen: TARGET -->` block drawn from tests/testgen_report.py's
+    `result` and the stored `tests`."""
+    def block(m: re.Match) -> str:
+        if m[2] != target:
+            return m[0]
+        return m[1] + summary(target, result.get(target), tests) + m[4]
+    return MARKER.sub(block, text)
+
+
+def summary(target: str, part: dict | None, tests: dict) -> str:
+    """What the page shows of one program: the generated tests, their pass count, and the coverage table
+    with the lines only one set of tests reaches."""
+    if part is None or not tests.get("tests"):
+        return f"(not measured yet: python tools/testgen.py --target {target}, then tests/testgen_report.py)\n"
+    cov, reached = tests["coverage"], part["reached"]
+    lines = [f"p4testgen {tests['p4testgen']}, seed {tests['seed']}, at most {tests['max_tests']} tests: "
+             f"**{part['tests']} tests**, reaching {cov['covered']} of the {cov['total']} statements and constant "
+             f"entries it counts; **{part['passed']} of {part['tests']} pass** on {part['on']}.", "",
+             "| reached on " + part["on"] + " | " + " | ".join(KIND_NAMES[k] for k in reached["coverable"]) + " |",
+             "|---|" + "---|" * len(reached["coverable"])]
+    for row, label in (("coverable", "in the program"), ("vectors", "by the packet vectors"),
+                       ("generated", "by p4testgen's tests"), ("together", "by both")):
+        lines.append(f"| {label} | " + " | ".join(str(reached[row][k]) for k in reached["coverable"]) + " |")
+    for key, label in (("only_vectors", "Only the packet vectors reach"), ("only_generated", "Only p4testgen's "
+                       "tests reach"), ("neither", "Neither reaches")):
+        items = reached[key]
+        lines += ["", f"{label}: " + ("nothing." if not items else "")]
+        lines += [f"- {_item(target, item)}" for item in items]
+    source = json.loads(RESULT.read_text())["meta"] if RESULT.exists() else {}
+    lines += ["", f"<sub>`{source.get('command', 'tests/testgen_report.py')}`, {source.get('date', '')[:10]}, "
+              f"commit {source.get('commit')}</sub>", ""]
+    return "\n".join(lines)
+
+
+def _item(target: str, item: list) -> str:
+    """One reached item as the page names it: the file and line, the way taken, the source there."""
+    kind, file, line, *way = item
+    folder = ROOT / Path(TARGETS[target]["program"]).parent
+    text = (folder / file).read_text().splitlines()[line - 1].strip() if (folder / file).exists() else ""
+    taken = f" ({way[0] if not isinstance(way[0], bool) else 'taken' if way[0] else 'not taken'})" if way else ""
+    return f"`{file}:{line}` {kind}{taken}: `{text}`"
+
+
+def render_pages(check: bool) -> int:
+    """Draw (or with `check`, compare) every page's blocks; 1 where a page differs from what it would be."""
+    result = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+    differs = False
+    for target, page in PAGES.items():
+        tests = json.loads(stored(target).read_text()) if stored(target).exists() else {}
+        text = page.read_text()
+        new = render(text, target, result, tests)
+        if new != text and check:
+            print(f"testgen: {page.relative_to(ROOT)} differs from what {RESULT.relative_to(ROOT)} renders "
+                  "(python tools/testgen.py --render)")
+            differs = True
+        elif new != text:
+            page.write_text(new)
+    return 1 if differs else 0
+
+
+# -- the command line -----------------------------------------------------------------------------------
+
+def stored(target: str) -> Path:
+    return TESTS / f"{target}.json"
+
+
+def comparable(data: dict) -> dict:
+    """What must be the same when p4testgen runs again: all but how long it took."""
+    return {k: v for k, v in data.items() if k != "seconds"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", choices=[*TARGETS, "all"], default="all")
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--max-tests", type=int, default=MAX_TESTS)
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    parser.add_argument("--render", action="store_true", help="the pages' blocks, not the tests")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    if args.render:
+        return render_pages(args.check)
+    if args.max_tests <= 0:
+        print(f"testgen: --max-tests must be positive, not {args.max_tests}", file=sys.stderr)
+        return 2
+    targets = list(TARGETS) if args.target == "all" else [args.target]
+    ran = [t for t in targets if binary(t) is not None]
+    for target in set(targets) - set(ran):
+        print(f"testgen: no p4testgen for {target} at {TARGETS[target]['binary']} (tools/p4-toolchain.sh --testgen)")
+    different = False
+    for target in ran:
+        data = generate(target, args.seed, args.max_tests)
+        cov = data["coverage"]
+        print(f"{target}: {len(data['tests'])} tests of {data['program']} in {data['seconds']} s, "
+              f"{cov['covered']}/{cov['total']} nodes covered")
+        if args.check:
+            old = json.loads(stored(target).read_text()) if stored(target).exists() else {}
+            if comparable(old) != comparable(data):
+                print(f"testgen: {stored(target)} is not what p4testgen generates now (run tools/testgen.py)")
+                different = True
+        else:
+            TESTS.mkdir(parents=True, exist_ok=True)
+            stored(target).write_text(json.dumps(comparable(data), indent=1) + "\n")
+    return 1 if different else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
