@@ -274,8 +274,9 @@ class PhaseTransfer:
         # the compiled sender's records (`sendplane`), each with its bytes, which it takes
         self._t, self._t_bytes = records(  # the transfer's scalars
             sp.TRANSFER, chunks=self.chunks, words=words, job=job_id, worker=worker_id, tag=self.tag,
-            slot_base=pool.slot_base, slots=slots, pipes=self.pipes, last_progress=now, earliest=math.inf, first_answer=math.inf,
-            rack_at=math.inf, deadline=deadline, probe_at=math.inf, pace_at=math.inf)
+            slot_base=pool.slot_base, slots=slots, pipes=self.pipes, last_progress=now, earliest=math.inf,
+            first_answer=math.inf, rack_at=math.inf, deadline=deadline, probe_at=math.inf, pace_at=math.inf,
+            oldest=math.inf, stuck_slot=sp.NO_SLOT)
         # slot -> the chunk in flight there (-1: none), and the last one answered there
         self._fl, self._fl_bytes = records(sp.SLOT, slots, chunk=-1, version=-1, seq=-1, retries=-1, done_chunk=-1,
                                             done_version=-1, done_retries=-1)
@@ -371,15 +372,25 @@ class PhaseTransfer:
                 self.job_id, self.worker_id, f"holds slot {self.pool.slot_base + slot} (copy {version}) "
                 f"from an earlier run of this job, so it refused phase {self.name!r} {what}"))
         if status == sp.DEADLINE:
-            waiting = np.flatnonzero(self._fl["chunk"] >= 0)
-            slot = waiting[np.argmin(self._fl["chunk"][waiting])]
+            slot = int(self._t["stuck_slot"][0])
             chunk, version = self._fl["chunk"][slot], self._fl["version"][slot]
             received = int(self._t["received"][0])
             raise AggregationTimeout(
                 f"job {self.job_id}, worker {self.worker_id}: phase {self.name!r} (tag {self.tag}) got no "
                 f"RESULT for offset {self._chunks['offset'][chunk]} (slot {self.pool.slot_base + slot}, "
                 f"copy {version}) within {self.deadline:g} s; {received}/{self.chunks} chunks done"
-                + ("" if received else " (is the job on the switch, and are all its workers running?)"))
+                + self._why(slot, received))
+
+    def _why(self, slot: int, received: int) -> str:
+        """What the switch said of a chunk that waited past the deadline: whose UPDATEs its copy held (a
+        PENDING answer), or nothing at all."""
+        if self._fl["held"][slot]:
+            counted = int(self._fl["counted"][slot])
+            ids = [w for w in range(32) if counted >> w & 1]
+            return (f"; the switch holds this worker's UPDATE and waits for the others (it had counted "
+                    f"worker_id{'s' if len(ids) != 1 else ''} {', '.join(map(str, ids))}: is every worker "
+                    f"of the job running?)")
+        return "" if received else " (is the job on the switch, and are all its workers running?)"
 
 
 class Ring:

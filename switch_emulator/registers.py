@@ -43,6 +43,7 @@ padding.
         int64_t resends;                      /* RESULTs unicast again */
         int64_t sent_up;                      /* partials sent up */
         int64_t resent_up;                    /* partials sent up again */
+        int64_t pending;                      /* PENDING answers: repeats met a copy still waiting */
         int64_t drops[16];                    /* DROP_REASONS: by reason; [0] unused */
     };
     struct hina_copy {                        /* COPY */
@@ -88,7 +89,7 @@ JOB = np.dtype([
     ("worker_name", np.uint8, (MAX_WORKERS, SOCKADDR_IN_BYTES)),
     ("parent_name", np.uint8, (MAX_PARENTS, SOCKADDR_IN_BYTES)),
     ("updates", np.int64), ("results", np.int64), ("resends", np.int64), ("sent_up", np.int64),
-    ("resent_up", np.int64), ("drops", np.int64, (DROP_REASONS,)),
+    ("resent_up", np.int64), ("pending", np.int64), ("drops", np.int64, (DROP_REASONS,)),
 ])
 COPY = np.dtype([("bitmap", np.int64), ("counter", np.int64), ("offset", np.int64), ("phase", np.int64),
                  ("total", np.int64)])
