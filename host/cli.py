@@ -92,13 +92,13 @@ def _roundtrip(args: argparse.Namespace) -> int:
             print(f"hina roundtrip: {path}: {detail}", file=sys.stderr)
             return 2
     for name, g in zip(names, grads):  # a refusal names the file, before the codec refuses the array
-        if g.dtype.kind not in "fi":
-            print(f"hina roundtrip: {name}: dtype {g.dtype} is not a gradient's (float16/32/64 or int32)",
-                  file=sys.stderr)
+        problem = gradient_problem(g)
+        if problem:
+            print(f"hina roundtrip: {name}: {problem}", file=sys.stderr)
             return 2
     shapes = {g.shape for g in grads}
     if len(shapes) > 1:
-        listing = ", ".join(f"{name} {g.shape} ({g.size:,} elements)" for name, g in zip(names, grads))
+        listing = ", ".join(f"{name} {g.shape} ({plural(g.size, 'element')})" for name, g in zip(names, grads))
         print(f"hina roundtrip: the workers' gradients differ in shape: {listing}", file=sys.stderr)
         return 2
     try:
@@ -160,11 +160,23 @@ def _load_gradient(path: Path) -> np.ndarray:
                                  f"({', '.join(loaded.files) or 'none'}); a worker takes one gradient: "
                                  f"a .npy file, or an .npz archive of one array")
             loaded = loaded[loaded.files[0]]
-    if loaded.ndim == 0:
-        raise ValueError(f"--input {path}: a 0-d array (a scalar); a gradient has at least one dimension")
-    if loaded.dtype.kind not in "fi":
-        raise ValueError(f"--input {path}: dtype {loaded.dtype} is not a gradient's (float16/32/64 or int32)")
+    problem = gradient_problem(loaded)
+    if problem:
+        raise ValueError(f"--input {path}: {problem}")
     return loaded
+
+
+def gradient_problem(array: np.ndarray) -> str | None:
+    """Why the codec cannot take `array` as a gradient (its shape or dtype), or None: said before it tries."""
+    from hina.codec.params import DTYPES
+
+    if array.ndim == 0:
+        return "a 0-d array (a scalar); a gradient has at least one dimension"
+    if array.size == 0:
+        return f"an empty array (shape {array.shape}); a gradient has at least one element"
+    if array.dtype.name not in DTYPES:
+        return f"dtype {array.dtype} is not a gradient's ({', '.join(DTYPES[:-1])} or {DTYPES[-1]})"
+    return None
 
 
 def _standalone_worker(args: argparse.Namespace) -> int:
