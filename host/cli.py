@@ -257,9 +257,9 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         # batches of frames as single buffers where the switch is the emulator (it answered the join) with one pipe
         transport.segment_offload = bool(args.control) and pipes == 1
         here = transport.address
-        print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "
-              f"{args.switch[0]}:{args.switch[1]} from {here[0]}:{here[1]}, mode {args.mode}", file=sys.stderr,
-              flush=True)
+        print(f"worker {args.rank}/{args.workers}: {plural(grad.size, grad.dtype.name + ' element')}, "
+              f"job {args.job_id} at {args.switch[0]}:{args.switch[1]} from {here[0]}:{here[1]}, mode {args.mode}",
+              file=sys.stderr, flush=True)
         worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes)
         out = np.empty(grad.size, dtype=np.int32)
         out.fill(0)  # its pages touched now: a first round faults nothing in
@@ -276,7 +276,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
                                 "group": result.group, "union": result.union, "shift": result.shift,
                                 "wire_bytes": stats["bytes"], "retransmissions": stats["retransmissions"]})
                 print(f"worker {args.rank}: {reports[-1]['seconds']:.3f} s, ran {result.encoding}, "
-                      f"{stats['bytes']:,} bytes sent", file=sys.stderr, flush=True)
+                      f"{plural(stats['bytes'], 'byte')} sent", file=sys.stderr, flush=True)
         except AggregationTimeout as exc:
             return fail(str(exc), 1)
         except StaleSwitchState as exc:  # the switch holds an earlier run's slots: the line says how to clear them
@@ -407,7 +407,7 @@ def _codec_flags(ap: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
-    from hina.cliargs import OneLineParser, between
+    from hina.cliargs import DefaultsFormatter, OneLineParser, between
     from hina.codec.params import MODES
     from hina.control.ledger import DEFAULT_WHEN_FULL, WHEN_FULL
 
@@ -417,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(prog="hina", description="homomorphic in-network aggregation")
     ap.add_argument("--version", action="version", version=f"hina {version('hina')}")
     sub = ap.add_subparsers(dest="command", required=True)
-    fmt = {"formatter_class": argparse.ArgumentDefaultsHelpFormatter}  # every flag's help states its default
+    fmt = {"formatter_class": DefaultsFormatter}  # every flag's help states its default, once
 
     d = sub.add_parser("demo", help="the main job on loopback, verified exact", **fmt)
     d.add_argument("--workers", type=int, default=4, help="worker processes, 1..32")
@@ -473,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--when-full", choices=WHEN_FULL, default=DEFAULT_WHEN_FULL,
                    help="where the switch chooses the slots and has too few free: refuse (fail at once, naming who "
                         "holds them), fewer (run on the largest free range of at least --min-slots), wait (in line "
-                        "until a job leaves, up to --deadline) (default: refuse)")
+                        "until a job leaves, up to --deadline)")
     w.add_argument("--min-slots", type=int, default=None, help="with --when-full fewer: the fewest slots to run on "
                                                                "(default: 1)")
     w.add_argument("--input", type=Path, help="this worker's gradient (.npy); default: a synthetic one")

@@ -203,7 +203,8 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         with ControlClient(control) as ctl:
             ctl.add_job(cfg.job.switch_config(cfg.workers, members))
             log(f"{plural(cfg.workers, 'worker')} ready; job {cfg.job.job_id}: K={cfg.job.words} words/packet, "
-                f"{cfg.job.slots} slots; aggregating {cfg.length:,} elements, {_what(cfg)}, mode {cfg.mode}, "
+                f"{plural(cfg.job.slots, 'slot')}; aggregating {plural(cfg.length, 'element')}, {_what(cfg)}, "
+                f"mode {cfg.mode}, "
                 f"{plural(cfg.rounds, 'round')}")
             log("computing numpy's reference sum ...")
             expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed, cfg.workload, cfg.scale))
@@ -295,7 +296,7 @@ def _run_rounds(cfg: DemoConfig, conns: list, log) -> tuple[list[list[dict]], li
         if kind == "done":
             per_worker.append(value)
             times = ", ".join(f"{v['seconds']:.3f}" for v in value)
-            log(f"worker {rank}: {times} s, {sum(v['retransmissions'] for v in value)} retransmissions")
+            log(f"worker {rank}: {times} s, {plural(sum(v['retransmissions'] for v in value), 'retransmission')}")
         else:
             errors.append(f"worker {rank}: {value}")
             log(f"worker {rank} FAILED: {value}")
@@ -384,7 +385,7 @@ def format_summary(s: dict[str, Any]) -> str:
     lines = [
         f"exact:            {'yes, every worker' if s['exact'] else 'NO'}",
         f"mode:             {s['mode']} (ran {s['encoding']}{_index_label(s)}), {plural(s['workers'], 'worker')}, "
-        f"{s['length']:,} elements "
+        f"{plural(s['length'], 'element')} "
         + (f"of workload {s['workload']} (scale {s['scale']})" if s.get("workload") else f"at {s['density']:.2%}"),
         f"bytes per worker: {s['bytes_per_worker']:,.0f} on the wire "
         f"({s['bytes_per_worker'] / s['dense_bytes_per_worker']:.1%} of dense {s['dense_bytes_per_worker']:,})",
@@ -392,7 +393,7 @@ def format_summary(s: dict[str, Any]) -> str:
         "goodput:          " + (f"{s['goodput_gbps']:.2f} Gbit/s dense-equivalent per worker"
                                  if s["goodput_gbps"] is not None else "none"),
         f"retransmissions:  {s['retransmissions']} (all workers; {s['fast_retransmissions']} overtaken, "
-        f"{s['probes']} tail probes, {s['timeouts']} timeouts)",
+        f"{plural(s['probes'], 'tail probe')}, {plural(s['timeouts'], 'timeout')})",
         f"switch drops:     {s['switch_drops']} {s['switch_drop_reasons'] or ''}",
     ]
     lines += [f"error: {e}" for e in s["errors"]]

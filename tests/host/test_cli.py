@@ -211,6 +211,7 @@ def test_control_requests_with_bad_fields_get_clear_errors():
 def test_every_flag_has_help_with_its_default():
     import argparse
 
+    from hina.cliargs import DefaultsFormatter
     from hina.emulator.__main__ import build_parser as switch_parser
     from hina.host.cli import build_parser
 
@@ -225,7 +226,7 @@ def test_every_flag_has_help_with_its_default():
             assert action.help, (parser.prog, action.option_strings)
             if action.default in (None, False) or action.required:
                 continue  # nothing to state: a switch, an optional input, or a required value
-            if parser.formatter_class is not argparse.ArgumentDefaultsHelpFormatter:
+            if parser.formatter_class is not DefaultsFormatter:
                 assert "default" in action.help, (parser.prog, action.option_strings)
         assert "default" in rendered
     demo_help = " ".join(subparsers["demo"].format_help().split())
