@@ -381,6 +381,24 @@ def _seconds_line(s: dict[str, Any]) -> str:
     return line
 
 
+def _drops_line(s: dict[str, Any]) -> str:
+    """The frames the switch dropped: those its impairment was asked to (--drop, each direction), then those its
+    rules dropped, by reason; and the frames --dup and --reorder touched."""
+    impaired = s.get("impairments", {})
+    into, out = (impaired.get(k, {}) for k in ("impair_in", "impair_out"))
+    parts = []
+    asked = into.get("dropped", 0) + out.get("dropped", 0)
+    if asked:
+        parts.append(f"{asked:,} by the impairment ({into.get('dropped', 0):,} in, {out.get('dropped', 0):,} out)")
+    if s["switch_drops"]:
+        reasons = ", ".join(f"{reason} {n:,}" for reason, n in s["switch_drop_reasons"].items())
+        parts.append(f"{s['switch_drops']:,} of its own ({reasons})")
+    line = f"switch drops:     {', '.join(parts) or 'none'}"
+    touched = [plural(into.get(k, 0) + out.get(k, 0), "frame") + f" {k}" for k in ("duplicated", "reordered")
+               if into.get(k, 0) + out.get(k, 0)]
+    return line + (f"; {', '.join(touched)}" if touched else "")
+
+
 def format_summary(s: dict[str, Any]) -> str:
     lines = [
         f"exact:            {'yes, every worker' if s['exact'] else 'NO'}",
@@ -394,7 +412,7 @@ def format_summary(s: dict[str, Any]) -> str:
                                  if s["goodput_gbps"] is not None else "none"),
         f"retransmissions:  {s['retransmissions']} (all workers; {s['fast_retransmissions']} overtaken, "
         f"{plural(s['probes'], 'tail probe')}, {plural(s['timeouts'], 'timeout')})",
-        f"switch drops:     {s['switch_drops']} {s['switch_drop_reasons'] or ''}",
+        _drops_line(s),
     ]
     lines += [f"error: {e}" for e in s["errors"]]
     return "\n".join(lines)

@@ -118,3 +118,19 @@ def test_a_full_switch_says_one_slot_and_one_job_in_the_singular():
     text = str(refused.value)
     assert "job 4 asks for 1 slot and the switch has 0 of its 2 free" in text, text
     assert "; 1 job waits ahead of it;" in text and "job 1 [0, 1) (1 worker), job 3 [1, 2) (2 workers)" in text, text
+
+
+def test_the_demos_drop_line_shows_the_drops_asked_for_beside_the_switchs_own():
+    """`--drop 0.05` once printed "switch drops: 477 {'duplicate': 477}": none of the drops asked for."""
+    from hina.host.demo import format_summary
+
+    asked = _summary(switch_drops=477, switch_drop_reasons={"duplicate": 477},
+                     impairments={"impair_in": {"dropped": 250}, "impair_out": {"dropped": 231, "duplicated": 1}})
+    line = next(x for x in format_summary(asked).splitlines() if x.startswith("switch drops:"))
+    assert line == ("switch drops:     481 by the impairment (250 in, 231 out), 477 of its own (duplicate 477); "
+                    "1 frame duplicated"), line
+    clean = _summary(switch_drops=0, switch_drop_reasons={})
+    assert "switch drops:     none" in format_summary(clean)
+    old = _summary(switch_drops=2, switch_drop_reasons={"duplicate": 2})
+    del old["impairments"]  # a summary from before the impairments were recorded
+    assert "switch drops:     2 of its own (duplicate 2)" in format_summary(old)
