@@ -54,19 +54,43 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 2
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731 - progress on stderr, also with --json
-    # SIGTERM (a job scheduler, `timeout`, `kill`) ends the demo as Ctrl-C does: through run_demo's
-    # cleanup, which stops its switch and workers, instead of leaving the emulator on port 20033
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    # SIGTERM (a job scheduler, `timeout`, `kill`) and ^C end the demo through run_demo's cleanup, which stops
+    # its switch and workers at once; then the demo ends as the signal would have ended it
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _stopped)
     try:
         summary = run_demo(cfg, log=log)
     except RuntimeError as exc:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 1
+    except Stopped as stopped:
+        print(f"hina demo: stopped by {stopped.signal.name}; its switch and {plural(cfg.workers, 'worker')} are "
+              f"stopped", file=sys.stderr, flush=True)
+        signal.signal(stopped.signal, signal.SIG_DFL)
+        os.kill(os.getpid(), stopped.signal)  # ends as a process the signal ended does (a shell: 128 + its number)
+        return 128 + stopped.signal
     if args.json:
         print(json.dumps(summary, allow_nan=False))
     else:
         print(format_summary(summary))
     return 0 if summary["exact"] else 1
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Stopped(BaseException):
+    """A signal asked the demo to end (a BaseException: no `except Exception` on the way swallows it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signal = signal.Signals(signum)
+
+
+def _stopped(signum: int, _frame) -> None:
+    for each in STOP_SIGNALS:  # the cleanup runs once, whatever else arrives meanwhile
+        signal.signal(each, signal.SIG_IGN)
+    raise Stopped(signum)
 
 
 def _roundtrip(args: argparse.Namespace) -> int:

@@ -9,11 +9,13 @@ quantized inputs, which it rebuilds from the same seeds.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import hashlib
 import json
 import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -121,8 +123,25 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
     }
 
 
-def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> None:
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+STOP_SECONDS = 5.0  # how long the demo's processes have to end on their own once it is done, all at once
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child of the demo: end (SIGKILL) when the demo does, whatever ends it, a SIGKILL included
+    (PR_SET_PDEATHSIG; Linux); ^C reaches the whole terminal's group, and the demo stops its children itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the demo's own cleanup is all there is
+        pass
+    if os.getppid() != parent:  # the demo ended before the request took
+        os._exit(1)
+
+
+def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn, parent: int) -> None:
     """One worker process: load its kernels, bind, report its address, wait for go, aggregate, report."""
+    die_with_parent(parent)
     try:
         start = time.perf_counter()  # before anything imports them: no limit in seconds covers a compile
         from .agent import Worker, load_kernels
@@ -174,7 +193,9 @@ def start_switch(cfg: DemoConfig, warn=lambda line: print(line, file=sys.stderr,
         cmd = [sys.executable, "-m", "hina.emulator", "--listen", f"127.0.0.1:{port}", "--drop", str(cfg.drop),
                "--dup", str(cfg.dup), "--reorder", str(cfg.reorder), "--seed", str(cfg.seed),
                "--pipes", str(cfg.pipes)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        parent = os.getpid()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: die_with_parent(parent))
         line = proc.stdout.readline()
         if line:
             where = json.loads(line)
@@ -213,17 +234,39 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
             per_worker, errors = _run_rounds(cfg, conns, log)
             counters = ctl.counters()
             ctl.shutdown()
-    finally:
-        for p in procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-        if switch.poll() is None:
-            switch.terminate()
-        switch.wait(5)
+    except BaseException:  # a failure, or a signal (`hina demo` turns SIGTERM into one): nothing waits for the rest
+        stop(procs, switch, wait=0.0)
+        raise
+    stop(procs, switch)
     summary = _summary(cfg, per_worker, errors, counters, expected)
     summary["prepare_seconds"] = max(prepare)
     return summary
+
+
+def stop(procs: list, switch: subprocess.Popen, wait: float = STOP_SECONDS) -> None:
+    """End the demo's processes, all at once: each has `wait` seconds to end on its own (a worker that sent its
+    last report, a switch told to shut down), then SIGTERM, then SIGKILL."""
+    give_up = time.monotonic() + wait
+    for p in procs:
+        p.join(max(0.0, give_up - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    if switch.poll() is None:
+        try:
+            switch.wait(max(0.0, give_up - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            switch.terminate()
+    for p in procs:
+        p.join(STOP_SECONDS)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    try:
+        switch.wait(STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        switch.kill()
+        switch.wait()
 
 
 def _prepare_workers(cfg: DemoConfig, conns: list) -> list[float]:
@@ -245,7 +288,7 @@ def _start_workers(cfg: DemoConfig, data: tuple[str, int], procs: list) -> tuple
     conns = []
     for rank in range(cfg.workers):
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=_worker_main, args=(cfg, rank, data, child), daemon=True)
+        p = ctx.Process(target=_worker_main, args=(cfg, rank, data, child, os.getpid()), daemon=True)
         p.start()
         procs.append(p)
         conns.append(parent)
