@@ -14,7 +14,10 @@ back; every reply has "ok" and either the result or an "error" string:
                                                          -> {"pipes": P, "job": {...}}, or with "wait" while
                                                          no range is free {"queued": position}
     {"op": "leave", "job_id": 1, "worker_id": 0}         a member is done; the last one's leaving removes a
-                                                         job that joins installed -> {"removed": bool}
+                                                         job that joins installed -> {"removed": bool}; with
+                                                         "member": {...} (the one that joined) a rank another
+                                                         member holds now stays -> {"removed": false,
+                                                         "held_by": {that member}}
     {"op": "remove_job", "job_id": 1}
     {"op": "reset_job", "job_id": 1}                     empty every slot copy of the job
     {"op": "configure", "topology": {Topology}}          raw-frame backends: hosts, MAC table, jobs
@@ -57,6 +60,10 @@ IP_RECVERR = getattr(socket, "IP_RECVERR", 11)  # Linux: ICMP errors reach an un
 
 class ControlError(RuntimeError):
     """The switch refused a control request; the message says why."""
+
+
+class NoReply(ControlError):
+    """Nothing answered the request, every try: no control port there (a data port drops it unanswered)."""
 
 
 class SwitchFull(ControlError):
@@ -139,7 +146,8 @@ class ControlClient:
                     kind = SwitchFull if reply.get("full") else ControlError
                     raise kind(f"{op} refused by the switch: {reply.get('error')}")
                 return reply
-        raise ControlError(f"no reply from the switch's control port {self.address} to {op!r}")
+        raise NoReply(f"no reply from the switch's control port {where} to {op!r} ({self.retries} "
+                      f"{'try' if self.retries == 1 else 'tries'}, {self.timeout:g} s each)")
 
     def _refused_here(self) -> bool:
         """Whether the ICMP error just reported was about our switch's address (drains the error queue)."""
@@ -188,10 +196,12 @@ class ControlClient:
         self.granted = JobConfig.from_config(reply["job"]) if reply.get("job") else job
         return reply.get("pipes", 1)
 
-    def leave(self, job_id: int, worker_id: int) -> bool:
+    def leave(self, job_id: int, worker_id: int, *, member: Member | None = None) -> bool:
         """Say that member `worker_id` of job `job_id` is done: the last member's leaving removes a job that
-        joins installed, freeing its slots.  Whether the job is gone."""
-        return bool(self.request("leave", job_id=job_id, worker_id=worker_id).get("removed"))
+        joins installed, freeing its slots.  Whether the job is gone.  With `member` (the one that joined), a
+        rank that another member took over since is left alone: it is that one's now."""
+        fields = {"member": member.to_config()} if member is not None else {}
+        return bool(self.request("leave", job_id=job_id, worker_id=worker_id, **fields).get("removed"))
 
     def remove_job(self, job_id: int) -> None:
         self.request("remove_job", job_id=job_id)
