@@ -203,23 +203,51 @@ def gradient_problem(array: np.ndarray) -> str | None:
     return None
 
 
+class WorkerFailed(Exception):
+    """`hina worker` ends: its one line (after "hina worker: ") and exit status."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.status = status
+
+
+QUIET_RTTS = 50  # a hello silent for this many control round trips (at least agent.QUIET s) asks the control port
+
+
 def _standalone_worker(args: argparse.Namespace) -> int:
     """One worker against a switch that is already running: join, aggregate, write the sum."""
-    from hina import codec
-    from hina.control.client import ControlClient, ControlError
-    from hina.control.config import Member
+    try:
+        grad, params, job = _worker_inputs(args)
+        _resolve(args.switch)
+        transport = _open_transport(args)
+        with transport, contextlib.ExitStack() as leaving:
+            job, pipes, quiet = _join(args, job, transport, leaving) if args.control else (job, 1, None)
+            worker, result, reports = _aggregate(args, job, pipes, transport, params, grad, quiet)
+        _write_sum(args, grad, result)
+    except WorkerFailed as failed:
+        print(f"hina worker: {failed}", file=sys.stderr)
+        return failed.status
+    summary = {"rank": args.rank, "workers": args.workers, "length": int(grad.size), "dtype": grad.dtype.name,
+               "out": str(args.out) if args.out else None, "rounds": reports,
+               "job": {"job_id": job.job_id, "slot_base": job.first_slot, "slots": job.slots},
+               "window": {"fair_share": worker.window.fair, "chunks": worker.window.chunks,
+                          "cuts": worker.window.cuts, "contests": worker.window.contests}}
+    print(json.dumps(summary) if args.json else
+          f"worker {args.rank}: sum of {plural(args.workers, 'worker')}"
+          + (f" written to {args.out}" if args.out else "")
+          + f" ({reports[-1]['encoding']}, {reports[-1]['seconds']:.3f} s)")
+    return 0
 
-    from .agent import AggregationTimeout, StaleSwitchState, Worker
+
+def _worker_inputs(args: argparse.Namespace):
+    """The gradient, the codec's parameters and the job the flags ask for; WorkerFailed names a bad one."""
+    from hina import codec
+
     from .job import JobSpec
     from .synthetic import synthetic_gradient
-    from .transport import UdpTransport
-
-    def fail(message: str, status: int = 2) -> int:
-        print(f"hina worker: {message}", file=sys.stderr)
-        return status
 
     if args.workers is None:
-        return fail("--workers N is required with --switch")
+        raise WorkerFailed("--workers N is required with --switch")
     try:
         if not 0 <= args.rank < args.workers:
             raise ValueError(f"--rank must be 0..{args.workers - 1}, got {args.rank}")
@@ -239,103 +267,210 @@ def _standalone_worker(args: argparse.Namespace) -> int:
                       least=args.min_slots, when_full=args.when_full)
         codec.check_gradient(params, grad, who=str(args.input or "the synthetic gradient"))
     except (OSError, ValueError) as exc:
-        return fail(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc))
-    try:  # the switch's name, before a socket is bound for it (an unknown host is not the bind address's fault)
-        socket.getaddrinfo(args.switch[0], args.switch[1], socket.AF_INET, socket.SOCK_DGRAM)
-    except OSError as exc:
-        return fail(f"--switch {args.switch[0]}:{args.switch[1]}: cannot resolve {args.switch[0]!r} "
-                    f"({exc.strerror or exc})")
-    loopback = args.switch[0].startswith("127.")
-    # a UDP port of its own (the kernel's choice), so that several workers (ranks) share a machine: the
-    # switch learns it from the join, or a job installed without --control names it (--bind)
-    bind = args.bind or (("127.0.0.1", 0) if loopback else ("0.0.0.0", 0))
+        raise WorkerFailed(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc)) from None
+    return grad, params, job
+
+
+def _resolve(switch: tuple[str, int]) -> None:
+    """The switch's name, before a socket is bound for it (an unknown host is not the bind address's fault)."""
     try:
-        transport = UdpTransport(args.switch, bind=bind)
+        socket.getaddrinfo(switch[0], switch[1], socket.AF_INET, socket.SOCK_DGRAM)
     except OSError as exc:
-        return fail(f"cannot send from {bind[0]}:{bind[1]}: {exc.strerror or exc}")
+        raise WorkerFailed(f"--switch {_where(switch)}: cannot resolve {switch[0]!r} ({exc.strerror or exc})") from None
+
+
+def _open_transport(args: argparse.Namespace):
+    """A UDP port of the worker's own (the kernel's choice), so that several workers (ranks) share a machine: the
+    switch learns it from the join, or a job installed without --control names it (--bind)."""
+    from .transport import UdpTransport
+
+    bind = args.bind or (("127.0.0.1", 0) if args.switch[0].startswith("127.") else ("0.0.0.0", 0))
+    try:
+        return UdpTransport(args.switch, bind=bind)
+    except OSError as exc:
+        raise WorkerFailed(f"cannot send from {_where(bind)}: {exc.strerror or exc}") from None
+
+
+def _join(args: argparse.Namespace, job, transport, leaving: contextlib.ExitStack):
+    """Join the job at the control port; leaving it is then `leaving`'s (done or failed: the last member's leaving
+    frees the slots).  (The job as granted, the switch's pipes, how long a silent hello waits before asking the
+    control port why: QUIET_RTTS of its round trips.)"""
+    from hina.control.client import ControlClient, ControlError, NoReply
+    from hina.control.config import Member
+
+    from .agent import QUIET
+
     def waiting(position: int) -> None:
         print(f"hina worker: job {args.job_id} waits for slots on the switch: number {position} in line",
               file=sys.stderr, flush=True)
 
-    with transport, contextlib.ExitStack() as leaving:
-        pipes = 1
-        if args.control:
-            try:
-                with ControlClient(args.control, token_file=args.token_file) as ctl:
-                    pipes = ctl.join(job.switch_config(args.workers), Member(args.rank, transport.address),
-                                     place=job.placement(), deadline=args.deadline, waiting=waiting)
-                    replaced = ctl.replaced
-                    asked, job = job.slots, job.granted(ctl.granted)
-            except (ControlError, OSError, ValueError) as exc:  # ValueError: a bad --token-file
-                return fail(f"could not join job {args.job_id} at {args.control[0]}:{args.control[1]}: {exc}")
-            leaving.callback(_leave, args, job.job_id)  # done (or failed): the last member's leaving frees the slots
-            if job.slots < asked:
-                print(f"hina worker: job {args.job_id} runs on {job.slots} of the {asked} slots it asked for "
-                      f"([{job.slot_base}, {job.slot_base + job.slots}): the switch is full)", file=sys.stderr,
-                      flush=True)
-            if replaced is not None:
-                held = replaced.source if isinstance(replaced.source, int) else ":".join(map(str, replaced.source))
-                print(f"hina worker: rank {args.rank} of job {args.job_id} was held from {held}; this worker took "
-                      f"it over (a restarted worker does; if that one still runs, one of you has the wrong "
-                      f"--rank: it will time out)", file=sys.stderr, flush=True)
-        # batches of frames as single buffers where the switch is the emulator (it answered the join) with one pipe
-        transport.segment_offload = bool(args.control) and pipes == 1
-        here = transport.address
-        print(f"worker {args.rank}/{args.workers}: {plural(grad.size, grad.dtype.name + ' element')}, "
-              f"job {args.job_id} at {args.switch[0]}:{args.switch[1]} from {here[0]}:{here[1]}, mode {args.mode}",
+    me = Member(args.rank, transport.address)
+    try:
+        with ControlClient(args.control, token_file=args.token_file) as ctl:
+            pipes = ctl.join(job.switch_config(args.workers), me, place=job.placement(), deadline=args.deadline,
+                             waiting=waiting)
+            replaced, asked, job = ctl.replaced, job.slots, job.granted(ctl.granted)
+            start = time.monotonic()
+            ctl.ping()
+            quiet = max(QUIET, QUIET_RTTS * (time.monotonic() - start))
+    except NoReply as exc:
+        raise WorkerFailed(f"could not join job {args.job_id} at {_where(args.control)}: {exc}"
+                           + _swapped(args)) from None
+    except (ControlError, OSError, ValueError) as exc:  # ValueError: a bad --token-file
+        raise WorkerFailed(f"could not join job {args.job_id} at {_where(args.control)}: {exc}") from None
+    leaving.callback(_leave, args, job.job_id, me)
+    if job.slots < asked:
+        print(f"hina worker: job {args.job_id} runs on {job.slots} of the {asked} slots it asked for "
+              f"([{job.slot_base}, {job.slot_base + job.slots}): the switch is full)", file=sys.stderr, flush=True)
+    if replaced is not None:
+        print(f"hina worker: rank {args.rank} of job {args.job_id} was held from {_where(replaced.source)}; this "
+              f"worker took it over (a restarted worker does; if that one still runs, it stops, saying so)",
               file=sys.stderr, flush=True)
-        worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes)
-        out = np.empty(grad.size, dtype=np.int32)
-        out.fill(0)  # its pages touched now: a first round faults nothing in
-        reports = []
-        try:
-            worker.prepare(params, grad)  # kernels loaded, run agreed with the others: not in the first round
-            for _ in range(args.rounds):
-                before = worker.stats.copy()
-                began, start = time.time(), time.perf_counter()
-                result = worker.aggregate(params, grad, out=out)
-                stats = worker.stats - before
-                # "start": the wall clock (hosts of one machine share it: benchmarks/tenants.py lines jobs up)
-                reports.append({"seconds": time.perf_counter() - start, "start": began, "encoding": result.encoding,
-                                "group": result.group, "union": result.union, "shift": result.shift,
-                                "wire_bytes": stats["bytes"], "retransmissions": stats["retransmissions"]})
-                print(f"worker {args.rank}: {reports[-1]['seconds']:.3f} s, ran {result.encoding}, "
-                      f"{plural(stats['bytes'], 'byte')} sent", file=sys.stderr, flush=True)
-        except AggregationTimeout as exc:
-            return fail(str(exc), 1)
-        except StaleSwitchState as exc:  # the switch holds an earlier run's slots: the line says how to clear them
-            return fail(str(exc), 2)
-        except ValueError as exc:  # the other workers disagree on the job's parameters
-            return fail(str(exc), 1)
-    if args.out:
-        total = result.sum.reshape(grad.shape)
-        if args.out_dtype == "input" or grad.dtype == np.int32:
-            with np.errstate(over="ignore"):
-                rounded = total.astype(grad.dtype)
-            if not np.isfinite(rounded).all():  # only a float16 sum can leave its dtype's range
-                return fail(f"the sum leaves {grad.dtype.name}'s range (largest |sum| {np.abs(total).max():.6g}): "
-                            f"use --out-dtype float64", 1)
-            total = rounded
-        np.save(args.out, total)
-    summary = {"rank": args.rank, "workers": args.workers, "length": int(grad.size), "dtype": grad.dtype.name,
-               "out": str(args.out) if args.out else None, "rounds": reports,
-               "job": {"job_id": job.job_id, "slot_base": job.first_slot, "slots": job.slots},
-               "window": {"fair_share": worker.window.fair, "chunks": worker.window.chunks,
-                          "cuts": worker.window.cuts, "contests": worker.window.contests}}
-    print(json.dumps(summary) if args.json else
-          f"worker {args.rank}: sum of {plural(args.workers, 'worker')}"
-          + (f" written to {args.out}" if args.out else "")
-          + f" ({reports[-1]['encoding']}, {reports[-1]['seconds']:.3f} s)")
-    return 0
+    return job, pipes, quiet
 
 
-def _leave(args: argparse.Namespace, job_id: int) -> None:
-    """Tell the switch this worker is done with its job (best effort: a lease frees what this misses)."""
+def _swapped(args: argparse.Namespace) -> str:
+    """Where the control port did not answer: whether --switch does, as a control port answers."""
+    from hina.control.client import ControlClient, ControlError
+
+    try:
+        with ControlClient(args.switch, timeout=0.5, retries=1) as probe:
+            probe.ping()
+    except (ControlError, OSError):
+        return ""
+    return f"; --switch {_where(args.switch)} answers control requests: are --switch and --control swapped?"
+
+
+def _aggregate(args: argparse.Namespace, job, pipes: int, transport, params, grad: np.ndarray, quiet: float | None):
+    """Aggregate `--rounds` times through the switch: (the worker, its last result, each round's report)."""
+    from .agent import AggregationTimeout, NotTheDataPort, StaleSwitchState, SwitchUnreachable, Worker
+
+    # batches of frames as single buffers where the switch is the emulator (it answered the join) with one pipe
+    transport.segment_offload = bool(args.control) and pipes == 1
+    here = transport.address
+    print(f"worker {args.rank}/{args.workers}: {plural(grad.size, grad.dtype.name + ' element')}, job {job.job_id} "
+          f"at {_where(args.switch)} from {_where(here)}, mode {args.mode}", file=sys.stderr, flush=True)
+    worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes)
+    worker.silence = _SilentHello(args, job.job_id, here, quiet)
+    worker.quiet = quiet or worker.quiet
+    out = np.empty(grad.size, dtype=np.int32)
+    out.fill(0)  # its pages touched now: a first round faults nothing in
+    reports = []
+    try:
+        worker.prepare(params, grad)  # kernels loaded, run agreed with the others: not in the first round
+        for _ in range(args.rounds):
+            before = worker.stats.copy()
+            began, start = time.time(), time.perf_counter()
+            result = worker.aggregate(params, grad, out=out)
+            stats = worker.stats - before
+            # "start": the wall clock (hosts of one machine share it: benchmarks/tenants.py lines jobs up)
+            reports.append({"seconds": time.perf_counter() - start, "start": began, "encoding": result.encoding,
+                            "group": result.group, "union": result.union, "shift": result.shift,
+                            "wire_bytes": stats["bytes"], "retransmissions": stats["retransmissions"]})
+            print(f"worker {args.rank}: {reports[-1]['seconds']:.3f} s, ran {result.encoding}, "
+                  f"{plural(stats['bytes'], 'byte')} sent", file=sys.stderr, flush=True)
+    except SwitchUnreachable as exc:  # the wrong port, or nothing there: said of --switch
+        raise WorkerFailed(f"--switch {_where(args.switch)}: {exc}", 2 if isinstance(exc, NotTheDataPort) else 1) \
+            from None
+    except AggregationTimeout as exc:  # where another worker took this one's rank over, that is the news
+        taken = _rank_taken(args, job.job_id, here)
+        raise (WorkerFailed(taken, 2) if taken else WorkerFailed(str(exc), 1)) from None
+    except StaleSwitchState as exc:  # the switch holds an earlier run's slots: the line says how to clear them
+        raise WorkerFailed(str(exc), 2) from None
+    except ValueError as exc:  # the other workers disagree on the job's parameters
+        raise WorkerFailed(str(exc), 1) from None
+    return worker, result, reports
+
+
+class _SilentHello:
+    """`Worker.silence` for `hina worker`: while its hello hears nothing, what the switch's control port knows
+    (another worker took this one's rank over; the switch counted none of the job's frames: --switch is not its
+    data port), or, without --control, a line naming the address that stays silent."""
+
+    def __init__(self, args: argparse.Namespace, job_id: int, here: tuple[str, int], quiet: float | None):
+        self.args, self.job_id, self.here, self.quiet = args, job_id, here, quiet
+        self.told = False
+
+    def __call__(self, seconds: float) -> None:
+        args = self.args
+        if args.control is None:
+            self.say(f"nothing from {_where(args.switch)} in {seconds:.1f} s yet: waiting for the other workers "
+                     f"of job {self.job_id} (up to --deadline {args.deadline:g} s); if they all run, is it the "
+                     f"switch's data port?")
+            return
+        job = _listed(args, self.job_id)
+        if job is None:
+            return
+        taken = _rank_taken(args, self.job_id, self.here, job)
+        if taken:
+            raise WorkerFailed(taken, 2)
+        if job["frame_s"] is None:
+            raise WorkerFailed(f"--switch {_where(args.switch)}: the switch at --control {_where(args.control)} has "
+                               f"counted no frame of job {self.job_id} in {seconds:.1f} s of this worker's sending: "
+                               f"--switch is not that switch's data port (the emulator prints it as \"data\")")
+        self.say(f"job {self.job_id} waits for its other workers: {len(job['members'])} of {args.workers} have "
+                 f"joined the switch")
+
+    def say(self, line: str) -> None:
+        if not self.told:
+            self.told = True
+            print(f"hina worker: {line}", file=sys.stderr, flush=True)
+
+
+def _listed(args: argparse.Namespace, job_id: int) -> dict | None:
+    """Job `job_id` as the control port lists it (None: not there, or no answer)."""
+    from hina.control.client import ControlClient, ControlError
+
+    try:
+        with ControlClient(args.control, token_file=args.token_file, retries=1) as ctl:
+            return next((j for j in ctl.jobs() if j["job_id"] == job_id), None)
+    except (ControlError, OSError, ValueError):
+        return None
+
+
+def _rank_taken(args: argparse.Namespace, job_id: int, here: tuple[str, int], job: dict | None = None) -> str | None:
+    """Where another address holds this worker's rank now (it joined with the same --rank): the line that says so."""
+    from hina.control.config import Member
+
+    if args.control is None:
+        return None
+    job = job or _listed(args, job_id)
+    holder = next((m for m in (job or {}).get("members", ()) if m["worker_id"] == args.rank), None)
+    if holder is None or Member.from_config(holder) == Member(args.rank, here):
+        return None
+    return (f"rank {args.rank} of job {job_id} is held from {_where(Member.from_config(holder).source)} now: another "
+            f"worker joined with --rank {args.rank} after this one and took it over (a restarted worker does; if "
+            f"both should run, give each its own --rank)")
+
+
+def _write_sum(args: argparse.Namespace, grad: np.ndarray, result) -> None:
+    """The sum into --out: in the input's dtype (the exact fixed-point sum rounded once), or float64."""
+    if not args.out:
+        return
+    total = result.sum.reshape(grad.shape)
+    if args.out_dtype == "input" or grad.dtype == np.int32:
+        with np.errstate(over="ignore"):
+            rounded = total.astype(grad.dtype)
+        if not np.isfinite(rounded).all():  # only a float16 sum can leave its dtype's range
+            raise WorkerFailed(f"the sum leaves {grad.dtype.name}'s range (largest |sum| {np.abs(total).max():.6g}): "
+                               f"use --out-dtype float64", 1)
+        total = rounded
+    np.save(args.out, total)
+
+
+def _where(address) -> str:
+    """HOST:PORT (a raw switch's port number as it is)."""
+    return ":".join(map(str, address)) if isinstance(address, tuple | list) else str(address)
+
+
+def _leave(args: argparse.Namespace, job_id: int, me) -> None:
+    """Tell the switch this worker is done with its job (best effort: a lease frees what this misses); a rank that
+    another worker took over is that one's, and stays."""
     from hina.control.client import ControlClient, ControlError
 
     try:
         with ControlClient(args.control, token_file=args.token_file, retries=2) as ctl:
-            ctl.leave(job_id, args.rank)
+            ctl.leave(job_id, args.rank, member=me)
     except (ControlError, OSError, ValueError) as exc:
         print(f"hina worker: could not leave job {job_id} ({exc}); its lease frees its slots", file=sys.stderr)
 
