@@ -47,6 +47,7 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,8 @@ class ControlClient:
         except OSError:
             pass
         self._seq = itertools.count(1)
+        # one request at a time: threads sharing a client would otherwise take each other's replies off its socket
+        self._lock = threading.Lock()
         self.replaced: Member | None = None  # what the last join took its rank from (`join`)
         self.granted: JobConfig | None = None  # the job as the switch holds it, after the last join
 
@@ -110,6 +113,12 @@ class ControlClient:
         self.close()
 
     def request(self, op: str, **fields: Any) -> dict:
+        """Send one request and return its reply (retried `retries` times, `timeout` seconds each); a
+        ControlError says why not.  Safe from several threads: they take turns."""
+        with self._lock:
+            return self._request(op, fields)
+
+    def _request(self, op: str, fields: dict[str, Any]) -> dict:
         seq = next(self._seq)
         msg = {"op": op, "seq": seq, **fields}
         if self.token:

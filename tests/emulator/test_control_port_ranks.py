@@ -37,3 +37,4 @@ def test_a_leave_that_names_no_member_removes_the_rank_as_before():
     bad = ask(pipeline, "leave", job_id=1, worker_id=1, member={"worker_id": 1})
     assert bad == {"ok": False, "error": "leave: member {'worker_id': 1} needs an 'address' [host, port] or a 'port'",
                    "seq": 7}
+
