@@ -566,19 +566,32 @@ def _codec_flags(ap: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
-    from hina.cliargs import DefaultsFormatter, OneLineParser, between
-    from hina.codec.params import MODES
-    from hina.control.ledger import DEFAULT_WHEN_FULL, WHEN_FULL
-
-    from .job import DEFAULT_SLOTS, DEFAULT_WORDS
-    from .synthetic import PRESET_NAMES
+    from hina.cliargs import OneLineParser
+    from hina.control.switch_cli import add_parser as add_switch
 
     ap = OneLineParser(prog="hina", description="homomorphic in-network aggregation")
     ap.add_argument("--version", action="version", version=f"hina {version('hina')}")
     sub = ap.add_subparsers(dest="command", required=True)
-    fmt = {"formatter_class": DefaultsFormatter}  # every flag's help states its default, once
+    for add in (_demo_parser, _roundtrip_parser, _worker_parser, _compile_parser):
+        add(sub)
+    add_switch(sub)
+    return ap
 
-    d = sub.add_parser("demo", help="the main job on loopback, verified exact", **fmt)
+
+def _subcommand(sub, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand whose every flag's help states its default, once."""
+    from hina.cliargs import DefaultsFormatter
+
+    return sub.add_parser(name, help=help, formatter_class=DefaultsFormatter)
+
+
+def _demo_parser(sub) -> None:
+    from hina.codec.params import MODES
+
+    from .job import DEFAULT_SLOTS, DEFAULT_WORDS
+    from .synthetic import PRESET_NAMES
+
+    d = _subcommand(sub, "demo", "the main job on loopback, verified exact")
     d.add_argument("--workers", type=int, default=4, help="worker processes, 1..32")
     d.add_argument("--length", type=int, default=1 << 22, help="elements per gradient")
     d.add_argument("--density", type=float, default=0.01, help="non-zero fraction per worker")
@@ -605,7 +618,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     d.set_defaults(func=_demo)
 
-    r = sub.add_parser("roundtrip", help="the codec on your .npy gradients, one file per worker", **fmt)
+
+def _roundtrip_parser(sub) -> None:
+    from hina.codec.params import MODES
+
+    r = _subcommand(sub, "roundtrip", "the codec on your .npy gradients, one file per worker")
     r.add_argument("files", nargs="+", help="one .npy gradient per worker (or .npz archives: each array a worker), "
                                             "same shape and dtype")
     r.add_argument("--lanes", type=int, default=1024, help="L, elements per sketch block")
@@ -615,8 +632,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     r.set_defaults(func=_roundtrip)
 
-    w = sub.add_parser("worker", help="one worker against a running switch (--switch), or of an experiment "
-                                      "(--spec, Mininet hosts)", **fmt)
+
+def _worker_parser(sub) -> None:
+    w = _subcommand(sub, "worker", "one worker against a running switch (--switch), or of an experiment (--spec, "
+                                   "Mininet hosts)")
+    _worker_job_flags(w)
+    _worker_run_flags(w)
+    w.set_defaults(func=_worker)
+
+
+def _worker_job_flags(w: argparse.ArgumentParser) -> None:
+    """Which switch, which job, which rank, which slots."""
+    from hina.control.ledger import DEFAULT_WHEN_FULL, WHEN_FULL
+
+    from .job import DEFAULT_SLOTS, DEFAULT_WORDS
+
     w.add_argument("--switch", type=_address, help="the running switch's data HOST:PORT")
     w.add_argument("--control", type=_address,
                    help="the emulator's control HOST:PORT: join the job there (installs it if absent); "
@@ -635,6 +665,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "until a job leaves, up to --deadline)")
     w.add_argument("--min-slots", type=int, default=None, help="with --when-full fewer: the fewest slots to run on "
                                                                "(default: 1)")
+
+
+def _worker_run_flags(w: argparse.ArgumentParser) -> None:
+    """The gradient, the sum, the run; an experiment's spec."""
+    from hina.codec.params import MODES
+
     w.add_argument("--input", type=Path, help="this worker's gradient (.npy); default: a synthetic one")
     w.add_argument("--length", type=int, default=1 << 20, help="synthetic gradient: elements")
     w.add_argument("--density", type=float, default=0.01, help="synthetic gradient: non-zero fraction")
@@ -658,19 +694,17 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--spec", help="experiment spec JSON (mininet/hina_net.py writes it) instead of --switch")
     w.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
                    help="with --spec: UDP to the switch address when routed (auto), or raw frames")
-    w.set_defaults(func=_worker)
 
-    c = sub.add_parser("compile", help="compile the kernels on this machine now (make install does): "
-                                       "the first run then starts at once", **fmt)
+
+def _compile_parser(sub) -> None:
+    from hina.cliargs import between
+
+    c = _subcommand(sub, "compile", "compile the kernels on this machine now (make install does): the first run "
+                                    "then starts at once")
     c.add_argument("--jobs", type=between(1, 64, " (processes)"), default=None,
                    help="kernel groups compiled at once (default: the CPU count)")
     c.add_argument("--status", action="store_true", help="say which kernel groups this machine has compiled")
     c.set_defaults(func=_compile)
-
-    from hina.control.switch_cli import add_parser as add_switch
-
-    add_switch(sub)
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
