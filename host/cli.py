@@ -93,42 +93,22 @@ def _stopped(signum: int, _frame) -> None:
     raise Stopped(signum)
 
 
+class Failed(Exception):
+    """A command ends: its one line (after the command's name, "hina worker: ") and exit status (2: bad input)."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.status = status
+
+
 def _roundtrip(args: argparse.Namespace) -> int:
     from hina import codec
 
-    grads, names = [], []
-    for path in args.files:
-        try:
-            loaded = np.load(path, allow_pickle=False)
-            if isinstance(loaded, np.lib.npyio.NpzFile):  # an archive: its arrays are workers, in its order
-                with loaded:
-                    if not loaded.files:
-                        raise ValueError("an .npz archive without arrays")
-                    for key in loaded.files:
-                        grads.append(loaded[key])
-                        names.append(f"{path}:{key}")
-            else:
-                grads.append(loaded)
-                names.append(str(path))
-        except (OSError, ValueError, EOFError) as exc:
-            detail = ("not a .npy array or .npz archive of arrays (or one holding Python objects)"
-                      if isinstance(exc, ValueError) and "without arrays" not in str(exc) else exc)
-            print(f"hina roundtrip: {path}: {detail}", file=sys.stderr)
-            return 2
-    for name, g in zip(names, grads):  # a refusal names the file, before the codec refuses the array
-        problem = gradient_problem(g)
-        if problem:
-            print(f"hina roundtrip: {name}: {problem}", file=sys.stderr)
-            return 2
-    shapes = {g.shape for g in grads}
-    if len(shapes) > 1:
-        listing = ", ".join(f"{name} {g.shape} ({plural(g.size, 'element')})" for name, g in zip(names, grads))
-        print(f"hina roundtrip: the workers' gradients differ in shape: {listing}", file=sys.stderr)
-        return 2
     try:
+        grads, names = _roundtrip_inputs(args.files)
         result = codec.simulate_allreduce(grads, lanes=args.lanes, cells_per_element=args.cells_per_element,
                                           mode=args.mode, group=args.group, link_gbps=args.link_gbps)
-    except (OSError, ValueError) as exc:
+    except (Failed, OSError, ValueError) as exc:
         print(f"hina roundtrip: {exc}", file=sys.stderr)
         return 2
     expected = np.zeros(grads[0].shape, dtype=np.int64)
@@ -145,20 +125,53 @@ def _roundtrip(args: argparse.Namespace) -> int:
         "pairs_bytes_per_worker": 8 * max(nnz),
         "seconds": {k: round(v, 6) for k, v in result.workers[0].seconds.items()},
     }
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        total = result.bytes_per_worker["total"]
-        workers = plural(len(grads), "worker")
-        print(f"exact: {'yes' if exact else 'NO'}; {workers} x {grads[0].size:,} {grads[0].dtype.name}; "
-              f"encoding {result.encoding}" + (f" (index group {result.group})" if result.group else ""))
-        if result.union is not None:
-            print(f"union: {result.union:,} ({result.union / grads[0].size:.2%}), sketch rows {result.rows}, "
-                  f"residual {result.residual}")
-        print(f"bytes per worker: {total:,} = {total / result.dense_bytes_per_worker:.2%} of dense; "
-              f"{', '.join(f'{k} {v:,}' for k, v in result.bytes_per_worker.items() if k != 'total')}")
-        print(f"index/value pairs would send {8 * max(nnz):,} bytes (the largest worker)")
+    print(json.dumps(summary) if args.json else _roundtrip_lines(summary))
     return 0 if exact else 1
+
+
+def _roundtrip_inputs(files: list[str]) -> tuple[list[np.ndarray], list[str]]:
+    """Each worker's gradient (a .npy file, or each array of an .npz archive, in its order) and its name;
+    Failed names the file the codec could not take, before the codec refuses the array."""
+    grads, names = [], []
+    for path in files:
+        try:
+            loaded = np.load(path, allow_pickle=False)
+            if isinstance(loaded, np.lib.npyio.NpzFile):
+                with loaded:
+                    if not loaded.files:
+                        raise ValueError("an .npz archive without arrays")
+                    for key in loaded.files:
+                        grads.append(loaded[key])
+                        names.append(f"{path}:{key}")
+            else:
+                grads.append(loaded)
+                names.append(str(path))
+        except (OSError, ValueError, EOFError) as exc:
+            detail = ("not a .npy array or .npz archive of arrays (or one holding Python objects)"
+                      if isinstance(exc, ValueError) and "without arrays" not in str(exc) else exc)
+            raise Failed(f"{path}: {detail}") from None
+    for name, g in zip(names, grads):
+        problem = gradient_problem(g)
+        if problem:
+            raise Failed(f"{name}: {problem}")
+    if len({g.shape for g in grads}) > 1:
+        listing = ", ".join(f"{name} {g.shape} ({plural(g.size, 'element')})" for name, g in zip(names, grads))
+        raise Failed(f"the workers' gradients differ in shape: {listing}")
+    return grads, names
+
+
+def _roundtrip_lines(s: dict) -> str:
+    """The roundtrip's summary, as a reader takes it in."""
+    total, length = s["bytes_per_worker"]["total"], s["length"]
+    lines = [f"exact: {'yes' if s['exact'] else 'NO'}; {plural(s['workers'], 'worker')} x {length:,} {s['dtype']}; "
+             f"encoding {s['encoding']}" + (f" (index group {s['group']})" if s["group"] else "")]
+    if s["union"] is not None:
+        lines.append(f"union: {s['union']:,} ({s['union'] / length:.2%}), sketch rows {s['rows']}, "
+                     f"residual {s['residual']}")
+    lines.append(f"bytes per worker: {total:,} = {total / s['dense_bytes_per_worker']:.2%} of dense; "
+                 f"{', '.join(f'{k} {v:,}' for k, v in s['bytes_per_worker'].items() if k != 'total')}")
+    lines.append(f"index/value pairs would send {s['pairs_bytes_per_worker']:,} bytes (the largest worker)")
+    return "\n".join(lines)
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -203,14 +216,6 @@ def gradient_problem(array: np.ndarray) -> str | None:
     return None
 
 
-class WorkerFailed(Exception):
-    """`hina worker` ends: its one line (after "hina worker: ") and exit status."""
-
-    def __init__(self, message: str, status: int = 2):
-        super().__init__(message)
-        self.status = status
-
-
 QUIET_RTTS = 50  # a hello silent for this many control round trips (at least agent.QUIET s) asks the control port
 
 
@@ -224,7 +229,7 @@ def _standalone_worker(args: argparse.Namespace) -> int:
             job, pipes, quiet = _join(args, job, transport, leaving) if args.control else (job, 1, None)
             worker, result, reports = _aggregate(args, job, pipes, transport, params, grad, quiet)
         _write_sum(args, grad, result)
-    except WorkerFailed as failed:
+    except Failed as failed:
         print(f"hina worker: {failed}", file=sys.stderr)
         return failed.status
     summary = {"rank": args.rank, "workers": args.workers, "length": int(grad.size), "dtype": grad.dtype.name,
@@ -240,14 +245,14 @@ def _standalone_worker(args: argparse.Namespace) -> int:
 
 
 def _worker_inputs(args: argparse.Namespace):
-    """The gradient, the codec's parameters and the job the flags ask for; WorkerFailed names a bad one."""
+    """The gradient, the codec's parameters and the job the flags ask for; Failed names a bad one."""
     from hina import codec
 
     from .job import JobSpec
     from .synthetic import synthetic_gradient
 
     if args.workers is None:
-        raise WorkerFailed("--workers N is required with --switch")
+        raise Failed("--workers N is required with --switch")
     try:
         if not 0 <= args.rank < args.workers:
             raise ValueError(f"--rank must be 0..{args.workers - 1}, got {args.rank}")
@@ -267,7 +272,7 @@ def _worker_inputs(args: argparse.Namespace):
                       least=args.min_slots, when_full=args.when_full)
         codec.check_gradient(params, grad, who=str(args.input or "the synthetic gradient"))
     except (OSError, ValueError) as exc:
-        raise WorkerFailed(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc)) from None
+        raise Failed(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc)) from None
     return grad, params, job
 
 
@@ -276,7 +281,7 @@ def _resolve(switch: tuple[str, int]) -> None:
     try:
         socket.getaddrinfo(switch[0], switch[1], socket.AF_INET, socket.SOCK_DGRAM)
     except OSError as exc:
-        raise WorkerFailed(f"--switch {_where(switch)}: cannot resolve {switch[0]!r} ({exc.strerror or exc})") from None
+        raise Failed(f"--switch {_where(switch)}: cannot resolve {switch[0]!r} ({exc.strerror or exc})") from None
 
 
 def _open_transport(args: argparse.Namespace):
@@ -288,7 +293,7 @@ def _open_transport(args: argparse.Namespace):
     try:
         return UdpTransport(args.switch, bind=bind)
     except OSError as exc:
-        raise WorkerFailed(f"cannot send from {_where(bind)}: {exc.strerror or exc}") from None
+        raise Failed(f"cannot send from {_where(bind)}: {exc.strerror or exc}") from None
 
 
 def _join(args: argparse.Namespace, job, transport, leaving: contextlib.ExitStack):
@@ -314,10 +319,10 @@ def _join(args: argparse.Namespace, job, transport, leaving: contextlib.ExitStac
             ctl.ping()
             quiet = max(QUIET, QUIET_RTTS * (time.monotonic() - start))
     except NoReply as exc:
-        raise WorkerFailed(f"could not join job {args.job_id} at {_where(args.control)}: {exc}"
+        raise Failed(f"could not join job {args.job_id} at {_where(args.control)}: {exc}"
                            + _swapped(args)) from None
     except (ControlError, OSError, ValueError) as exc:  # ValueError: a bad --token-file
-        raise WorkerFailed(f"could not join job {args.job_id} at {_where(args.control)}: {exc}") from None
+        raise Failed(f"could not join job {args.job_id} at {_where(args.control)}: {exc}") from None
     leaving.callback(_leave, args, job.job_id, me)
     if job.slots < asked:
         print(f"hina worker: job {args.job_id} runs on {job.slots} of the {asked} slots it asked for "
@@ -370,15 +375,15 @@ def _aggregate(args: argparse.Namespace, job, pipes: int, transport, params, gra
             print(f"worker {args.rank}: {reports[-1]['seconds']:.3f} s, ran {result.encoding}, "
                   f"{plural(stats['bytes'], 'byte')} sent", file=sys.stderr, flush=True)
     except SwitchUnreachable as exc:  # the wrong port, or nothing there: said of --switch
-        raise WorkerFailed(f"--switch {_where(args.switch)}: {exc}", 2 if isinstance(exc, NotTheDataPort) else 1) \
+        raise Failed(f"--switch {_where(args.switch)}: {exc}", 2 if isinstance(exc, NotTheDataPort) else 1) \
             from None
     except AggregationTimeout as exc:  # where another worker took this one's rank over, that is the news
         taken = _rank_taken(args, job.job_id, here)
-        raise (WorkerFailed(taken, 2) if taken else WorkerFailed(str(exc), 1)) from None
+        raise (Failed(taken, 2) if taken else Failed(str(exc), 1)) from None
     except StaleSwitchState as exc:  # the switch holds an earlier run's slots: the line says how to clear them
-        raise WorkerFailed(str(exc), 2) from None
+        raise Failed(str(exc), 2) from None
     except ValueError as exc:  # the other workers disagree on the job's parameters
-        raise WorkerFailed(str(exc), 1) from None
+        raise Failed(str(exc), 1) from None
     return worker, result, reports
 
 
@@ -403,9 +408,9 @@ class _SilentHello:
             return
         taken = _rank_taken(args, self.job_id, self.here, job)
         if taken:
-            raise WorkerFailed(taken, 2)
+            raise Failed(taken, 2)
         if job["frame_s"] is None:
-            raise WorkerFailed(f"--switch {_where(args.switch)}: the switch at --control {_where(args.control)} has "
+            raise Failed(f"--switch {_where(args.switch)}: the switch at --control {_where(args.control)} has "
                                f"counted no frame of job {self.job_id} in {seconds:.1f} s of this worker's sending: "
                                f"--switch is not that switch's data port (the emulator prints it as \"data\")")
         self.say(f"job {self.job_id} waits for its other workers: {len(job['members'])} of {args.workers} have "
@@ -452,7 +457,7 @@ def _write_sum(args: argparse.Namespace, grad: np.ndarray, result) -> None:
         with np.errstate(over="ignore"):
             rounded = total.astype(grad.dtype)
         if not np.isfinite(rounded).all():  # only a float16 sum can leave its dtype's range
-            raise WorkerFailed(f"the sum leaves {grad.dtype.name}'s range (largest |sum| {np.abs(total).max():.6g}): "
+            raise Failed(f"the sum leaves {grad.dtype.name}'s range (largest |sum| {np.abs(total).max():.6g}): "
                                f"use --out-dtype float64", 1)
         total = rounded
     np.save(args.out, total)
