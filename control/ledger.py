@@ -210,7 +210,7 @@ class Ledger:
         queue = (f"; {plural(len(ahead), 'job')} wait{'s' * (len(ahead) == 1)} ahead of it" if ahead else "")
         raise Full(f"job {job_id} asks for {plural(size, 'slot')}"
                    f"{f' (at least {want.minimum})' * (want.when_full == 'fewer')}"
-                   f" and the switch has {free} of its {self.space} free, in runs of at most {largest}{queue}; "
+                   f" and the switch has {free:,} of its {self.space:,} free, in runs of at most {largest:,}{queue}; "
                    f"held: {describe(held)}. Ask for fewer (--slots, or --min-slots with --when-full fewer), wait "
                    f"for a job to end (--when-full wait), or remove one (hina switch remove JOB_ID)")
 
