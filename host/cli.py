@@ -105,7 +105,7 @@ def _roundtrip(args: argparse.Namespace) -> int:
     from hina import codec
 
     try:
-        grads, names = _roundtrip_inputs(args.files)
+        grads = _roundtrip_inputs(args.files)
         result = codec.simulate_allreduce(grads, lanes=args.lanes, cells_per_element=args.cells_per_element,
                                           mode=args.mode, group=args.group, link_gbps=args.link_gbps)
     except (Failed, OSError, ValueError) as exc:
@@ -129,9 +129,9 @@ def _roundtrip(args: argparse.Namespace) -> int:
     return 0 if exact else 1
 
 
-def _roundtrip_inputs(files: list[str]) -> tuple[list[np.ndarray], list[str]]:
-    """Each worker's gradient (a .npy file, or each array of an .npz archive, in its order) and its name;
-    Failed names the file the codec could not take, before the codec refuses the array."""
+def _roundtrip_inputs(files: list[str]) -> list[np.ndarray]:
+    """Each worker's gradient: a .npy file, or each array of an .npz archive, in its order; Failed names the
+    file the codec could not take, before the codec refuses the array."""
     grads, names = [], []
     for path in files:
         try:
@@ -157,7 +157,7 @@ def _roundtrip_inputs(files: list[str]) -> tuple[list[np.ndarray], list[str]]:
     if len({g.shape for g in grads}) > 1:
         listing = ", ".join(f"{name} {g.shape} ({plural(g.size, 'element')})" for name, g in zip(names, grads))
         raise Failed(f"the workers' gradients differ in shape: {listing}")
-    return grads, names
+    return grads
 
 
 def _roundtrip_lines(s: dict) -> str:
