@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hina.cliargs import plural
+
 from .ops import reduce_words
 from .params import MAX_WORKERS, CodecParams, check_dtype
 from .rounds import Phase, Workspace
@@ -99,7 +101,7 @@ def check_gradients(grads: Sequence[np.ndarray]) -> list[np.ndarray]:
     if len(dtypes) > 1:
         raise ValueError(f"workers' gradients have different dtypes: {sorted(dtypes)}")
     if len({g.shape for g in grads}) > 1:  # each worker's shape and size, in worker order
-        listing = ", ".join(f"worker {w} {g.shape} ({g.size:,} elements)" for w, g in enumerate(grads))
+        listing = ", ".join(f"worker {w} {g.shape} ({plural(g.size, 'element')})" for w, g in enumerate(grads))
         raise ValueError(f"workers' gradients have different shapes: {listing}")
     return grads
 

@@ -14,7 +14,10 @@ back; every reply has "ok" and either the result or an "error" string:
                                                          -> {"pipes": P, "job": {...}}, or with "wait" while
                                                          no range is free {"queued": position}
     {"op": "leave", "job_id": 1, "worker_id": 0}         a member is done; the last one's leaving removes a
-                                                         job that joins installed -> {"removed": bool}
+                                                         job that joins installed -> {"removed": bool}; with
+                                                         "member": {...} (the one that joined) a rank another
+                                                         member holds now stays -> {"removed": false,
+                                                         "held_by": {that member}}
     {"op": "remove_job", "job_id": 1}
     {"op": "reset_job", "job_id": 1}                     empty every slot copy of the job
     {"op": "configure", "topology": {Topology}}          raw-frame backends: hosts, MAC table, jobs
@@ -44,6 +47,7 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -57,6 +61,10 @@ IP_RECVERR = getattr(socket, "IP_RECVERR", 11)  # Linux: ICMP errors reach an un
 
 class ControlError(RuntimeError):
     """The switch refused a control request; the message says why."""
+
+
+class NoReply(ControlError):
+    """Nothing answered the request, every try: no control port there (a data port drops it unanswered)."""
 
 
 class SwitchFull(ControlError):
@@ -90,6 +98,8 @@ class ControlClient:
         except OSError:
             pass
         self._seq = itertools.count(1)
+        # one request at a time: threads sharing a client would otherwise take each other's replies off its socket
+        self._lock = threading.Lock()
         self.replaced: Member | None = None  # what the last join took its rank from (`join`)
         self.granted: JobConfig | None = None  # the job as the switch holds it, after the last join
 
@@ -103,6 +113,12 @@ class ControlClient:
         self.close()
 
     def request(self, op: str, **fields: Any) -> dict:
+        """Send one request and return its reply (retried `retries` times, `timeout` seconds each); a
+        ControlError says why not.  Safe from several threads: they take turns."""
+        with self._lock:
+            return self._request(op, fields)
+
+    def _request(self, op: str, fields: dict[str, Any]) -> dict:
         seq = next(self._seq)
         msg = {"op": op, "seq": seq, **fields}
         if self.token:
@@ -139,7 +155,8 @@ class ControlClient:
                     kind = SwitchFull if reply.get("full") else ControlError
                     raise kind(f"{op} refused by the switch: {reply.get('error')}")
                 return reply
-        raise ControlError(f"no reply from the switch's control port {self.address} to {op!r}")
+        raise NoReply(f"no reply from the switch's control port {where} to {op!r} ({self.retries} "
+                      f"{'try' if self.retries == 1 else 'tries'}, {self.timeout:g} s each)")
 
     def _refused_here(self) -> bool:
         """Whether the ICMP error just reported was about our switch's address (drains the error queue)."""
@@ -188,10 +205,12 @@ class ControlClient:
         self.granted = JobConfig.from_config(reply["job"]) if reply.get("job") else job
         return reply.get("pipes", 1)
 
-    def leave(self, job_id: int, worker_id: int) -> bool:
+    def leave(self, job_id: int, worker_id: int, *, member: Member | None = None) -> bool:
         """Say that member `worker_id` of job `job_id` is done: the last member's leaving removes a job that
-        joins installed, freeing its slots.  Whether the job is gone."""
-        return bool(self.request("leave", job_id=job_id, worker_id=worker_id).get("removed"))
+        joins installed, freeing its slots.  Whether the job is gone.  With `member` (the one that joined), a
+        rank that another member took over since is left alone: it is that one's now."""
+        fields = {"member": member.to_config()} if member is not None else {}
+        return bool(self.request("leave", job_id=job_id, worker_id=worker_id, **fields).get("removed"))
 
     def remove_job(self, job_id: int) -> None:
         self.request("remove_job", job_id=job_id)

@@ -25,6 +25,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from hina.cliargs import plural
 from hina.wire.headers import Drop
 
 from .client import ControlClient, ControlError, SwitchFull
@@ -248,8 +249,8 @@ class Bmv2Target:
         held = [Held(j["job_id"], j["slot_base"], j["slots"], j["workers"]) for j in self.jobs()]
         got = choose(want, job.workers, held, space, policy)
         if got is None:
-            raise SwitchFull(f"job {job.job_id}: no free range of {want.minimum} slots among the switch's {space}; "
-                             f"held: {describe(held)}")
+            raise SwitchFull(f"job {job.job_id}: no free range of {plural(want.minimum, 'slot')} among the switch's "
+                             f"{space:,}; held: {describe(held)}")
         placed = dataclasses.replace(job, slot_base=got[0], slots=got[1])
         self.add_job(placed, topology)
         return placed

@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from hina.cliargs import plural
 from hina.wire.headers import MAX_SLOTS
 
 # slots a switch hands out by default: the P4 programs' registers (HINA_SLOTS in p4/configuration.p4 and
@@ -163,7 +164,7 @@ def describe(held: Iterable[Held]) -> str:
     parts = []
     for h in sorted(held, key=lambda h: h.slot_base):
         parts.append(f"job {h.job_id} [{h.slot_base}, {h.end})" + (f" of {h.owner}" if h.owner else "")
-                     + f" ({h.workers} worker{'s' * (h.workers != 1)})")
+                     + f" ({plural(h.workers, 'worker')})")
     return ", ".join(parts) or "none"
 
 
@@ -208,9 +209,10 @@ class Ledger:
         runs = [n for _, n in free_runs(held, self.space)]
         free, largest = sum(runs), max(runs, default=0)
         size = min(want.slots, cap(self.policy, self.space, workers, held))
-        queue = (f"; {len(ahead)} job{'s wait' if len(ahead) != 1 else ' waits'} ahead of it" if ahead else "")
-        raise Full(f"job {job_id} asks for {size} slots{f' (at least {want.minimum})' * (want.when_full == 'fewer')}"
-                   f" and the switch has {free} of its {self.space} free, in runs of at most {largest}{queue}; "
+        queue = (f"; {plural(len(ahead), 'job')} wait{'s' * (len(ahead) == 1)} ahead of it" if ahead else "")
+        raise Full(f"job {job_id} asks for {plural(size, 'slot')}"
+                   f"{f' (at least {want.minimum})' * (want.when_full == 'fewer')}"
+                   f" and the switch has {free:,} of its {self.space:,} free, in runs of at most {largest:,}{queue}; "
                    f"held: {describe(held)}. Ask for fewer (--slots, or --min-slots with --when-full fewer), wait "
                    f"for a job to end (--when-full wait), or remove one (hina switch remove JOB_ID)")
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hina.cliargs import between, positive
+from hina.cliargs import between, plural, positive
 
 from .client import ControlClient, ControlError
 
@@ -237,12 +237,12 @@ def format_jobs(jobs: list[dict], where: str) -> str:
 def format_status(status: dict, where: str) -> str:
     leases = status.get("leases", {})
     if status.get("target") == "bmv2":
-        head = f"BMv2 at {where}: {status.get('jobs', 0)} jobs"
+        head = f"BMv2 at {where}: {plural(status.get('jobs', 0), 'job')}"
         drops = status.get("drops", {})
         return head + ("\ndrops: " + ", ".join(f"{k} {v:,}" for k, v in sorted(drops.items())) if drops else "")
     pipes, alive = status.get("pipes", 1), status.get("alive", 1)
     lease = status.get("lease_s", 0)
-    lines = [f"switch at {where}: up {seconds(status.get('uptime_s'))}, {pipes} pipe{'s' if pipes != 1 else ''} "
+    lines = [f"switch at {where}: up {seconds(status.get('uptime_s'))}, {plural(pipes, 'pipe')} "
              f"({alive} alive), lease {seconds(lease) if lease else 'none'}, "
              f"token {'required' if status.get('token') else 'not required'}"]
     if status.get("tenants"):
@@ -253,7 +253,7 @@ def format_status(status: dict, where: str) -> str:
                      + (f"; waiting: job{'s' * (len(waiting) != 1)} {', '.join(map(str, waiting))}" if waiting else ""))
     lines += [f"  {line}" for line in status.get("down", [])]
     if leases:
-        lines.append(f"{len(leases)} job{'s' if len(leases) != 1 else ''}: " + ", ".join(
+        lines.append(f"{plural(len(leases), 'job')}: " + ", ".join(
             f"{k} ({'no lease' if not lease else 'pinned' if v is None else seconds(v) + ' left'})"
             for k, v in sorted(leases.items())))
     else:

@@ -48,7 +48,8 @@ Where things are (each a subpackage with its own docstring):
 
 The names at the top, each loaded with its subpackage on first use (so
 `import hina` is cheap and the codec never loads the network stack, or
-torch, it does not use); `help(hina.NAME)` for any of them:
+torch, it does not use); `help(hina.NAME)` for any of them; a star import
+gives them all but the two that need torch:
 
 - the codec: `simulate_allreduce` (every round, numpy as the switch),
   `CodecParams` (length, workers, mode, ...), `MODES`, `Op`,
@@ -81,7 +82,10 @@ _EXPORTS = {
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBPACKAGES = ("codec", "wire", "control", "emulator", "host", "baselines", "sim", "mininet", "benchmarks")
+_NEEDS_TORCH = ("SwitchAllreduce", "switch_allreduce_hook")  # named on request, never by a star import
 
+# what `from hina import *` gives: the names above that import without the torch extra
+__all__ = sorted(set(_WHERE) - set(_NEEDS_TORCH))
 
 
 def __getattr__(name: str):

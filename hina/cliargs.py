@@ -23,6 +23,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that states each flag's default once: "(default: X)" added where the help does not say it
+    already, and never for a default of None (nothing given) or False (a switch left off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" in text or action.default in (None, False, argparse.SUPPRESS) or action.required
+                or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def plural(n: int, noun: str) -> str:
     """"1 worker", "4 workers": a count and its noun, as a reader says it."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

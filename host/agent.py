@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import json
 import os
 import secrets
 import select
@@ -51,18 +52,67 @@ HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run
 # (time.thread_time): a worker descheduled on a busy machine is not charged for the wait
 MOVING = ("rules", "send", "recv", "wait", "other")
 
-__all__ = ["AggregationTimeout", "StaleSwitchState", "SwitchUnreachable", "Worker"]
+QUIET = 1.0  # seconds of a first exchange without a datagram from the switch before `Worker.silence` is asked
+
+__all__ = ["AggregationTimeout", "NotTheDataPort", "StaleSwitchState", "SwitchUnreachable", "Worker"]
 
 
+class NotTheDataPort(SwitchUnreachable):
+    """The worker sends to something that is not the switch's data port: a control port answered its first
+    frames in JSON, or (`Worker.silence`, asking the control port) the switch never counted them."""
 
-def _check_reachable(counts, xfer: PhaseTransfer) -> None:
-    """Raise SwitchUnreachable once `counts` (a transport or batch socket: `refused`, `received`; a raw
-    transport hears no port-unreachable and has neither) saw REFUSALS port-unreachable answers and not one
-    frame: nothing listens where this worker sends."""
-    if counts is not None and getattr(counts, "refused", 0) >= REFUSALS and getattr(counts, "received", 1) == 0:
-        raise SwitchUnreachable(f"job {xfer.job_id}, worker {xfer.worker_id}: nothing listens where this worker "
-                                f"sends (its {counts.refused} tries came back port unreachable): is it the "
-                                f"switch's data port, and is the switch running?")
+
+class FirstExchange:
+    """What a worker watches in its first exchange (the hello), where a wrong address shows long before the
+    deadline: ICMP port unreachable and nothing else (nothing listens there), a datagram in JSON (a control port
+    answered), or nothing at all for `quiet` seconds, when `silence(seconds)` is asked, and again every `quiet`
+    seconds while nothing comes (it may look elsewhere, the control port, and raise)."""
+
+    def __init__(self, counts, xfer: PhaseTransfer, now: float, quiet: float, silence=None):
+        self.counts = counts  # a transport or batch socket: `refused`, `received` (a raw transport has neither)
+        self.xfer = xfer
+        self.started = now
+        self.quiet, self.silence = quiet, silence
+        self.ask = now + quiet
+        self.datagrams = 0
+
+    def heard(self, datagram) -> None:
+        """A datagram came: a switch's frame, unless it is a control port's JSON reply (its first byte, "{",
+        is no hina message type)."""
+        self.datagrams += 1
+        if datagram[:1] != b"{":
+            return
+        try:
+            reply = json.loads(bytes(datagram))
+        except ValueError:
+            return
+        if isinstance(reply, dict) and "ok" in reply:
+            raise NotTheDataPort(f"job {self.xfer.job_id}, worker {self.xfer.worker_id}: its first frames were "
+                                 f"answered in JSON: that is a control port, not the switch's data port")
+
+    def heard_batch(self, rx: np.ndarray, lengths: np.ndarray, entry_bytes: int, n: int) -> None:
+        for i in range(n):
+            at = i * entry_bytes
+            self.heard(rx[at : at + int(lengths[i])].tobytes())
+
+    def check(self, now: float) -> None:
+        """Raise SwitchUnreachable once REFUSALS port-unreachable answers came and not one frame; ask `silence`
+        each `quiet` seconds while nothing comes."""
+        counts = self.counts
+        if getattr(counts, "refused", 0) >= REFUSALS and getattr(counts, "received", 1) == 0:
+            raise SwitchUnreachable(f"job {self.xfer.job_id}, worker {self.xfer.worker_id}: nothing listens where "
+                                    f"this worker sends (its {counts.refused} tries came back port unreachable): is "
+                                    f"it the switch's data port, and is the switch running?")
+        if self.silence is not None and not self.datagrams and now >= self.ask:
+            self.ask = now + self.quiet
+            self.silence(now - self.started)
+
+    def timed_out(self, exc: AggregationTimeout) -> AggregationTimeout:
+        """The deadline's exception, naming the address's silence where not one datagram came back."""
+        if self.datagrams:
+            return exc
+        return SwitchUnreachable(f"{exc}; not one datagram came back in {self.xfer.deadline:g} s: is it the "
+                                 f"switch's data port?")
 
 
 def profiling() -> bool:
@@ -108,6 +158,10 @@ class Worker:
         self.window = CongestionWindow(job.slots, congestion, tick)
         self._tag = 0
         self._salt: int | None = None  # the run's identity, from the hello
+        # asked with the seconds its hello heard nothing, every `quiet` seconds while it hears nothing: a caller
+        # that knows more (`hina worker` asks the control port) may raise there, long before the deadline
+        self.silence = None
+        self.quiet = QUIET
         self.workspace = codec.Workspace()  # the codec's buffers, reused across aggregations
         self.stats: collections.Counter[str] = collections.Counter()
         # CPU seconds by where they went (MOVING, codec), where $HINA_PROFILE is 1 (benchmarks/budget.py): a
@@ -207,11 +261,21 @@ class Worker:
                              pool=self.pool, rtt=self.rtt, tag=tag, ops=ops, payload=words,
                              name=name, now=now, deadline=self.deadline, salt=salt, window=self.window,
                              pipes=self.pipes, ring=self._ring, workspace=self.workspace)
-        # on the first exchange, a socket that hears only "port unreachable" fails at once, not at the deadline
-        counts = (self.batch_io if self.batch_io is not None else self.transport) if self._salt is None else None
+        # on the first exchange, a wrong address shows at once, not at the deadline
+        first = (FirstExchange(self.batch_io if self.batch_io is not None else self.transport, xfer, now, self.quiet,
+                               self.silence) if self._salt is None else None)
+        try:
+            return self._move(xfer, now, first)
+        except AggregationTimeout as exc:
+            if first is None or isinstance(exc, SwitchUnreachable):
+                raise
+            raise first.timed_out(exc) from None
+
+    def _move(self, xfer: PhaseTransfer, now: float, first: FirstExchange | None) -> np.ndarray:
+        """The transfer's frames, in and out, until it is done: by the batch where the transport has it."""
         if self.batch_io is not None:
             try:
-                self._batched(xfer, self.batch_io, counts, self.profile, self._clock)
+                self._batched(xfer, self.batch_io, first, self.profile, self._clock)
             finally:
                 self.stats.update(xfer.stats)
             return xfer.result
@@ -225,8 +289,11 @@ class Worker:
             while not xfer.done:
                 t = clock()
                 frame = recv(xfer.next_timer() - time.monotonic())
-                _check_reachable(counts, xfer)
                 now = time.monotonic()
+                if first is not None:
+                    if frame is not None:
+                        first.heard(frame)
+                    first.check(now)
                 t1 = clock()
                 profile["recv"] += t1 - t  # waiting included: the frame-at-a-time path cannot tell them apart
                 if frame is not None:
@@ -240,7 +307,7 @@ class Worker:
         return xfer.result
 
     @staticmethod
-    def _batched(xfer: PhaseTransfer, io, counts=None, profile=None, clock=_no_clock) -> None:
+    def _batched(xfer: PhaseTransfer, io, first: FirstExchange | None = None, profile=None, clock=_no_clock) -> None:
         """The transfer's loop on a `BatchSocket`: each recvmmsg's RESULTs taken in one compiled call,
         whatever they (and the timers) let out sent with one sendmmsg.  `profile` sums the CPU seconds spent
         receiving, waiting, in the compiled rules and sending (`Worker.profile`) as `clock` tells them."""
@@ -271,8 +338,10 @@ class Worker:
                     t2 = clock()
                     spent["wait"] += t2 - t1
                     t1 = t2
-                _check_reachable(counts, xfer)
             now = time.monotonic()
+            if first is not None:  # the first exchange only: the rest never pays for it
+                first.heard_batch(rx, lengths, entry_bytes, n)
+                first.check(now)
             sending = 0.0
             i, m = xfer.take(rx, entry_bytes, lengths, 0, n, now)
             while i < n:  # the ring filled up: send it and take the rest

@@ -56,14 +56,21 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 2
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731 - progress on stderr, also with --json
-    # SIGTERM (a job scheduler, `timeout`, `kill`) ends the demo as Ctrl-C does: through run_demo's
-    # cleanup, which stops its switch and workers, instead of leaving the emulator on port 20033
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    # SIGTERM (a job scheduler, `timeout`, `kill`) and ^C end the demo through run_demo's cleanup, which stops
+    # its switch and workers at once; then the demo ends as the signal would have ended it
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _stopped)
     try:
         summary = run_demo(cfg, log=log)
     except RuntimeError as exc:
         print(f"hina demo: {exc}", file=sys.stderr)
         return 1
+    except Stopped as stopped:
+        print(f"hina demo: stopped by {stopped.signal.name}; its switch and {plural(cfg.workers, 'worker')} are "
+              f"stopped", file=sys.stderr, flush=True)
+        signal.signal(stopped.signal, signal.SIG_DFL)
+        os.kill(os.getpid(), stopped.signal)  # ends as a process the signal ended does (a shell: 128 + its number)
+        return 128 + stopped.signal
     if args.json:
         print(json.dumps(summary, allow_nan=False))
     else:
@@ -71,42 +78,39 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if summary["exact"] else 1
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Stopped(BaseException):
+    """A signal asked the demo to end (a BaseException: no `except Exception` on the way swallows it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signal = signal.Signals(signum)
+
+
+def _stopped(signum: int, _frame) -> None:
+    for each in STOP_SIGNALS:  # the cleanup runs once, whatever else arrives meanwhile
+        signal.signal(each, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
+class Failed(Exception):
+    """A command ends: its one line (after the command's name, "hina worker: ") and exit status (2: bad input)."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.status = status
+
+
 def _roundtrip(args: argparse.Namespace) -> int:
     from hina import codec
 
-    grads, names = [], []
-    for path in args.files:
-        try:
-            loaded = np.load(path, allow_pickle=False)
-            if isinstance(loaded, np.lib.npyio.NpzFile):  # an archive: its arrays are workers, in its order
-                with loaded:
-                    if not loaded.files:
-                        raise ValueError("an .npz archive without arrays")
-                    for key in loaded.files:
-                        grads.append(loaded[key])
-                        names.append(f"{path}:{key}")
-            else:
-                grads.append(loaded)
-                names.append(str(path))
-        except (OSError, ValueError, EOFError) as exc:
-            detail = ("not a .npy array or .npz archive of arrays (or one holding Python objects)"
-                      if isinstance(exc, ValueError) and "without arrays" not in str(exc) else exc)
-            print(f"hina roundtrip: {path}: {detail}", file=sys.stderr)
-            return 2
-    for name, g in zip(names, grads):  # a refusal names the file, before the codec refuses the array
-        if g.dtype.kind not in "fi":
-            print(f"hina roundtrip: {name}: dtype {g.dtype} is not a gradient's (float16/32/64 or int32)",
-                  file=sys.stderr)
-            return 2
-    shapes = {g.shape for g in grads}
-    if len(shapes) > 1:
-        listing = ", ".join(f"{name} {g.shape} ({g.size:,} elements)" for name, g in zip(names, grads))
-        print(f"hina roundtrip: the workers' gradients differ in shape: {listing}", file=sys.stderr)
-        return 2
     try:
+        grads = _roundtrip_inputs(args.files)
         result = codec.simulate_allreduce(grads, lanes=args.lanes, cells_per_element=args.cells_per_element,
                                           mode=args.mode, group=args.group, link_gbps=args.link_gbps)
-    except (OSError, ValueError) as exc:
+    except (Failed, OSError, ValueError) as exc:
         print(f"hina roundtrip: {exc}", file=sys.stderr)
         return 2
     expected = np.zeros(grads[0].shape, dtype=np.int64)
@@ -123,20 +127,53 @@ def _roundtrip(args: argparse.Namespace) -> int:
         "pairs_bytes_per_worker": 8 * max(nnz),
         "seconds": {k: round(v, 6) for k, v in result.workers[0].seconds.items()},
     }
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        total = result.bytes_per_worker["total"]
-        workers = plural(len(grads), "worker")
-        print(f"exact: {'yes' if exact else 'NO'}; {workers} x {grads[0].size:,} {grads[0].dtype.name}; "
-              f"encoding {result.encoding}" + (f" (index group {result.group})" if result.group else ""))
-        if result.union is not None:
-            print(f"union: {result.union:,} ({result.union / grads[0].size:.2%}), sketch rows {result.rows}, "
-                  f"residual {result.residual}")
-        print(f"bytes per worker: {total:,} = {total / result.dense_bytes_per_worker:.2%} of dense; "
-              f"{', '.join(f'{k} {v:,}' for k, v in result.bytes_per_worker.items() if k != 'total')}")
-        print(f"index/value pairs would send {8 * max(nnz):,} bytes (the largest worker)")
+    print(json.dumps(summary) if args.json else _roundtrip_lines(summary))
     return 0 if exact else 1
+
+
+def _roundtrip_inputs(files: list[str]) -> list[np.ndarray]:
+    """Each worker's gradient: a .npy file, or each array of an .npz archive, in its order; Failed names the
+    file the codec could not take, before the codec refuses the array."""
+    grads, names = [], []
+    for path in files:
+        try:
+            loaded = np.load(path, allow_pickle=False)
+            if isinstance(loaded, np.lib.npyio.NpzFile):
+                with loaded:
+                    if not loaded.files:
+                        raise ValueError("an .npz archive without arrays")
+                    for key in loaded.files:
+                        grads.append(loaded[key])
+                        names.append(f"{path}:{key}")
+            else:
+                grads.append(loaded)
+                names.append(str(path))
+        except (OSError, ValueError, EOFError) as exc:
+            detail = ("not a .npy array or .npz archive of arrays (or one holding Python objects)"
+                      if isinstance(exc, ValueError) and "without arrays" not in str(exc) else exc)
+            raise Failed(f"{path}: {detail}") from None
+    for name, g in zip(names, grads):
+        problem = gradient_problem(g)
+        if problem:
+            raise Failed(f"{name}: {problem}")
+    if len({g.shape for g in grads}) > 1:
+        listing = ", ".join(f"{name} {g.shape} ({plural(g.size, 'element')})" for name, g in zip(names, grads))
+        raise Failed(f"the workers' gradients differ in shape: {listing}")
+    return grads
+
+
+def _roundtrip_lines(s: dict) -> str:
+    """The roundtrip's summary, as a reader takes it in."""
+    total, length = s["bytes_per_worker"]["total"], s["length"]
+    lines = [f"exact: {'yes' if s['exact'] else 'NO'}; {plural(s['workers'], 'worker')} x {length:,} {s['dtype']}; "
+             f"encoding {s['encoding']}" + (f" (index group {s['group']})" if s["group"] else "")]
+    if s["union"] is not None:
+        lines.append(f"union: {s['union']:,} ({s['union'] / length:.2%}), sketch rows {s['rows']}, "
+                     f"residual {s['residual']}")
+    lines.append(f"bytes per worker: {total:,} = {total / s['dense_bytes_per_worker']:.2%} of dense; "
+                 f"{', '.join(f'{k} {v:,}' for k, v in s['bytes_per_worker'].items() if k != 'total')}")
+    lines.append(f"index/value pairs would send {s['pairs_bytes_per_worker']:,} bytes (the largest worker)")
+    return "\n".join(lines)
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -162,31 +199,61 @@ def _load_gradient(path: Path) -> np.ndarray:
                                  f"({', '.join(loaded.files) or 'none'}); a worker takes one gradient: "
                                  f"a .npy file, or an .npz archive of one array")
             loaded = loaded[loaded.files[0]]
-    if loaded.ndim == 0:
-        raise ValueError(f"--input {path}: a 0-d array (a scalar); a gradient has at least one dimension")
-    if loaded.dtype.kind not in "fi":
-        raise ValueError(f"--input {path}: dtype {loaded.dtype} is not a gradient's (float16/32/64 or int32)")
+    problem = gradient_problem(loaded)
+    if problem:
+        raise ValueError(f"--input {path}: {problem}")
     return loaded
+
+
+def gradient_problem(array: np.ndarray) -> str | None:
+    """Why the codec cannot take `array` as a gradient (its shape or dtype), or None: said before it tries."""
+    from hina.codec.params import DTYPES
+
+    if array.ndim == 0:
+        return "a 0-d array (a scalar); a gradient has at least one dimension"
+    if array.size == 0:
+        return f"an empty array (shape {array.shape}); a gradient has at least one element"
+    if array.dtype.name not in DTYPES:
+        return f"dtype {array.dtype} is not a gradient's ({', '.join(DTYPES[:-1])} or {DTYPES[-1]})"
+    return None
+
+
+QUIET_RTTS = 50  # a hello silent for this many control round trips (at least agent.QUIET s) asks the control port
 
 
 def _standalone_worker(args: argparse.Namespace) -> int:
     """One worker against a switch that is already running: join, aggregate, write the sum."""
-    from hina import codec
-    from hina.control.client import ControlClient, ControlError
-    from hina.control.config import Member
+    try:
+        grad, params, job = _worker_inputs(args)
+        _resolve(args.switch)
+        transport = _open_transport(args)
+        with transport, contextlib.ExitStack() as leaving:
+            job, pipes, quiet = _join(args, job, transport, leaving) if args.control else (job, 1, None)
+            worker, result, reports = _aggregate(args, job, pipes, transport, params, grad, quiet)
+        _write_sum(args, grad, result)
+    except Failed as failed:
+        print(f"hina worker: {failed}", file=sys.stderr)
+        return failed.status
+    summary = {"rank": args.rank, "workers": args.workers, "length": int(grad.size), "dtype": grad.dtype.name,
+               "out": str(args.out) if args.out else None, "rounds": reports,
+               "job": {"job_id": job.job_id, "slot_base": job.first_slot, "slots": job.slots},
+               "window": worker.window.report()}
+    print(json.dumps(summary) if args.json else
+          f"worker {args.rank}: sum of {plural(args.workers, 'worker')}"
+          + (f" written to {args.out}" if args.out else "")
+          + f" ({reports[-1]['encoding']}, {reports[-1]['seconds']:.3f} s)")
+    return 0
 
-    from .agent import AggregationTimeout, StaleSwitchState, Worker
-    from .congestion_settings import from_flags
+
+def _worker_inputs(args: argparse.Namespace):
+    """The gradient, the codec's parameters and the job the flags ask for; Failed names a bad one."""
+    from hina import codec
+
     from .job import JobSpec
     from .synthetic import synthetic_gradient
-    from .transport import UdpTransport
-
-    def fail(message: str, status: int = 2) -> int:
-        print(f"hina worker: {message}", file=sys.stderr)
-        return status
 
     if args.workers is None:
-        return fail("--workers N is required with --switch")
+        raise Failed("--workers N is required with --switch")
     try:
         if not 0 <= args.rank < args.workers:
             raise ValueError(f"--rank must be 0..{args.workers - 1}, got {args.rank}")
@@ -206,102 +273,211 @@ def _standalone_worker(args: argparse.Namespace) -> int:
                       least=args.min_slots, when_full=args.when_full)
         codec.check_gradient(params, grad, who=str(args.input or "the synthetic gradient"))
     except (OSError, ValueError) as exc:
-        return fail(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc))
-    try:  # the switch's name, before a socket is bound for it (an unknown host is not the bind address's fault)
-        socket.getaddrinfo(args.switch[0], args.switch[1], socket.AF_INET, socket.SOCK_DGRAM)
-    except OSError as exc:
-        return fail(f"--switch {args.switch[0]}:{args.switch[1]}: cannot resolve {args.switch[0]!r} "
-                    f"({exc.strerror or exc})")
-    loopback = args.switch[0].startswith("127.")
-    # a UDP port of its own (the kernel's choice), so that several workers (ranks) share a machine: the
-    # switch learns it from the join, or a job installed without --control names it (--bind)
-    bind = args.bind or (("127.0.0.1", 0) if loopback else ("0.0.0.0", 0))
+        raise Failed(f"{args.input}: {exc}" if args.input and isinstance(exc, OSError) else str(exc)) from None
+    return grad, params, job
+
+
+def _resolve(switch: tuple[str, int]) -> None:
+    """The switch's name, before a socket is bound for it (an unknown host is not the bind address's fault)."""
     try:
-        transport = UdpTransport(args.switch, bind=bind)
+        socket.getaddrinfo(switch[0], switch[1], socket.AF_INET, socket.SOCK_DGRAM)
     except OSError as exc:
-        return fail(f"cannot send from {bind[0]}:{bind[1]}: {exc.strerror or exc}")
+        raise Failed(f"--switch {_where(switch)}: cannot resolve {switch[0]!r} ({exc.strerror or exc})") from None
+
+
+def _open_transport(args: argparse.Namespace):
+    """A UDP port of the worker's own (the kernel's choice), so that several workers (ranks) share a machine: the
+    switch learns it from the join, or a job installed without --control names it (--bind)."""
+    from .transport import UdpTransport
+
+    bind = args.bind or (("127.0.0.1", 0) if args.switch[0].startswith("127.") else ("0.0.0.0", 0))
+    try:
+        return UdpTransport(args.switch, bind=bind)
+    except OSError as exc:
+        raise Failed(f"cannot send from {_where(bind)}: {exc.strerror or exc}") from None
+
+
+def _join(args: argparse.Namespace, job, transport, leaving: contextlib.ExitStack):
+    """Join the job at the control port; leaving it is then `leaving`'s (done or failed: the last member's leaving
+    frees the slots).  (The job as granted, the switch's pipes, how long a silent hello waits before asking the
+    control port why: QUIET_RTTS of its round trips.)"""
+    from hina.control.client import ControlClient, ControlError, NoReply
+    from hina.control.config import Member
+
+    from .agent import QUIET
+
     def waiting(position: int) -> None:
         print(f"hina worker: job {args.job_id} waits for slots on the switch: number {position} in line",
               file=sys.stderr, flush=True)
 
-    with transport, contextlib.ExitStack() as leaving:
-        pipes = 1
-        if args.control:
-            try:
-                with ControlClient(args.control, token_file=args.token_file) as ctl:
-                    pipes = ctl.join(job.switch_config(args.workers), Member(args.rank, transport.address),
-                                     place=job.placement(), deadline=args.deadline, waiting=waiting)
-                    replaced = ctl.replaced
-                    asked, job = job.slots, job.granted(ctl.granted)
-            except (ControlError, OSError, ValueError) as exc:  # ValueError: a bad --token-file
-                return fail(f"could not join job {args.job_id} at {args.control[0]}:{args.control[1]}: {exc}")
-            leaving.callback(_leave, args, job.job_id)  # done (or failed): the last member's leaving frees the slots
-            if job.slots < asked:
-                print(f"hina worker: job {args.job_id} runs on {job.slots} of the {asked} slots it asked for "
-                      f"([{job.slot_base}, {job.slot_base + job.slots}): the switch is full)", file=sys.stderr,
-                      flush=True)
-            if replaced is not None:
-                held = replaced.source if isinstance(replaced.source, int) else ":".join(map(str, replaced.source))
-                print(f"hina worker: rank {args.rank} of job {args.job_id} was held from {held}; this worker took "
-                      f"it over (a restarted worker does; if that one still runs, one of you has the wrong "
-                      f"--rank: it will time out)", file=sys.stderr, flush=True)
-        # batches of frames as single buffers where the switch is the emulator (it answered the join) with one pipe
-        transport.segment_offload = bool(args.control) and pipes == 1
-        here = transport.address
-        print(f"worker {args.rank}/{args.workers}: {grad.size:,} {grad.dtype.name} elements, job {args.job_id} at "
-              f"{args.switch[0]}:{args.switch[1]} from {here[0]}:{here[1]}, mode {args.mode}", file=sys.stderr,
-              flush=True)
-        worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes, congestion=from_flags(args))
-        out = np.empty(grad.size, dtype=np.int32)
-        out.fill(0)  # its pages touched now: a first round faults nothing in
-        reports = []
-        try:
-            worker.prepare(params, grad)  # kernels loaded, run agreed with the others: not in the first round
-            for _ in range(args.rounds):
-                before = worker.stats.copy()
-                began, start = time.time(), time.perf_counter()
-                result = worker.aggregate(params, grad, out=out)
-                stats = worker.stats - before
-                # "start": the wall clock (hosts of one machine share it: benchmarks/tenants.py lines jobs up)
-                reports.append({"seconds": time.perf_counter() - start, "start": began, "encoding": result.encoding,
-                                "group": result.group, "union": result.union, "shift": result.shift,
-                                "wire_bytes": stats["bytes"], "retransmissions": stats["retransmissions"]})
-                print(f"worker {args.rank}: {reports[-1]['seconds']:.3f} s, ran {result.encoding}, "
-                      f"{stats['bytes']:,} bytes sent", file=sys.stderr, flush=True)
-        except AggregationTimeout as exc:
-            return fail(str(exc), 1)
-        except StaleSwitchState as exc:  # the switch holds an earlier run's slots: the line says how to clear them
-            return fail(str(exc), 2)
-        except ValueError as exc:  # the other workers disagree on the job's parameters
-            return fail(str(exc), 1)
-    if args.out:
-        total = result.sum.reshape(grad.shape)
-        if args.out_dtype == "input" or grad.dtype == np.int32:
-            with np.errstate(over="ignore"):
-                rounded = total.astype(grad.dtype)
-            if not np.isfinite(rounded).all():  # only a float16 sum can leave its dtype's range
-                return fail(f"the sum leaves {grad.dtype.name}'s range (largest |sum| {np.abs(total).max():.6g}): "
-                            f"use --out-dtype float64", 1)
-            total = rounded
-        np.save(args.out, total)
-    summary = {"rank": args.rank, "workers": args.workers, "length": int(grad.size), "dtype": grad.dtype.name,
-               "out": str(args.out) if args.out else None, "rounds": reports,
-               "job": {"job_id": job.job_id, "slot_base": job.first_slot, "slots": job.slots},
-               "window": worker.window.report()}
-    print(json.dumps(summary) if args.json else
-          f"worker {args.rank}: sum of {plural(args.workers, 'worker')}"
-          + (f" written to {args.out}" if args.out else "")
-          + f" ({reports[-1]['encoding']}, {reports[-1]['seconds']:.3f} s)")
-    return 0
+    me = Member(args.rank, transport.address)
+    try:
+        with ControlClient(args.control, token_file=args.token_file) as ctl:
+            pipes = ctl.join(job.switch_config(args.workers), me, place=job.placement(), deadline=args.deadline,
+                             waiting=waiting)
+            replaced, asked, job = ctl.replaced, job.slots, job.granted(ctl.granted)
+            start = time.monotonic()
+            ctl.ping()
+            quiet = max(QUIET, QUIET_RTTS * (time.monotonic() - start))
+    except NoReply as exc:
+        raise Failed(f"could not join job {args.job_id} at {_where(args.control)}: {exc}"
+                           + _swapped(args)) from None
+    except (ControlError, OSError, ValueError) as exc:  # ValueError: a bad --token-file
+        raise Failed(f"could not join job {args.job_id} at {_where(args.control)}: {exc}") from None
+    leaving.callback(_leave, args, job.job_id, me)
+    if job.slots < asked:
+        print(f"hina worker: job {args.job_id} runs on {job.slots} of the {asked} slots it asked for "
+              f"([{job.slot_base}, {job.slot_base + job.slots}): the switch is full)", file=sys.stderr, flush=True)
+    if replaced is not None:
+        print(f"hina worker: rank {args.rank} of job {args.job_id} was held from {_where(replaced.source)}; this "
+              f"worker took it over (a restarted worker does; if that one still runs, it stops, saying so)",
+              file=sys.stderr, flush=True)
+    return job, pipes, quiet
 
 
-def _leave(args: argparse.Namespace, job_id: int) -> None:
-    """Tell the switch this worker is done with its job (best effort: a lease frees what this misses)."""
+def _swapped(args: argparse.Namespace) -> str:
+    """Where the control port did not answer: whether --switch does, as a control port answers."""
+    from hina.control.client import ControlClient, ControlError
+
+    try:
+        with ControlClient(args.switch, timeout=0.5, retries=1) as probe:
+            probe.ping()
+    except (ControlError, OSError):
+        return ""
+    return f"; --switch {_where(args.switch)} answers control requests: are --switch and --control swapped?"
+
+
+def _aggregate(args: argparse.Namespace, job, pipes: int, transport, params, grad: np.ndarray, quiet: float | None):
+    """Aggregate `--rounds` times through the switch: (the worker, its last result, each round's report)."""
+    from .agent import AggregationTimeout, NotTheDataPort, StaleSwitchState, SwitchUnreachable, Worker
+    from .congestion_settings import from_flags
+
+    # batches of frames as single buffers where the switch is the emulator (it answered the join) with one pipe
+    transport.segment_offload = bool(args.control) and pipes == 1
+    here = transport.address
+    print(f"worker {args.rank}/{args.workers}: {plural(grad.size, grad.dtype.name + ' element')}, job {job.job_id} "
+          f"at {_where(args.switch)} from {_where(here)}, mode {args.mode}", file=sys.stderr, flush=True)
+    worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes, congestion=from_flags(args))
+    worker.silence = _SilentHello(args, job.job_id, here, quiet)
+    worker.quiet = quiet or worker.quiet
+    out = np.empty(grad.size, dtype=np.int32)
+    out.fill(0)  # its pages touched now: a first round faults nothing in
+    reports = []
+    try:
+        worker.prepare(params, grad)  # kernels loaded, run agreed with the others: not in the first round
+        for _ in range(args.rounds):
+            before = worker.stats.copy()
+            began, start = time.time(), time.perf_counter()
+            result = worker.aggregate(params, grad, out=out)
+            stats = worker.stats - before
+            # "start": the wall clock (hosts of one machine share it: benchmarks/tenants.py lines jobs up)
+            reports.append({"seconds": time.perf_counter() - start, "start": began, "encoding": result.encoding,
+                            "group": result.group, "union": result.union, "shift": result.shift,
+                            "wire_bytes": stats["bytes"], "retransmissions": stats["retransmissions"]})
+            print(f"worker {args.rank}: {reports[-1]['seconds']:.3f} s, ran {result.encoding}, "
+                  f"{plural(stats['bytes'], 'byte')} sent", file=sys.stderr, flush=True)
+    except SwitchUnreachable as exc:  # the wrong port, or nothing there: said of --switch
+        raise Failed(f"--switch {_where(args.switch)}: {exc}", 2 if isinstance(exc, NotTheDataPort) else 1) \
+            from None
+    except AggregationTimeout as exc:  # where another worker took this one's rank over, that is the news
+        taken = _rank_taken(args, job.job_id, here)
+        raise (Failed(taken, 2) if taken else Failed(str(exc), 1)) from None
+    except StaleSwitchState as exc:  # the switch holds an earlier run's slots: the line says how to clear them
+        raise Failed(str(exc), 2) from None
+    except ValueError as exc:  # the other workers disagree on the job's parameters
+        raise Failed(str(exc), 1) from None
+    return worker, result, reports
+
+
+class _SilentHello:
+    """`Worker.silence` for `hina worker`: while its hello hears nothing, what the switch's control port knows
+    (another worker took this one's rank over; the switch counted none of the job's frames: --switch is not its
+    data port), or, without --control, a line naming the address that stays silent."""
+
+    def __init__(self, args: argparse.Namespace, job_id: int, here: tuple[str, int], quiet: float | None):
+        self.args, self.job_id, self.here, self.quiet = args, job_id, here, quiet
+        self.told = False
+
+    def __call__(self, seconds: float) -> None:
+        args = self.args
+        if args.control is None:
+            self.say(f"nothing from {_where(args.switch)} in {seconds:.1f} s yet: waiting for the other workers "
+                     f"of job {self.job_id} (up to --deadline {args.deadline:g} s); if they all run, is it the "
+                     f"switch's data port?")
+            return
+        job = _listed(args, self.job_id)
+        if job is None:
+            return
+        taken = _rank_taken(args, self.job_id, self.here, job)
+        if taken:
+            raise Failed(taken, 2)
+        if job["frame_s"] is None:
+            raise Failed(f"--switch {_where(args.switch)}: the switch at --control {_where(args.control)} has "
+                               f"counted no frame of job {self.job_id} in {seconds:.1f} s of this worker's sending: "
+                               f"--switch is not that switch's data port (the emulator prints it as \"data\")")
+        self.say(f"job {self.job_id} waits for its other workers: {len(job['members'])} of {args.workers} have "
+                 f"joined the switch")
+
+    def say(self, line: str) -> None:
+        if not self.told:
+            self.told = True
+            print(f"hina worker: {line}", file=sys.stderr, flush=True)
+
+
+def _listed(args: argparse.Namespace, job_id: int) -> dict | None:
+    """Job `job_id` as the control port lists it (None: not there, or no answer)."""
+    from hina.control.client import ControlClient, ControlError
+
+    try:
+        with ControlClient(args.control, token_file=args.token_file, retries=1) as ctl:
+            return next((j for j in ctl.jobs() if j["job_id"] == job_id), None)
+    except (ControlError, OSError, ValueError):
+        return None
+
+
+def _rank_taken(args: argparse.Namespace, job_id: int, here: tuple[str, int], job: dict | None = None) -> str | None:
+    """Where another address holds this worker's rank now (it joined with the same --rank): the line that says so."""
+    from hina.control.config import Member
+
+    if args.control is None:
+        return None
+    job = job or _listed(args, job_id)
+    holder = next((m for m in (job or {}).get("members", ()) if m["worker_id"] == args.rank), None)
+    if holder is None or Member.from_config(holder) == Member(args.rank, here):
+        return None
+    return (f"rank {args.rank} of job {job_id} is held from {_where(Member.from_config(holder).source)} now: another "
+            f"worker joined with --rank {args.rank} after this one and took it over (a restarted worker does; if "
+            f"both should run, give each its own --rank)")
+
+
+def _write_sum(args: argparse.Namespace, grad: np.ndarray, result) -> None:
+    """The sum into --out: in the input's dtype (the exact fixed-point sum rounded once), or float64."""
+    if not args.out:
+        return
+    total = result.sum.reshape(grad.shape)
+    if args.out_dtype == "input" or grad.dtype == np.int32:
+        with np.errstate(over="ignore"):
+            rounded = total.astype(grad.dtype)
+        if not np.isfinite(rounded).all():  # only a float16 sum can leave its dtype's range
+            raise Failed(f"the sum leaves {grad.dtype.name}'s range (largest |sum| {np.abs(total).max():.6g}): "
+                               f"use --out-dtype float64", 1)
+        total = rounded
+    np.save(args.out, total)
+
+
+def _where(address) -> str:
+    """HOST:PORT (a raw switch's port number as it is)."""
+    return ":".join(map(str, address)) if isinstance(address, tuple | list) else str(address)
+
+
+def _leave(args: argparse.Namespace, job_id: int, me) -> None:
+    """Tell the switch this worker is done with its job (best effort: a lease frees what this misses); a rank that
+    another worker took over is that one's, and stays."""
     from hina.control.client import ControlClient, ControlError
 
     try:
         with ControlClient(args.control, token_file=args.token_file, retries=2) as ctl:
-            ctl.leave(job_id, args.rank)
+            ctl.leave(job_id, args.rank, member=me)
     except (ControlError, OSError, ValueError) as exc:
         print(f"hina worker: could not leave job {job_id} ({exc}); its lease frees its slots", file=sys.stderr)
 
@@ -399,20 +575,33 @@ def _codec_flags(ap: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
-    from hina.cliargs import OneLineParser, between
+    from hina.cliargs import OneLineParser
+    from hina.control.switch_cli import add_parser as add_switch
+
+    ap = OneLineParser(prog="hina", description="homomorphic in-network aggregation")
+    ap.add_argument("--version", action="version", version=f"hina {version('hina')}")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for add in (_demo_parser, _roundtrip_parser, _worker_parser, _compile_parser):
+        add(sub)
+    add_switch(sub)
+    return ap
+
+
+def _subcommand(sub, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand whose every flag's help states its default, once."""
+    from hina.cliargs import DefaultsFormatter
+
+    return sub.add_parser(name, help=help, formatter_class=DefaultsFormatter)
+
+
+def _demo_parser(sub) -> None:
     from hina.codec.params import MODES
-    from hina.control.ledger import DEFAULT_WHEN_FULL, WHEN_FULL
 
     from .congestion_settings import add_flags
     from .job import DEFAULT_SLOTS, DEFAULT_WORDS
     from .synthetic import PRESET_NAMES
 
-    ap = OneLineParser(prog="hina", description="homomorphic in-network aggregation")
-    ap.add_argument("--version", action="version", version=f"hina {version('hina')}")
-    sub = ap.add_subparsers(dest="command", required=True)
-    fmt = {"formatter_class": argparse.ArgumentDefaultsHelpFormatter}  # every flag's help states its default
-
-    d = sub.add_parser("demo", help="the main job on loopback, verified exact", **fmt)
+    d = _subcommand(sub, "demo", "the main job on loopback, verified exact")
     d.add_argument("--workers", type=int, default=4, help="worker processes, 1..32")
     d.add_argument("--length", type=int, default=1 << 22, help="elements per gradient")
     d.add_argument("--density", type=float, default=0.01, help="non-zero fraction per worker")
@@ -440,7 +629,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_flags(d)
     d.set_defaults(func=_demo)
 
-    r = sub.add_parser("roundtrip", help="the codec on your .npy gradients, one file per worker", **fmt)
+
+def _roundtrip_parser(sub) -> None:
+    from hina.codec.params import MODES
+
+    r = _subcommand(sub, "roundtrip", "the codec on your .npy gradients, one file per worker")
     r.add_argument("files", nargs="+", help="one .npy gradient per worker (or .npz archives: each array a worker), "
                                             "same shape and dtype")
     r.add_argument("--lanes", type=int, default=1024, help="L, elements per sketch block")
@@ -450,8 +643,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     r.set_defaults(func=_roundtrip)
 
-    w = sub.add_parser("worker", help="one worker against a running switch (--switch), or of an experiment "
-                                      "(--spec, Mininet hosts)", **fmt)
+
+def _worker_parser(sub) -> None:
+    w = _subcommand(sub, "worker", "one worker against a running switch (--switch), or of an experiment (--spec, "
+                                   "Mininet hosts)")
+    _worker_job_flags(w)
+    _worker_run_flags(w)
+    w.set_defaults(func=_worker)
+
+
+def _worker_job_flags(w: argparse.ArgumentParser) -> None:
+    """Which switch, which job, which rank, which slots."""
+    from hina.control.ledger import DEFAULT_WHEN_FULL, WHEN_FULL
+
+    from .job import DEFAULT_SLOTS, DEFAULT_WORDS
+
     w.add_argument("--switch", type=_address, help="the running switch's data HOST:PORT")
     w.add_argument("--control", type=_address,
                    help="the emulator's control HOST:PORT: join the job there (installs it if absent); "
@@ -467,9 +673,17 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--when-full", choices=WHEN_FULL, default=DEFAULT_WHEN_FULL,
                    help="where the switch chooses the slots and has too few free: refuse (fail at once, naming who "
                         "holds them), fewer (run on the largest free range of at least --min-slots), wait (in line "
-                        "until a job leaves, up to --deadline) (default: refuse)")
+                        "until a job leaves, up to --deadline)")
     w.add_argument("--min-slots", type=int, default=None, help="with --when-full fewer: the fewest slots to run on "
                                                                "(default: 1)")
+
+
+def _worker_run_flags(w: argparse.ArgumentParser) -> None:
+    """The gradient, the sum, the run; an experiment's spec; the congestion window's and pacer's settings."""
+    from hina.codec.params import MODES
+
+    from .congestion_settings import add_flags
+
     w.add_argument("--input", type=Path, help="this worker's gradient (.npy); default: a synthetic one")
     w.add_argument("--length", type=int, default=1 << 20, help="synthetic gradient: elements")
     w.add_argument("--density", type=float, default=0.01, help="synthetic gradient: non-zero fraction")
@@ -494,19 +708,17 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
                    help="with --spec: UDP to the switch address when routed (auto), or raw frames")
     add_flags(w)
-    w.set_defaults(func=_worker)
 
-    c = sub.add_parser("compile", help="compile the kernels on this machine now (make install does): "
-                                       "the first run then starts at once", **fmt)
+
+def _compile_parser(sub) -> None:
+    from hina.cliargs import between
+
+    c = _subcommand(sub, "compile", "compile the kernels on this machine now (make install does): the first run "
+                                    "then starts at once")
     c.add_argument("--jobs", type=between(1, 64, " (processes)"), default=None,
                    help="kernel groups compiled at once (default: the CPU count)")
     c.add_argument("--status", action="store_true", help="say which kernel groups this machine has compiled")
     c.set_defaults(func=_compile)
-
-    from hina.control.switch_cli import add_parser as add_switch
-
-    add_switch(sub)
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:

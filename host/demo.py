@@ -9,11 +9,13 @@ quantized inputs, which it rebuilds from the same seeds.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import hashlib
 import json
 import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -123,8 +125,25 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
     }
 
 
-def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn) -> None:
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+STOP_SECONDS = 5.0  # how long the demo's processes have to end on their own once it is done, all at once
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child of the demo: end (SIGKILL) when the demo does, whatever ends it, a SIGKILL included
+    (PR_SET_PDEATHSIG; Linux); ^C reaches the whole terminal's group, and the demo stops its children itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the demo's own cleanup is all there is
+        pass
+    if os.getppid() != parent:  # the demo ended before the request took
+        os._exit(1)
+
+
+def _worker_main(cfg: DemoConfig, rank: int, switch: tuple[str, int], conn, parent: int) -> None:
     """One worker process: load its kernels, bind, report its address, wait for go, aggregate, report."""
+    die_with_parent(parent)
     try:
         start = time.perf_counter()  # before anything imports them: no limit in seconds covers a compile
         from .agent import Worker, load_kernels
@@ -176,7 +195,9 @@ def start_switch(cfg: DemoConfig, warn=lambda line: print(line, file=sys.stderr,
         cmd = [sys.executable, "-m", "hina.emulator", "--listen", f"127.0.0.1:{port}", "--drop", str(cfg.drop),
                "--dup", str(cfg.dup), "--reorder", str(cfg.reorder), "--seed", str(cfg.seed),
                "--pipes", str(cfg.pipes)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        parent = os.getpid()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: die_with_parent(parent))
         line = proc.stdout.readline()
         if line:
             where = json.loads(line)
@@ -205,7 +226,8 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
         with ControlClient(control) as ctl:
             ctl.add_job(cfg.job.switch_config(cfg.workers, members))
             log(f"{plural(cfg.workers, 'worker')} ready; job {cfg.job.job_id}: K={cfg.job.words} words/packet, "
-                f"{cfg.job.slots} slots; aggregating {cfg.length:,} elements, {_what(cfg)}, mode {cfg.mode}, "
+                f"{plural(cfg.job.slots, 'slot')}; aggregating {plural(cfg.length, 'element')}, {_what(cfg)}, "
+                f"mode {cfg.mode}, "
                 f"{plural(cfg.rounds, 'round')}")
             log("computing numpy's reference sum ...")
             expected = digest(expected_fixed(cfg.workers, cfg.length, cfg.density, cfg.seed, cfg.workload, cfg.scale))
@@ -214,17 +236,39 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
             per_worker, errors = _run_rounds(cfg, conns, log)
             counters = ctl.counters()
             ctl.shutdown()
-    finally:
-        for p in procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-        if switch.poll() is None:
-            switch.terminate()
-        switch.wait(5)
+    except BaseException:  # a failure, or a signal (`hina demo` turns SIGTERM into one): nothing waits for the rest
+        stop(procs, switch, wait=0.0)
+        raise
+    stop(procs, switch)
     summary = _summary(cfg, per_worker, errors, counters, expected)
     summary["prepare_seconds"] = max(prepare)
     return summary
+
+
+def stop(procs: list, switch: subprocess.Popen, wait: float = STOP_SECONDS) -> None:
+    """End the demo's processes, all at once: each has `wait` seconds to end on its own (a worker that sent its
+    last report, a switch told to shut down), then SIGTERM, then SIGKILL."""
+    give_up = time.monotonic() + wait
+    for p in procs:
+        p.join(max(0.0, give_up - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    if switch.poll() is None:
+        try:
+            switch.wait(max(0.0, give_up - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            switch.terminate()
+    for p in procs:
+        p.join(STOP_SECONDS)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    try:
+        switch.wait(STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        switch.kill()
+        switch.wait()
 
 
 def _prepare_workers(cfg: DemoConfig, conns: list) -> list[float]:
@@ -246,7 +290,7 @@ def _start_workers(cfg: DemoConfig, data: tuple[str, int], procs: list) -> tuple
     conns = []
     for rank in range(cfg.workers):
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=_worker_main, args=(cfg, rank, data, child), daemon=True)
+        p = ctx.Process(target=_worker_main, args=(cfg, rank, data, child, os.getpid()), daemon=True)
         p.start()
         procs.append(p)
         conns.append(parent)
@@ -297,7 +341,7 @@ def _run_rounds(cfg: DemoConfig, conns: list, log) -> tuple[list[list[dict]], li
         if kind == "done":
             per_worker.append(value)
             times = ", ".join(f"{v['seconds']:.3f}" for v in value)
-            log(f"worker {rank}: {times} s, {sum(v['retransmissions'] for v in value)} retransmissions")
+            log(f"worker {rank}: {times} s, {plural(sum(v['retransmissions'] for v in value), 'retransmission')}")
         else:
             errors.append(f"worker {rank}: {value}")
             log(f"worker {rank} FAILED: {value}")
@@ -382,11 +426,29 @@ def _seconds_line(s: dict[str, Any]) -> str:
     return line
 
 
+def _drops_line(s: dict[str, Any]) -> str:
+    """The frames the switch dropped: those its impairment was asked to (--drop, each direction), then those its
+    rules dropped, by reason; and the frames --dup and --reorder touched."""
+    impaired = s.get("impairments", {})
+    into, out = (impaired.get(k, {}) for k in ("impair_in", "impair_out"))
+    parts = []
+    asked = into.get("dropped", 0) + out.get("dropped", 0)
+    if asked:
+        parts.append(f"{asked:,} by the impairment ({into.get('dropped', 0):,} in, {out.get('dropped', 0):,} out)")
+    if s["switch_drops"]:
+        reasons = ", ".join(f"{reason} {n:,}" for reason, n in s["switch_drop_reasons"].items())
+        parts.append(f"{s['switch_drops']:,} of its own ({reasons})")
+    line = f"switch drops:     {', '.join(parts) or 'none'}"
+    touched = [plural(into.get(k, 0) + out.get(k, 0), "frame") + f" {k}" for k in ("duplicated", "reordered")
+               if into.get(k, 0) + out.get(k, 0)]
+    return line + (f"; {', '.join(touched)}" if touched else "")
+
+
 def format_summary(s: dict[str, Any]) -> str:
     lines = [
         f"exact:            {'yes, every worker' if s['exact'] else 'NO'}",
         f"mode:             {s['mode']} (ran {s['encoding']}{_index_label(s)}), {plural(s['workers'], 'worker')}, "
-        f"{s['length']:,} elements "
+        f"{plural(s['length'], 'element')} "
         + (f"of workload {s['workload']} (scale {s['scale']})" if s.get("workload") else f"at {s['density']:.2%}"),
         f"bytes per worker: {s['bytes_per_worker']:,.0f} on the wire "
         f"({s['bytes_per_worker'] / s['dense_bytes_per_worker']:.1%} of dense {s['dense_bytes_per_worker']:,})",
@@ -394,8 +456,8 @@ def format_summary(s: dict[str, Any]) -> str:
         "goodput:          " + (f"{s['goodput_gbps']:.2f} Gbit/s dense-equivalent per worker"
                                  if s["goodput_gbps"] is not None else "none"),
         f"retransmissions:  {s['retransmissions']} (all workers; {s['fast_retransmissions']} overtaken, "
-        f"{s['probes']} tail probes, {s['timeouts']} timeouts)",
-        f"switch drops:     {s['switch_drops']} {s['switch_drop_reasons'] or ''}",
+        f"{plural(s['probes'], 'tail probe')}, {plural(s['timeouts'], 'timeout')})",
+        _drops_line(s),
     ]
     lines += [f"error: {e}" for e in s["errors"]]
     return "\n".join(lines)

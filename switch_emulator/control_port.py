@@ -36,119 +36,183 @@ def handle(pipeline: Pipeline, request: bytes, extra: dict[str, Any] | None = No
     range of their own and keeps each job's owner: with tenants, a job is changed only by its owner or
     the operator (`hina.control.auth`).
     """
-    seq = op = msg = None
-    try:
-        msg = json.loads(request)
-        if not isinstance(msg, dict):
-            raise ValueError("a control request is a JSON object")
-        seq = msg.get("seq")
-        op = msg.get("op")
-        if guard is not None:
-            refusal, again = guard.check(msg, peer)
-            if refusal is not None:
-                return {"ok": False, "error": refusal, "seq": seq}, False
-            if again is not None:  # a retransmission of a request already applied: its reply, nothing applied
-                return again, False
-        reply: dict[str, Any] = {"ok": True}
-        who = guard.who(msg) if guard is not None else None
-        jobs = None
-        if ledger is not None and op in OWNERS_ONLY:
-            jobs = listing() if listing is not None else pipeline.listing()
-            job_id = msg["job"].get("job_id") if isinstance(msg.get("job"), dict) else msg.get("job_id")
-            refusal = _not_theirs(ledger, jobs, job_id, who, op) if guard is not None else None
-            if refusal is not None:
-                reply = {"ok": False, "error": refusal, "seq": seq}
-                guard.remember(msg, reply)
-                return reply, False
-        if op == "add_job":
-            cfg = JobConfig.from_config(_field(msg, "job", dict))
-            pipeline.add_job(cfg)
-            if ledger is not None:
-                ledger.owners[cfg.job_id] = None if who in (None, OPERATOR) else who
-        elif op == "join":
-            cfg = JobConfig.from_config(_field(msg, "job", dict))
-            have = next((j for j in jobs or () if j["job_id"] == cfg.job_id), None)
-            if "place" in msg and ledger is not None:
-                want = Placement.from_config(msg["place"])
-                if have is not None:  # the job's first member placed it: the others join that range
-                    cfg = JobConfig(cfg.job_id, cfg.workers, cfg.words, have["slot_base"], have["slots"], cfg.members)
-                else:
-                    got = ledger.place(cfg.job_id, cfg.workers, want, jobs or [])
-                    if isinstance(got, int):  # in line
-                        reply["queued"] = got
-                        reply["seq"] = seq
-                        if guard is not None:
-                            guard.remember(msg, reply)
-                        return reply, False
-                    cfg = JobConfig(cfg.job_id, cfg.workers, cfg.words, got[0], got[1], cfg.members)
-            try:
-                replaced = pipeline.join(cfg, Member.from_config(_field(msg, "member", dict)))
-                if replaced is not None:  # its rank was held from elsewhere: the joining worker says so
-                    reply["replaced"] = replaced.to_config()
-            except JobMismatch as exc:
-                raise JobMismatch(f"{exc} (remove it: {remove_command(exc.job_id, where)})", exc.job_id) from None
-            if ledger is not None and have is None:
-                ledger.owners[cfg.job_id] = None if who in (None, OPERATOR) else who
-            reply["pipes"] = status()["pipes"] if status is not None else 1  # RESULTs are in order per pipe
-            reply["job"] = {k: v for k, v in cfg.to_config().items() if k != "members"}
-        elif op == "leave":
-            job_id = _field(msg, "job_id", int)
-            reply["removed"] = pipeline.leave(job_id, _field(msg, "worker_id", int))
-            if reply["removed"] and ledger is not None:
-                ledger.forget(job_id)
-        elif op == "remove_job":
-            pipeline.remove_job(_field(msg, "job_id", int))
-            if ledger is not None:
-                ledger.forget(msg["job_id"])
-        elif op == "reset_job":
-            pipeline.reset_job(_field(msg, "job_id", int))
-        elif op == "counters":
-            reply["counters"] = pipeline.counters()
-            if extra:
-                reply["counters"].update(extra)
-        elif op == "configure":
-            if guard is not None and who != OPERATOR:
-                raise ValueError(f"only the switch operator's token may configure the switch, not {who}'s")
-            if configure is None:
-                raise ValueError("this emulator serves UDP on loopback: install jobs with add_job, "
-                                 "topologies need the raw-frame backend")
-            topology = Topology.from_config(_field(msg, "topology", dict))
-            configure(topology)
-            jobs = getattr(pipeline, "jobs", None)  # a controller's topology is pinned: no lease removes it
-            for job in topology.jobs if isinstance(jobs, dict) else ():
-                if job.job_id in jobs:
-                    jobs[job.job_id].origin = "configure"
-        elif op == "jobs":
-            reply["jobs"] = listing() if listing is not None else pipeline.listing()
-            if ledger is not None:
-                for job in reply["jobs"]:
-                    job["owner"] = ledger.owners.get(job["job_id"])
-        elif op in ("ping", "status"):
-            state = status() if status is not None else {"pipes": 1, "alive": 1, "down": []}
-            if op == "status":
-                reply["status"] = {**state, **(info() if info is not None else {})}
-            elif state["down"]:
-                raise RuntimeError(f"{'; '.join(state['down'])}; that pipe's slots are lost")
-        elif op == "shutdown":
-            if guard is not None and who != OPERATOR:
-                raise ValueError(f"only the switch operator's token may shut the switch down, not {who}'s")
-            reply = {"ok": True, "seq": seq}
-            if guard is not None:
-                guard.remember(msg, reply)
-            return reply, True
-        else:
+    port = _Port(pipeline, extra, configure, status, listing or pipeline.listing, info, guard, where, ledger)
+    return port.handle(request, peer)
+
+
+class _Request:
+    """One request as its op's method sees it: the message, who signed it, the switch's jobs where the
+    owners' check listed them, and the reply it fills in."""
+
+    def __init__(self, msg: dict, who: str | None, jobs: list[dict] | None):
+        self.msg, self.who, self.jobs = msg, who, jobs
+        self.reply: dict[str, Any] = {"ok": True}
+        self.shutdown = False
+
+
+class _Port:
+    """The control port's context for one request (what `handle` was given), and one method per op."""
+
+    OPS = ("add_job", "join", "leave", "remove_job", "reset_job", "counters", "configure", "jobs", "ping", "status",
+           "shutdown")
+
+    def __init__(self, pipeline, extra, configure, status, listing, info, guard, where, ledger):
+        self.pipeline, self.extra, self.configure, self.status = pipeline, extra, configure, status
+        self.listing, self.info, self.guard, self.where, self.ledger = listing, info, guard, where, ledger
+
+    def handle(self, request: bytes, peer: Any) -> tuple[dict, bool]:
+        seq = op = msg = None
+        try:
+            msg = json.loads(request)
+            if not isinstance(msg, dict):
+                raise ValueError("a control request is a JSON object")
+            seq, op = msg.get("seq"), msg.get("op")
+            if self.guard is not None:
+                refusal, again = self.guard.check(msg, peer)
+                if refusal is not None:
+                    return {"ok": False, "error": refusal, "seq": seq}, False
+                if again is not None:  # a retransmission of a request already applied: its reply, nothing applied
+                    return again, False
+            req = self._admitted(msg, op)
+        except Exception as exc:  # a bad request must never stop the switch
+            req = _Request({}, None, None)
+            req.reply = _error_reply(op, exc)
+        req.reply["seq"] = seq
+        if self.guard is not None and isinstance(msg, dict):
+            self.guard.remember(msg, req.reply)
+        return req.reply, req.shutdown
+
+    def _admitted(self, msg: dict, op: Any) -> _Request:
+        """The request, applied by its op's method unless its job is another owner's (the reply says so)."""
+        if op not in self.OPS:
             raise ValueError(f"unknown control op {op!r}")
-    except Exception as exc:  # a bad request must never stop the switch
-        detail = f"missing field {exc.args[0]!r}" if type(exc) is KeyError else str(exc)
-        if op and isinstance(op, str) and detail.startswith(f"{op}: "):  # a pipe's reply already names the op
-            detail = detail[len(op) + 2:]
-        reply = {"ok": False, "error": f"{op or 'request'}: {detail}" if op else detail}
-        if isinstance(exc, Full):  # the client raises SwitchFull: a DDP job may then aggregate on its hosts
-            reply["full"] = True
-    reply["seq"] = seq
-    if guard is not None and isinstance(msg, dict):
-        guard.remember(msg, reply)
-    return reply, False
+        who = self.guard.who(msg) if self.guard is not None else None
+        jobs = self.listing() if self.ledger is not None and op in OWNERS_ONLY else None
+        req = _Request(msg, who, jobs)
+        if jobs is not None and self.guard is not None:
+            job_id = msg["job"].get("job_id") if isinstance(msg.get("job"), dict) else msg.get("job_id")
+            refusal = _not_theirs(self.ledger, jobs, job_id, who, op)
+            if refusal is not None:
+                req.reply = {"ok": False, "error": refusal}
+                return req
+        getattr(self, f"_{op}")(req)
+        return req
+
+    def _own(self, req: _Request, job_id: int) -> None:
+        """The ledger's record of who installed job `job_id`: the signer, unless the operator (or nobody)."""
+        if self.ledger is not None:
+            self.ledger.owners[job_id] = None if req.who in (None, OPERATOR) else req.who
+
+    def _add_job(self, req: _Request) -> None:
+        cfg = JobConfig.from_config(_field(req.msg, "job", dict))
+        self.pipeline.add_job(cfg)
+        self._own(req, cfg.job_id)
+
+    def _join(self, req: _Request) -> None:
+        cfg = JobConfig.from_config(_field(req.msg, "job", dict))
+        have = next((j for j in req.jobs or () if j["job_id"] == cfg.job_id), None)
+        if "place" in req.msg and self.ledger is not None:
+            cfg = self._placed(req, cfg, have)
+            if cfg is None:  # in line
+                return
+        try:
+            replaced = self.pipeline.join(cfg, Member.from_config(_field(req.msg, "member", dict)))
+        except JobMismatch as exc:
+            raise JobMismatch(f"{exc} (remove it: {remove_command(exc.job_id, self.where)})", exc.job_id) from None
+        if replaced is not None:  # its rank was held from elsewhere: the joining worker says so
+            req.reply["replaced"] = replaced.to_config()
+        if have is None:
+            self._own(req, cfg.job_id)
+        req.reply["pipes"] = self.status()["pipes"] if self.status is not None else 1  # RESULTs in order per pipe
+        req.reply["job"] = {k: v for k, v in cfg.to_config().items() if k != "members"}
+
+    def _placed(self, req: _Request, cfg: JobConfig, have: dict | None) -> JobConfig | None:
+        """The job on the slot range the switch chooses (its first member placed it: the others join that
+        range); None while it waits in line (the reply says its place)."""
+        if have is not None:
+            return JobConfig(cfg.job_id, cfg.workers, cfg.words, have["slot_base"], have["slots"], cfg.members)
+        got = self.ledger.place(cfg.job_id, cfg.workers, Placement.from_config(req.msg["place"]), req.jobs or [])
+        if isinstance(got, int):
+            req.reply["queued"] = got
+            return None
+        return JobConfig(cfg.job_id, cfg.workers, cfg.words, got[0], got[1], cfg.members)
+
+    def _leave(self, req: _Request) -> None:
+        job_id, worker_id = _field(req.msg, "job_id", int), _field(req.msg, "worker_id", int)
+        if "member" in req.msg:  # the worker that joined: a rank taken over since is the new holder's
+            gone = Member.from_config(_field(req.msg, "member", dict))
+            holder = self._member(req.jobs or self.listing(), job_id, worker_id)
+            if holder is not None and holder != gone:
+                req.reply.update(removed=False, held_by=holder.to_config())
+                return
+        req.reply["removed"] = self.pipeline.leave(job_id, worker_id)
+        if req.reply["removed"] and self.ledger is not None:
+            self.ledger.forget(job_id)
+
+    @staticmethod
+    def _member(jobs: list[dict], job_id: int, worker_id: int) -> Member | None:
+        job = next((j for j in jobs if j["job_id"] == job_id), None)
+        held = next((m for m in (job or {}).get("members", ()) if m["worker_id"] == worker_id), None)
+        return Member.from_config(held) if held is not None else None
+
+    def _remove_job(self, req: _Request) -> None:
+        self.pipeline.remove_job(_field(req.msg, "job_id", int))
+        if self.ledger is not None:
+            self.ledger.forget(req.msg["job_id"])
+
+    def _reset_job(self, req: _Request) -> None:
+        self.pipeline.reset_job(_field(req.msg, "job_id", int))
+
+    def _counters(self, req: _Request) -> None:
+        req.reply["counters"] = self.pipeline.counters()
+        if self.extra:
+            req.reply["counters"].update(self.extra)
+
+    def _configure(self, req: _Request) -> None:
+        if self.guard is not None and req.who != OPERATOR:
+            raise ValueError(f"only the switch operator's token may configure the switch, not {req.who}'s")
+        if self.configure is None:
+            raise ValueError("this emulator serves UDP on loopback: install jobs with add_job, "
+                             "topologies need the raw-frame backend")
+        topology = Topology.from_config(_field(req.msg, "topology", dict))
+        self.configure(topology)
+        jobs = getattr(self.pipeline, "jobs", None)  # a controller's topology is pinned: no lease removes it
+        for job in topology.jobs if isinstance(jobs, dict) else ():
+            if job.job_id in jobs:
+                jobs[job.job_id].origin = "configure"
+
+    def _jobs(self, req: _Request) -> None:
+        req.reply["jobs"] = self.listing()
+        if self.ledger is not None:
+            for job in req.reply["jobs"]:
+                job["owner"] = self.ledger.owners.get(job["job_id"])
+
+    def _state(self) -> dict:
+        return self.status() if self.status is not None else {"pipes": 1, "alive": 1, "down": []}
+
+    def _ping(self, req: _Request) -> None:
+        down = self._state()["down"]
+        if down:
+            raise RuntimeError(f"{'; '.join(down)}; that pipe's slots are lost")
+
+    def _status(self, req: _Request) -> None:
+        req.reply["status"] = {**self._state(), **(self.info() if self.info is not None else {})}
+
+    def _shutdown(self, req: _Request) -> None:
+        if self.guard is not None and req.who != OPERATOR:
+            raise ValueError(f"only the switch operator's token may shut the switch down, not {req.who}'s")
+        req.shutdown = True
+
+
+def _error_reply(op: Any, exc: Exception) -> dict:
+    """A refused request's reply: its error in one line that names the op."""
+    detail = f"missing field {exc.args[0]!r}" if type(exc) is KeyError else str(exc)
+    if op and isinstance(op, str) and detail.startswith(f"{op}: "):  # a pipe's reply already names the op
+        detail = detail[len(op) + 2:]
+    reply = {"ok": False, "error": f"{op or 'request'}: {detail}" if op else detail}
+    if isinstance(exc, Full):  # the client raises SwitchFull: a DDP job may then aggregate on its hosts
+        reply["full"] = True
+    return reply
 
 
 def _not_theirs(ledger: Ledger, jobs: list[dict], job_id: Any, who: str | None, op: str) -> str | None:

@@ -298,7 +298,7 @@ def test_place_installs_a_job_on_free_slots_beside_the_others_and_remove_takes_i
         assert replicas == [(5, 9), (6, 10)]  # past replica ids 7 and 8, which jobs 1 and 2 use
         with pytest.raises(ControlError, match=r"job 6's slots \[60, 70\) overlap job 1's \[0, 64\)"):
             target.add_job(JobConfig(6, 1, 32, 60, 10, (Member(0, 5),)), hosts)
-        with pytest.raises(ControlError, match="no free range of 4096 slots"):
+        with pytest.raises(ControlError, match="no free range of 4,096 slots"):
             target.place(JobConfig(7, 1, 32, 0, 4096, (Member(0, 5),)), Placement(4096), topology=hosts,
                          policy="request")
         target.remove_job(5, clear_slots=False)

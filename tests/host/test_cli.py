@@ -1,5 +1,6 @@
 """The command lines: `hina demo`, `hina roundtrip`, `python -m hina.emulator`."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -211,6 +212,7 @@ def test_control_requests_with_bad_fields_get_clear_errors():
 def test_every_flag_has_help_with_its_default():
     import argparse
 
+    from hina.cliargs import DefaultsFormatter
     from hina.emulator.__main__ import build_parser as switch_parser
     from hina.host.cli import build_parser
 
@@ -225,7 +227,7 @@ def test_every_flag_has_help_with_its_default():
             assert action.help, (parser.prog, action.option_strings)
             if action.default in (None, False) or action.required:
                 continue  # nothing to state: a switch, an optional input, or a required value
-            if parser.formatter_class is not argparse.ArgumentDefaultsHelpFormatter:
+            if parser.formatter_class is not DefaultsFormatter:
                 assert "default" in action.help, (parser.prog, action.option_strings)
         assert "default" in rendered
     demo_help = " ".join(subparsers["demo"].format_help().split())
@@ -372,35 +374,74 @@ def test_a_second_worker_with_a_held_rank_is_told_it_took_the_rank_over(tmp_path
         proc.wait()
 
 
-def test_sigterm_ends_the_demo_with_its_switch_and_workers():
-    import os
-    import signal
-    import time
-
-    proc = subprocess.Popen([sys.executable, "-m", "hina", "demo", "--workers", "2", "--length", "100000",
+def _running_demo(workers: int) -> tuple[subprocess.Popen, int]:
+    """`hina demo` in a session of its own, once its workers are prepared (rounds to run for hours): the
+    process and its switch's control port."""
+    proc = subprocess.Popen([sys.executable, "-m", "hina", "demo", "--workers", str(workers), "--length", "100000",
                              "--rounds", "100000"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
+    control = None
+    for line in proc.stderr:  # up and running: the switch, then the rounds
+        if line.startswith("switch emulator on"):
+            control = int(line.split("(control ")[1].split(")")[0])
+        if "workers prepared" in line:
+            break
+    assert control is not None
+    return proc, control
+
+
+def _nothing_left_of(proc: subprocess.Popen, control: int, within: float = 10.0) -> None:
+    """No process of the demo's session is left (its switch, its workers, multiprocessing's helpers), and its
+    switch's control port is closed."""
+    import time
+
+    deadline = time.monotonic() + within
+    while True:
+        left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        if not left:
+            break
+        assert time.monotonic() < deadline, "left running: " + "; ".join(
+            subprocess.run(["ps", "-o", "pid=,args=", "-p", ",".join(left)], capture_output=True,
+                           text=True).stdout.splitlines())
+        time.sleep(0.2)
+    with pytest.raises(Exception):  # noqa: B017 - the ControlClient says the port is closed
+        with ControlClient(("127.0.0.1", control), timeout=0.5, retries=1) as ctl:
+            ctl.ping()
+
+
+def test_sigterm_ends_the_demo_at_once_with_its_switch_and_workers():
+    """All four workers are stopped at once (each one in turn, 5 s apart, took 20 s), the demo says so, and it
+    ends as a process killed by SIGTERM does."""
+    import os
+    import signal
+
+    proc, control = _running_demo(4)
     try:
-        control = None
-        for line in proc.stderr:  # up and running: the switch, then the rounds
-            if line.startswith("switch emulator on"):
-                control = int(line.split("(control ")[1].split(")")[0])
-            if "workers prepared" in line:
-                break
-        assert control is not None
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-        deadline = time.monotonic() + 10
-        while True:  # the switch's control port is gone with it, and no process of the session is left
-            left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
-            if not left:
-                break
-            assert time.monotonic() < deadline, f"left running after SIGTERM: {left}"
-            time.sleep(0.2)
-        with pytest.raises(Exception):  # noqa: B017 - the ControlClient says the port is closed
-            with ControlClient(("127.0.0.1", control), timeout=0.5, retries=1) as ctl:
-                ctl.ping()
+        proc.wait(timeout=15)
+        assert proc.returncode == -signal.SIGTERM
+        err = proc.stderr.read()
+        assert "hina demo: stopped by SIGTERM; its switch and 4 workers are stopped" in err, err
+        assert "Traceback" not in err, err
+        _nothing_left_of(proc, control)
     finally:
-        if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_the_demos_switch_and_workers_die_with_it_when_it_is_killed():
+    """SIGKILL (a scheduler's last word) runs no cleanup: the switch and the workers end because their parent
+    did, and nothing of the demo is left running."""
+    import os
+    import signal
+
+    proc, control = _running_demo(2)
+    try:
+        os.kill(proc.pid, signal.SIGKILL)  # the demo alone, not its process group
+        proc.wait(timeout=15)
+        _nothing_left_of(proc, control)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the demo's session, if the test failed with it running
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -88,7 +88,8 @@ def test_a_file_that_is_not_the_archive_is_refused_by_its_digest(tmp_path):
     fake.write_bytes(b"not numpy")
     assert "is not numpy-2.1.3.tar.gz as PyPI publishes it" in corpus.missing(fake)
     with pytest.raises(OSError, match=f"expected {corpus.SHA256}"):  # a download of other bytes: refused
-        corpus.fetch(tmp_path / "dest" / corpus.ARCHIVE, url=fake.as_uri(), log=lambda _m: None)
+        corpus.fetch(tmp_path / "dest" / corpus.ARCHIVE, log=lambda _m: None,
+                     sources=corpus.Sources(indexes=(), find_links=(str(tmp_path),)))
     assert not list((tmp_path / "dest").iterdir())  # nothing left behind
 
 
