@@ -282,12 +282,16 @@ def arrival_bitmap(jobs, copies, values, counters, data, at, j, worker, pool_ind
             job.resent_up += 1
             _send_up(out, o, data, at, values, row, count, job.member)
             return TO_PARENT + tree_parent(job, pool_index), j, frame_bytes
-        # The copy holds the sender's words and waits for others: dropped, nothing stored, and every member
-        # told who is counted (PENDING), so that the counted stop resending and a member whose UPDATE was lost
-        # sends it again at once instead of at its timeout
+        # The copy holds the sender's words and waits for others: dropped, nothing stored, and answered PENDING
+        # with who is counted, so that the sender stops resending.  The first time for this copy every member
+        # hears it (a member whose UPDATE was lost sends it again at once instead of at its timeout); after
+        # that the sender alone, so that no repeat costs more downstream than the copy's RESULT will
         drop(jobs, counters, j, DUPLICATE)
         job.pending += 1
         _pending(out, o, data, at, count, seen)
+        if c.pending:
+            return TO_SENDER, j, frame_bytes
+        c.pending = 1
         return TO_GROUP, j, frame_bytes
     if seen != 0 and c.counter == job.needed:  # the sender already left this complete copy
         if job.parents == 0 or c.total:
@@ -309,6 +313,7 @@ def arrival_bitmap(jobs, copies, values, counters, data, at, j, worker, pool_ind
         c.phase = phase
         c.counter = 1
         c.total = 0
+        c.pending = 0
     else:
         c.counter += 1
     job.updates += 1

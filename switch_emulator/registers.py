@@ -52,6 +52,7 @@ padding.
         int64_t offset;                       /* the chunk's offset (salted), as the frames carry it */
         int64_t phase;                        /* the chunk's phase tag */
         int64_t total;                        /* the copy holds the job's total (a tree's RESULT stored) */
+        int64_t pending;                      /* a PENDING for this copy went to every member already */
     };
     struct hina_counters {                    /* COUNTERS */
         int64_t frames;                       /* frames seen */
@@ -92,7 +93,7 @@ JOB = np.dtype([
     ("resent_up", np.int64), ("pending", np.int64), ("drops", np.int64, (DROP_REASONS,)),
 ])
 COPY = np.dtype([("bitmap", np.int64), ("counter", np.int64), ("offset", np.int64), ("phase", np.int64),
-                 ("total", np.int64)])
+                 ("total", np.int64), ("pending", np.int64)])
 COUNTERS = np.dtype([("frames", np.int64), ("drops", np.int64, (DROP_REASONS,))])
 JOB_IDS = 1 << 16  # job_index's rows: every job_id
 NO_JOB = -1
