@@ -390,20 +390,25 @@ def _aggregate(args: argparse.Namespace, job, pipes: int, transport, params, gra
 
 
 class _SilentHello:
-    """`Worker.silence` for `hina worker`: while its hello hears nothing, what the switch's control port knows
+    """`Worker.silence` for `hina worker`: while its hello is unanswered, what the switch's control port knows
     (another worker took this one's rank over; the switch counted none of the job's frames: --switch is not its
-    data port), or, without --control, a line naming the address that stays silent."""
+    data port), or, without --control, a line naming the address that stays silent (or that holds the hello and
+    waits for the other workers: its PENDING answers came)."""
 
     def __init__(self, args: argparse.Namespace, job_id: int, here: tuple[str, int], quiet: float | None):
         self.args, self.job_id, self.here, self.quiet = args, job_id, here, quiet
         self.told = False
 
-    def __call__(self, seconds: float) -> None:
+    def __call__(self, seconds: float, heard: int = 0) -> None:
         args = self.args
         if args.control is None:
-            self.say(f"nothing from {_where(args.switch)} in {seconds:.1f} s yet: waiting for the other workers "
-                     f"of job {self.job_id} (up to --deadline {args.deadline:g} s); if they all run, is it the "
-                     f"switch's data port?")
+            if heard:
+                self.say(f"the switch at {_where(args.switch)} holds this worker's hello and waits for the other "
+                         f"workers of job {self.job_id} (up to --deadline {args.deadline:g} s)")
+            else:
+                self.say(f"nothing from {_where(args.switch)} in {seconds:.1f} s yet: waiting for the other workers "
+                         f"of job {self.job_id} (up to --deadline {args.deadline:g} s); if they all run, is it the "
+                         f"switch's data port?")
             return
         job = _listed(args, self.job_id)
         if job is None:

@@ -115,15 +115,13 @@ class CongestionWindow:
     these methods call the same functions on the record (`state[0]`).
     """
 
-    def __init__(self, limit: int, settings: CongestionSettings, tick: float = 0.0):
-        """limit: the job's W slots, the most the window opens to; tick: the host's timer granularity
-        (`hina.host.clock.tick`; 0, the default, on a virtual clock), from which the queueing threshold
-        comes unless the settings give one."""
+    def __init__(self, limit: int, settings: CongestionSettings):
+        """limit: the job's W slots, the most the window opens to."""
         self.settings = settings
         minimum = min(settings.minimum, limit)
         self.state, self.state_bytes = records(
             rules.WINDOW, limit=limit, minimum=minimum, cwnd=max(minimum, min(settings.initial, limit)),
-            ssthresh=limit, cut_at=-math.inf, recent=math.nan, queue_delay=settings.queue_delay_for(tick),
+            ssthresh=limit, cut_at=-math.inf, recent=math.nan, queue_delay=settings.queue_delay,
             contest=settings.contest_windows, rate_at=math.nan, fair=settings.fair)
         self.pacer = Pacer(settings, self.state["pacer"])
 

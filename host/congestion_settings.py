@@ -23,9 +23,6 @@ from hina.cliargs import between, non_negative, positive
 
 CONTEST = 8.0  # windows of RESULTs queued more than our own chunks could, after which the queue is contested
 CONTEST_FAIR = 2.0  # the same for the fair-share rules
-# the delay rule's default queueing threshold, in the host's timer granularity: a busy host wakes its threads a
-# few of those late, and a round trip that long is the host's, not a queue's
-JITTER_TICKS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,9 +35,9 @@ class CongestionSettings:
     initial: int = 16  # chunks in flight at the start (slow start grows it), at most the job's W slots
     minimum: int = 2  # the fewest chunks a loss cuts the window to
     # seconds of queueing over the least round trip (or the least round trip, if longer) past which the window
-    # stops growing; None: from the host, JITTER_TICKS of its timer granularity (`hina.host.clock.tick`; 0 on a
-    # virtual clock), so that a host's own wake-up delays are not taken for a queue
-    queue_delay: float | None = None
+    # stops growing: what a busy host's scheduler adds to round trips now and then (2 shared cores: single
+    # round trips 5 ms over the least were common); a simulated host that a scheduler never delays takes 0
+    queue_delay: float = 5e-3
     # windows of RESULTs queued more than the window's own chunks could, after which the queue is another
     # flow's (contested); None: CONTEST_FAIR with the fair-share rules, else CONTEST; inf: never
     contest: float | None = None
@@ -65,8 +62,8 @@ class CongestionSettings:
              "a whole number of chunks >= 1"),
             ("minimum", isinstance(self.minimum, int) and not isinstance(self.minimum, bool) and self.minimum >= 1,
              "a whole number of chunks >= 1"),
-            ("queue_delay", self.queue_delay is None or positive_number(self.queue_delay) or self.queue_delay == 0,
-             "a finite number of seconds >= 0, or None (from the host's timer granularity)"),
+            ("queue_delay", positive_number(self.queue_delay) or self.queue_delay == 0,
+             "a finite number of seconds >= 0"),
             ("contest", self.contest is None or self.contest == math.inf or positive_number(self.contest),
              "a positive number of windows, inf (never) or None (the rules' default)"),
             ("pace_mbps", self.pace_mbps is None or positive_number(self.pace_mbps),
@@ -78,10 +75,6 @@ class CongestionSettings:
         for name, ok, what in checks:
             if not ok:
                 raise ValueError(f"congestion setting {name} must be {what}, got {getattr(self, name)!r}")
-
-    def queue_delay_for(self, tick: float) -> float:
-        """`queue_delay`, or JITTER_TICKS of `tick` (the host's timer granularity) where it is None."""
-        return JITTER_TICKS * tick if self.queue_delay is None else self.queue_delay
 
     @property
     def contest_windows(self) -> float:
@@ -125,7 +118,7 @@ _FLAGS = (
      f"the fewest chunks a loss cuts the window to (default: {_DEFAULT.minimum})"),
     ("--queue-delay", "queue_delay", _milliseconds, "MS",
      f"queueing over the least round trip, in ms, past which the window stops growing "
-     f"(default: {JITTER_TICKS} of the host's timer granularity)"),
+     f"(default: {_DEFAULT.queue_delay * 1e3:g})"),
 )
 
 

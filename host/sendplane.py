@@ -85,7 +85,6 @@ TRANSFER = np.dtype([
     # last progress, the earliest timeout, the RACK timer, the deadline, the tail probe
     ("last_progress", np.float64), ("earliest", np.float64), ("rack_at", np.float64), ("deadline", np.float64),
     ("probe_at", np.float64),
-    ("first_answer", np.float64),  # when this transfer's first RESULT came (inf before it)
     ("oldest", np.float64),  # the least first transmission of a chunk in flight (maybe stale-early: `poll` renews it)
     ("stuck_slot", np.int64),  # the slot whose chunk waited past the deadline
     # a RESULT came since the last timeout; a timeout's probe went, and no chunk sent once was answered since
@@ -473,19 +472,8 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         stats.spurious_resends += 1
     pipe = rack[(t.slot_base + slot) % t.pipes]
     seq = s.seq
-    if t.first_answer > now:
-        t.first_answer = now
-    # A chunk sent before the phase's first answer may have waited at the switch for a peer that had not
-    # started the phase yet: its round trip holds that wait, not the path's.  After the estimator's first
-    # sample such cold round trips are not samples (a hello that waited seconds for the last worker to
-    # start would make every timeout of the run seconds long, and the window would take the peers' wait
-    # for the least round trip, under which no queue shows)
-    cold = s.first < t.first_answer
     if fresh:  # Karn: a resent chunk's answer may answer either transmission
-        if not cold:
-            rtt_sample(r, rtt)
-        elif math.isnan(r.srtt):
-            rtt_sample(r, rtt)
+        rtt_sample(r, rtt)
         t.probing = False  # chunks sent once are answered again: the flow is back
         if seq > pipe.fresh_seq:
             pipe.fresh_seq, pipe.fresh_rtt, pipe.fresh_chunk = seq, rtt, chunk
@@ -495,10 +483,7 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         # (another flow's) makes every chunk time out: without these samples srtt, and so the
         # timeout, would never learn the longer round trip, and every chunk would go twice.
         rtt = now - s.first
-        if not cold:
-            rtt_sample(r, rtt)
-        elif math.isnan(r.srtt):
-            rtt_sample(r, rtt)
+        rtt_sample(r, rtt)
         fresh = True
     elif rtt >= (max(min_rtt, _now_rtt(r)) if cw.fair else min_rtt):
         # a resent chunk's answer, too late to answer its first transmission (the fair-share rules ask
@@ -506,7 +491,7 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         # lengthens them all, and an answer sooner than that may still be the first transmission's)
         if seq > pipe.resent_seq:
             pipe.resent_seq, pipe.resent_rtt, pipe.resent_chunk = seq, rtt, chunk
-    window_result(cw, rtt if fresh and not cold else math.nan, r.min_rtt, now)
+    window_result(cw, rtt if fresh else math.nan, r.min_rtt, now)
     t.received += 1
     t.last_progress = now
     t.probe_at = now + probe_after(r)

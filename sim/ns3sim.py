@@ -60,7 +60,7 @@ from hina.host.congestion import CongestionWindow
 from hina.host.congestion_settings import CongestionSettings
 from hina.host.window import PhaseTransfer, Ring, RttEstimator, SlotPool
 from hina.host.workloads import preset
-from hina.sim.scale import JOB, PHY_OVERHEAD, Round, round_chunks
+from hina.sim.scale import JOB, PHY_OVERHEAD, SIMULATED_HOST, Round, Setup, round_chunks
 from hina.wire.headers import (
     AT_COUNT,
     AT_FLAGS,
@@ -354,8 +354,10 @@ class _Simulation:
         self.zeros = {n: np.zeros(n * run.words, np.int32) for n in set(self.simulated)} if data is None else {}
         self.frame_bytes = Ring.frame_size(run.words)
         self.jobs, leaf_of = switch_jobs(fabric, run.words, run.slots)
-        self.workers = [_Worker(w, leaf_of[w][1], run.slots, run.initial_rtt or self.path_rtt(w), run.congestion)
-                        for w in range(len(fabric.hosts))]
+        # what each worker's join exchange measures (the fabrics are alike from every host: host 0's way up)
+        path = run.initial_rtt or Setup(fabric, run.delay, run.switch_latency, words=run.words,
+                                        slots=run.slots).path_rtt()
+        self.workers = [_Worker(w, leaf_of[w][1], run.slots, path, run.congestion) for w in range(len(fabric.hosts))]
         self.pipelines = [Pipeline() for _ in fabric.switches]
         self.owner: list[tuple[int, int]] = []  # ep -> (switch index, port) or (-1, worker rank)
         self.port_ep: list[dict[int, int]] = [{} for _ in fabric.switches]
@@ -364,20 +366,6 @@ class _Simulation:
         self.started = time.perf_counter()
 
     # -- what ns-3 calls ------------------------------------------------------------------
-    def path_rtt(self, rank: int) -> float:
-        """What worker `rank`'s join exchange would measure: a frame of the job's size to the root of its slot
-        0 and back, on empty links (each hop its rate, the propagation delay and a switch's latency)."""
-        fabric, run = self.fabric, self.run_
-        bits = 8 * (self.frame_bytes + PAD + PPP_HEADER)
-        rates = fabric.link_rates()
-        hop = [fabric.rate]
-        switch = fabric.hosts[rank].switch
-        while parents := fabric.parents(switch):
-            parent = parents[0][0]
-            hop.append(rates[switch, parent])
-            switch = parent
-        return 2 * sum(bits / (mbps * 1e6) + run.delay + run.switch_latency for mbps in hop)
-
     def on_recv(self, ep: int, size: int, now: float) -> None:
         sw, port = self.owner[ep]
         frame = self.view[:size].tobytes()
@@ -587,7 +575,7 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
              cap: int | None = 2048, delay: float = 1e-6, switch_latency: float = 1e-6,
              initial_rtt: float | None = None, start_spread: float = 0.0, seed: int = 0, deadline: float = 60.0,
              data: RealWords | None = None, payloads: Sequence[np.ndarray] | None = None,
-             congestion: CongestionSettings = CongestionSettings(),
+             congestion: CongestionSettings = SIMULATED_HOST,
              progress: Callable[[str], None] | None = None) -> Ns3Run:
     """Run one aggregation of `rounds` (each a tuple of segment words, as the scale model's) over `fabric` on
     ns-3: its hosts' links at its `rate`, every cable at its rate (`Fabric.link_rates`), every switch port
@@ -600,8 +588,8 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
     Every worker starts round r + 1 as soon as its round r is answered; `start_spread` starts each
     worker's first round at a uniform random instant in [0, start_spread) (0: all at once, as the scale
     model's identical workers).  Each worker's RTT estimate starts from `initial_rtt`, else from what its join
-    exchange would measure (`_Simulation.path_rtt`); its congestion window and pacer take `congestion` (a
-    worker's defaults unless given)."""
+    exchange would measure (`hina.sim.scale.Setup.path_rtt`); its congestion window and pacer take `congestion`
+    (`SIMULATED_HOST`: a worker's defaults on a host no scheduler delays)."""
     if fabric.rate is None:
         raise ValueError("ns-3 needs the hosts' rate: give the fabric a rate (Mbit/s)")
     if payloads is not None:

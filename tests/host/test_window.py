@@ -162,32 +162,14 @@ def test_a_first_answer_sooner_after_the_resend_than_any_round_trip_widens_the_r
     srtt = rtt.srtt
     answer(x, first[1], 0.051)  # the first transmission's answer, late
     assert x.stats["spurious_resends"] == 1 and rtt.reorder_scale == 2.0
-    # sent twice and answered too soon for the resend; but sent before the phase's first answer, so its 51 ms may
-    # hold a wait for a peer that had not started yet: no sample
-    assert rtt.srtt == srtt
+    # sent twice and answered too soon for the resend: the first transmission's 51 ms is a sample
+    assert rtt.srtt == pytest.approx(0.875 * srtt + 0.125 * 0.051)
     assert rtt.reordering == pytest.approx(2 * rtt.srtt / 4)
     h = HinaHeader.unpack(resent)
     again = pack_header(MsgType.RESULT, h.op, 4, 1, Flags.RESEND, h.pool_index, h.offset, h.count, h.phase)
     sampled = rtt.srtt
     assert x.receive(again + bytes(12), 0.052) == [] and rtt.reorder_scale == 2.0  # the resend's answer: ignored
     assert rtt.srtt == sampled and x.stats["spurious_resends"] == 1  # and no second sample of the same chunk
-
-
-def test_a_late_first_answer_of_a_chunk_sent_after_the_phases_first_answer_is_a_sample():
-    """Karn's ambiguity does not hold for a chunk sent twice and answered too soon for the resend: the first
-    transmission was answered, and a chunk that went once the phase was under way measures the path."""
-    rtt = RttEstimator(initial=1.0, minimum=1.0)
-    window = CongestionWindow(4, CongestionSettings(fair=False, initial=1, minimum=1))
-    x = PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 4), rtt=rtt, tag=9, op=Op.OR,
-                      payload=np.arange(30, dtype=np.int32), name="index", now=0.0, deadline=1.0, window=window)
-    (zero,) = x.start(0.0)
-    one, two = answer(x, zero, 0.010)  # the first answer: chunks 1 and 2 go once the phase is under way
-    answer(x, two, 0.020)
-    (resent,) = x.poll(0.06)  # chunk 1 overtaken
-    assert offsets([resent]) == offsets([one])
-    srtt = rtt.srtt
-    answer(x, one, 0.061)  # its first transmission's answer, 1 ms after the resend
-    assert rtt.srtt == pytest.approx(0.875 * srtt + 0.125 * 0.051)
 
 
 def test_an_answer_a_round_trip_after_the_resend_is_no_evidence_of_reordering():
