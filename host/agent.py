@@ -16,6 +16,7 @@ import collections
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import secrets
 import select
@@ -137,13 +138,15 @@ class Worker:
 
     def __init__(self, transport, job: JobSpec, worker_id: int, *, deadline: float = 10.0,
                  rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True,
-                 congestion: CongestionSettings = CongestionSettings()):
+                 congestion: CongestionSettings = CongestionSettings(), path_rtt: float | None = None):
         """pipes: the switch's pipes (what `ControlClient.join` returns on the emulator; 1 for BMv2):
         RESULTs are in order only within a pipe, and loss detection has to know.
         batch: move frames by the batch (recvmmsg / sendmmsg) where the transport offers it
         (`UdpTransport.batcher`); False: one `transport.send` / `recv` call per frame.
         congestion: the congestion window's and pacer's settings (`CongestionSettings`: by default the
-        fair-share rules, unpaced); with the fair-share rules the RTT estimate is `RttEstimator.fair()`."""
+        fair-share rules, unpaced); with the fair-share rules the RTT estimate is `RttEstimator.fair()`.
+        path_rtt: the path's round trip as the join exchange measured it (`ControlClient.round_trip`): the first
+        timers start from it instead of from the hello's round trip, which holds the wait for the last worker."""
         if not 0 <= worker_id < 32:
             raise ValueError(f"worker_id must be 0..31, got {worker_id}")
         self.transport = transport
@@ -154,7 +157,8 @@ class Worker:
         self.pool = SlotPool(job.first_slot, job.slots)
         # no timer shorter than this host wakes a waiting thread (`clock.tick`)
         tick = clock.tick()
-        self.rtt = rtt or (RttEstimator.fair if congestion.fair else RttEstimator)(tick=tick)
+        measured = path_rtt if path_rtt is not None and 0 < path_rtt < math.inf else None  # inf: none answered first
+        self.rtt = rtt or (RttEstimator.fair if congestion.fair else RttEstimator)(tick=tick, path=measured)
         # chunks in flight: adapts to loss, at most W; and when new ones may leave
         self.window = CongestionWindow(job.slots, congestion)
         self._tag = 0
