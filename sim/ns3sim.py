@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib.util
 import math
 import os
 import sys
@@ -236,6 +237,7 @@ def load():
     """ns-3 (`from ns import ns`, about 7 s the first time in a process) and the glue; raises Ns3Missing."""
     global _ns
     if _ns is None:
+        _unloadable()
         # cling prints a few lines about static initialisers of ns-3's own headers as they load: kept
         # out of the user's terminal, and shown only if the load fails
         with tempfile.TemporaryFile() as said:
@@ -256,6 +258,18 @@ def load():
                 os.close(saved)
         _ns = ns
     return _ns
+
+
+def _unloadable() -> None:
+    """Ns3Missing where ns-3's bindings are installed but cannot find their own libraries: PyPI's `ns3` (3.44) drops
+    every library whose path contains "test", so a checkout or venv under such a folder gets an AttributeError
+    from deep inside its loader instead of ns-3."""
+    spec = importlib.util.find_spec("ns3")
+    where = list(spec.submodule_search_locations or []) if spec is not None else []
+    if where and "test" in os.path.realpath(where[0]):
+        raise Ns3Missing(f"ns-3's bindings cannot load from {where[0]}: PyPI's ns3 loader skips every library whose "
+                         "path contains 'test'; install the venv under another path, or put a copy of its ns3 folder "
+                         "on PYTHONPATH at one")
 
 
 def available() -> str | None:
