@@ -379,6 +379,8 @@ def _fitting(sc: Scenario, fabric: Fabric, chunks: list[int], window: int) -> tu
 
 # -- a run -------------------------------------------------------------------------------------------------
 def faults_of(sc: Scenario, bound: Bound, fabric: Fabric) -> ns3sim.Faults:
+    """What the scenario does to the run, on ns-3's terms: its links' impairments, the straggler, the fault at the
+    instant the bound states."""
     s, kill, restart = sc.straggler or {}, sc.kill, sc.restart
     return ns3sim.Faults(
         links=impaired_links(sc, fabric),
@@ -402,20 +404,24 @@ def run(sc: Scenario) -> tuple[dict, ns3sim.Ns3Run]:
                                   deadline=bound.deadline, faults=faults_of(sc, bound, fabric),
                                   congestion=CongestionSettings(), check_each=True)
     wall = time.perf_counter() - started
+    return _record(sc, bound, result, wall), result
+
+
+def _record(sc: Scenario, bound: Bound, result: ns3sim.Ns3Run, wall: float) -> dict:
+    """A run as a JSON line: the scenario, its bound, the time over the bound, the verdicts (`judge`), how every
+    worker ended, resends by cause, drops by place and reason, the faults' events."""
     inexact, over = judge(sc, bound, result)
     sums = [w.at for w in result.workers if w.outcome == "sum"]
     ends = Counter(w.outcome for w in result.workers)
-    record = {"seed": sc.seed, "scenario": sc.to_dict(), "bound": bound.to_dict(),
-              "seconds": max(sums) if sums else None,
-              "ratio": max(sums) / bound.seconds if sums else None,
-              "ended_by": max(w.at for w in result.workers), "ends": dict(sorted(ends.items())),
-              "exact": result.exact, "inexact": bool(inexact), "over_bound": bool(over), "what": inexact + over,
-              "checked_results": result.checked, "retransmissions": result.retransmissions,
-              "timeouts": result.timeouts, "probes": sum(w.probes for w in result.workers),
-              "overtaken": sum(w.fast for w in result.workers), "queue_drops": result.drops, "lost": result.lost,
-              "duplicated": result.duplicated, "held": result.held, "switch_drops": result.switch_drops,
-              "max_queue": result.max_queue, "events": result.events, "wall_seconds": round(wall, 3)}
-    return record, result
+    return {"seed": sc.seed, "scenario": sc.to_dict(), "bound": bound.to_dict(),
+            "seconds": max(sums) if sums else None, "ratio": max(sums) / bound.seconds if sums else None,
+            "ended_by": max(w.at for w in result.workers), "ends": dict(sorted(ends.items())),
+            "exact": result.exact, "inexact": bool(inexact), "over_bound": bool(over), "what": inexact + over,
+            "checked_results": result.checked, "retransmissions": result.retransmissions,
+            "timeouts": result.timeouts, "probes": sum(w.probes for w in result.workers),
+            "overtaken": sum(w.fast for w in result.workers), "queue_drops": result.drops, "lost": result.lost,
+            "duplicated": result.duplicated, "held": result.held, "switch_drops": result.switch_drops,
+            "max_queue": result.max_queue, "events": result.events, "wall_seconds": round(wall, 3)}
 
 
 def judge(sc: Scenario, bound: Bound, result: ns3sim.Ns3Run) -> tuple[list[str], list[str]]:

@@ -15,8 +15,10 @@ one pass says so, and its mark comes off.  The names' first words are the findin
   tens or hundreds of microseconds;
 - probe-floor: a round's tail, with nothing sent behind it to show a loss, waited for tail probes of at least 2 ms.
 
-The rest of a name says what the scenario had (a restart, a kill, jobs at once, a straggler, loss, reordering) and
-its seed, which `python benchmarks/simtest.py --replay SEED` replays while the drawing stays as it was."""
+The rest of a name says what the scenario had (a restart, a kill, jobs at once, a straggler, loss, reordering, a
+spread start) and its seed, which `python benchmarks/simtest.py --replay SEED` replays while the drawing stays as
+it was.  Two were made by hand, not drawn (staggered-128): 128 workers at 100 Gbit/s in racks of 4 under one
+50 Gbit/s uplink each, 32-packet ports, 100 chunks of DeepLight's words, starting at once and over 20 us."""
 
 from __future__ import annotations
 
