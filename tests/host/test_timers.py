@@ -180,7 +180,7 @@ def test_the_deadline_is_per_chunk_not_per_transfer():
 def test_a_worker_starts_from_its_join_exchange(tmp_path):
     """The join's round trip (`ControlClient.round_trip`) seeds the worker's estimate: its first timeout fits
     the path to the switch."""
-    from hina.control import JobConfig, Member
+    from hina.control import Member
     from hina.control.client import ControlClient
     from hina.host.agent import Worker
     from hina.host.job import JobSpec
