@@ -40,7 +40,6 @@ import numpy as np
 
 from hina.cliargs import OneLineParser, between
 from hina.control import Fabric
-from hina.host.congestion_settings import CongestionSettings
 from hina.host.window import Ring
 from hina.host.workloads import PRESETS
 from hina.progress import Progress
@@ -402,7 +401,7 @@ def run(sc: Scenario) -> tuple[dict, ns3sim.Ns3Run]:
     result = ns3sim.simulate_jobs(fabric, jobs, words=sc.words, slots=sc.slots, cap=None, delay=sc.delay_us * 1e-6,
                                   switch_latency=SWITCH_LATENCY, start_spread=sc.start_spread_us * 1e-6, seed=sc.seed,
                                   deadline=bound.deadline, faults=faults_of(sc, bound, fabric),
-                                  congestion=CongestionSettings(), check_each=True)
+                                  check_each=True)
     wall = time.perf_counter() - started
     return _record(sc, bound, result, wall), result
 
