@@ -40,10 +40,10 @@ MUTATIONS = {
         ("value_processor.p4", "VALUE_READ_HI: do_or();", "VALUE_READ_HI: do_max();"),
         ("value_processor.p4", "VALUE_READ_LO: do_max();", "VALUE_READ_LO: do_or();")],
     "the second pass's reads swapped in value_plan": [
-        ("slot_rules.p4", "(PASS_COMPLETE, 0, _, _, _, _, _): read_hi();",
-         "(PASS_COMPLETE, 0, _, _, _, _, _): read_lo();"),
-        ("slot_rules.p4", "(PASS_COMPLETE, 1, _, _, _, _, _): read_lo();",
-         "(PASS_COMPLETE, 1, _, _, _, _, _): read_hi();")],
+        ("slot_rules.p4", "(PASS_COMPLETE, 0, _, _, _, _, _, _): read_hi();",
+         "(PASS_COMPLETE, 0, _, _, _, _, _, _): read_lo();"),
+        ("slot_rules.p4", "(PASS_COMPLETE, 1, _, _, _, _, _, _): read_lo();",
+         "(PASS_COMPLETE, 1, _, _, _, _, _, _): read_hi();")],
     "an arrival in copy 0 leaves the sender's bit in copy 1": [
         ("arrival_bitmap.p4", "            value.copy1 = value.copy1 & ~meta.bitmap_arg;\n", "")],
     "an arrival in copy 1 leaves the sender's bit in copy 0": [
@@ -56,6 +56,12 @@ MUTATIONS = {
     "a 24-byte UDP length in the class short of a header": [
         ("frame_checks.p4", "0 .. HINA_MIN_UDP_LENGTH - 1: length_is(0);\n            HINA_MIN_UDP_LENGTH ..",
          "0 .. HINA_MIN_UDP_LENGTH: length_is(0);\n            HINA_MIN_UDP_LENGTH + 1 ..")],
+    "a duplicate of an open copy dropped silently, never answered PENDING": [
+        ("slot_rules.p4", "(PASS_NONE, _, _, MSG_UPDATE, _, STATE_OPEN, _, _, _, _, _, _, 0): "
+         "result_down(FLAG_PENDING, DROP_DUPLICATE);",
+         "(PASS_NONE, _, _, MSG_UPDATE, _, STATE_OPEN, _, _, _, _, _, _, _): drop_as(DROP_DUPLICATE);")],
+    "every PENDING to every member (the copy never marks that its members heard one)": [
+        ("pending.p4", "rv = value;\n            value = 1;", "rv = value;\n            value = 0;")],
     "a completion marks both copies DONE": [
         ("copy_state.p4", "(PASS_COMPLETE, MSG_UPDATE, 0): arg(0x0003);",
          "(PASS_COMPLETE, MSG_UPDATE, 0): arg(0x0303);"),
