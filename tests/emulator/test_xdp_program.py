@@ -6,6 +6,7 @@ import random
 import re
 import struct
 
+import make_vectors
 import numpy as np
 import pytest
 
@@ -66,7 +67,7 @@ def _switch(program, topology):
 
 def _state(st, copies: int, words: int) -> tuple:
     return (st.bitmap.tolist(), st.counter.tolist(), st.offset.tolist(), st.phase.tolist(), st.total.tolist(),
-            st.values.reshape(copies, words).tolist())
+            st.copies["pending"].tolist(), st.values.reshape(copies, words).tolist())
 
 
 def _xdp_state(sw, cfg: JobConfig) -> tuple:
@@ -74,7 +75,7 @@ def _xdp_state(sw, cfg: JobConfig) -> tuple:
     slots = [sw.program.slot(cfg.slot_base + s) for s in range(cfg.slots)]
     copies = [(s.copies[v], list(s.words[v])[: cfg.words]) for s in slots for v in (0, 1)]
     return ([c.bitmap for c, _ in copies], [c.counter for c, _ in copies], [c.offset for c, _ in copies],
-            [c.phase for c, _ in copies], [c.total for c, _ in copies],
+            [c.phase for c, _ in copies], [c.total for c, _ in copies], [c.pending for c, _ in copies],
             [[int(np.uint32(w).view(np.int32)) for w in ws] for _, ws in copies])
 
 
@@ -178,6 +179,35 @@ def test_a_flood_of_valid_looking_updates_changes_nothing(xdp_program):
     assert counters["drops"] == {"unauthorized": flood}
     assert counters["jobs"][victim]["drops"] == {"unauthorized": flood} and counters["jobs"][active]["drops"] == {}
     sw.close()
+
+
+@needs_xdp
+def test_a_copy_taken_again_tells_every_member_again(xdp_program):
+    """A repeat of a copy still waiting is answered PENDING to every member the first time for the copy's chunk
+    and to the sender after; the copy's next chunk (its first arrival clears the mark) tells every member
+    again.  Frame for frame as the emulator, with the same copies and counters."""
+    topology = Topology.from_config(make_vectors.TOPOLOGY)
+    emulator, xdp = FrameSwitch(topology), _switch(xdp_program, topology)
+    k = make_vectors.K
+
+    def update(worker, version, offset):
+        return 1 + worker, make_vectors.update(1 + worker, [worker + 1], worker=worker, version=version,
+                                               offset=offset)
+    chunk = [update(0, 0, 0), update(0, 0, 0), update(1, 0, 0), update(2, 0, 0)]  # a repeat, then complete
+    chunk += [update(w, 1, 4 * k) for w in range(3)]  # the other copy: every bit leaves copy 0
+    chunk += [update(0, 0, 8 * k), update(0, 0, 8 * k), update(0, 0, 8 * k)]  # copy 0's next chunk, asked twice
+    fanout = []
+    for port, frame in chunk:
+        want = sorted((p, bytes(f)) for p, f in emulator.process(port, frame))
+        got = sorted(xdp.process(port, frame))
+        assert got == want, f"{frame.hex()} on port {port}"
+        fanout.append(len(got))
+    assert fanout == [0, 3, 0, 3, 0, 0, 3, 0, 3, 1]
+    st = emulator.pipeline.jobs[1]
+    assert _xdp_state(xdp, st.cfg) == _state(st, st.copies_count, st.cfg.words)
+    assert xdp.counters()["jobs"][1] == emulator.counters()["jobs"][1]
+    assert xdp.counters()["jobs"][1]["pending"] == 3
+    xdp.close()
 
 
 @needs_xdp
