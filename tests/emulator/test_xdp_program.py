@@ -59,6 +59,17 @@ def test_a_changed_constant_compiles_a_new_object(monkeypatch):
     assert build.target() != path
 
 
+@needs_xdp
+def test_the_verifier_walks_the_ingress_program_in_half_its_limit(xdp_program):
+    """The kernel's verifier walks every path of the ingress program, each loop over K words once per path
+    that reaches it, and refuses a program past 1,000,000 instructions: a rule written as one more such loop
+    costs tens of thousands (a PENDING's zeros as a loop cost 250,000; by one helper call, 35,000).  Half
+    the limit leaves room for the rules to come."""
+    from hina.emulator.xdp.libbpf import prog_info
+
+    assert prog_info(xdp_program.ingress).verified_insns < 500_000
+
+
 def _switch(program, topology):
     from hina.emulator.xdp.testrun import XdpFrameSwitch
 
