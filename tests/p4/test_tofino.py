@@ -22,6 +22,7 @@ import make_vectors
 import numpy as np
 import pytest
 import tna_model
+from helpers import check_case, copy_taken_again_case
 
 from hina.control import JobConfig, Member
 from hina.control.controller import p4_entries
@@ -71,6 +72,14 @@ def test_the_tna_model_passes_every_vector(path):
     assert got == want, (f"missing {[(p, f.hex()) for p, f in (want - got).elements()]}\n"
                          f"unexpected {[(p, f.hex()) for p, f in (got - want).elements()]}")
     assert drops == case["expected_drops"]
+
+
+def test_the_tna_model_tells_every_member_again_when_a_copy_is_taken_again():
+    """The copy's `pending` is cleared by its next chunk's first arrival (helpers.copy_taken_again_case: no
+    vector reaches it)."""
+    case = copy_taken_again_case()
+    out, drops = tna_model.run(case["topology"], [(p["port"], bytes.fromhex(p["frame"])) for p in case["packets"]])
+    check_case(case, out, drops)
 
 
 def test_the_models_parser_and_deparser_are_parser_p4s():
