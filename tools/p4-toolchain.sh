@@ -272,7 +272,7 @@ testgen_installed() { ((!TESTGEN)) || "$1/bin/p4testgen" --target "$2" --arch "$
 
 step apt-packages apt_deps
 if ((BMV2)); then
-  if ldconfig -p | grep -q libpiprotogrpc; then echo "PI: installed, skipped"; else step PI build_pi; fi
+  if grep -q libpiprotogrpc <<<"$(ldconfig -p)"; then echo "PI: installed, skipped"; else step PI build_pi; fi
   if bmv2_installed "$PREFIX/bin/simple_switch_grpc"; then echo "BMv2 $BMV2_TAG with Thrift: installed, skipped"
   else step bmv2 build_bmv2 "$WORK/bmv2" --prefix="$PREFIX"; fi
   if [[ -n $FAST_PREFIX ]] && bmv2_installed "$FAST_PREFIX/bin/simple_switch_grpc"; then
