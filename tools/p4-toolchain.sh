@@ -198,8 +198,8 @@ testgen_args() {
   for t in bmv2 ebpf pna tofino; do [[ $t == "$1" ]] || TESTGEN_ARGS+=(-DENABLE_TOOLS_TARGET_${t^^}=OFF); done
 }
 
-# install_testgen TREE PREFIX LIBDIR: p4testgen into PREFIX/bin (p4tools installs it into the build
-# tree only), its Z3 into LIBDIR, its testgen.p4 beside p4c's includes
+# install_testgen TREE PREFIX LIBDIR TARGET ARCH: p4testgen into PREFIX/bin (p4tools installs it into the build
+# tree only), its Z3 into LIBDIR, its testgen.p4 beside p4c's includes; then it runs for TARGET and ARCH
 install_testgen() {
   ((TESTGEN)) || return 0
   local b=$1/build/backends/p4tools/modules/testgen
@@ -207,7 +207,7 @@ install_testgen() {
   cp "$WORK/z3/z3/lib/libz3.so" "$3/"
   install -m 755 "$b/p4testgen" "$2/bin/p4testgen"
   cp "$1/backends/p4tools/modules/testgen/p4include/testgen.p4" "$2/share/p4c/p4include/"
-  "$2/bin/p4testgen" --version
+  testgen_installed "$2" "$4" "$5"
 }
 
 P4C_COMMON=(-DCMAKE_BUILD_TYPE=Release -DENABLE_EBPF=OFF -DENABLE_UBPF=OFF -DENABLE_DPDK=OFF
@@ -223,7 +223,7 @@ build_p4c() {
     -DFETCHCONTENT_SOURCE_DIR_ABSEIL="$WORK/abseil" -DFETCHCONTENT_SOURCE_DIR_PROTOBUF="$WORK/protobuf" \
     -DFETCHCONTENT_SOURCE_DIR_P4RUNTIME="$P4RUNTIME_SRC"
   make -j"$JOBS" && make install
-  install_testgen "$d" "$PREFIX" "$PREFIX/lib/p4testgen"
+  install_testgen "$d" "$PREFIX" "$PREFIX/lib/p4testgen" bmv2 v1model
 }
 
 tofino_deps() {
@@ -248,7 +248,7 @@ build_tofino() {
     -DFETCHCONTENT_SOURCE_DIR_P4RUNTIME="$P4RUNTIME_SRC"
   LD_LIBRARY_PATH=$z3/lib make -j"$JOBS" && make install
   patch_tofino_driver
-  install_testgen "$d" "$TOFINO_PREFIX" "$TOFINO_PREFIX/lib"
+  install_testgen "$d" "$TOFINO_PREFIX" "$TOFINO_PREFIX/lib" tofino tna
 }
 
 # The p4c driver of v1.2.5.16 hands the Tofino assembler's path to " ".join() and str.find() as a
@@ -266,12 +266,13 @@ patch_tofino_driver() {
 has() { command -v "$1" >/dev/null && grep -q "$2" <<<"$("$1" --version 2>&1)"; }
 # bmv2_installed BIN: BIN is BMv2 $BMV2_TAG with its Thrift server (the controller's register resets)
 bmv2_installed() { has "$1" "$BMV2_TAG" && grep -q thrift-port <<<"$("$1" --help 2>&1)"; }
-# testgen_installed PREFIX: without --testgen, true; with it, PREFIX/bin/p4testgen runs
-testgen_installed() { ((!TESTGEN)) || "$1/bin/p4testgen" --version >/dev/null 2>&1; }
+# testgen_installed PREFIX TARGET ARCH: without --testgen, true; with it, PREFIX/bin/p4testgen runs for TARGET (it
+# refuses even --version without a target and an architecture)
+testgen_installed() { ((!TESTGEN)) || "$1/bin/p4testgen" --target "$2" --arch "$3" --version >/dev/null 2>&1; }
 
 step apt-packages apt_deps
 if ((BMV2)); then
-  if ldconfig -p | grep -q libpiprotogrpc; then echo "PI: installed, skipped"; else step PI build_pi; fi
+  if grep -q libpiprotogrpc <<<"$(ldconfig -p)"; then echo "PI: installed, skipped"; else step PI build_pi; fi
   if bmv2_installed "$PREFIX/bin/simple_switch_grpc"; then echo "BMv2 $BMV2_TAG with Thrift: installed, skipped"
   else step bmv2 build_bmv2 "$WORK/bmv2" --prefix="$PREFIX"; fi
   if [[ -n $FAST_PREFIX ]] && bmv2_installed "$FAST_PREFIX/bin/simple_switch_grpc"; then
@@ -281,7 +282,7 @@ if ((BMV2)); then
       --disable-logging-macros --disable-elogger CXXFLAGS="-O3" CFLAGS="-O3"
   fi
   ((TESTGEN)) && step z3 z3_wheel
-  if has "$PREFIX/bin/p4c" "${P4C_TAG#v}" && testgen_installed "$PREFIX"; then
+  if has "$PREFIX/bin/p4c" "${P4C_TAG#v}" && testgen_installed "$PREFIX" bmv2 v1model; then
     echo "p4c ${P4C_TAG#v}$( ((TESTGEN)) && echo ' and p4testgen'): installed, skipped"
   else step p4c build_p4c; fi
   thrift_module() { python3 -c 'import thrift' 2>/dev/null || python3 -m pip install -q thrift; }
@@ -289,7 +290,7 @@ if ((BMV2)); then
 fi
 if ((TOFINO)); then
   if has "$TOFINO_PREFIX/bin/p4c" "${P4C_TAG#v}" && [[ -x $TOFINO_PREFIX/bin/p4c-barefoot ]] \
-      && testgen_installed "$TOFINO_PREFIX"; then
+      && testgen_installed "$TOFINO_PREFIX" tofino tna; then
     echo "p4c ${P4C_TAG#v} with the Tofino back end$( ((TESTGEN)) && echo ' and p4testgen'): installed, skipped"
     patch_tofino_driver
   else
@@ -303,7 +304,7 @@ echo "done in $(((SECONDS - T0) / 60)) min:"
 if ((BMV2)); then
   "$PREFIX/bin/p4c" --version | head -1
   "$PREFIX/bin/simple_switch_grpc" --version
-  ((!TESTGEN)) || "$PREFIX/bin/p4testgen" --version | head -1
+  ((!TESTGEN)) || echo "p4testgen's bmv2 target: $PREFIX/bin/p4testgen"
   echo "A virtual environment needs the thrift module too: .venv/bin/pip install thrift"
 fi
 if ((TOFINO)); then
