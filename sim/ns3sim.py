@@ -98,6 +98,7 @@ UNLIMITED = 1 << 30  # packets a switch port of a fabric without a `queue` holds
 _OFFSET = slice(AT_OFFSET, AT_OFFSET + dict(FIELDS)["offset"] // 8)
 _COUNT = slice(AT_COUNT, AT_COUNT + dict(FIELDS)["count"] // 8)
 _JOB = slice(AT_JOB_ID, AT_JOB_ID + dict(FIELDS)["job_id"] // 8)
+_NOT_A_SUM = Flags.STALE_RUN | Flags.PENDING  # answers whose words are not a sum: a refusal's, a bitmap
 
 GLUE = r"""
 #include <cmath>
@@ -651,13 +652,13 @@ class _Simulation:
         if x is None:
             return
         data = self.jobs[wk.job].data
-        # a refusal (STALE_RUN) carries the refused UPDATE's words, not a sum
-        if data is not None and frame[AT_MSG_TYPE] == MsgType.RESULT and not frame[AT_FLAGS] & Flags.STALE_RUN:
+        # a refusal (STALE_RUN) carries the refused UPDATE's words and a PENDING answer the copy's bitmap, not a sum
+        if data is not None and frame[AT_MSG_TYPE] == MsgType.RESULT and not frame[AT_FLAGS] & _NOT_A_SUM:
             offset, count = int.from_bytes(frame[_OFFSET], "big"), int.from_bytes(frame[_COUNT], "big")
             self.checked += 1
             if not data.check(np.frombuffer(frame, ">i4", count, HEADER_BYTES), offset):
                 wk.wrong += 1
-        if not frame[AT_FLAGS] & Flags.RESEND:  # the multicast RESULT of a chunk, not a re-send
+        if not frame[AT_FLAGS] & (Flags.RESEND | Flags.PENDING):  # the multicast RESULT of a chunk, not a re-send
             if wk.answered is not None:
                 wk.answered.append(now)
             if wk.index == 0 and self.progress is not None:

@@ -130,8 +130,8 @@ def test_a_restarted_switch_drops_the_jobs_until_they_are_installed_again():
 
 @needs_ns3
 def test_a_timer_due_at_the_deadline_fires_then_and_the_clock_moves_on():
-    """The sender's deadline timer is due at last progress + deadline and fires when now - last progress >=
-    deadline, which a rounding can make false at that very instant; ns-3's clock stands still there unless the
+    """The sender's deadline timer is due at the oldest chunk's first transmission + deadline and fires when now
+    reaches it, which a rounding can make false at that very instant; ns-3's clock stands still there unless the
     simulation waits a tick (`ns3sim.TICK`): without it this run never ends."""
     def stuck(signum, frame):
         raise TimeoutError("the simulation did not end: a timer due now keeps firing at the same instant")
@@ -147,7 +147,7 @@ def test_a_timer_due_at_the_deadline_fires_then_and_the_clock_moves_on():
         signal.alarm(0)
         signal.signal(signal.SIGALRM, before)
     assert ends(result) == {"timeout": 16}
-    assert all(0.5 < w.at < 0.5 + 1e-3 for w in result.workers)
+    assert all(0.5 <= w.at < 0.5 + 1e-3 for w in result.workers)  # the first chunks went at 0
 
 
 @needs_ns3
@@ -168,7 +168,7 @@ def test_jobs_at_once_each_sum_their_own_words_on_their_own_slots(monkeypatch):
     assert ends(result) == {"sum": 24} and result.exact
     assert sorted(seen) == [1, 2, 3] and all(slots == set(range(16 * j, 16 * j + 16))
                                              for j, slots in zip(range(3), (seen[1], seen[2], seen[3])))
-    assert result.checked == 8 * (2 * 90 + 40 + 3 * 70)  # every RESULT of every worker of every job
+    assert result.checked >= 8 * (2 * 90 + 40 + 3 * 70)  # every RESULT of every worker of every job (and resends)
     assert len({j.data.total.tobytes() for j in jobs}) == 3  # each job sums other words: a mix-up would show
     assert [len(w.round_ends) for w in result.workers] == [2] * 8 + [1] * 8 + [3] * 8
 
