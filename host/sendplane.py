@@ -132,6 +132,7 @@ STATS = np.dtype([(name, np.int64) for name in ("frames", "bytes", "retransmissi
 # what a call reports besides its frames
 OK, STALE_RUN, DEADLINE = 0, 1, 2
 NO_SLOT = -1
+HOLD_ASKS = 8  # a held chunk asks the switch again at least this many times before its deadline
 
 
 @njit(cache=True)
@@ -392,6 +393,25 @@ def _duplicate(t, r, chunks, fl, frame, at, slot, pool_index, offset, stats):
 
 
 @njit(cache=True)
+def _moved_on(t, r, chunks, wire, fl, frame, at, slot, pool_index, offset, now, tx, iov, m, base, stats):
+    """An answer in `slot`'s other copy for the slot's next chunk (a peer's PENDING, multicast the first time):
+    the peers had this worker's chunk answered, since they sent the next one, so the RESULT to this worker was
+    lost.  Asked again now (the switch answers from the complete copy), not after a timer, or a hold that
+    may have grown long while a late peer held the copy; at most once a round trip."""
+    s = fl[slot]
+    nxt = s.chunk + t.slots
+    if (frame[at + AT_MSG_TYPE] != _RESULT or get16(frame, at + AT_JOB_ID) != t.job
+            or get16(frame, at + AT_PHASE) != t.tag or s.version == pool_index >> _VERSION_SHIFT
+            or nxt >= t.chunks or offset != chunks[nxt].wire_offset or now - s.sent < _srtt(r)):
+        return m
+    stats.asked += 1
+    m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+    if s.held:
+        s.due = now + s.hold
+    return m
+
+
+@njit(cache=True)
 def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats):
     """The switch answered a repeated UPDATE of the chunk in `slot` with PENDING: its copy holds the members
     in `counted` and waits for the rest.  Counted, this worker stops resending the chunk: it is held, and
@@ -405,8 +425,8 @@ def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats
         if not s.held:
             s.held = True
             s.suppressed = False
-            s.hold = max(2.0 * _srtt(r), s.rto, r.tick)
-        s.due = max(s.due, now + s.hold)
+            s.hold = min(max(2.0 * _srtt(r), s.rto, r.tick), t.deadline / HOLD_ASKS)
+            s.due = now + s.hold  # the hold replaces the timer; an answer to an ask leaves the next ask's time
         return m
     if s.held or now - s.sent < _srtt(r):
         return m
@@ -450,7 +470,8 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
             or offset != c.wire_offset or count != c.count or length < HEADER_BYTES + 4 * count):
         _duplicate(t, r, chunks, fl, frame, at, slot, pool_index, offset, stats)
         stats.ignored += 1
-        return m, OK
+        return _moved_on(t, r, chunks, wire, fl, frame, at, slot, pool_index, offset, now, tx, iov, m, base,
+                         stats), OK
     if frame[at + AT_FLAGS] & _STALE_RUN_FLAG:
         t.stale_slot = slot
         return m, STALE_RUN
@@ -597,7 +618,7 @@ def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats
             if s.held:
                 # held past its wait: ask the switch again (its answer says whether the copy still waits, or
                 # completed and the RESULT to us was lost), and wait twice as long before the next time
-                s.hold = min(2.0 * s.hold, r.maximum)
+                s.hold = min(2.0 * s.hold, r.maximum, t.deadline / HOLD_ASKS)
                 stats.asked += 1
                 m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
                 s.due = now + s.hold

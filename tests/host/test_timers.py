@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from hina.codec.ops import Op
+from hina.host import sendplane
 from hina.host.congestion import CongestionWindow
 from hina.host.congestion_settings import CongestionSettings
 from hina.host.window import AggregationTimeout, PhaseTransfer, RttEstimator, SlotPool
-from hina.wire.headers import HEADER_BYTES, Flags, HinaHeader, MsgType, pack_header
+from hina.wire.headers import HEADER_BYTES, VERSION_BIT, Flags, HinaHeader, MsgType, pack_header
 
 K = 3
 ME = 1  # the transfer's worker_id
@@ -128,7 +129,9 @@ def test_a_held_chunk_is_not_resent_at_each_timeout_but_asks_again_ever_later():
         if out:
             asks.append(now)
     gaps = np.diff(asks)
-    assert 3 <= len(asks) <= 14 and all(b >= 1.9 * a for a, b in zip(gaps, gaps[1:]))
+    cap = 1.0 / sendplane.HOLD_ASKS  # the transfer's deadline over the asks it owes
+    assert 3 <= len(asks) <= 20 and all(b >= min(1.9 * a, 0.99 * cap) for a, b in zip(gaps, gaps[1:]))
+    assert max(gaps) <= cap * 1.01
     assert x.stats["pending"] == 1 and x.stats["asked"] == len(asks)
     x.receive(answer(f), now + 1e-3)  # the late peer's UPDATE came: the RESULT
     assert x.done
@@ -140,6 +143,41 @@ def test_a_held_chunk_past_its_deadline_says_the_switch_holds_it_and_whom_it_cou
                                                  r"\(it had counted worker_ids 0, 1, 2"):
         for _ in range(1000):
             x.poll(x.next_timer())
+
+
+def test_a_held_chunk_asks_again_often_enough_to_meet_its_deadline():
+    """However long the round trips, a held chunk asks the switch again at least every deadline / `HOLD_ASKS`:
+    the RESULT that ends its wait can be lost, and only an ask recovers it."""
+    rtt = RttEstimator(path=0.05)  # two round trips, or the timeout (0.15 s), are more than a deadline's eighth
+    x = transfer(1, rtt=rtt, deadline=1.0)
+    x.start(0.0)
+    (again,) = x.poll(x.next_timer())
+    held_at = x.next_timer() - 0.1
+    x.receive(pending(again, counted=1 << ME), held_at)
+    asks = [held_at]
+    with pytest.raises(AggregationTimeout):
+        for _ in range(1000):
+            now = x.next_timer()
+            if x.poll(now):
+                asks.append(now)
+    assert len(asks) >= 6 and max(np.diff(asks)) <= 1.0 / sendplane.HOLD_ASKS + 1e-9
+
+
+def test_a_peers_answer_for_the_slots_next_chunk_asks_again_at_once():
+    """A PENDING for the chunk after ours in our slot (a peer's, in the slot's other copy) says the peers had our
+    chunk answered: the RESULT to us was lost, so ours goes again now, not after its hold or timer."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(9, slots=8, rtt=rtt)
+    frames = x.start(0.0)
+    h = HinaHeader.unpack(frames[0])
+    assert x.receive(pending(frames[0], counted=1 << ME), 30e-6) == []  # held
+    nxt = pack_header(MsgType.RESULT, h.op, 4, 0, Flags.PENDING, h.pool_index ^ VERSION_BIT, h.offset + 8 * K,
+                      K, h.phase) + np.array([1, 0, 0], ">i4").tobytes()
+    assert x.receive(nxt, 60e-6) == []  # sooner after it went than a round trip: maybe on its way
+    (again,) = x.receive(nxt, 2e-3)
+    assert offsets([again]) == [h.offset] and x.stats["asked"] == 1
+    (chunk8,) = x.receive(answer(again, flags=Flags.RESEND), 2.1e-3)  # answered: the slot takes its next chunk
+    assert offsets([chunk8]) == [h.offset + 8 * K] and x.stats["ignored"] == 2
 
 
 def test_a_worker_not_counted_sends_its_chunk_again_at_once():

@@ -2,9 +2,10 @@
 were drawn, kept whole in simtest_regressions.json (the scenario itself, so that a change to the drawing cannot
 lose one), each named for what it found and holding the measurements and the reading of its replay (`found`).
 
-Each must stay exact (no wrong sum, no refusal where the sum is promised): that holds today.  Each must also keep
-its bound, which none did with that sender: those tests are expected to fail (strict), so the change that makes
-one pass says so, and its mark comes off.  The names' first words are the findings:
+Each must stay exact (no wrong sum, no refusal where the sum is promised).  Each must also keep its bound, which
+none did with the sender they were found with; since its timers were fit to the path and the switch answers a
+repeat with PENDING, all but those in `STILL_OVER` do.  Those are expected to fail (strict), so the change that
+brings one within its bound says so.  The names' first words are the findings:
 
 - initial-rto: a round waited for the sender's first timeout of 0.1 s (no RTT sample yet) after a frame of its
   first window was lost (to a lossy link, a switch queue, a restart), then 0.2 s more if lost again;
@@ -55,8 +56,24 @@ def test_a_kept_scenario_stays_exact(name):
     assert not record["inexact"] and record["exact"], record["what"]
 
 
-@pytest.mark.xfail(strict=True, reason="over its bound with the sender as it was: the case's `found` says why")
-@pytest.mark.parametrize("name", sorted(CASES))
+# Over their bound still with the sender as it is: the heaviest loss on the slowest, most oversubscribed fabrics,
+# where every worker's repeat makes its leaf send the partial up again (resent-partials), and tails whose loss
+# waits for a probe on paths of tens of microseconds (probe-floor, rto-floor).  Strict: the change that brings
+# one within its bound says so.  Every other kept case keeps its bound.
+STILL_OVER = {
+    "initial-rto-gave-up-resent-partials-loss-1572732922", "initial-rto-gave-up-resent-partials-loss-553627982",
+    "initial-rto-gave-up-resent-partials-straggler-loss-spread-396860742", "initial-rto-loss-reorder-spread-433592941",
+    "initial-rto-resent-partials-loss-1753345572", "probe-floor-loss-588514433", "probe-floor-loss-reorder-15229585",
+    "probe-floor-loss-spread-683214622", "resent-partials-reorder-412314042", "rto-floor-loss-spread-979099992",
+}
+OVER = pytest.mark.xfail(strict=True, reason="over its bound with the sender as it is: see STILL_OVER")
+
+
+def test_the_cases_still_over_their_bound_are_kept_cases():
+    assert STILL_OVER <= set(CASES)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=OVER) if n in STILL_OVER else n for n in sorted(CASES)])
 def test_a_kept_scenario_keeps_its_bound(name):
     record = replayed(name)
     assert not record["over_bound"], record["what"]
