@@ -38,7 +38,7 @@ from collections import Counter
 
 import numpy as np
 
-from hina.cliargs import OneLineParser, between
+from hina.cliargs import OneLineParser, between, existing_file
 from hina.control import Fabric
 from hina.host.window import Ring
 from hina.host.workloads import PRESETS
@@ -492,6 +492,31 @@ def summary(records: list[dict]) -> dict:
             "over_bound": sum(r["over_bound"] for r in records), "failures": failures}
 
 
+SHARES = (0.1, 0.25, 0.5, 0.75, 1.0)  # the distribution's classes of time over bound (`distribution`)
+
+
+def distribution(records: list[dict]) -> list[str]:
+    """A campaign's runs as docs/reliability.md shows them: how they ended, and the time every worker took to sum
+    over the bound stated before the run, as a share of runs in each class and as percentiles."""
+    ratios = np.array([r["ratio"] for r in records if r["ratio"] is not None])
+    ends = Counter(k for r in records for k, n in r["ends"].items() if n)
+    lines = [f"{len(records)} runs: {sum(r['inexact'] for r in records)} inexact, "
+             f"{sum(r['over_bound'] for r in records)} over their bound; runs where a worker ended so: "
+             + ", ".join(f"{k} {n}" for k, n in ends.most_common()),
+             "", "| time / bound | runs | share |", "|---|---:|---:|"]
+    low = 0.0
+    for high in (*SHARES, math.inf):
+        n = int(np.count_nonzero((ratios > low) & (ratios <= high))) if low else int(np.count_nonzero(ratios <= high))
+        label = f"over {low:g}" if high == math.inf else (f"{low:g} to {high:g}" if low else f"up to {high:g}")
+        lines.append(f"| {label} | {n} | {n / max(1, len(ratios)):.1%} |")
+        low = high
+    if len(ratios):
+        p50, p90, p99 = np.percentile(ratios, (50, 90, 99))
+        lines += ["", f"{len(ratios)} runs summed: time / bound median {p50:.2f}, 90th percentile {p90:.2f}, "
+                      f"99th {p99:.2f}, most {ratios.max():.2f}"]
+    return lines
+
+
 def replay(seed: int, as_json: bool) -> int:
     """One scenario alone, verbosely: what was drawn, the bound, every worker's end, the faults, the drops."""
     sc = draw(seed)
@@ -570,8 +595,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the scenario of this run seed alone, verbosely (writes no result file)")
     ap.add_argument("--json", action="store_true", help="one JSON line per run on stdout, and last the summary")
     ap.add_argument("--out", type=out_path, default=default_out("simtest.json"), help=out_help("simtest.json"))
+    ap.add_argument("--table", type=existing_file, metavar="RESULT_JSON",
+                    help="print a result file's distribution of time over bound, as docs/reliability.md shows it")
     args = ap.parse_args(argv)
     args.argv = argv
+    if args.table:
+        print("\n".join(distribution(json.loads(args.table.read_text())["runs"])))
+        return 0
     missing = ns3sim.available()
     if missing:
         print(f"simtest.py: {missing}", file=sys.stderr)
