@@ -29,6 +29,7 @@ from pathlib import Path
 from hina.cliargs import OneLineParser, between, checked, existing_file, non_negative, positive
 from hina.codec.params import MAX_WORKERS
 from hina.control import Fabric
+from hina.host.congestion_settings import CongestionSettings
 from hina.host.workloads import preset
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
 from hina.sim.scale import (
@@ -68,7 +69,7 @@ def mininet_case(path: Path) -> list[dict]:
     out = []
     for run in data["runs"]:
         codec_run = codec_rounds(grads, run["mode"], link_gbps=cfg["bw"] / 1000)
-        model = aggregation_seconds(net, codec_run["rounds"])
+        model = aggregation_seconds(net, codec_run["rounds"], congestion=CongestionSettings())  # Mininet's workers
         measured_net = sum(run["phase_seconds"].values())
         compute = sum(run.get("compute_seconds", {}).values())
         payload = 4 * sum(sum(r) for r in codec_run["rounds"])

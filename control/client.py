@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import socket
 import threading
 import time
@@ -102,6 +103,9 @@ class ControlClient:
         self._lock = threading.Lock()
         self.replaced: Member | None = None  # what the last join took its rank from (`join`)
         self.granted: JobConfig | None = None  # the job as the switch holds it, after the last join
+        # the least round trip of a request answered at its first try: the path to the switch, as a worker's
+        # first timers start from it (`Worker(path_rtt=...)`); inf before any
+        self.round_trip = math.inf
 
     def close(self) -> None:
         self._sock.close()
@@ -125,7 +129,8 @@ class ControlClient:
             msg = auth.sign(msg, self.token, owner=self.owner)  # retries send these same bytes: applied once
         data = json.dumps(msg).encode()
         where = f"{self.address[0]}:{self.address[1]}"
-        for _ in range(self.retries):
+        for attempt in range(self.retries):
+            sent = time.monotonic()
             try:
                 self._sock.sendto(data, self.address)
             except OSError as exc:
@@ -151,6 +156,8 @@ class ControlClient:
                     continue
                 if reply.get("seq") != seq:
                     continue  # a late reply to an earlier retry
+                if attempt == 0:
+                    self.round_trip = min(self.round_trip, time.monotonic() - sent)
                 if not reply.get("ok"):
                     kind = SwitchFull if reply.get("full") else ControlError
                     raise kind(f"{op} refused by the switch: {reply.get('error')}")

@@ -16,6 +16,7 @@ import collections
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import secrets
 import select
@@ -28,6 +29,7 @@ from hina.codec import CodecParams, WorkerResult
 from hina.codec.ops import Op
 from hina.wire.headers import MAX_WORKERS
 
+from . import clock
 from .congestion import CongestionWindow
 from .congestion_settings import CongestionSettings
 from .job import JobSpec
@@ -51,7 +53,7 @@ HELLO_TAG = 0xFFFF  # the phase tag of a worker's first transfer, before the run
 # (time.thread_time): a worker descheduled on a busy machine is not charged for the wait
 MOVING = ("rules", "send", "recv", "wait", "other")
 
-QUIET = 1.0  # seconds of a first exchange without a datagram from the switch before `Worker.silence` is asked
+QUIET = 1.0  # seconds of a first exchange unanswered before `Worker.silence` is asked (and again after as many)
 
 __all__ = ["AggregationTimeout", "NotTheDataPort", "StaleSwitchState", "SwitchUnreachable", "Worker"]
 
@@ -64,8 +66,9 @@ class NotTheDataPort(SwitchUnreachable):
 class FirstExchange:
     """What a worker watches in its first exchange (the hello), where a wrong address shows long before the
     deadline: ICMP port unreachable and nothing else (nothing listens there), a datagram in JSON (a control port
-    answered), or nothing at all for `quiet` seconds, when `silence(seconds)` is asked, and again every `quiet`
-    seconds while nothing comes (it may look elsewhere, the control port, and raise)."""
+    answered), or the hello unanswered for `quiet` seconds, when `silence(seconds, heard)` is asked (`heard`: the
+    datagrams that came, such as the switch's PENDING answers while it waits for the other workers), and again
+    every `quiet` seconds while it stays unanswered (it may look elsewhere, the control port, and raise)."""
 
     def __init__(self, counts, xfer: PhaseTransfer, now: float, quiet: float, silence=None):
         self.counts = counts  # a transport or batch socket: `refused`, `received` (a raw transport has neither)
@@ -96,15 +99,15 @@ class FirstExchange:
 
     def check(self, now: float) -> None:
         """Raise SwitchUnreachable once REFUSALS port-unreachable answers came and not one frame; ask `silence`
-        each `quiet` seconds while nothing comes."""
+        each `quiet` seconds while the hello is unanswered."""
         counts = self.counts
         if getattr(counts, "refused", 0) >= REFUSALS and getattr(counts, "received", 1) == 0:
             raise SwitchUnreachable(f"job {self.xfer.job_id}, worker {self.xfer.worker_id}: nothing listens where "
                                     f"this worker sends (its {counts.refused} tries came back port unreachable): is "
                                     f"it the switch's data port, and is the switch running?")
-        if self.silence is not None and not self.datagrams and now >= self.ask:
+        if self.silence is not None and now >= self.ask:
             self.ask = now + self.quiet
-            self.silence(now - self.started)
+            self.silence(now - self.started, self.datagrams)
 
     def timed_out(self, exc: AggregationTimeout) -> AggregationTimeout:
         """The deadline's exception, naming the address's silence where not one datagram came back."""
@@ -135,13 +138,15 @@ class Worker:
 
     def __init__(self, transport, job: JobSpec, worker_id: int, *, deadline: float = 10.0,
                  rtt: RttEstimator | None = None, pipes: int = 1, batch: bool = True,
-                 congestion: CongestionSettings = CongestionSettings()):
+                 congestion: CongestionSettings = CongestionSettings(), path_rtt: float | None = None):
         """pipes: the switch's pipes (what `ControlClient.join` returns on the emulator; 1 for BMv2):
         RESULTs are in order only within a pipe, and loss detection has to know.
         batch: move frames by the batch (recvmmsg / sendmmsg) where the transport offers it
         (`UdpTransport.batcher`); False: one `transport.send` / `recv` call per frame.
         congestion: the congestion window's and pacer's settings (`CongestionSettings`: by default the
-        fair-share rules, unpaced); with the fair-share rules the RTT estimate is `RttEstimator.fair()`."""
+        fair-share rules, unpaced); with the fair-share rules the RTT estimate is `RttEstimator.fair()`.
+        path_rtt: the path's round trip as the join exchange measured it (`ControlClient.round_trip`): the first
+        timers start from it instead of from the hello's round trip, which holds the wait for the last worker."""
         if not 0 <= worker_id < 32:
             raise ValueError(f"worker_id must be 0..31, got {worker_id}")
         self.transport = transport
@@ -150,13 +155,16 @@ class Worker:
         self.deadline = deadline
         self.pipes = pipes
         self.pool = SlotPool(job.first_slot, job.slots)
-        self.rtt = rtt or (RttEstimator.fair() if congestion.fair else RttEstimator())
+        # no timer shorter than this host wakes a waiting thread (`clock.tick`)
+        tick = clock.tick()
+        measured = path_rtt if path_rtt is not None and 0 < path_rtt < math.inf else None  # inf: none answered first
+        self.rtt = rtt or (RttEstimator.fair if congestion.fair else RttEstimator)(tick=tick, path=measured)
         # chunks in flight: adapts to loss, at most W; and when new ones may leave
         self.window = CongestionWindow(job.slots, congestion)
         self._tag = 0
         self._salt: int | None = None  # the run's identity, from the hello
-        # asked with the seconds its hello heard nothing, every `quiet` seconds while it hears nothing: a caller
-        # that knows more (`hina worker` asks the control port) may raise there, long before the deadline
+        # asked with the seconds its hello went unanswered (and the datagrams that came), every `quiet` seconds:
+        # a caller that knows more (`hina worker` asks the control port) may raise there, long before the deadline
         self.silence = None
         self.quiet = QUIET
         self.workspace = codec.Workspace()  # the codec's buffers, reused across aggregations

@@ -228,8 +228,8 @@ def _standalone_worker(args: argparse.Namespace) -> int:
         _resolve(args.switch)
         transport = _open_transport(args)
         with transport, contextlib.ExitStack() as leaving:
-            job, pipes, quiet = _join(args, job, transport, leaving) if args.control else (job, 1, None)
-            worker, result, reports = _aggregate(args, job, pipes, transport, params, grad, quiet)
+            job, pipes, quiet, path = _join(args, job, transport, leaving) if args.control else (job, 1, None, None)
+            worker, result, reports = _aggregate(args, job, pipes, transport, params, grad, quiet, path)
         _write_sum(args, grad, result)
     except Failed as failed:
         print(f"hina worker: {failed}", file=sys.stderr)
@@ -300,7 +300,7 @@ def _open_transport(args: argparse.Namespace):
 def _join(args: argparse.Namespace, job, transport, leaving: contextlib.ExitStack):
     """Join the job at the control port; leaving it is then `leaving`'s (done or failed: the last member's leaving
     frees the slots).  (The job as granted, the switch's pipes, how long a silent hello waits before asking the
-    control port why: QUIET_RTTS of its round trips.)"""
+    control port why: QUIET_RTTS of its round trips, and the least of those round trips: the path's.)"""
     from hina.control.client import ControlClient, ControlError, NoReply
     from hina.control.config import Member
 
@@ -332,7 +332,7 @@ def _join(args: argparse.Namespace, job, transport, leaving: contextlib.ExitStac
         print(f"hina worker: rank {args.rank} of job {args.job_id} was held from {_where(replaced.source)}; this "
               f"worker took it over (a restarted worker does; if that one still runs, it stops, saying so)",
               file=sys.stderr, flush=True)
-    return job, pipes, quiet
+    return job, pipes, quiet, ctl.round_trip
 
 
 def _swapped(args: argparse.Namespace) -> str:
@@ -347,7 +347,8 @@ def _swapped(args: argparse.Namespace) -> str:
     return f"; --switch {_where(args.switch)} answers control requests: are --switch and --control swapped?"
 
 
-def _aggregate(args: argparse.Namespace, job, pipes: int, transport, params, grad: np.ndarray, quiet: float | None):
+def _aggregate(args: argparse.Namespace, job, pipes: int, transport, params, grad: np.ndarray, quiet: float | None,
+               path: float | None):
     """Aggregate `--rounds` times through the switch: (the worker, its last result, each round's report)."""
     from .agent import AggregationTimeout, NotTheDataPort, StaleSwitchState, SwitchUnreachable, Worker
     from .congestion_settings import from_flags
@@ -357,7 +358,8 @@ def _aggregate(args: argparse.Namespace, job, pipes: int, transport, params, gra
     here = transport.address
     print(f"worker {args.rank}/{args.workers}: {plural(grad.size, grad.dtype.name + ' element')}, job {job.job_id} "
           f"at {_where(args.switch)} from {_where(here)}, mode {args.mode}", file=sys.stderr, flush=True)
-    worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes, congestion=from_flags(args))
+    worker = Worker(transport, job, args.rank, deadline=args.deadline, pipes=pipes, congestion=from_flags(args),
+                    path_rtt=path)
     worker.silence = _SilentHello(args, job.job_id, here, quiet)
     worker.quiet = quiet or worker.quiet
     out = np.empty(grad.size, dtype=np.int32)
@@ -390,20 +392,25 @@ def _aggregate(args: argparse.Namespace, job, pipes: int, transport, params, gra
 
 
 class _SilentHello:
-    """`Worker.silence` for `hina worker`: while its hello hears nothing, what the switch's control port knows
+    """`Worker.silence` for `hina worker`: while its hello is unanswered, what the switch's control port knows
     (another worker took this one's rank over; the switch counted none of the job's frames: --switch is not its
-    data port), or, without --control, a line naming the address that stays silent."""
+    data port), or, without --control, a line naming the address that stays silent (or that holds the hello and
+    waits for the other workers: its PENDING answers came)."""
 
     def __init__(self, args: argparse.Namespace, job_id: int, here: tuple[str, int], quiet: float | None):
         self.args, self.job_id, self.here, self.quiet = args, job_id, here, quiet
         self.told = False
 
-    def __call__(self, seconds: float) -> None:
+    def __call__(self, seconds: float, heard: int = 0) -> None:
         args = self.args
         if args.control is None:
-            self.say(f"nothing from {_where(args.switch)} in {seconds:.1f} s yet: waiting for the other workers "
-                     f"of job {self.job_id} (up to --deadline {args.deadline:g} s); if they all run, is it the "
-                     f"switch's data port?")
+            if heard:
+                self.say(f"the switch at {_where(args.switch)} holds this worker's hello and waits for the other "
+                         f"workers of job {self.job_id} (up to --deadline {args.deadline:g} s)")
+            else:
+                self.say(f"nothing from {_where(args.switch)} in {seconds:.1f} s yet: waiting for the other workers "
+                         f"of job {self.job_id} (up to --deadline {args.deadline:g} s); if they all run, is it the "
+                         f"switch's data port?")
             return
         job = _listed(args, self.job_id)
         if job is None:

@@ -34,7 +34,10 @@ class CongestionSettings:
     fair: bool = True
     initial: int = 16  # chunks in flight at the start (slow start grows it), at most the job's W slots
     minimum: int = 2  # the fewest chunks a loss cuts the window to
-    queue_delay: float = 5e-3  # seconds of queueing over the least round trip past which the window stops growing
+    # seconds of queueing over the least round trip (or the least round trip, if longer) past which the window
+    # stops growing: what a busy host's scheduler adds to round trips now and then (2 shared cores: single
+    # round trips 5 ms over the least were common); a simulated host that a scheduler never delays takes 0
+    queue_delay: float = 5e-3
     # windows of RESULTs queued more than the window's own chunks could, after which the queue is another
     # flow's (contested); None: CONTEST_FAIR with the fair-share rules, else CONTEST; inf: never
     contest: float | None = None

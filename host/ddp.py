@@ -133,15 +133,15 @@ class SwitchAllreduce:
             bind = bind or (("127.0.0.1", 0) if switch[0].startswith("127.") else ("0.0.0.0", 0))
             transport = UdpTransport(switch, bind=bind)
         try:
-            pipes = 1
+            pipes, path = 1, None
             if control is not None:
                 with ControlClient(control, token_file=token_file) as ctl:
                     pipes = ctl.join(job.switch_config(world_size), Member(rank, transport.address),
                                      place=job.placement(), deadline=max(deadline, 600.0))
-                    job = job.granted(ctl.granted)
+                    job, path = job.granted(ctl.granted), ctl.round_trip
                 if owned:  # the emulator answered the join: with one pipe it takes a batch of frames as one buffer
                     transport.segment_offload = pipes == 1
-            worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes, congestion=congestion)
+            worker = Worker(transport, job, rank, deadline=deadline, pipes=pipes, congestion=congestion, path_rtt=path)
             # the codec's kernels loaded now, not in the first step's first bucket (the hello waits for that
             # bucket: the ranks need not connect together)
             worker.prepare(codec.CodecParams(length=1 << 12, workers=world_size), hello=False)

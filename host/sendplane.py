@@ -68,6 +68,7 @@ from .congestion_rules import WINDOW, crossing, pace_release, pace_sent, window_
 
 # the wire's codes as plain integers, which the kernels compile in as constants
 _UPDATE, _RESULT, _STALE_RUN_FLAG = int(MsgType.UPDATE), int(MsgType.RESULT), int(Flags.STALE_RUN)
+_RESEND_FLAG, _PENDING_FLAG = int(Flags.RESEND), int(Flags.PENDING)
 _VERSION_SHIFT = VERSION_BIT.bit_length() - 1
 
 # The state, as records (numpy structured dtypes; `t.next`, `fl[slot].chunk` compile to a load at a fixed
@@ -84,6 +85,8 @@ TRANSFER = np.dtype([
     # last progress, the earliest timeout, the RACK timer, the deadline, the tail probe
     ("last_progress", np.float64), ("earliest", np.float64), ("rack_at", np.float64), ("deadline", np.float64),
     ("probe_at", np.float64),
+    ("oldest", np.float64),  # the least first transmission of a chunk in flight (maybe stale-early: `poll` renews it)
+    ("stuck_slot", np.int64),  # the slot whose chunk waited past the deadline
     # a RESULT came since the last timeout; a timeout's probe went, and no chunk sent once was answered since
     ("heard", np.bool_), ("probing", np.bool_),
 ], align=True)
@@ -99,6 +102,9 @@ SLOT = np.dtype([
     ("done_first", np.float64), ("done_at", np.float64),
     # the chunk in flight's timer waits for progress; RACK resent it
     ("suppressed", np.bool_), ("overtaken", np.bool_),
+    # the switch holds the chunk in flight and waits for others (a PENDING answer): who it had counted, and how
+    # long this worker now waits before it asks again (doubling, never resending faster than answers come)
+    ("held", np.bool_), ("counted", np.int64), ("hold", np.float64),
 ], align=True)
 # rack[pipe]: the latest transmission answered of a chunk sent once, its round trip and chunk; same for resent
 # chunks
@@ -116,13 +122,17 @@ RTT = np.dtype([
     ("backoff_limit", np.float64), ("decay", np.int64), ("probe_floor", np.float64),
     ("next", np.int64), ("recent", np.float64, (R_SAMPLES,)),
     ("rto_srtt", np.float64),  # the timeout's least margin past srtt, a share of srtt (0: RFC 6298's alone)
+    ("tick", np.float64),  # the host's timer granularity (0 on a virtual clock): no timer is set shorter
 ])
 # stats: what a transfer counts (`PhaseTransfer.stats`)
 STATS = np.dtype([(name, np.int64) for name in ("frames", "bytes", "retransmissions", "fast_retransmissions",
-                                                 "timeouts", "spurious_resends", "ignored", "probes")])
+                                                 "timeouts", "spurious_resends", "ignored", "probes",
+                                                 "pending", "asked")])
 
 # what a call reports besides its frames
 OK, STALE_RUN, DEADLINE = 0, 1, 2
+NO_SLOT = -1
+HOLD_ASKS = 8  # a held chunk asks the switch again at least this many times before its deadline
 
 
 @njit(cache=True)
@@ -153,7 +163,7 @@ def _now_rtt(r):
 @njit(cache=True)
 def backoff_cap(r):
     recent = recent_least(r)
-    return min(r.maximum, max(r.backoff_limit, r.minimum, 8.0 * r.min_rtt,
+    return min(r.maximum, max(r.backoff_limit, r.minimum, r.tick, 8.0 * r.min_rtt,
                               0.0 if math.isinf(recent) else 2.0 * recent))
 
 
@@ -167,7 +177,7 @@ def rtt_sample(r, rtt):
     r.min_rtt = min(r.min_rtt, rtt)
     r.recent[r.next] = rtt
     r.next = (r.next + 1) % R_SAMPLES
-    r.rto = min(backoff_cap(r), max(r.minimum, r.srtt + max(4 * r.rttvar, r.rto_srtt * r.srtt)))
+    r.rto = min(backoff_cap(r), max(r.minimum, r.tick, r.srtt + max(4 * r.rttvar, r.rto_srtt * r.srtt)))
 
 
 @njit(cache=True)
@@ -180,13 +190,13 @@ def probe_after(r):
     """How long a silent path (no answer, nothing sent) waits before one chunk goes again as a probe:
     two smoothed round trips, at least the floor (RACK's tail loss probe, RFC 8985 7.2); never without
     a round trip measured."""
-    return math.inf if math.isnan(r.srtt) else max(2 * r.srtt, r.probe_floor)
+    return math.inf if math.isnan(r.srtt) else max(2 * r.srtt, r.probe_floor, r.tick)
 
 
 @njit(cache=True)
 def reordering(r):
     srtt = 0.0 if math.isnan(r.srtt) else r.srtt
-    return max(1e-4, r.reorder_scale * srtt / 4)
+    return max(r.tick, r.reorder_scale * srtt / 4)
 
 
 @njit(cache=True)
@@ -241,12 +251,15 @@ def _send_new(t, fl, slot, chunk, version, now, rto):
     s.retries = 0
     s.suppressed = False
     s.overtaken = False
+    s.held = False
+    s.counted = 0
     s.sent = s.first = now
     s.rto = rto
     s.due = now + rto
     t.seq += 1
     t.in_flight += 1
     t.earliest = min(t.earliest, now + rto)
+    t.oldest = min(t.oldest, now)
 
 
 @njit(cache=True)
@@ -328,7 +341,7 @@ def overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
     n = np.int64(0)  # not a literal 0: `_by_seq` would be compiled once more for Literal[int](0)
     for slot in range(slots):
         s = fl[slot]
-        if s.chunk < 0:
+        if s.chunk < 0 or s.held:  # held: the switch counted it and waits on a peer
             continue
         pipe = rack[(t.slot_base + slot) % pipes]
         # overtaken: a chunk of its pipe sent after it was answered, and came after it in the order the
@@ -380,6 +393,54 @@ def _duplicate(t, r, chunks, fl, frame, at, slot, pool_index, offset, stats):
 
 
 @njit(cache=True)
+def _moved_on(t, r, chunks, wire, fl, frame, at, slot, pool_index, offset, now, tx, iov, m, base, stats):
+    """An answer in `slot`'s other copy for the slot's next chunk (a peer's PENDING, multicast the first time):
+    the peers had this worker's chunk answered, since they sent the next one, so the RESULT to this worker was
+    lost.  Asked again now (the switch answers from the complete copy), not after a timer, or a hold that
+    may have grown long while a late peer held the copy; at most once a round trip."""
+    s = fl[slot]
+    nxt = s.chunk + t.slots
+    if (frame[at + AT_MSG_TYPE] != _RESULT or get16(frame, at + AT_JOB_ID) != t.job
+            or get16(frame, at + AT_PHASE) != t.tag or s.version == pool_index >> _VERSION_SHIFT
+            or nxt >= t.chunks or offset != chunks[nxt].wire_offset or now - s.sent < _srtt(r)):
+        return m
+    stats.asked += 1
+    m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+    if s.held:
+        s.due = now + s.hold
+    return m
+
+
+@njit(cache=True)
+def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats):
+    """The switch answered a repeated UPDATE of the chunk in `slot` with PENDING: its copy holds the members
+    in `counted` and waits for the rest.  Counted, this worker stops resending the chunk: it is held, and
+    asks again only after `hold`, which doubles each time (a peer that is late for seconds costs a few
+    frames, not one per timeout).  Not counted, its UPDATE was lost (the repeat that drew the answer was
+    a peer's): sent again at once, unless it went too recently to have reached the switch yet."""
+    stats.pending += 1
+    s = fl[slot]
+    s.counted = counted
+    if counted >> t.worker & 1:
+        if not s.held:
+            s.held = True
+            s.suppressed = False
+            s.hold = min(max(2.0 * _srtt(r), s.rto, r.tick), t.deadline / HOLD_ASKS)
+            s.due = now + s.hold  # the hold replaces the timer; an answer to an ask leaves the next ask's time
+        return m
+    if s.held or now - s.sent < _srtt(r):
+        return m
+    stats.asked += 1
+    return _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+
+
+@njit(cache=True)
+def _srtt(r):
+    """srtt, or 0 before any round trip."""
+    return 0.0 if math.isnan(r.srtt) else r.srtt
+
+
+@njit(cache=True)
 def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, length, now, tx, iov, m, base, stats):
     """Take in one frame (`frame[at : at + length]`); return the message count after the frames it
     lets out, and OK or STALE_RUN (then `t.stale_slot` names the slot, and nothing changed)."""
@@ -409,16 +470,22 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
             or offset != c.wire_offset or count != c.count or length < HEADER_BYTES + 4 * count):
         _duplicate(t, r, chunks, fl, frame, at, slot, pool_index, offset, stats)
         stats.ignored += 1
-        return m, OK
+        return _moved_on(t, r, chunks, wire, fl, frame, at, slot, pool_index, offset, now, tx, iov, m, base,
+                         stats), OK
     if frame[at + AT_FLAGS] & _STALE_RUN_FLAG:
         t.stale_slot = slot
         return m, STALE_RUN
+    if frame[at + AT_FLAGS] & _PENDING_FLAG:
+        return _pending(t, r, chunks, wire, fl, slot, get32(frame, at + HEADER_BYTES), now, tx, iov, m, base,
+                        stats), OK
     swap_copy(answers, 4 * c.offset, frame, at + HEADER_BYTES, 4 * count)
     rtt = now - s.sent
     min_rtt = r.min_rtt
     fresh = s.retries == 0
-    # answered sooner after its resend than any round trip seen: it answers an earlier transmission
-    late = not fresh and rtt < min_rtt / 2 < math.inf
+    # answered sooner after its resend than any round trip seen: it answers an earlier transmission.  Not so
+    # an answer flagged RESEND: a switch answered a repeated UPDATE from the copy it holds (a leaf answers
+    # from the total it stored, sooner than the whole tree's round trip), so it answers the resend
+    late = not fresh and rtt < min_rtt / 2 < math.inf and not frame[at + AT_FLAGS] & _RESEND_FLAG
     if late and s.overtaken:
         # this answers the first transmission, which was late, not lost
         rtt_reordered(r)
@@ -458,14 +525,31 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
                 o.rto = r.rto
                 o.due = now + r.rto
                 t.earliest = min(t.earliest, o.due)
+    s.held = False
     s.done_chunk, s.done_version = chunk, s.version
     s.done_retries = -1 if late else s.retries  # late: its sample is taken
     s.done_first, s.done_at = s.first, now
     version[slot] ^= 1
     s.chunk = -1
     t.in_flight -= 1
+    _progress(t, fl, slot, chunk, now)
     m = overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats)
     return fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats), OK
+
+
+@njit(cache=True)
+def _progress(t, fl, slot, chunk, now):
+    """The switch completed `chunk` (in `slot`) now: the chunks after it in its pipe could not have been
+    completed before it (every worker sends in the same order, and a pipe completes them in that order), so
+    their timers count from now, not from when this worker sent them.  A window sent ahead of its peers
+    (paced, or simply earlier) waits on them, not on a loss; RACK, not the timer, finds a chunk that a later
+    one overtook."""
+    pipes = t.pipes
+    pipe = (t.slot_base + slot) % pipes
+    for other in range(t.slots):
+        o = fl[other]
+        if o.chunk > chunk and (t.slot_base + other) % pipes == pipe and o.due < now + o.rto:
+            o.due = now + o.rto
 
 
 @njit(cache=True)
@@ -487,14 +571,22 @@ def take(t, r, cw, rack, version, chunks, wire, answers, fl, rx, entry_bytes, le
 
 @njit(cache=True)
 def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats):
-    """Retransmissions that are due, and new chunks the pacer held back; DEADLINE when nothing progressed
-    for the deadline."""
+    """Retransmissions that are due, and new chunks the pacer held back; DEADLINE when a chunk has waited
+    for its answer for the deadline since it first went (`t.stuck_slot` names its slot).  Progress is
+    judged per chunk, not per transfer: a slot that never completes fails the transfer even while the
+    others keep answering."""
     if t.received == t.chunks:
         return m, OK
     if now >= t.pace_at:
         m = fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats)
-    if now - t.last_progress >= t.deadline:
-        return m, DEADLINE
+    if now >= t.oldest + t.deadline:
+        t.oldest, t.stuck_slot = math.inf, NO_SLOT
+        for slot in range(t.slots):
+            s = fl[slot]
+            if s.chunk >= 0 and s.first < t.oldest:
+                t.oldest, t.stuck_slot = s.first, slot
+        if now >= t.oldest + t.deadline:
+            return m, DEADLINE
     if now >= t.rack_at:
         m = overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats)
     if now >= t.probe_at:
@@ -509,19 +601,30 @@ def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats
             in_flight = np.empty(t.slots, np.int64)
             n = np.int64(0)
             for slot in range(t.slots):
-                if fl[slot].chunk >= 0:
+                if fl[slot].chunk >= 0 and not fl[slot].held:  # a held chunk waits on its peers, not on us
                     in_flight[n] = slot
                     n += 1
-            stats.probes += 1
-            m = _resend(t, chunks, wire, fl, _oldest(fl, in_flight, n), now, tx, iov, m, base, stats)
+            if n:
+                stats.probes += 1
+                m = _resend(t, chunks, wire, fl, _oldest(fl, in_flight, n), now, tx, iov, m, base, stats)
     if now >= t.earliest:
         slots = t.slots
         due = np.empty(slots, np.int64)
         n = np.int64(0)
         for slot in range(slots):
-            if fl[slot].chunk >= 0 and now >= fl[slot].due:
-                due[n] = slot
-                n += 1
+            s = fl[slot]
+            if s.chunk < 0 or now < s.due:
+                continue
+            if s.held:
+                # held past its wait: ask the switch again (its answer says whether the copy still waits, or
+                # completed and the RESULT to us was lost), and wait twice as long before the next time
+                s.hold = min(2.0 * s.hold, r.maximum, t.deadline / HOLD_ASKS)
+                stats.asked += 1
+                m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+                s.due = now + s.hold
+                continue
+            due[n] = slot
+            n += 1
         cap = backoff_cap(r)
         if n and t.probing and t.heard:
             # The last probe was answered, and these waited a full timeout after that progress
@@ -561,8 +664,8 @@ def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats
 @njit(cache=True)
 def next_timer(t):
     """When `poll` has something to do next: a timeout, RACK's timer, the tail probe, chunks the pacer
-    held back or the deadline."""
-    return min(t.earliest, t.rack_at, t.probe_at, t.pace_at, t.last_progress + t.deadline)
+    held back or the deadline of the oldest chunk in flight."""
+    return min(t.earliest, t.rack_at, t.probe_at, t.pace_at, t.oldest + t.deadline)
 
 
 # -- what window.py calls: its record arrays as bytes ---------------------------------------------------

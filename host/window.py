@@ -110,16 +110,19 @@ class RttEstimator:
 
     REORDER_DECAY = 8  # loss recoveries without evidence of reordering after which the allowance halves
 
-    PROBE_FLOOR = 2e-3  # the least silence before a tail probe (`probe_after`)
-
-    def __init__(self, initial: float = 0.1, minimum: float = 0.02, maximum: float = 2.0,
-                 backoff_limit: float = 0.05, probe_floor: float = PROBE_FLOOR, rto_srtt: float = 0.0):
+    def __init__(self, initial: float = 0.1, minimum: float = 0.0, maximum: float = 2.0,
+                 backoff_limit: float = 0.0, probe_floor: float = 0.0, rto_srtt: float = 0.0, tick: float = 0.0,
+                 path: float | None = None):
         """probe_floor: a silent path's probe goes after max(2 srtt, probe_floor); inf: never (the
-        timeout alone).  rto_srtt: the timeout's least margin past srtt, as a share of srtt."""
+        timeout alone).  rto_srtt: the timeout's least margin past srtt, as a share of srtt.  tick: the
+        host's timer granularity (`hina.host.clock.tick`; 0 on a virtual clock), under which no timer is set.
+        path: the path's round trip as measured before any chunk (`measured`); None: the first chunk's."""
         self.state, self.state_bytes = records(
-            sp.RTT, rto=initial, srtt=math.nan, min_rtt=math.inf, reorder_scale=1.0, minimum=minimum,
+            sp.RTT, rto=max(initial, tick), srtt=math.nan, min_rtt=math.inf, reorder_scale=1.0, minimum=minimum,
             maximum=maximum, backoff_limit=backoff_limit, decay=self.REORDER_DECAY, probe_floor=probe_floor,
-            recent=math.inf, rto_srtt=rto_srtt)
+            recent=math.inf, rto_srtt=rto_srtt, tick=tick)
+        if path is not None:
+            self.measured(path)
 
     @classmethod
     def fair(cls, **kwargs) -> RttEstimator:
@@ -136,6 +139,7 @@ class RttEstimator:
     backoff_limit = field("backoff_limit")
     reorder_scale = field("reorder_scale", "doubles on evidence that RESULTs reorder, halves without it")
     probe_floor = field("probe_floor", "the least silence before a tail probe")
+    tick = field("tick", "the host's timer granularity: no timer is set shorter")
 
     @property
     def probe_after(self) -> float:
@@ -147,6 +151,14 @@ class RttEstimator:
     def srtt(self) -> float | None:
         srtt = float(self.state["srtt"][0])
         return None if math.isnan(srtt) else srtt
+
+    def measured(self, rtt: float) -> None:
+        """The path's round trip, measured before any chunk went (the join exchange, with no peer to wait
+        for and nothing queued): the first estimate of srtt and the timeout, and the least round trip the
+        delay rule measures queueing from, until the chunks' own round trips say otherwise."""
+        if not 0 < rtt < math.inf:
+            raise ValueError(f"a path's round trip must be a positive number of seconds, got {rtt!r}")
+        sp.rtt_sample(self.state[0], rtt)
 
     def sample(self, rtt: float) -> None:
         """One RTT measured on a chunk sent once (Karn: never on a resent one)."""
@@ -263,7 +275,8 @@ class PhaseTransfer:
         self._t, self._t_bytes = records(  # the transfer's scalars
             sp.TRANSFER, chunks=self.chunks, words=words, job=job_id, worker=worker_id, tag=self.tag,
             slot_base=pool.slot_base, slots=slots, pipes=self.pipes, last_progress=now, earliest=math.inf,
-            rack_at=math.inf, deadline=deadline, probe_at=math.inf, pace_at=math.inf)
+            rack_at=math.inf, deadline=deadline, probe_at=math.inf, pace_at=math.inf,
+            oldest=math.inf, stuck_slot=sp.NO_SLOT)
         # slot -> the chunk in flight there (-1: none), and the last one answered there
         self._fl, self._fl_bytes = records(sp.SLOT, slots, chunk=-1, version=-1, seq=-1, retries=-1, done_chunk=-1,
                                             done_version=-1, done_retries=-1)
@@ -359,15 +372,25 @@ class PhaseTransfer:
                 self.job_id, self.worker_id, f"holds slot {self.pool.slot_base + slot} (copy {version}) "
                 f"from an earlier run of this job, so it refused phase {self.name!r} {what}"))
         if status == sp.DEADLINE:
-            waiting = np.flatnonzero(self._fl["chunk"] >= 0)
-            slot = waiting[np.argmin(self._fl["chunk"][waiting])]
+            slot = int(self._t["stuck_slot"][0])
             chunk, version = self._fl["chunk"][slot], self._fl["version"][slot]
             received = int(self._t["received"][0])
             raise AggregationTimeout(
                 f"job {self.job_id}, worker {self.worker_id}: phase {self.name!r} (tag {self.tag}) got no "
                 f"RESULT for offset {self._chunks['offset'][chunk]} (slot {self.pool.slot_base + slot}, "
                 f"copy {version}) within {self.deadline:g} s; {received}/{self.chunks} chunks done"
-                + ("" if received else " (is the job on the switch, and are all its workers running?)"))
+                + self._why(slot, received))
+
+    def _why(self, slot: int, received: int) -> str:
+        """What the switch said of a chunk that waited past the deadline: whose UPDATEs its copy held (a
+        PENDING answer), or nothing at all."""
+        if self._fl["held"][slot]:
+            counted = int(self._fl["counted"][slot])
+            ids = [w for w in range(32) if counted >> w & 1]
+            return (f"; the switch holds this worker's UPDATE and waits for the others (it had counted "
+                    f"worker_id{'s' if len(ids) != 1 else ''} {', '.join(map(str, ids))}: is every worker "
+                    f"of the job running?)")
+        return "" if received else " (is the job on the switch, and are all its workers running?)"
 
 
 class Ring:

@@ -1,4 +1,5 @@
-/* hina: the slot protocol's state per slot copy: arrival bitmap, counter, offset, phase tag, total.
+/* hina: the slot protocol's state per slot copy: arrival bitmap, counter, offset, phase tag, total,
+ * whether every member heard a PENDING.
  * Same rules as switch_emulator/controls.py (arrival_bitmap, from_parent):
  * - copy non-empty and (offset or phase tag differs): STALE_RUN.  Within one
  *   run a copy in use holds one chunk, and a worker whose bit is still set
@@ -8,8 +9,11 @@
  * - sender's bit already set: RESEND if the copy is complete (counter == the
  *   children's count) and holds the total (always, on the root), RESEND_UP if
  *   it is complete but was sent up and no total came back yet (trees), else
- *   DUPLICATE.  The counter, not the bitmap, says "complete" here: the bitmap
- *   of a complete copy loses bits as workers move to the other copy.
+ *   DUPLICATE, answered PENDING with the copy's bitmap: to every member the
+ *   first time for this copy (its `pendings` bit, cleared by the copy's first
+ *   arrival), to the sender after that (PENDING_BACK).  The counter, not the
+ *   bitmap, says "complete" here: the bitmap of a complete copy loses bits as
+ *   workers move to the other copy.
  * - copy non-empty and complete (the sender already left it): RESEND where it holds the total (a late
  *   duplicate is ignored by its sender; a new run's hello learns it met an earlier run's copy), else STALE.
  * - otherwise clear the sender's bit in the other copy, set it here; an
@@ -18,7 +22,11 @@
  * Trees, a RESULT from the slot's parent (ingress checked the port): a
  * STALE_RUN refusal goes down as it came (STALE_DOWN), whatever the copy
  * holds; a total must answer this copy (complete, same offset and phase
- * tag), else STALE, and is stored once (TOTAL; a second is a DUPLICATE). */
+ * tag), else STALE, and is stored once (TOTAL; a second is a DUPLICATE).
+ * The parent's PENDING for such a copy is never stored: where its bitmap
+ * (word 0) counts this switch's member id, every child here is counted too
+ * (PENDING_DOWN, with this copy's bitmap), else the partial never reached
+ * the parent and goes up again (RESEND_UP). */
 #ifndef _HINA_ARRIVAL_BITMAP_P4_
 #define _HINA_ARRIVAL_BITMAP_P4_
 
@@ -30,6 +38,7 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(HINA_COPIES) offsets;
     register<bit<16>>(HINA_COPIES) phases;
     register<bit<8>>(HINA_COPIES) totals;   /* trees: the copy holds the job's total (from the parent) */
+    register<bit<1>>(HINA_COPIES) pendings; /* a PENDING for this copy went to every member already */
 
     apply {
         bit<32> seen;
@@ -52,6 +61,13 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
             } else if (total != 0) {
                 meta.verdict = VERDICT_DROP;
                 meta.drop_reason = DROP_DUPLICATE;
+            } else if ((hdr.hina.flags & FLAG_PENDING) != 0) {
+                meta.bitmap = seen;
+                if (((hdr.payload.w00 >> meta.member) & 1) != 0) {
+                    meta.verdict = VERDICT_PENDING_DOWN;   /* the parent holds this partial, waits for others */
+                } else {
+                    meta.verdict = VERDICT_RESEND_UP;      /* the partial was lost on the way up */
+                }
             } else {
                 totals.write(meta.copy, 1);
                 meta.verdict = VERDICT_TOTAL;
@@ -66,8 +82,17 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
                     meta.verdict = VERDICT_RESEND_UP;
                 }
             } else {
-                meta.verdict = VERDICT_DROP;
-                meta.drop_reason = DROP_DUPLICATE;
+                /* the copy holds the sender's words and waits for others: counted DUPLICATE, nothing
+                 * stored, answered with who is counted */
+                bit<1> told;
+                pendings.read(told, meta.copy);
+                pendings.write(meta.copy, 1);
+                meta.bitmap = seen;
+                if (told == 0) {
+                    meta.verdict = VERDICT_PENDING;
+                } else {
+                    meta.verdict = VERDICT_PENDING_BACK;
+                }
             }
         } else if (seen != 0 && count == meta.children) {
             /* the sender already left this complete copy: answered as a duplicate (its sender ignores a
@@ -89,6 +114,7 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
                 phases.write(meta.copy, hdr.hina.phase);
                 arrivals.write(meta.copy, 1);
                 totals.write(meta.copy, 0);
+                pendings.write(meta.copy, 0);
             } else {
                 arrivals.write(meta.copy, count + 1);
             }

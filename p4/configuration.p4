@@ -32,6 +32,7 @@ const bit<8> OP_OR = 1;
 const bit<8> OP_MAX = 2;
 const bit<8> FLAG_RESEND = 1;
 const bit<8> FLAG_STALE_RUN = 2;   /* refused: the copy holds another run's chunk */
+const bit<8> FLAG_PENDING = 4;     /* a repeat met a copy still waiting: word 0 says who is counted */
 
 /* Drop reasons: the index into the `drops` counter; the emulator's
  * hina.wire.headers.Drop declares them, and the emulator counts by it. */
@@ -65,5 +66,8 @@ const verdict_t VERDICT_SEND_UP = 5;    /* combined, copy complete, switch has a
 const verdict_t VERDICT_RESEND_UP = 6;  /* duplicate for a copy sent up, no total yet: the partial up again */
 const verdict_t VERDICT_TOTAL = 7;      /* the parent's RESULT for a copy sent up: store, multicast down */
 const verdict_t VERDICT_STALE_DOWN = 8; /* the parent refused the partial (STALE_RUN): multicast it down */
+const verdict_t VERDICT_PENDING = 9;    /* duplicate for a copy still waiting: PENDING to every member (the first) */
+const verdict_t VERDICT_PENDING_BACK = 10;  /* the same, every member told already: PENDING to the sender */
+const verdict_t VERDICT_PENDING_DOWN = 11;  /* the parent's PENDING counts this switch: down to every child */
 
 #endif

@@ -80,6 +80,7 @@ struct metadata_t {
     verdict_t verdict;
     bit<1>  first;          /* first arrival in an empty copy: write, do not combine */
     bit<32> copy;           /* register index of the slot copy: slot * 2 + version */
+    bit<32> bitmap;         /* the copy's arrival bitmap: a PENDING answer's word 0 */
     /* ingress decisions carried to egress */
     drop_reason_t drop_reason;
     bit<1>  is_result;      /* the switch emits a frame (a RESULT, or an UPDATE up): rewrite addresses per egress port */

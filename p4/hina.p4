@@ -37,6 +37,18 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
         meta.is_result = 1;
     }
 
+    /* a PENDING answer's words: the copy's arrival bitmap (who is counted) as word 0, the rest 0 */
+    action pending_words() {
+        hdr.payload.w00 = meta.bitmap; hdr.payload.w01 = 0; hdr.payload.w02 = 0; hdr.payload.w03 = 0;
+        hdr.payload.w04 = 0; hdr.payload.w05 = 0; hdr.payload.w06 = 0; hdr.payload.w07 = 0;
+        hdr.payload.w08 = 0; hdr.payload.w09 = 0; hdr.payload.w10 = 0; hdr.payload.w11 = 0;
+        hdr.payload.w12 = 0; hdr.payload.w13 = 0; hdr.payload.w14 = 0; hdr.payload.w15 = 0;
+        hdr.payload.w16 = 0; hdr.payload.w17 = 0; hdr.payload.w18 = 0; hdr.payload.w19 = 0;
+        hdr.payload.w20 = 0; hdr.payload.w21 = 0; hdr.payload.w22 = 0; hdr.payload.w23 = 0;
+        hdr.payload.w24 = 0; hdr.payload.w25 = 0; hdr.payload.w26 = 0; hdr.payload.w27 = 0;
+        hdr.payload.w28 = 0; hdr.payload.w29 = 0; hdr.payload.w30 = 0; hdr.payload.w31 = 0;
+    }
+
     apply {
         bool hina_port = hdr.udp.isValid() && hdr.udp.dst_port == HINA_PORT;
         bool known_job = false;
@@ -115,7 +127,25 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
                             send_up();
                         } else if (meta.verdict == VERDICT_TOTAL) {
                             value_processor.apply(hdr.payload, meta.copy, hdr.hina.op, 1, 0);   /* stored */
-                            hdr.hina.flags = 0;   /* a fresh multicast down, whatever the parent's flags */
+                            /* a fresh multicast down; but a total the parent sent as a RESEND answers a
+                             * repeat, and the children must know it */
+                            hdr.hina.flags = hdr.hina.flags & FLAG_RESEND;
+                            standard_metadata.mcast_grp = meta.group;
+                            meta.is_result = 1;
+                        } else if (meta.verdict == VERDICT_PENDING || meta.verdict == VERDICT_PENDING_BACK) {
+                            drops.count((bit<32>) DROP_DUPLICATE);   /* counted, and answered: who is counted */
+                            pending_words();
+                            hdr.hina.msg_type = MSG_RESULT;
+                            hdr.hina.flags = FLAG_PENDING;
+                            if (meta.verdict == VERDICT_PENDING) {
+                                standard_metadata.mcast_grp = meta.group;   /* the first: every member */
+                            } else {
+                                standard_metadata.egress_spec = standard_metadata.ingress_port;
+                                meta.to_sender = meta.by_address;
+                            }
+                            meta.is_result = 1;
+                        } else if (meta.verdict == VERDICT_PENDING_DOWN) {
+                            pending_words();   /* this copy's bitmap: the children counted here */
                             standard_metadata.mcast_grp = meta.group;
                             meta.is_result = 1;
                         } else if (meta.verdict == VERDICT_STALE_DOWN) {

@@ -315,6 +315,11 @@ def preset_rounds(stats: UnionStats, length: int, mode: str, link_gbps: float, l
     return out
 
 
+# A worker's congestion settings on a simulated host: its defaults, but for the queueing a busy host's scheduler
+# adds to round trips, which a simulated host has none of (the delay rule's threshold is the least round trip)
+SIMULATED_HOST = CongestionSettings(queue_delay=0.0)
+
+
 # -- the network --------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Hop:
@@ -394,6 +399,17 @@ class Setup:
         """Bytes on a link per UPDATE or RESULT: the hina frame (K words, always) and the overhead."""
         return Ring.frame_size(self.words) + self.overhead
 
+    def path_rtt(self) -> float:
+        """What host 0's join exchange measures before its first chunk: a frame of the job's size to the root of
+        its slot 0 and back on empty links (each hop its rate and the propagation delay, each switch its latency
+        and service)."""
+        hops, hop, seconds = self.hops, 0, 0.0
+        while True:
+            seconds += self.frame_bytes * 8 / hops[hop].rate + self.delay + self.switch_latency + self.switch_service
+            if not hops[hop].parents:
+                return 2 * seconds
+            hop = hops[hop].parents[0]
+
     def line_rate_seconds(self, chunks: int) -> float:
         """`chunks` frames at the worker's link rate: the least a round can take."""
         return chunks * self.frame_bytes * 8 / self.hops[0].rate
@@ -447,12 +463,12 @@ class PathModel:
     model, as a `Worker`'s does across its rounds; `run` aggregates rounds one after another on one
     `Clock`."""
 
-    def __init__(self, net: Setup, *, cap: int = 2048, initial_rtt: float = 0.1):
+    def __init__(self, net: Setup, *, cap: int = 2048, congestion: CongestionSettings = SIMULATED_HOST):
         self.net, self.cap = net, max(cap, 4 * net.slots)
         self.pool = SlotPool(0, net.slots)
-        self.rtt = RttEstimator(initial=initial_rtt)
-        # the delay rule: the model's figures ran with it
-        self.window = CongestionWindow(net.slots, CongestionSettings(fair=False))
+        # as a worker's: from its join exchange (timers fire when due on this clock: no tick)
+        self.rtt = (RttEstimator.fair if congestion.fair else RttEstimator)(path=net.path_rtt())
+        self.window = CongestionWindow(net.slots, congestion)
         self.switches = [_Switch(net, hop) for hop in net.hops]
         self.at = {hop.name: i for i, hop in enumerate(net.hops)}
         # into each hop's switch from below, and from it back down; no queue limit: what each port held is
@@ -581,9 +597,10 @@ def outside(result: dict) -> str | None:
 
 
 def aggregation_seconds(net: Setup, rounds: Sequence[Round], residual_chance: float = 0.0, *,
-                        cap: int = 2048) -> dict:
-    """The modelled seconds of one aggregation (a fresh worker, as a Mininet run's first)."""
-    return PathModel(net, cap=cap).run(rounds, residual_chance)
+                        cap: int = 2048, congestion: CongestionSettings = SIMULATED_HOST) -> dict:
+    """The modelled seconds of one aggregation (a fresh worker, as a Mininet run's first); `congestion`: the
+    worker's settings (a real host's, `CongestionSettings()`, to stand beside a Mininet run)."""
+    return PathModel(net, cap=cap, congestion=congestion).run(rounds, residual_chance)
 
 
 def _ignore(frame: bytes) -> None:

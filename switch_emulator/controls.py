@@ -63,7 +63,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from hina.wire.compiled import bswap, get16, get32, put16, set_ipv4_checksum, words
+from hina.wire.compiled import bswap, get16, get32, put16, put32, set_ipv4_checksum, words
 from hina.wire.frames import (
     ETH_DST_AT,
     ETH_SRC_AT,
@@ -104,7 +104,7 @@ NOTHING, TO_GROUP, TO_SENDER, TO_PARENT = 0, 1, 2, 3
 (TRUNCATED, BAD_LENGTH, BAD_MSG_TYPE, BAD_OP, UNKNOWN_JOB, BAD_WORKER, UNAUTHORIZED, BAD_COUNT, BAD_SLOT, STALE,
  DUPLICATE, BAD_CHECKSUM, NO_ROUTE, STALE_RUN, NOT_PARENT) = (int(d) for d in Drop)
 _UPDATE, _RESULT = int(MsgType.UPDATE), int(MsgType.RESULT)
-_RESEND_FLAG, _STALE_RUN_FLAG = int(Flags.RESEND), int(Flags.STALE_RUN)
+_RESEND_FLAG, _STALE_RUN_FLAG, _PENDING_FLAG = int(Flags.RESEND), int(Flags.STALE_RUN), int(Flags.PENDING)
 _MAX_OP = int(max(Op))
 _ADD, _OR = int(Op.ADD), int(Op.OR)
 _SLOT_MASK = VERSION_BIT - 1
@@ -149,6 +149,15 @@ def _result(out, o, data, at, flags, values, row, count):
     raw = values[row : row + count].view(np.uint32)
     for i in range(count):
         wire[i] = bswap(raw[i])
+
+
+@njit(cache=True, inline="always")
+def _pending(out, o, data, at, count, bitmap):
+    """A PENDING answer at out[o:]: the UPDATE's header flagged PENDING, the copy's arrival bitmap as word 0 and
+    zeros for the rest of its `count` words."""
+    _header(out, o, data, at, _PENDING_FLAG)
+    out[o + HEADER_BYTES : o + HEADER_BYTES + 4 * count] = 0
+    put32(out, o + HEADER_BYTES, bitmap)
 
 
 @njit(cache=True, inline="always")
@@ -273,7 +282,17 @@ def arrival_bitmap(jobs, copies, values, counters, data, at, j, worker, pool_ind
             job.resent_up += 1
             _send_up(out, o, data, at, values, row, count, job.member)
             return TO_PARENT + tree_parent(job, pool_index), j, frame_bytes
-        return drop(jobs, counters, j, DUPLICATE)
+        # The copy holds the sender's words and waits for others: dropped, nothing stored, and answered PENDING
+        # with who is counted, so that the sender stops resending.  The first time for this copy every member
+        # hears it (a member whose UPDATE was lost sends it again at once instead of at its timeout); after
+        # that the sender alone, so that no repeat costs more downstream than the copy's RESULT will
+        drop(jobs, counters, j, DUPLICATE)
+        job.pending += 1
+        _pending(out, o, data, at, count, seen)
+        if c.pending:
+            return TO_SENDER, j, frame_bytes
+        c.pending = 1
+        return TO_GROUP, j, frame_bytes
     if seen != 0 and c.counter == job.needed:  # the sender already left this complete copy
         if job.parents == 0 or c.total:
             # Answered as when its bit is set: a late duplicate is ignored by its sender (that slot waits on
@@ -294,6 +313,7 @@ def arrival_bitmap(jobs, copies, values, counters, data, at, j, worker, pool_ind
         c.phase = phase
         c.counter = 1
         c.total = 0
+        c.pending = 0
     else:
         c.counter += 1
     job.updates += 1
@@ -359,14 +379,27 @@ def from_parent(jobs, copies, values, counters, data, at, source, j, out, o):
     c = copies[job.copy_base + local]
     if c.counter != job.needed or c.offset != get32(data, at + AT_OFFSET) or c.phase != get16(data, at + AT_PHASE):
         return drop(jobs, counters, j, STALE)
-    out[o : o + frame_bytes] = data[at : at + frame_bytes]
     if c.total:
         return drop(jobs, counters, j, DUPLICATE)
     count = job.words
-    value_processor(values, job.value_base + local * count, count, data, at, _OR, True)  # the total, as it came
+    row = job.value_base + local * count
+    if data[at + AT_FLAGS] & _PENDING_FLAG:
+        if get32(data, at + HEADER_BYTES) & (np.int64(1) << job.member):
+            # the parent holds this switch's partial and waits for others: every child is counted here
+            job.pending += 1
+            _pending(out, o, data, at, count, c.bitmap)
+            return TO_GROUP, j, frame_bytes
+        # the parent lacks this switch's partial: it was lost on the way up, so up again now
+        job.resent_up += 1
+        _send_up(out, o, data, at, values, row, count, job.member)
+        return TO_PARENT + tree_parent(job, pool_index), j, frame_bytes
+    out[o : o + frame_bytes] = data[at : at + frame_bytes]
+    value_processor(values, row, count, data, at, _OR, True)  # the total, as it came
     c.total = 1
     job.results += 1
-    out[o + AT_FLAGS] = 0  # a fresh multicast down, whatever the parent's flags
+    # a fresh multicast down; but a total the parent sent as a RESEND answers a repeat, and its children must
+    # know it (a worker takes no round trip from an answer to a resend)
+    out[o + AT_FLAGS] = data[at + AT_FLAGS] & _RESEND_FLAG
     return TO_GROUP, j, frame_bytes
 
 

@@ -58,7 +58,7 @@ ACTIVE_SECONDS = 5.0  # a job heard from (or refusing runs) within this many sec
 PINNED = frozenset({"command line", "configure"})  # where a job came from that no lease removes
 # what a member's frame moves once it passed the job's checks of its source: taking it in, answering it,
 # or dropping it as a duplicate, stale, another run's, or out of the job's counts and slots
-_HEARD = ("updates", "results", "resends", "resent_up")
+_HEARD = ("updates", "results", "resends", "resent_up", "pending")
 _HEARD_DROPS = [int(d) for d in (Drop.DUPLICATE, Drop.STALE, Drop.STALE_RUN, Drop.BAD_COUNT, Drop.BAD_SLOT)]
 
 
@@ -145,6 +145,10 @@ class _JobState:
     @property
     def resent_up(self) -> int:
         return int(self.register["resent_up"])
+
+    @property
+    def pending(self) -> int:
+        return int(self.register["pending"])
 
     @property
     def dropped(self) -> collections.Counter:
@@ -366,7 +370,7 @@ class Pipeline:
 
     @staticmethod
     def _job_counters(st: _JobState) -> dict:
-        out = {"updates": st.updates, "results": st.results, "resends": st.resends}
+        out = {"updates": st.updates, "results": st.results, "resends": st.resends, "pending": st.pending}
         if st.cfg.parents:  # in a tree: partials sent up, and sent up again
             out.update(sent_up=st.sent_up, resent_up=st.resent_up)
         out["drops"] = {d.name.lower(): n for d, n in sorted(st.dropped.items())}

@@ -43,6 +43,7 @@ padding.
         int64_t resends;                      /* RESULTs unicast again */
         int64_t sent_up;                      /* partials sent up */
         int64_t resent_up;                    /* partials sent up again */
+        int64_t pending;                      /* PENDING answers: repeats met a copy still waiting */
         int64_t drops[16];                    /* DROP_REASONS: by reason; [0] unused */
     };
     struct hina_copy {                        /* COPY */
@@ -51,6 +52,7 @@ padding.
         int64_t offset;                       /* the chunk's offset (salted), as the frames carry it */
         int64_t phase;                        /* the chunk's phase tag */
         int64_t total;                        /* the copy holds the job's total (a tree's RESULT stored) */
+        int64_t pending;                      /* a PENDING for this copy went to every member already */
     };
     struct hina_counters {                    /* COUNTERS */
         int64_t frames;                       /* frames seen */
@@ -88,10 +90,10 @@ JOB = np.dtype([
     ("worker_name", np.uint8, (MAX_WORKERS, SOCKADDR_IN_BYTES)),
     ("parent_name", np.uint8, (MAX_PARENTS, SOCKADDR_IN_BYTES)),
     ("updates", np.int64), ("results", np.int64), ("resends", np.int64), ("sent_up", np.int64),
-    ("resent_up", np.int64), ("drops", np.int64, (DROP_REASONS,)),
+    ("resent_up", np.int64), ("pending", np.int64), ("drops", np.int64, (DROP_REASONS,)),
 ])
 COPY = np.dtype([("bitmap", np.int64), ("counter", np.int64), ("offset", np.int64), ("phase", np.int64),
-                 ("total", np.int64)])
+                 ("total", np.int64), ("pending", np.int64)])
 COUNTERS = np.dtype([("frames", np.int64), ("drops", np.int64, (DROP_REASONS,))])
 JOB_IDS = 1 << 16  # job_index's rows: every job_id
 NO_JOB = -1

@@ -205,6 +205,38 @@ def load_case(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def copy_taken_again_case() -> dict:
+    """A case beside the vectors, as a vector is laid out, its frames out the emulator's: job 1's three
+    workers fill copy 0 (worker 0 asks twice: PENDING to every member), then copy 1 (each arrival clears its
+    bit in copy 0), then worker 0 takes copy 0 again for the next chunk and asks twice more: the first
+    PENDING of that chunk goes to every member again (the first arrival cleared the copy's mark), the
+    second to worker 0 alone.  `fanout` is how many frames each frame in made, checked here."""
+    import make_vectors
+
+    from hina.control.topology import Topology
+    from hina.emulator.frames import FrameSwitch
+
+    def update(worker, version, offset):
+        return 1 + worker, make_vectors.update(1 + worker, [worker + 1], worker=worker, version=version,
+                                               offset=offset)
+    k = make_vectors.K
+    packets = [update(0, 0, 0), update(0, 0, 0), update(1, 0, 0), update(2, 0, 0)]
+    packets += [update(w, 1, 4 * k) for w in range(3)]
+    packets += [update(0, 0, 8 * k)] * 3
+    emulator = FrameSwitch(Topology.from_config(make_vectors.TOPOLOGY))
+    expected, fanout = [], []
+    for port, frame in packets:
+        out = emulator.process(port, frame)
+        expected += [{"port": p, "frame": bytes(f).hex()} for p, f in out]
+        fanout.append(len(out))
+    assert fanout == [0, 3, 0, 3, 0, 0, 3, 0, 3, 1], fanout
+    drops = {name: n for name, n in emulator.counters()["drops"].items() if n}
+    assert drops == {"duplicate": 3}
+    return {"name": "copy_taken_again", "topology": make_vectors.TOPOLOGY, "fanout": fanout,
+            "packets": [{"port": p, "frame": f.hex()} for p, f in packets], "expected": expected,
+            "expected_drops": drops}
+
+
 def _multiset(pairs) -> Counter:
     return Counter((int(p), bytes.fromhex(f) if isinstance(f, str) else bytes(f)) for p, f in pairs)
 

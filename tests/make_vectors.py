@@ -26,7 +26,7 @@ VECTORS = Path(__file__).resolve().parent / "vectors"
 K = 32
 SWITCH_MAC, SWITCH_IP = "02:00:00:00:00:fe", "10.0.0.254"
 ADD, OR, MAX = 0, 1, 2
-RESEND, STALE_RUN = 1, 2
+RESEND, STALE_RUN, PENDING = 1, 2, 4
 
 
 def host_mac(port):
@@ -180,8 +180,16 @@ def build_cases() -> list[dict]:
                       multicast(c, [-5, 3, 2**31 - 1, 0])))
 
     a, b, c = update(1, [1], worker=0), update(2, [10], worker=1), update(3, [100], worker=2)
-    cases.append(case("duplicate_before_completion", "a repeated UPDATE of an incomplete copy is dropped and "
-                      "counted once", [(1, a), (1, a), (2, b), (3, c)], multicast(c, [111]), {"duplicate": 1}))
+    cases.append(case("duplicate_before_completion", "a repeated UPDATE of an incomplete copy is dropped, counted "
+                      "once, and answered PENDING to every member with the copy's arrival bitmap (word 0): the "
+                      "counted stop resending, the missing learn it", [(1, a), (1, a), (2, b), (3, c)],
+                      [(p, result(p, a, [0b001], flags=PENDING)) for p in JOB_PORTS[1]] + multicast(c, [111]),
+                      {"duplicate": 1}))
+    cases.append(case("duplicate_again_before_completion", "a second repeat of a copy still waiting is answered "
+                      "PENDING to its sender alone: every member heard the first, and no repeat costs more "
+                      "downstream than the copy's RESULT", [(1, a), (1, a), (2, b), (2, b), (3, c)],
+                      [(p, result(p, a, [0b001], flags=PENDING)) for p in JOB_PORTS[1]]
+                      + [(2, result(2, b, [0b011], flags=PENDING))] + multicast(c, [111]), {"duplicate": 2}))
 
     cases.append(case("duplicate_after_completion", "a repeated UPDATE of a complete copy is answered by "
                       "unicast with the RESEND flag", [(1, a), (2, b), (3, c), (2, b)],
@@ -334,10 +342,31 @@ def tree_cases() -> list[dict]:
               "nothing goes down", [(1, a), (2, b)], [(5, up)])
 
     total = [7, 7, 7, 2**31 - 1]
-    from_spine = frame(5, hina(total, msg_type=1, worker=1, flags=RESEND))  # the spine's RESULT, as the leaf gets it
+    from_spine = frame(5, hina(total, msg_type=1, worker=1))  # the spine's RESULT, as the leaf gets it
     leaf_case("tree_result_from_parent_multicast_down", "the parent's RESULT for a copy sent up is stored and "
-              "multicast to the children, as a fresh RESULT (flags 0)", [(1, a), (2, b), (5, from_spine)],
+              "multicast to the children", [(1, a), (2, b), (5, from_spine)],
               [(5, up)] + down(from_spine, total))
+
+    resent_down = frame(5, hina(total, msg_type=1, worker=1, flags=RESEND))
+    leaf_case("tree_resent_total_goes_down_flagged", "a total the parent sent as a RESEND (it answers a partial "
+              "sent up again) goes down flagged RESEND: it answers a repeat, and a worker takes no round trip "
+              "from it", [(1, a), (2, b), (5, resent_down)], [(5, up)] + down(resent_down, total, flags=RESEND))
+
+    leaf_case("tree_duplicate_of_an_open_copy_pending", "a child repeats its UPDATE of a copy still waiting for "
+              "the other child: dropped, and every child hears PENDING with the leaf's bitmap",
+              [(1, a), (1, a)], down(a, [0b01], flags=PENDING), {"duplicate": 1})
+
+    counted_up = frame(5, hina([0b01], msg_type=1, worker=1, flags=PENDING))  # the spine counted member 0: this leaf
+    leaf_case("tree_pending_from_the_parent_goes_down", "the parent holds this leaf's partial and waits for "
+              "another leaf (PENDING, its bitmap naming member 0): every child here is counted, and hears it "
+              "with the leaf's own bitmap", [(1, a), (2, b), (5, counted_up)],
+              [(5, up)] + down(counted_up, [0b11], flags=PENDING))
+
+    lacking_up = frame(5, hina([0b10], msg_type=1, worker=1, flags=PENDING))  # the spine lacks member 0
+    leaf_case("tree_pending_from_the_parent_lacking_this_leaf", "the parent's PENDING names another leaf but "
+              "not this one: its partial was lost on the way up, and goes up again at once, nothing down",
+              [(1, a), (2, b), (5, lacking_up)],
+              [(5, up), (5, result(5, lacking_up, partial, msg_type=0, worker=0))])
 
     leaf_case("tree_duplicate_after_forwarding_resent_up", "a child repeats its UPDATE after the copy went up "
               "but before the total came down (the UPDATE up or the RESULT down was lost): the partial goes up "
@@ -403,6 +432,12 @@ def tree_cases() -> list[dict]:
                       "(another run salt) disagrees with a copy holding the earlier run's partial is refused, "
                       "flagged STALE_RUN, to every leaf", [(2, old_run), (1, new_run)],
                       refused(new_run, [1, 2]), {"stale_run": 1}, topology=SPINE_TOPOLOGY))
+    again_up = frame(1, leaf_up, ip_id=2)
+    cases.append(case("tree_spine_pending_to_every_leaf", "on a spine, a leaf's partial sent up again to a copy "
+                      "still waiting for the other leaf is dropped and answered PENDING to every leaf",
+                      [(1, new_run), (1, again_up)],
+                      [(p, result(p, again_up, [0b01], flags=PENDING)) for p in (1, 2)], {"duplicate": 1},
+                      topology=SPINE_TOPOLOGY))
     refusal = frame(5, bytes([1]) + leaf_up[1:5] + bytes([STALE_RUN]) + leaf_up[6:])  # the spine's, relayed
     leaf_case("tree_stale_run_passes_down", "the spine's refusal reaches the leaf from the slot's parent: "
               "multicast to every child as it came (flag STALE_RUN, the partial's words), counted, nothing "

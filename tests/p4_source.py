@@ -583,7 +583,7 @@ class Control:
     params: list[tuple[str, str, str]]  # (direction, type, name)
     actions: dict[str, Action] = dataclasses.field(default_factory=dict)
     tables: dict[str, Table] = dataclasses.field(default_factory=dict)
-    registers: dict[str, tuple[str, Type]] = dataclasses.field(default_factory=dict)  # element struct, index
+    registers: dict[str, tuple[str, Type]] = dataclasses.field(default_factory=dict)  # its element type, index
     register_actions: dict[str, RegisterAction] = dataclasses.field(default_factory=dict)
     counters: set[str] = dataclasses.field(default_factory=set)
     instances: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> control
@@ -1223,20 +1223,25 @@ class _Compiler:
         return apply
 
     def execute(self, action: RegisterAction, index: Callable) -> tuple[Callable, Type | None]:
-        """A RegisterAction on its register's cell `index` (a struct, updated in place); its rv."""
+        """A RegisterAction on its register's cell `index` (a struct, updated in place; or a scalar, its value
+        written back); its rv."""
         element, index_type = self.control.registers[action.register]
-        own = {action.cell: element} | ({action.rv: action.rv_type} if action.rv else {})
+        kind = self.program.kind(element)
+        own = {action.cell: kind} | ({action.rv: action.rv_type} if action.rv else {})
         body = self._within(own).statements(action.body)
         register, cell_name, rv, new = action.register, action.cell, action.rv, self.program.new
+        scalar = isinstance(kind, Type)
 
         def execute(a):
             cells = a.pipe.registers[f"{a.path}.{register}"]
             i = index(a) & index_type.mask
             cell = cells.get(i)
             if cell is None:
-                cell = cells[i] = new(element)
+                cell = cells[i] = 0 if scalar else new(element)
             variables = {cell_name: cell} | ({rv: 0} if rv else {})
             body(_Activation(a.pipe, a.path, a.vars, variables))
+            if scalar:
+                cells[i] = variables[cell_name]
             return variables[rv] if rv else 0
         return execute, action.rv_type
 
@@ -1275,7 +1280,7 @@ class Pipe:
 
     def __init__(self, program: Program, entries: Iterable = (), defaults: dict | None = None):
         self.program = program
-        self.registers: dict[str, dict[int, Struct]] = collections.defaultdict(dict)  # "path.register"
+        self.registers: dict[str, dict[int, Struct | int]] = collections.defaultdict(dict)  # "path.register"
         self.counters: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         # what has run: ("statement", file, line), ("branch", file, line, the branch or state taken),
         # ("entry", file, line) of a constant entry matched

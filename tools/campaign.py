@@ -136,6 +136,8 @@ RUN, COMPARE, SCALE, NS3, TTA = ("mininet/run.py", "benchmarks/compare.py", "ben
                                  "benchmarks/ns3_scale.py", "benchmarks/time_to_accuracy.py")
 STAR = f"--workers 8 --rounds 2 --bws {STAR_MBPS} --loopback off --out {R}"
 SHARE = "hina's share of a link beside an iperf3 flow, 30 to 200 Mbit/s"
+SIMTEST = "benchmarks/simtest.py"
+SIMTEST_CI = "--runs 24 --seed 7"  # the small campaign tests/sim/test_simtest.py runs in the fast lane
 
 # Every step, in the order the campaign runs them: name, group, result file (under benchmarks/results/), command
 # (a script of this checkout and its arguments; --out puts the result where the table says), what it measures.
@@ -202,6 +204,11 @@ STEPS: tuple[Step, ...] = (
              "deeplight --modes auto --spines 2 --uplink-gbps 25 --queue 16 --cap 0 "
              f"--out {R}/ns3_shallow.json", "an oversubscribed leaf/spine whose ports queue 16 packets, every chunk "
              "on ns-3 and the scale model"),
+    Step.row("simtest", "model", "simtest.json", f"{SIMTEST} --runs 2000 --seed 1 --out {R}/simtest.json",
+             "the simulation campaign: 2,000 scenarios on ns-3 (loss, stragglers, a killed worker, a restarted switch, "
+             "jobs at once), every sum and every time bound checked"),
+    Step.row("simtest-ci", "model", "simtest_ci.json", f"{SIMTEST} {SIMTEST_CI} --out {R}/simtest_ci.json",
+             "the simulation campaign at CI's size: the scenarios tests/sim/test_simtest.py runs"),
     Step.row("contest-model", "model", "contest_model.json", f"benchmarks/contest_model.py --out "
              f"{R}/contest_model.json", "hina's window beside a Reno flow on a virtual clock"),
     Step.row("loss-model", "model", "loss_model.json", f"benchmarks/loss_model.py --out {R}/loss_model.json",

@@ -116,6 +116,9 @@ class MsgType(enum.IntEnum):
 class Flags(enum.IntFlag):
     RESEND = 0x01  # a RESULT unicast again to a worker that asked twice
     STALE_RUN = 0x02  # refused: the slot copy holds another run's chunk (the job needs a reset)
+    # a repeated UPDATE met a copy that holds it and waits for other members: to every member, word 0 the copy's
+    # arrival bitmap (who is counted), so that the counted stop resending and the missing learn they are
+    PENDING = 0x04
 
 
 class Drop(enum.IntEnum):

@@ -19,7 +19,8 @@ _TITLES = {
     "count": "Valid words", "phase": "Phase tag",
 }
 _FLAG_TITLES = {Flags.RESEND: "Unicast re-send of a completed slot",
-                Flags.STALE_RUN: "Refused: the slot copy holds another run's chunk"}
+                Flags.STALE_RUN: "Refused: the slot copy holds another run's chunk",
+                Flags.PENDING: "Pending: word 0 is the slot copy's arrival bitmap (who is counted)"}
 
 
 def _table(name: str, codes) -> str:

@@ -53,6 +53,7 @@ const bit<8> OP_OR = 1;
 const bit<8> OP_MAX = 2;
 const bit<8> FLAG_RESEND = 1;
 const bit<8> FLAG_STALE_RUN = 2;   /* refused: the copy holds another run's chunk */
+const bit<8> FLAG_PENDING = 4;     /* a repeat met a copy still waiting: word 0 says who is counted */
 
 /* Drop reasons: the index into the `drops` counter (hina.wire.headers.Drop). */
 typedef bit<8> drop_reason_t;

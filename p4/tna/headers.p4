@@ -52,9 +52,10 @@ header hina_t {
 }
 
 /* K/2 signed words (the wire's int32), eight at a time so that HINA_WORDS picks the size;
- * HINA_EACH_WORD(M) expands M(nn) for every word number nn of a half. */
+ * HINA_EACH_WORD(M) expands M(nn) for every word number nn of a half, HINA_LATER_WORDS(M) for every one
+ * but the first (a PENDING answer writes word 0 on its own). */
 #define HINA_EACH_8(M, a, b, c, d, e, f, g, h) M(a) M(b) M(c) M(d) M(e) M(f) M(g) M(h)
-#define HINA_E8_00(M) HINA_EACH_8(M, 00, 01, 02, 03, 04, 05, 06, 07)
+#define HINA_E7_01(M) M(01) M(02) M(03) M(04) M(05) M(06) M(07)
 #define HINA_E8_08(M) HINA_EACH_8(M, 08, 09, 10, 11, 12, 13, 14, 15)
 #define HINA_E8_16(M) HINA_EACH_8(M, 16, 17, 18, 19, 20, 21, 22, 23)
 #define HINA_E8_24(M) HINA_EACH_8(M, 24, 25, 26, 27, 28, 29, 30, 31)
@@ -63,26 +64,40 @@ header hina_t {
 #define HINA_E8_48(M) HINA_EACH_8(M, 48, 49, 50, 51, 52, 53, 54, 55)
 #define HINA_E8_56(M) HINA_EACH_8(M, 56, 57, 58, 59, 60, 61, 62, 63)
 #if HINA_HALF == 8
-#define HINA_EACH_WORD(M) HINA_E8_00(M)
+#define HINA_LATER_WORDS(M) HINA_E7_01(M)
 #elif HINA_HALF == 16
-#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M)
+#define HINA_LATER_WORDS(M) HINA_E7_01(M) HINA_E8_08(M)
 #elif HINA_HALF == 24
-#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M)
+#define HINA_LATER_WORDS(M) HINA_E7_01(M) HINA_E8_08(M) HINA_E8_16(M)
 #elif HINA_HALF == 32
-#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M)
+#define HINA_LATER_WORDS(M) HINA_E7_01(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M)
 #elif HINA_HALF == 40
-#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M)
+#define HINA_LATER_WORDS(M) HINA_E7_01(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M)
 #elif HINA_HALF == 48
-#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M) HINA_E8_40(M)
+#define HINA_LATER_WORDS(M) HINA_E7_01(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M) HINA_E8_40(M)
 #elif HINA_HALF == 56
-#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M) HINA_E8_40(M) \
+#define HINA_LATER_WORDS(M) HINA_E7_01(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M) HINA_E8_40(M) \
     HINA_E8_48(M)
 #elif HINA_HALF == 64
-#define HINA_EACH_WORD(M) HINA_E8_00(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M) HINA_E8_40(M) \
+#define HINA_LATER_WORDS(M) HINA_E7_01(M) HINA_E8_08(M) HINA_E8_16(M) HINA_E8_24(M) HINA_E8_32(M) HINA_E8_40(M) \
     HINA_E8_48(M) HINA_E8_56(M)
 #else
 #error "HINA_WORDS must be a multiple of 16 from 16 to 128"
 #endif
+#define HINA_EACH_WORD(M) M(00) HINA_LATER_WORDS(M)
+#define HINA_ZERO_BOTH(i) hdr.lo.w##i = 0; hdr.hi.w##i = 0;
+
+/* M(i, b) for each bit i of a 32-bit worker bitmap, b = 1 << i: a table matches "bit i of a field is set"
+ * with one ternary entry a bit (a stage cannot AND two fields, nor shift by one) */
+#define HINA_EACH_BIT(M) \
+    M(0, 0x00000001) M(1, 0x00000002) M(2, 0x00000004) M(3, 0x00000008) \
+    M(4, 0x00000010) M(5, 0x00000020) M(6, 0x00000040) M(7, 0x00000080) \
+    M(8, 0x00000100) M(9, 0x00000200) M(10, 0x00000400) M(11, 0x00000800) \
+    M(12, 0x00001000) M(13, 0x00002000) M(14, 0x00004000) M(15, 0x00008000) \
+    M(16, 0x00010000) M(17, 0x00020000) M(18, 0x00040000) M(19, 0x00080000) \
+    M(20, 0x00100000) M(21, 0x00200000) M(22, 0x00400000) M(23, 0x00800000) \
+    M(24, 0x01000000) M(25, 0x02000000) M(26, 0x04000000) M(27, 0x08000000) \
+    M(28, 0x10000000) M(29, 0x20000000) M(30, 0x40000000) M(31, 0x80000000)
 #define HINA_DECLARE(i) int<32> w##i;
 header hina_half_t {
     HINA_EACH_WORD(HINA_DECLARE)
@@ -142,6 +157,8 @@ struct metadata_t {
     bit<32> seen;           /* the copy's arrival bitmap before this frame */
     bit<32> mine;           /* seen & worker_bit: the sender already arrived */
     bit<32> rest;           /* seen ^ need: 0 when this arrival completes the copy */
+    bit<8>  told;           /* 1: every member heard a PENDING for this copy already (pending.p4) */
+    bit<1>  counted;        /* the parent's PENDING (word 0) counts this switch's member id */
     value_op_t value_op;
     bit<1>  guard;          /* 1: skip the values if the sender already arrived (a duplicate is never combined) */
     drop_reason_t drop_reason;

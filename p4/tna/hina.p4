@@ -4,7 +4,7 @@
  * the same tables and actions (control/controller.py's entries fit both), held to the same packet
  * vectors by its model where no Tofino runs (docs/tofino.md).  What Tofino changes: each register is
  * read and written once per pass, in one stage, so the slot's state is split over registers in the
- * order the rules need it (copy_state, run_tags, arrival_bitmap, then the values), and a completed
+ * order the rules need it (copy_state, run_tags, arrival_bitmap, pending, then the values), and a completed
  * copy, a resend and a stored total finish in a second pass through the recirculation port.
  * This file only includes and wires the controls.
  */
@@ -24,6 +24,7 @@
 #include "run_tags.p4"
 #include "arrival_bitmap.p4"
 #include "slot_rules.p4"
+#include "pending.p4"
 #include "value_processor.p4"
 #include "forwarding.p4"
 
@@ -46,6 +47,8 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
     ArrivalBitmap() arrival_bitmap;
     ValuePlan() value_plan;
     Arrived() arrived;
+    ParentCounted() parent_counted;
+    Pending() pending;
     Deliver() deliver;
     Forwarding() forwarding;
     HINA_EACH_WORD(HINA_VP_DECLARE)
@@ -58,6 +61,7 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
         meta.seen = 0;
         meta.claim = 0;
         meta.tags_ok = 0;
+        meta.told = 0;
         meta.phase = (bit<32>) hdr.hina.phase;
         meta.copy = hdr.hina.slot[11:0] ++ hdr.hina.version;
 
@@ -72,6 +76,7 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
         } else {
             job_config.apply(hdr, meta);
             tree_parent.apply(hdr, meta, standard_metadata);
+            parent_counted.apply(hdr, meta);
             copy_state_arg.apply(hdr, meta);
             if (hdr.bridge.pass == PASS_NONE) {
                 worker_auth.apply(hdr, meta, standard_metadata);
@@ -81,12 +86,13 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
                 copy_state.apply(hdr, meta);
                 if (hdr.bridge.pass == PASS_NONE) {
                     run_tags.apply(hdr, meta);
-                    if (hdr.hina.msg_type == MSG_UPDATE && meta.tags_ok == 1) {
+                    if (meta.tags_ok == 1) {   /* (a RESULT only reads it: a PENDING goes down with it) */
                         arrival_bitmap.apply(hdr, meta);
                     }
                 }
                 value_plan.apply(hdr, meta);
                 arrived.apply(hdr, meta);
+                pending.apply(hdr, meta);
             }
             /* (not under the test of drop_reason above, which value_op already carries: the verdict
              * writes drop_reason, so a table under that test would have to be placed before it) */

@@ -106,6 +106,13 @@ struct {
 } rewrite SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hina_zeros); /* never written: the words of a PENDING answer after its first */
+} zeros SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_JOBS * GROUP_ENTRIES);
 	__type(key, struct hina_replica_key);
@@ -128,7 +135,8 @@ struct {
 
 /* What arrival_bitmap and from_parent decide (p4/configuration.p4's verdicts, and the drops). */
 enum verdict {
-	CONSUMED = 1, COMPLETE, RESEND, STALE_RUN_VERDICT, SEND_UP, RESEND_UP, TOTAL, STALE_DOWN,
+	CONSUMED = 1, COMPLETE, RESEND, STALE_RUN_VERDICT, SEND_UP, RESEND_UP, TOTAL, STALE_DOWN, PENDING,
+	PENDING_BACK, PENDING_DOWN,
 	DROPPED = 0x100, /* | the drop reason */
 };
 
@@ -234,6 +242,23 @@ WORD_LOOP(combine_max, *p = bpf_htonl(stored[i] = MAX_OF(bpf_ntohl(*p), stored[i
 /* the copy's words into the frame: a RESULT sent again, a partial sent up again */
 WORD_LOOP(copy_out, *p = bpf_htonl(stored[i]))
 
+/* A PENDING answer's words: the copy's arrival bitmap (who is counted) as word 0, written by the rules under
+ * the slot's lock, and the rest zeros, written after it by one helper call from `zeros`: a loop over up to
+ * MAX_WORDS words would be walked once more by the verifier on every path that reaches it. */
+static __always_inline void pending_bitmap(__u8 *words, void *end, __u32 bitmap)
+{
+	if ((void *)(words + 4) <= end)
+		*(__u32 *)words = bpf_htonl(bitmap);
+}
+
+static __always_inline void pending_zeros(struct xdp_md *ctx, __u32 n)
+{
+	__u32 zero = 0;
+	struct hina_zeros *z = bpf_map_lookup_elem(&zeros, &zero);
+	if (z && n > 1 && n <= MAX_WORDS)
+		bpf_xdp_store_bytes(ctx, UDP_END + HINA_HEADER_BYTES + 4, z->words, 4 * (n - 1));
+}
+
 static __always_inline void value_processor(__u32 *stored, __u8 *words, void *end, __u32 n, __u32 op, int first)
 {
 	if (first) /* (a first arrival that completes its copy, a job of one, leaves the frame's words as they are) */
@@ -262,9 +287,13 @@ static __always_inline __u32 arrival_bitmap(struct hina_slot *s, __u32 v, struct
 		verdict = STALE_RUN_VERDICT; /* another run's chunk: refused to every member */
 	} else if ((seen & bit) || (seen && c->counter == job->needed)) {
 		/* the sender's bit is set, or it already left this complete copy */
-		if (c->counter != job->needed)
-			verdict = DROPPED | DROP_DUPLICATE;
-		else if (!job->parents || c->total)
+		if (c->counter != job->needed) {
+			/* the copy holds its words and waits for others: a duplicate, answered with who is
+			 * counted, to every member the first time for this copy and to the sender after */
+			verdict = c->pending ? PENDING_BACK : PENDING;
+			c->pending = 1;
+			pending_bitmap(words, end, seen);
+		} else if (!job->parents || c->total)
 			verdict = RESEND; /* complete: the sender lost its RESULT */
 		else if (seen & bit)
 			verdict = RESEND_UP; /* sent up, no total yet: the partial or the total was lost, so up again */
@@ -283,6 +312,7 @@ static __always_inline __u32 arrival_bitmap(struct hina_slot *s, __u32 v, struct
 			c->phase = phase;
 			c->counter = 1;
 			c->total = 0;
+			c->pending = 0;
 		} else {
 			c->counter++;
 		}
@@ -292,21 +322,37 @@ static __always_inline __u32 arrival_bitmap(struct hina_slot *s, __u32 v, struct
 	return verdict;
 }
 
+/* The parent's PENDING counts this switch (its member id's bit in word 0): the parent holds the partial. */
+static __always_inline int parent_counted(struct hina_job *job, __u8 *words, void *end)
+{
+	return (void *)(words + 4) <= end && job->member < MAX_WORKERS && (be32(words) >> job->member & 1);
+}
+
 /* from_parent (trees): a RESULT from the slot's parent.  A total must answer a copy this switch sent up
- * (complete, same offset and tag), once; a STALE_RUN refusal goes down as it came, the copy untouched. */
+ * (complete, same offset and tag), once; a STALE_RUN refusal goes down as it came, the copy untouched.  A
+ * PENDING for such a copy is never stored: down with this copy's bitmap where the parent counted this
+ * switch, else the partial (lost on the way up) up again. */
 static __always_inline __u32 from_parent(struct hina_slot *s, __u32 v, struct hina_job *job, __u8 *hina, void *end)
 {
 	__u32 verdict;
 	struct hina_copy *c = &s->copies[v];
+	__u8 *words = hina + HINA_HEADER_BYTES;
 	if (hina[AT_FLAGS] & FLAG_STALE_RUN)
 		return STALE_DOWN;
+	int pending = hina[AT_FLAGS] & FLAG_PENDING, counted = pending && parent_counted(job, words, end);
 	bpf_spin_lock(&s->lock);
 	if (c->counter != job->needed || c->offset != be32(hina + AT_OFFSET) || c->phase != be16(hina + AT_PHASE)) {
 		verdict = DROPPED | DROP_STALE;
 	} else if (c->total) {
 		verdict = DROPPED | DROP_DUPLICATE;
+	} else if (counted) {
+		pending_bitmap(words, end, c->bitmap);
+		verdict = PENDING_DOWN;
+	} else if (pending) {
+		copy_out(s->words[v], words, end, job->words);
+		verdict = RESEND_UP;
 	} else {
-		write_words(s->words[v], hina + HINA_HEADER_BYTES, end, job->words);
+		write_words(s->words[v], words, end, job->words);
 		c->total = 1;
 		verdict = TOTAL;
 	}
@@ -346,21 +392,26 @@ static __always_inline int emit(struct hina_totals *t, struct hina_meta *m, __u3
 		tell(m, META_PORT_HOST, parent - PORT_IDS, job_id);
 		return to_port(t, parent - PORT_IDS);
 	}
-	if (verdict == RESEND) {
+	if (verdict == RESEND || verdict == PENDING_BACK) {
 		__u32 worker = hina[AT_WORKER_ID] & (MAX_WORKERS - 1);
 		hina[AT_MSG_TYPE] = MSG_RESULT;
-		hina[AT_FLAGS] = FLAG_RESEND;
+		hina[AT_FLAGS] = verdict == RESEND ? FLAG_RESEND : FLAG_PENDING;
 		/* back where it came from: a member at its own address gets it there, one known by its port
 		 * alone through the port's host */
 		tell(m, job->auth[worker] >= RAW_IDS ? META_SENDER : META_PORT_HOST, port, job_id);
 		return to_port(t, port);
 	}
-	/* to every member: a RESULT, a refusal, a total or a refusal from the parent */
+	/* to every member: a RESULT, a refusal, a PENDING, a total or a refusal or a PENDING from the parent (a
+	 * total the parent sent as a RESEND answers a repeat: it goes down flagged so) */
 	hina[AT_MSG_TYPE] = MSG_RESULT;
-	if (verdict == COMPLETE || verdict == TOTAL)
+	if (verdict == COMPLETE)
 		hina[AT_FLAGS] = 0;
+	else if (verdict == TOTAL)
+		hina[AT_FLAGS] &= FLAG_RESEND;
 	else if (verdict == STALE_RUN_VERDICT)
 		hina[AT_FLAGS] = FLAG_STALE_RUN;
+	else if (verdict == PENDING || verdict == PENDING_DOWN)
+		hina[AT_FLAGS] = FLAG_PENDING;
 	tell(m, META_GROUP, 0, job_id);
 	m->seq = ++t->seq;
 	void *group = bpf_map_lookup_elem(&groups, &job_id);
@@ -374,8 +425,8 @@ static __always_inline int emit(struct hina_totals *t, struct hina_meta *m, __u3
 /* The pipeline on one hina frame: job_config, worker_auth (or the tree's parent check), slot_of, then
  * arrival_bitmap or from_parent, and emit.  Nothing here fails on a frame: what is refused is counted
  * by reason, for the switch and for the job it names. */
-static __always_inline int ingress(struct hina_totals *t, struct hina_meta *m, __u8 *hina, void *end, __u32 present,
-				   __u32 claimed, __u64 source, __u32 port)
+static __always_inline int ingress(struct xdp_md *ctx, struct hina_totals *t, struct hina_meta *m, __u8 *hina,
+				   void *end, __u32 present, __u32 claimed, __u64 source, __u32 port)
 {
 	t->drops[0]++; /* frames seen */
 	if (present < HINA_HEADER_BYTES || claimed < HINA_HEADER_BYTES || (void *)(hina + HINA_HEADER_BYTES) > end) {
@@ -470,6 +521,14 @@ static __always_inline int ingress(struct hina_totals *t, struct hina_meta *m, _
 	case TOTAL:
 		jc->results++;
 		break;
+	case PENDING:
+	case PENDING_BACK:
+		count_drop(t, jc, DROP_DUPLICATE); /* counted, and answered with who is counted */
+		/* fall through */
+	case PENDING_DOWN:
+		jc->pending++;
+		pending_zeros(ctx, job->words);
+		break;
 	case STALE_RUN_VERDICT:
 	case STALE_DOWN:
 		count_drop(t, jc, DROP_STALE_RUN); /* counted, and refused to every member */
@@ -522,7 +581,7 @@ int hina_ingress(struct xdp_md *ctx)
 	__u64 source = port < RAW_PORTS ? RAW_IDS | (__u64)port << 48 | (__u64)be32(eth + ETH_BYTES + 12) << 16 |
 						  be16(eth + IP_END)
 					: NO_SOURCE;
-	return ingress(t, m, eth + UDP_END, end, present, claimed, source, port);
+	return ingress(ctx, t, m, eth + UDP_END, end, present, claimed, source, port);
 }
 
 static __always_inline int unsent(void)

@@ -58,11 +58,11 @@ class SpinLock(ctypes.Structure):
 
 
 class Copy(ctypes.Structure):
-    """One of a slot's two copies: its arrival bitmap and counter, the chunk's offset and phase tag, and
-    whether it holds the total (trees)."""
+    """One of a slot's two copies: its arrival bitmap and counter, the chunk's offset and phase tag, whether
+    it holds the total (trees), and whether a PENDING for it went to every member already."""
 
     _fields_ = [("bitmap", c_uint32), ("counter", c_uint32), ("offset", c_uint32), ("phase", c_uint16),
-                ("total", c_uint8), ("pad", c_uint8)]
+                ("total", c_uint8), ("pending", c_uint8)]
 
 
 class Slot(ctypes.Structure):
@@ -85,7 +85,7 @@ class JobCounters(ctypes.Structure):
     """A job's counters, one per CPU (`counters`, at the job's row): what the emulator counts per job."""
 
     _fields_ = [("updates", c_uint64), ("results", c_uint64), ("resends", c_uint64), ("sent_up", c_uint64),
-                ("resent_up", c_uint64), ("drops", c_uint64 * DROP_REASONS)]
+                ("resent_up", c_uint64), ("pending", c_uint64), ("drops", c_uint64 * DROP_REASONS)]
 
 
 class Totals(ctypes.Structure):
@@ -140,6 +140,13 @@ class MacAction(ctypes.Structure):
     _fields_ = [("flood", c_uint32), ("port", c_uint32)]
 
 
+class Zeros(ctypes.Structure):
+    """The `zeros` table's one entry, never written: what a PENDING answer's words after the first are
+    copied from (one helper call, where a loop over K words would cost the verifier a walk per path)."""
+
+    _fields_ = [("words", c_uint32 * MAX_WORDS)]
+
+
 class Command(ctypes.Structure):
     """A control-plane change the `hina_control` program applies slot by slot under each slot's lock
     (BPF_PROG_TEST_RUN: the frame it runs on): RESET empties the copies of slots [base, base + slots);
@@ -155,7 +162,7 @@ class CommandOp(enum.IntEnum):
 
 
 STRUCTS = (SpinLock, Copy, Slot, Job, JobCounters, Totals, Meta, Rewrite, ReplicaKey, Replica, Cursor, MacKey,
-           MacAction, Command)
+           MacAction, Zeros, Command)
 _C_NAMES = {c_uint8: "__u8", c_uint16: "__u16", c_uint32: "__u32", c_uint64: "__u64"}
 
 

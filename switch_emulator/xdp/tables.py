@@ -53,7 +53,7 @@ from .libbpf import BPF_F_LOCK, BpfObject, Map, create_map, possible_cpus, prog_
 
 # a member's frame moved these once it passed the job's checks of its source: taken in, answered, or dropped
 # as a duplicate, stale, another run's, or out of the job's counts and slots (the emulator's `_HEARD`)
-_HEARD_FIELDS = ("updates", "results", "resends", "resent_up")
+_HEARD_FIELDS = ("updates", "results", "resends", "resent_up", "pending")
 _HEARD_DROPS = (Drop.DUPLICATE, Drop.STALE, Drop.STALE_RUN, Drop.BAD_COUNT, Drop.BAD_SLOT)
 _u32 = ctypes.c_uint32
 
@@ -158,6 +158,10 @@ class XdpJob:
     @property
     def resent_up(self) -> int:
         return self.counted().resent_up
+
+    @property
+    def pending(self) -> int:
+        return self.counted().pending
 
     @property
     def dropped(self) -> collections.Counter:

@@ -100,7 +100,7 @@ def test_hina_switch_lists_removes_resets_and_reports_as_a_table_and_as_json(emu
     assert listing["switch"] == sw.control_text
     jobs = {j["job_id"]: j for j in listing["jobs"]}
     assert set(jobs) == {1, 2} and jobs[2]["members"] == [{"worker_id": 2, "address": ["127.0.0.1", 7002]}]
-    assert jobs[2]["counters"] == {"updates": 0, "results": 0, "resends": 0, "drops": {}}
+    assert jobs[2]["counters"] == {"updates": 0, "results": 0, "resends": 0, "pending": 0, "drops": {}}
     assert {"state", "idle_s", "frame_s", "refused_s", "age_s", "origin", "pinned", "lease_left_s", "owner"} <= set(
         jobs[2])
     assert jobs[1]["lease_left_s"] is None and 290 < jobs[2]["lease_left_s"] <= 300

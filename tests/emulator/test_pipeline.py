@@ -50,7 +50,7 @@ def test_first_arrival_then_combine_then_multicast():
     assert (hdr.msg_type, hdr.op, hdr.job_id, hdr.flags, hdr.slot, hdr.version, hdr.offset, hdr.count, hdr.phase) == \
         (MsgType.RESULT, Op.ADD, 1, 0, 0, 0, 0, K, 7)
     assert payload(emit.frame) == [111, 222, 333, 444]
-    assert p.counters()["jobs"][1] == {"updates": 3, "results": 1, "resends": 0, "drops": {}}
+    assert p.counters()["jobs"][1] == {"updates": 3, "results": 1, "resends": 0, "pending": 0, "drops": {}}
 
 
 @pytest.mark.parametrize("op,a,b,want", [
@@ -64,13 +64,17 @@ def test_operators(op, a, b, want):
     assert payload(p.update(update(1, b, op=op), src(1)).frame) == want
 
 
-def test_duplicate_before_completion_is_dropped():
+def test_duplicate_before_completion_is_dropped_and_every_member_hears_who_is_counted():
     p = make_pipeline()
     p.update(update(0, [1]), src(0))
-    assert p.update(update(0, [1]), src(0)) is None
-    assert p.drops[Drop.DUPLICATE] == 1
-    p.update(update(1, [2]), src(1))
-    assert payload(p.update(update(2, [3]), src(2)).frame)[0] == 6  # counted once
+    p.update(update(2, [3]), src(2))
+    emit = p.update(update(0, [1]), src(0))  # worker 0 asks again while worker 1's UPDATE is missing
+    assert p.drops[Drop.DUPLICATE] == 1 and p.counters()["jobs"][1]["pending"] == 1
+    assert emit.dests == (src(0), src(1), src(2))  # the counted stop resending; the missing learn it
+    h = HinaHeader.unpack(emit.frame)
+    assert (h.msg_type, h.flags, h.slot, h.offset) == (MsgType.RESULT, Flags.PENDING, 0, 0)
+    assert payload(emit.frame)[0] == 0b101 and set(payload(emit.frame)[1:]) == {0}  # workers 0 and 2 counted
+    assert payload(p.update(update(1, [2]), src(1)).frame)[0] == 6  # the duplicate counted once
 
 
 def test_duplicate_after_completion_gets_a_unicast_resend():

@@ -12,7 +12,7 @@ import pytest
 from hina.control import JobConfig, Member
 from hina.emulator import Pipeline
 from hina.emulator import registers as reg
-from hina.wire.headers import HEADER_BYTES, Drop, pack_header
+from hina.wire.headers import HEADER_BYTES, Drop, Flags, HinaHeader, pack_header
 
 C_TYPES = {"int64_t": np.dtype(np.int64), "uint8_t": np.dtype(np.uint8)}
 
@@ -61,10 +61,10 @@ def test_the_control_plane_and_the_compiled_rules_meet_in_named_fields():
     assert (row["worker_source"][2:] == reg.NO_MEMBER).all() and int(row["parents"]) == 0
     frame = pack_header(0, 0, 3, 1, 0, 9, 0, 4, 0) + bytes(16)
     assert p.update(frame, ("127.0.0.1", 7001)) is None  # the first of two: taken in
-    assert p.update(frame, ("127.0.0.1", 7001)) is None  # again: a duplicate
+    assert HinaHeader.unpack(p.update(frame, ("127.0.0.1", 7001)).frame).flags == Flags.PENDING  # again: a duplicate
     assert p.update(frame[:HEADER_BYTES], ("127.0.0.1", 7000)) is None  # truncated
     assert int(row["updates"]) == 1 and int(row["drops"][Drop.DUPLICATE]) == 1
     assert int(p.jobs[3].copies["bitmap"][2]) == 0b10 and int(p.jobs[3].copies["counter"][2]) == 1  # slot 9's copy 0
     assert p.frames == 3 and p.drops == {Drop.DUPLICATE: 1, Drop.TRUNCATED: 1}
-    assert p.counters()["jobs"][3] == {"updates": 1, "results": 0, "resends": 0,
+    assert p.counters()["jobs"][3] == {"updates": 1, "results": 0, "resends": 0, "pending": 1,
                                        "drops": {"duplicate": 1, "truncated": 1}}

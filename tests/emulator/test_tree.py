@@ -62,14 +62,14 @@ def test_a_complete_copy_goes_up_as_one_update_with_the_member_id():
     assert (h.msg_type, h.op, h.job_id, h.worker_id, h.flags, h.slot, h.version, h.offset, h.count, h.phase) == \
         (MsgType.UPDATE, Op.ADD, 1, 1, 0, 2, 1, 64, K, 9)
     assert payload(emit.frame) == [3, 30, 0, 0]
-    assert p.counters()["jobs"][1] == {"updates": 2, "results": 0, "resends": 0, "sent_up": 1, "resent_up": 0,
-                                       "drops": {}}
+    assert p.counters()["jobs"][1] == {"updates": 2, "results": 0, "resends": 0, "pending": 0, "sent_up": 1,
+                                       "resent_up": 0, "drops": {}}
 
 
 def test_the_parents_result_is_stored_and_multicast_to_the_children():
     p = leaf()
     complete(p)
-    emit = p.update(result([100, 200, 300, 400], flags=Flags.RESEND), SPINE)
+    emit = p.update(result([100, 200, 300, 400]), SPINE)
     assert emit.dests == (src(0), src(1))
     h = HinaHeader.unpack(emit.frame)
     assert (h.msg_type, h.flags, h.slot, h.offset, h.phase) == (MsgType.RESULT, 0, 0, 0, 7)  # a fresh multicast
@@ -90,11 +90,40 @@ def test_a_duplicate_after_forwarding_sends_the_partial_up_again():
     assert p.update(update(0, [1, 10], version=1, offset=16), src(0)) is None  # the other copy is untouched
 
 
-def test_a_duplicate_of_an_incomplete_copy_is_still_dropped():
+def test_a_total_the_parent_resent_goes_down_flagged_as_a_resend():
+    """A worker takes no round trip from an answer to a repeat; a total the parent sent as a RESEND (a leaf's
+    partial sent up again) is one, for every child."""
+    p = leaf()
+    complete(p)
+    emit = p.update(result([100, 200, 300, 400], flags=Flags.RESEND), SPINE)
+    assert emit.dests == (src(0), src(1)) and HinaHeader.unpack(emit.frame).flags == Flags.RESEND
+
+
+def test_a_duplicate_of_an_incomplete_copy_is_dropped_and_the_children_hear_who_is_counted():
     p = leaf()
     p.update(update(0, [1]), src(0))
-    assert p.update(update(0, [1]), src(0)) is None
+    emit = p.update(update(0, [1]), src(0))
     assert p.drops == {Drop.DUPLICATE: 1} and p.jobs[1].sent_up == 0
+    assert emit.dests == (src(0), src(1)) and HinaHeader.unpack(emit.frame).flags == Flags.PENDING
+    assert payload(emit.frame)[0] == 0b01
+
+
+def test_a_pending_from_the_parent_that_counted_this_leaf_goes_down_as_the_leafs_own():
+    """The parent holds this leaf's partial and waits for another leaf: every child here is counted, so each
+    hears it with the leaf's own bitmap (the parent's names leaves, not workers)."""
+    p = leaf()
+    complete(p)
+    emit = p.update(result([1 << 1, 0, 0, 0], flags=Flags.PENDING), SPINE)
+    assert emit.dests == (src(0), src(1)) and HinaHeader.unpack(emit.frame).flags == Flags.PENDING
+    assert payload(emit.frame)[0] == 0b11 and p.jobs[1].total[0] == 0 and p.counters()["jobs"][1]["pending"] == 1
+
+
+def test_a_pending_from_the_parent_that_lacks_this_leaf_sends_the_partial_up_again():
+    p = leaf()
+    first = complete(p)
+    again = p.update(result([1 << 0, 0, 0, 0], flags=Flags.PENDING), SPINE)
+    assert again.dests == (SPINE,) and again.frame == first.frame  # its partial was lost on the way up
+    assert p.counters()["jobs"][1]["resent_up"] == 1
 
 
 def test_a_result_from_anywhere_but_the_parent_is_dropped_and_counted():

@@ -8,6 +8,7 @@ import struct
 
 import numpy as np
 import pytest
+from helpers import copy_taken_again_case
 
 from hina.control.config import JobConfig, Member
 from hina.control.topology import Host, Topology
@@ -58,6 +59,17 @@ def test_a_changed_constant_compiles_a_new_object(monkeypatch):
     assert build.target() != path
 
 
+@needs_xdp
+def test_the_verifier_walks_the_ingress_program_in_half_its_limit(xdp_program):
+    """The kernel's verifier walks every path of the ingress program, each loop over K words once per path
+    that reaches it, and refuses a program past 1,000,000 instructions: a rule written as one more such loop
+    costs tens of thousands (a PENDING's zeros as a loop cost 250,000; by one helper call, 35,000).  Half
+    the limit leaves room for the rules to come."""
+    from hina.emulator.xdp.libbpf import prog_info
+
+    assert prog_info(xdp_program.ingress).verified_insns < 500_000
+
+
 def _switch(program, topology):
     from hina.emulator.xdp.testrun import XdpFrameSwitch
 
@@ -66,7 +78,7 @@ def _switch(program, topology):
 
 def _state(st, copies: int, words: int) -> tuple:
     return (st.bitmap.tolist(), st.counter.tolist(), st.offset.tolist(), st.phase.tolist(), st.total.tolist(),
-            st.values.reshape(copies, words).tolist())
+            st.copies["pending"].tolist(), st.values.reshape(copies, words).tolist())
 
 
 def _xdp_state(sw, cfg: JobConfig) -> tuple:
@@ -74,7 +86,7 @@ def _xdp_state(sw, cfg: JobConfig) -> tuple:
     slots = [sw.program.slot(cfg.slot_base + s) for s in range(cfg.slots)]
     copies = [(s.copies[v], list(s.words[v])[: cfg.words]) for s in slots for v in (0, 1)]
     return ([c.bitmap for c, _ in copies], [c.counter for c, _ in copies], [c.offset for c, _ in copies],
-            [c.phase for c, _ in copies], [c.total for c, _ in copies],
+            [c.phase for c, _ in copies], [c.total for c, _ in copies], [c.pending for c, _ in copies],
             [[int(np.uint32(w).view(np.int32)) for w in ws] for _, ws in copies])
 
 
@@ -178,6 +190,26 @@ def test_a_flood_of_valid_looking_updates_changes_nothing(xdp_program):
     assert counters["drops"] == {"unauthorized": flood}
     assert counters["jobs"][victim]["drops"] == {"unauthorized": flood} and counters["jobs"][active]["drops"] == {}
     sw.close()
+
+
+@needs_xdp
+def test_a_copy_taken_again_tells_every_member_again(xdp_program):
+    """A repeat of a copy still waiting is answered PENDING to every member the first time for the copy's chunk
+    and to the sender after; the copy's next chunk (its first arrival clears the mark) tells every member
+    again (helpers.copy_taken_again_case).  Frame for frame as the emulator, with the same copies and
+    counters."""
+    case = copy_taken_again_case()
+    topology = Topology.from_config(case["topology"])
+    emulator, xdp = FrameSwitch(topology), _switch(xdp_program, topology)
+    for packet in case["packets"]:
+        port, frame = packet["port"], bytes.fromhex(packet["frame"])
+        want = sorted((p, bytes(f)) for p, f in emulator.process(port, frame))
+        assert sorted(xdp.process(port, frame)) == want, f"{frame.hex()} on port {port}"
+    st = emulator.pipeline.jobs[1]
+    assert _xdp_state(xdp, st.cfg) == _state(st, st.copies_count, st.cfg.words)
+    assert xdp.counters()["jobs"][1] == emulator.counters()["jobs"][1]
+    assert xdp.counters()["jobs"][1]["pending"] == 3
+    xdp.close()
 
 
 @needs_xdp

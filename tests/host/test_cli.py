@@ -84,7 +84,7 @@ def test_switch_emulator_cli_with_flags_and_control():
         ready = json.loads(proc.stdout.readline())
         with ControlClient(tuple(ready["control"])) as ctl:
             counters = ctl.counters()
-            assert counters["jobs"] == {4: {"updates": 0, "results": 0, "resends": 0, "drops": {}}}
+            assert counters["jobs"] == {4: {"updates": 0, "results": 0, "resends": 0, "pending": 0, "drops": {}}}
             ctl.add_job(JobConfig(5, 1, 16, 8, 4))
             assert 5 in ctl.counters()["jobs"]
             try:

@@ -23,6 +23,7 @@ TNA = ROOT / "p4" / "tna"
 TOFINO = "tests/p4/test_tofino.py::"
 MODEL_TESTS = [
     TOFINO + "test_the_tna_model_passes_every_vector",
+    TOFINO + "test_the_tna_model_tells_every_member_again_when_a_copy_is_taken_again",
     TOFINO + "test_the_models_parser_and_deparser_are_parser_p4s",
     TOFINO + "test_a_chunk_takes_the_second_passes_the_recirculation_table_counts",
     TOFINO + "test_a_child_gone_to_the_other_copy_is_stale_in_the_copy_sent_up",
@@ -40,10 +41,10 @@ MUTATIONS = {
         ("value_processor.p4", "VALUE_READ_HI: do_or();", "VALUE_READ_HI: do_max();"),
         ("value_processor.p4", "VALUE_READ_LO: do_max();", "VALUE_READ_LO: do_or();")],
     "the second pass's reads swapped in value_plan": [
-        ("slot_rules.p4", "(PASS_COMPLETE, 0, _, _, _, _, _): read_hi();",
-         "(PASS_COMPLETE, 0, _, _, _, _, _): read_lo();"),
-        ("slot_rules.p4", "(PASS_COMPLETE, 1, _, _, _, _, _): read_lo();",
-         "(PASS_COMPLETE, 1, _, _, _, _, _): read_hi();")],
+        ("slot_rules.p4", "(PASS_COMPLETE, 0, _, _, _, _, _, _): read_hi();",
+         "(PASS_COMPLETE, 0, _, _, _, _, _, _): read_lo();"),
+        ("slot_rules.p4", "(PASS_COMPLETE, 1, _, _, _, _, _, _): read_lo();",
+         "(PASS_COMPLETE, 1, _, _, _, _, _, _): read_hi();")],
     "an arrival in copy 0 leaves the sender's bit in copy 1": [
         ("arrival_bitmap.p4", "            value.copy1 = value.copy1 & ~meta.bitmap_arg;\n", "")],
     "an arrival in copy 1 leaves the sender's bit in copy 0": [
@@ -56,6 +57,15 @@ MUTATIONS = {
     "a 24-byte UDP length in the class short of a header": [
         ("frame_checks.p4", "0 .. HINA_MIN_UDP_LENGTH - 1: length_is(0);\n            HINA_MIN_UDP_LENGTH ..",
          "0 .. HINA_MIN_UDP_LENGTH: length_is(0);\n            HINA_MIN_UDP_LENGTH + 1 ..")],
+    "a duplicate of an open copy dropped silently, never answered PENDING": [
+        ("slot_rules.p4", "(PASS_NONE, _, _, MSG_UPDATE, _, STATE_OPEN, _, _, _, _, _, _, 0): "
+         "result_down(FLAG_PENDING, DROP_DUPLICATE);",
+         "(PASS_NONE, _, _, MSG_UPDATE, _, STATE_OPEN, _, _, _, _, _, _, _): drop_as(DROP_DUPLICATE);")],
+    "every PENDING to every member (the copy never marks that its members heard one)": [
+        ("pending.p4", "rv = value;\n            value = 1;", "rv = value;\n            value = 0;")],
+    "a first arrival leaves the copy's PENDING mark (its next chunk's first PENDING to the sender alone)": [
+        ("pending.p4", "(PASS_NONE, MSG_UPDATE, _, STATE_FREE, 1, _, _, _): clear_pending();",
+         "(PASS_NONE, MSG_UPDATE, _, STATE_FREE, 1, _, _, _): NoAction();")],
     "a completion marks both copies DONE": [
         ("copy_state.p4", "(PASS_COMPLETE, MSG_UPDATE, 0): arg(0x0003);",
          "(PASS_COMPLETE, MSG_UPDATE, 0): arg(0x0303);"),

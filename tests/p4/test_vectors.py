@@ -12,6 +12,7 @@ import pytest
 import veth_harness
 from helpers import VECTOR_CASES as CASES
 from helpers import check_case as check
+from helpers import copy_taken_again_case
 from helpers import load_case as load
 
 from hina.control.topology import Topology
@@ -57,4 +58,14 @@ def test_emulator_raw_backend_over_veths_passes(path, pipes, batch):
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_bmv2_passes(p4_build, path):
     case = load(path)
+    check(case, *veth_harness.run_case(case, veth_harness.start_bmv2, settle=0.3))
+
+
+@pytest.mark.bmv2
+@pytest.mark.root
+@pytest.mark.slow
+def test_bmv2_tells_every_member_again_when_a_copy_is_taken_again(p4_build):
+    """A copy's PENDING mark is cleared by its next chunk's first arrival (no vector reaches it: it takes a
+    copy completed, the other copy completed and the first taken again)."""
+    case = copy_taken_again_case()
     check(case, *veth_harness.run_case(case, veth_harness.start_bmv2, settle=0.3))

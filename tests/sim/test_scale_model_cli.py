@@ -78,17 +78,17 @@ def test_the_names_tools_tables_imports_are_here_and_render():
 
 
 def test_a_point_outside_the_domain_says_so_and_names_its_ns3_run(tmp_path):
-    """With 25 Gbit/s uplinks under racks at 100 and ports of 40 packets, the trees' uplinks would drop: their
+    """With 25 Gbit/s uplinks under racks at 100 and ports of 16 packets, the trees' uplinks would drop: their
     rows are outside the model's domain, the log names the ns-3 command for each, the table marks them; the
     star (no uplink) stays in."""
     said = []
     rows = sm.project(["deeplight"], [8], [100.0], [1, 2], scale=0.01, seed=0, cap=256, host_alpha=0.0,
-                      uplink_gbps=25.0, queue=40, log=said.append)
+                      uplink_gbps=25.0, queue=16, log=said.append)
     star, tree = rows
     assert star["in_domain"] and "ns3_command" not in star
     assert not tree["in_domain"] and tree["hina_auto"]["outside"].startswith("l1 up to s1 would queue")
     assert tree["ns3_command"] == ("python benchmarks/ns3_scale.py --workers 8 --fabrics tree --depth 2 --presets "
-                                   "deeplight --modes dense,auto --gbps 100 --uplink-gbps 25 --queue 40 --mtu 9000 "
+                                   "deeplight --modes dense,auto --gbps 100 --uplink-gbps 25 --queue 16 --mtu 9000 "
                                    "--slots 64 --cap 0")
     assert [line for line in said if "outside the scale model's domain" in line] == [
         f"deeplight tree2 8 workers at 100 Gbit/s: outside the scale model's domain ({tree['dense_ina']['outside']}"

@@ -1,0 +1,243 @@
+"""The sender's timers fit the path they find, and a chunk the switch holds waits on its peers, not on a timer.
+
+Sans-I/O, on a virtual clock: frames out, answers in, `poll` at chosen instants.  The rules are in
+host/sendplane.py and docs/design.md ("Loss recovery and congestion").
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from hina.codec.ops import Op
+from hina.host import sendplane
+from hina.host.congestion import CongestionWindow
+from hina.host.congestion_settings import CongestionSettings
+from hina.host.window import AggregationTimeout, PhaseTransfer, RttEstimator, SlotPool
+from hina.wire.headers import HEADER_BYTES, VERSION_BIT, Flags, HinaHeader, MsgType, pack_header
+
+K = 3
+ME = 1  # the transfer's worker_id
+
+
+def transfer(chunks, *, slots=8, rtt=None, deadline=10.0, window=None):
+    return PhaseTransfer(job_id=4, worker_id=ME, words=K, pool=SlotPool(0, slots), rtt=rtt or RttEstimator(),
+                         tag=9, op=Op.ADD, payload=np.arange(K * chunks, dtype=np.int32), name="values", now=0.0,
+                         deadline=deadline, window=window or CongestionWindow(slots, CongestionSettings(
+                             initial=slots, minimum=slots)))
+
+
+def answer(update: bytes, *, flags=0, words=None) -> bytes:
+    """The switch's RESULT for `update` (its own words, unless `words`), with `flags`."""
+    h = HinaHeader.unpack(update)
+    body = update[HEADER_BYTES:] if words is None else np.array(list(words) + [0] * (K - len(words)), ">i4").tobytes()
+    return pack_header(MsgType.RESULT, h.op, 4, h.worker_id, flags, h.pool_index, h.offset, h.count, h.phase) + body
+
+
+def pending(update: bytes, counted: int) -> bytes:
+    """The switch's PENDING answer to a repeat of `update`: who its copy had counted, in word 0."""
+    return answer(update, flags=Flags.PENDING, words=[counted])
+
+
+def offsets(frames):
+    return [HinaHeader.unpack(f).offset for f in frames]
+
+
+# -- timers from the path -------------------------------------------------------------------------------------
+def test_the_join_exchange_sets_the_first_timeout_not_a_constant():
+    """A datacenter path of 10 us: the first timeout is a few of its round trips, not the 100 ms a WAN clock
+    would wait (a worker whose first frames waited at the switch for a later peer timed out after 0.1 s)."""
+    rtt = RttEstimator(path=10e-6)
+    assert rtt.min_rtt == 10e-6 and rtt.rto == pytest.approx(10e-6 + 4 * 5e-6)
+    assert RttEstimator().rto == 0.1  # with nothing measured, as RFC 6298's (shorter) initial timeout
+
+
+def test_no_timer_is_shorter_than_the_hosts_tick_and_none_has_a_constant_floor():
+    rtt = RttEstimator(tick=50e-6)
+    for _ in range(20):
+        rtt.sample(10e-6)
+    assert rtt.rto == 50e-6 and rtt.probe_after == 50e-6 and rtt.reordering == 50e-6
+    quick = RttEstimator()
+    for _ in range(20):
+        quick.sample(10e-6)
+    assert quick.rto < 1e-4 and quick.probe_after == pytest.approx(2 * quick.srtt)  # no 20 ms, no 2 ms
+
+
+def test_the_backoff_cap_follows_the_path():
+    """Backed off, a timeout waits at most 8 least round trips (or twice the recent ones), not 50 ms: on a 10 us
+    path a lost tail costs microseconds."""
+    rtt = RttEstimator(path=10e-6)
+    for _ in range(10):
+        rtt.backoff()
+    assert rtt.rto == pytest.approx(8 * 10e-6)
+
+
+def test_a_chunks_timer_counts_from_when_the_switch_could_have_completed_it():
+    """A window sent at once, answered one chunk per 25 us (the peers send them later, or the link is slow): no
+    chunk times out while the chunks before it are answered in turn, though most have waited longer than the
+    timeout since they went."""
+    rtt = RttEstimator(path=20e-6)
+    x = transfer(8, rtt=rtt)
+    first = x.start(0.0)
+    rto = rtt.rto
+    assert rto < 100e-6 < 25e-6 * len(first)
+    for i, f in enumerate(first):
+        now = 25e-6 * (i + 1)
+        assert x.poll(now) == []  # nothing due: the chunk before this one was answered 40 us ago
+        x.receive(answer(f), now)
+    assert x.done and x.stats["timeouts"] == 0 and x.stats["retransmissions"] == 0
+
+
+def test_an_answer_flagged_resend_is_no_round_trip():
+    """A switch answered a repeat from the copy it holds (a leaf from its stored total): the answer came sooner
+    than the whole path's round trip because it answers the resend; taken for the first transmission's it
+    would give a round trip as long as the chunk's wait."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(2, rtt=rtt)
+    f0, f1 = x.start(0.0)
+    x.receive(answer(f1), 100e-6)
+    (again,) = x.poll(1e-3)  # chunk 0 overtaken
+    assert offsets([again]) == offsets([f0])
+    srtt = rtt.srtt
+    x.receive(answer(f0, flags=Flags.RESEND), 1e-3 + 10e-6)  # 10 us after the resend: the leaf's answer
+    assert rtt.srtt == srtt and x.stats["spurious_resends"] == 0 and rtt.reorder_scale == 1.0
+
+
+# -- PENDING: the switch holds the chunk and waits for a peer -----------------------------------------------------
+def held_chunk():
+    """Chunk 0 of a phase of one chunk goes, is resent (the tail probe: a peer is late), and its repeat is
+    answered PENDING with this worker counted."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(1, rtt=rtt, deadline=1.0)
+    (f,) = x.start(0.0)
+    (again,) = x.poll(1e-3)
+    assert x.stats["retransmissions"] == 1
+    assert x.receive(pending(again, counted=0b101 | 1 << ME), 1.1e-3) == []
+    return x, f, rtt
+
+
+def test_a_held_chunk_is_not_resent_at_each_timeout_but_asks_again_ever_later():
+    """The counted stop resending: the held chunk asks again only after its hold, which doubles each time, so a
+    peer late by a second costs a handful of frames, not one per timeout."""
+    x, f, rtt = held_chunk()
+    asks, now = [], 1.1e-3
+    for _ in range(1000):  # (bounded: a broken timer would spin here)
+        if x.done or now >= 0.5:
+            break
+        now = x.next_timer()
+        out = x.poll(now)
+        if out:
+            asks.append(now)
+    gaps = np.diff(asks)
+    cap = 1.0 / sendplane.HOLD_ASKS  # the transfer's deadline over the asks it owes
+    assert 3 <= len(asks) <= 20 and all(b >= min(1.9 * a, 0.99 * cap) for a, b in zip(gaps, gaps[1:]))
+    assert max(gaps) <= cap * 1.01
+    assert x.stats["pending"] == 1 and x.stats["asked"] == len(asks)
+    x.receive(answer(f), now + 1e-3)  # the late peer's UPDATE came: the RESULT
+    assert x.done
+
+
+def test_a_held_chunk_past_its_deadline_says_the_switch_holds_it_and_whom_it_counted():
+    x, _, _ = held_chunk()
+    with pytest.raises(AggregationTimeout, match=r"the switch holds this worker's UPDATE and waits for the others "
+                                                 r"\(it had counted worker_ids 0, 1, 2"):
+        for _ in range(1000):
+            x.poll(x.next_timer())
+
+
+def test_a_held_chunk_asks_again_often_enough_to_meet_its_deadline():
+    """However long the round trips, a held chunk asks the switch again at least every deadline / `HOLD_ASKS`:
+    the RESULT that ends its wait can be lost, and only an ask recovers it."""
+    rtt = RttEstimator(path=0.05)  # two round trips, or the timeout (0.15 s), are more than a deadline's eighth
+    x = transfer(1, rtt=rtt, deadline=1.0)
+    x.start(0.0)
+    (again,) = x.poll(x.next_timer())
+    held_at = x.next_timer() - 0.1
+    x.receive(pending(again, counted=1 << ME), held_at)
+    asks = [held_at]
+    with pytest.raises(AggregationTimeout):
+        for _ in range(1000):
+            now = x.next_timer()
+            if x.poll(now):
+                asks.append(now)
+    assert len(asks) >= 6 and max(np.diff(asks)) <= 1.0 / sendplane.HOLD_ASKS + 1e-9
+
+
+def test_a_peers_answer_for_the_slots_next_chunk_asks_again_at_once():
+    """A PENDING for the chunk after ours in our slot (a peer's, in the slot's other copy) says the peers had our
+    chunk answered: the RESULT to us was lost, so ours goes again now, not after its hold or timer."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(9, slots=8, rtt=rtt)
+    frames = x.start(0.0)
+    h = HinaHeader.unpack(frames[0])
+    assert x.receive(pending(frames[0], counted=1 << ME), 30e-6) == []  # held
+    nxt = pack_header(MsgType.RESULT, h.op, 4, 0, Flags.PENDING, h.pool_index ^ VERSION_BIT, h.offset + 8 * K,
+                      K, h.phase) + np.array([1, 0, 0], ">i4").tobytes()
+    assert x.receive(nxt, 60e-6) == []  # sooner after it went than a round trip: maybe on its way
+    (again,) = x.receive(nxt, 2e-3)
+    assert offsets([again]) == [h.offset] and x.stats["asked"] == 1
+    (chunk8,) = x.receive(answer(again, flags=Flags.RESEND), 2.1e-3)  # answered: the slot takes its next chunk
+    assert offsets([chunk8]) == [h.offset + 8 * K] and x.stats["ignored"] == 2
+
+
+def test_a_worker_not_counted_sends_its_chunk_again_at_once():
+    """A peer's repeat drew a PENDING that lacks this worker: its UPDATE was lost, so it goes again now, not at
+    the timeout; unless it went too recently to be at the switch yet."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(1, rtt=rtt)
+    (f,) = x.start(0.0)
+    assert x.receive(pending(f, counted=0b101), 50e-6) == []  # sent 50 us ago: still on its way
+    (again,) = x.receive(pending(f, counted=0b101), 300e-6)
+    assert offsets([again]) == offsets([f]) and x.stats["asked"] == 1 and x.stats["timeouts"] == 0
+
+
+def test_a_pending_answer_is_never_taken_as_the_sum():
+    x, f, _ = held_chunk()
+    assert not x.done and x.stats["ignored"] == 0
+    x.receive(answer(f, words=[7, 8, 9]), 2e-3)
+    assert x.done and x.result.tolist() == [7, 8, 9]
+
+
+def test_the_deadline_is_per_chunk_not_per_transfer():
+    """Progress on other slots does not keep a stuck one alive: slot 0's chunk never completes while chunks
+    after it keep being answered, and the transfer fails at slot 0's deadline, naming it."""
+    rtt = RttEstimator(path=1e-3)
+    x = transfer(40, slots=8, rtt=rtt, deadline=0.5)
+    frames = x.start(0.0)
+    stuck, now = frames[0], 0.0
+    queue = frames[1:]
+    with pytest.raises(AggregationTimeout, match="offset 0 "):
+        while now < 10:
+            now += 1e-3
+            queue += [g for f in queue[:1] for g in x.receive(answer(f), now)]
+            queue = queue[1:] if queue and HinaHeader.unpack(queue[0]).offset != 0 else queue
+            x.poll(now)
+    assert 0.5 <= now < 0.6 and stuck
+
+
+def test_a_worker_starts_from_its_join_exchange(tmp_path):
+    """The join's round trip (`ControlClient.round_trip`) seeds the worker's estimate: its first timeout fits
+    the path to the switch."""
+    from hina.control import Member
+    from hina.control.client import ControlClient
+    from hina.host.agent import Worker
+    from hina.host.job import JobSpec
+    from hina.host.transport import UdpTransport
+
+    pytest.importorskip("hina.emulator.udp")
+    from hina.emulator.udp import UdpSwitch
+
+    sw = UdpSwitch()
+    sw.start_thread()
+    try:
+        with UdpTransport(sw.data_address) as transport, ControlClient(sw.control_address) as ctl:
+            job = JobSpec(job_id=3, words=4, slots=2)
+            ctl.join(job.switch_config(1), Member(0, transport.address))
+            assert 0 < ctl.round_trip < 0.1
+            worker = Worker(transport, job, 0, path_rtt=ctl.round_trip)
+            assert worker.rtt.min_rtt == ctl.round_trip and worker.rtt.rto < 0.1
+            unmeasured = Worker(transport, job, 0, path_rtt=math.inf)  # no first-try answer: nothing measured
+            assert unmeasured.rtt.srtt is None
+    finally:
+        sw.stop()
+        sw.close()
