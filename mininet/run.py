@@ -12,8 +12,10 @@ CPU set the time.  --calibrate instead bisects the link rate for the
 highest at which dense aggregation stays network-bound on this machine,
 and records it in a per-machine cache (~/.cache/hina/calibrate.json):
 a run without --bw then uses half that rate (docs/mininet.md, "Choosing
-link rates").  Its trials' progress goes to stderr: a bar redrawn on a
-terminal, one line per trial in a log.
+link rates").  --calibrate-quick asks only whether this machine holds
+--bw (that rate first; one trial where it does), as tools/reproduce.py
+does before a claim.  Its trials' progress goes to stderr: a bar redrawn
+on a terminal, one line per trial in a log.
 Heterogeneity: --host-bw, --host-delay, --straggler, --compute, --cross
 (mininet/heterogeneity.py).  See docs/fidelity.md.
 """

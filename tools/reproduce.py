@@ -4,6 +4,7 @@
     python tools/reproduce.py demo scale-deeplight     # re-run their campaign steps here and compare
     python tools/reproduce.py --committed-only         # the committed figures and verdicts; nothing runs
     sudo make reproduce CLAIM=tree-lstm                # the same through make (root for the Mininet claims)
+    sudo make reproduce CLAIM=tree-lstm QUOTA=100%     # under a CPU quota of one core's time (--cpu-quota)
 
 A claim names the steps of tools/campaign.py that measure it, the result files it reads and an
 extractor that pulls its figures from them: ratios measured within one run (hina against dense
@@ -19,8 +20,16 @@ each figure: the committed value, the new one, new / committed, both runs' fidel
 whether the new one is within the tolerance.  docs/reproduce.md is this registry as a table
 (tools/tables.py renders it from here).
 
-Exit status: 0 when every figure reproduced, 1 when one did not (or a step failed), 2 on a bad claim
-name or a claim this machine cannot run (one line naming what is missing).
+Before a re-run, each Mininet claim's link rate (its steps' --bw or --bws, in their experiment) is checked
+against the faithful rate this machine holds for that experiment: mininet/run.py's calibration cache, else
+one quick calibration per experiment (--calibrate-quick), once, cached.  A claim above it is refused in one
+line up front, not reported NOT REPRODUCED after minutes (--force runs it anyway; --recalibrate measures
+again).  --cpu-quota runs it all under a CPU quota (tools/cpu_quota.py), as a machine slower per byte would,
+its calibrations cached apart.
+
+Exit status: 0 when every figure reproduced, 1 when one did not (or a step failed), 2 on a bad argument or
+claim name, a claim this machine cannot run (one line naming what is missing), or a claim refused for its
+link rate where nothing else failed.
 """
 
 from __future__ import annotations
