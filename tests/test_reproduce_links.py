@@ -8,6 +8,7 @@ and no network; the quota's cgroups need root; one slow test calibrates a 2-work
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -109,6 +110,29 @@ def test_a_step_with_a_rate_but_no_workers_is_named():
     assert reproduce.step_need(campaign.Step("x", "mininet", ("run.py", "--workers", "8"), "")) is None
     unshaped = campaign.Step("x", "mininet", ("compare.py", "--workers", "8", "--bws", "0", "100"), "")
     assert reproduce.step_need(unshaped).mbps == 100.0
+
+
+def test_every_timed_claims_committed_figures_ran_at_its_steps_rate():
+    """The committed figures and the campaign's steps name one experiment and one link rate: where a step's rate
+    changes (campaign.STAR_MBPS and the like), this fails until the campaign has measured the figures again."""
+    for claim in reproduce.CLAIMS.values():
+        assert reproduce.rate_drift(claim) == [], claim.name
+
+
+def test_a_claim_whose_steps_now_run_another_rate_is_refused_until_measured_again(monkeypatch, can_run, tmp_path,
+                                                                                  capsys):
+    steps = [dataclasses.replace(s, args=tuple(a.replace(campaign.STAR_MBPS, "100") for a in s.args))
+             if s.name == "compare-faithful" else s for s in campaign.steps()]
+    monkeypatch.setattr(campaign, "steps", lambda: steps)
+    (phrase,) = reproduce.rate_drift(reproduce.CLAIMS["compare-lstm"])
+    assert phrase == (f"its committed figures ran at {campaign.STAR_MBPS} Mbit/s per link, its campaign steps now "
+                      "at 100 (benchmarks/results/compare_faithful.json)")
+    assert reproduce.rate_drift(reproduce.CLAIMS["tree-lstm"]) == []
+    assert reproduce.main(["compare-lstm", "--out", str(tmp_path / "r")]) == 2
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"compare-lstm: REFUSED: {phrase}: the campaign measures it again first "
+                      "(tools/campaign.py --only compare-faithful)")
+    assert can_run == [], "no calibration, no step"
 
 
 # -- what the cache says ---------------------------------------------------------------------------------------

@@ -558,34 +558,67 @@ def _step_flags() -> argparse.ArgumentParser:
 STEP_FLAGS = _step_flags()
 
 
-def step_need(step: campaign.Step) -> LinkNeed | None:
-    """The experiment a Mininet step runs and the highest link rate it names (--bw, --bws; unshaped ones left
-    out), or None: not a Mininet step, or one that names no rate (its script's default, as switch_bench.py's,
-    whose figures are the switches' CPU)."""
-    if step.group not in ("mininet", "bmv2"):
-        return None
-    flags, _ = STEP_FLAGS.parse_known_args(step.args[1:])
+def shape(args: list[str] | tuple[str, ...]) -> dict | None:
+    """The experiment a command line names (`STEP_FLAGS`) and the highest link rate in it (--bw, --bws; unshaped
+    ones left out) as "mbps", or None where it names no rate (its script's default)."""
+    flags, _ = STEP_FLAGS.parse_known_args(list(args))
     rates = [r for r in (flags.bws or [flags.bw]) if r]
     if not rates:
+        return None
+    return {**{k: v for k, v in vars(flags).items() if k not in ("bw", "bws")}, "mbps": max(rates)}
+
+
+def step_need(step: campaign.Step) -> LinkNeed | None:
+    """The experiment a Mininet step runs and the highest link rate it names, or None: not a Mininet step, or
+    one that names no rate (as switch_bench.py, whose figures are the switches' CPU)."""
+    flags = shape(step.args[1:]) if step.group in ("mininet", "bmv2") else None
+    if flags is None:
         return None
     from hina.mininet.hina_net import default_mtu
     from hina.mininet.topo import parse_topology
 
-    fabric = parse_topology(flags.topology)
-    if fabric is None and flags.workers is None:
+    fabric = parse_topology(flags["topology"])
+    if fabric is None and flags["workers"] is None:
         raise ValueError(f"campaign step {step.name} names a link rate but not its workers (--workers)")
-    workers = len(fabric.hosts) if fabric is not None else flags.workers
-    key = mininet_run().rate_key(workers, flags.topology, flags.oversubscription, flags.leaves, flags.switch,
-                                 flags.spine_switch, flags.pipes, flags.mtu or default_mtu(flags.switch),
-                                 flags.ranks_per_host)
-    return LinkNeed(step.name, key, max(rates))
+    workers = len(fabric.hosts) if fabric is not None else flags["workers"]
+    key = mininet_run().rate_key(workers, flags["topology"], flags["oversubscription"], flags["leaves"],
+                                 flags["switch"], flags["spine_switch"], flags["pipes"],
+                                 flags["mtu"] or default_mtu(flags["switch"]), flags["ranks_per_host"])
+    return LinkNeed(step.name, key, flags["mbps"])
+
+
+def timed(claim: Claim) -> bool:
+    """Whether the claim's figures hold only while the links set the time: some carry the runs' verdicts."""
+    return any(f.verdicts for f in committed_figures(claim))
+
+
+def rate_drift(claim: Claim) -> list[str]:
+    """Where a timed claim's committed figures ran at another link rate or experiment than its campaign steps
+    run now (read from the command each result file records), one phrase per difference, naming the files: a
+    re-run would compare figures of two different experiments.  None once the campaign has measured them again."""
+    if not timed(claim):
+        return []
+    found: dict[str, list[str]] = {}  # what differs -> the files it differs in
+    for step in steps_of(claim):
+        now = shape(step.args[1:]) if step.group in ("mininet", "bmv2") else None
+        for name in [str(Path(o).relative_to(campaign.R)) for o in step.outputs] if now else []:
+            command = provenance.meta_of(json.loads((RESULTS / name).read_text()))["command"]
+            then = None if command == provenance.NOT_RECORDED else shape(shlex.split(command))
+            if name in claim.files and then is not None and then != now:
+                what = (f"ran at {then['mbps']:g} Mbit/s per link, its campaign steps now at {now['mbps']:g}"
+                        if then["mbps"] != now["mbps"] else "ran another experiment than its campaign steps now ("
+                        + ", ".join(f"--{k.replace('_', '-')} {then[k]}, now {now[k]}" for k in now
+                                    if then[k] != now[k]) + ")")
+                found.setdefault(what, []).append(name)
+    return [f"its committed figures {what} ({', '.join(f'benchmarks/results/{n}' for n in names)})"
+            for what, names in found.items()]
 
 
 def link_needs(claim: Claim) -> list[LinkNeed]:
     """The link rates the claim's figures hold at only while the links, not this machine, set the time: each of
     its Mininet steps that names one, where the claim has such figures (those that carry the runs' verdicts);
     none for a claim whose figures hold at any rate (exactness, a check)."""
-    if not any(f.verdicts for f in committed_figures(claim)):
+    if not timed(claim):
         return []
     found = [n for n in map(step_need, steps_of(claim)) if n is not None]
     return list({(kid(n), n.mbps): n for n in reversed(found)}.values())[::-1]  # each once, as first named
@@ -683,6 +716,12 @@ def check_links(chosen: list[Claim], folder: Path, recalibrate: bool = False,
 def kid(need: LinkNeed) -> str:
     """A need's experiment as a dictionary key."""
     return json.dumps(need.key, sort_keys=True)
+
+
+def drift_refusal(claim: Claim, drift: list[str], forced: bool = False) -> str:
+    """The one line that refuses a claim whose committed figures ran at another rate than its steps run now."""
+    return (f"{claim.name}: {'runs anyway (--force)' if forced else 'REFUSED'}: {'; '.join(drift)}: the campaign "
+            f"measures it again first (tools/campaign.py --only {' '.join(claim.steps)})")
 
 
 def refusal(claim: Claim, answers: list[tuple[LinkNeed, bool | None, str]], forced: bool = False) -> str | None:
@@ -847,7 +886,8 @@ def fidelity_lines(claim: Claim, old: dict[str, dict], new: dict[str, dict] | No
 
 def list_claims() -> None:
     times = timings()
-    links = check_links([c for c in CLAIMS.values() if not missing(c)], Path(), calibrate=False)
+    links = check_links([c for c in CLAIMS.values() if not missing(c) and not rate_drift(c)], Path(),
+                        calibrate=False)
     for claim in CLAIMS.values():
         figures = committed_figures(claim)
         print(f"{claim.name}: {claim.statement} ({claim.page})")
@@ -857,6 +897,8 @@ def list_claims() -> None:
             print(f"    tolerance, {t.text()}: {t.why}")
         why = missing(claim)
         print(f"    here: {'cannot run: ' + '; '.join(why) if why else 'can run'}")
+        for phrase in rate_drift(claim):
+            print(f"    links: {phrase}: a re-run is refused until the campaign measures it again")
         for n, held, said in links.get(claim.name, ()):
             print(f"    links: needs {n.text()}: {LINK_STATE[held]}{said}"
                   + (" (a re-run calibrates it first)" if held is None else
@@ -991,10 +1033,12 @@ def refuse(chosen: list[Claim], folder: Path, recalibrate: bool, force: bool) ->
     """Check the chosen claims' link rates against this machine (`check_links`, calibrating into `folder` where
     the cache cannot say) and print the line of each it does not hold, up front; the refused (none with
     `force`), name -> line."""
-    answers = check_links(chosen, folder, recalibrate)
+    drifted = {c.name: rate_drift(c) for c in chosen}
+    answers = check_links([c for c in chosen if not drifted[c.name]], folder, recalibrate)
     refused = {}
     for claim in chosen:
-        line = refusal(claim, answers[claim.name], forced=force)
+        line = (drift_refusal(claim, drifted[claim.name], force) if drifted[claim.name] else
+                refusal(claim, answers[claim.name], forced=force))
         if line:
             print(line, flush=True)
             if not force:
@@ -1009,7 +1053,10 @@ def dry_run(chosen: list[Claim], scratch: Path) -> None:
     for name in sorted({n for c in chosen for n in c.steps}, key=order.index):
         step = scratch_step(next(s for s in campaign.steps() if s.name == name), scratch)
         print(f"{name} ({step.group}): {shlex.join(['python', *step.args])}")
-    here = [c for c in chosen if not missing(c)]
+    for claim in chosen:
+        if rate_drift(claim):
+            print(drift_refusal(claim, rate_drift(claim)))
+    here = [c for c in chosen if not missing(c) and not rate_drift(c)]
     for name, answers in check_links(here, scratch / "calibrate", calibrate=False).items():
         for n, held, said in answers:
             first = "" if held is not None else "; a re-run calibrates it first: " + shlex.join(
