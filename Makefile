@@ -61,10 +61,12 @@ tables: install
 	$(PY) tools/tables.py
 
 # re-measure headline claims here into a scratch folder and check them against the committed figures
-# (docs/reproduce.md; `make reproduce CLAIM=demo`, sudo for the Mininet claims; without CLAIM: the claims)
+# (docs/reproduce.md; `make reproduce CLAIM=demo`, sudo for the Mininet claims; without CLAIM: the claims);
+# QUOTA=100%: all of it under that CPU quota (systemd's CPUQuota: one core's time), as a slower machine
 CLAIM ?=
+QUOTA ?=
 reproduce: install
-	$(PY) tools/reproduce.py $(CLAIM)
+	$(PY) tools/reproduce.py $(if $(QUOTA),--cpu-quota $(QUOTA)) $(CLAIM)
 
 # the main job: emulator on loopback + 4 workers, 2^22-element gradients at 1%, verified exact
 demo: install

@@ -16,6 +16,7 @@ the top level, or no commit), and says "not recorded" for what a file lacks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -56,8 +57,88 @@ def out_help(name: str = "", what: str = "the JSON result") -> str:
 
 
 def machine_key() -> dict[str, Any]:
-    """What makes a measurement of this machine's speed valid elsewhere: its CPU model and count."""
-    return {"cpu": cpu_model(), "cpus": os.cpu_count()}
+    """What makes a measurement of this machine's speed valid elsewhere: its CPU model and count, the kernel
+    (its network stack does the links' work) and the CPU quota this process runs under (`cpu_quota`)."""
+    return {"cpu": cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(), "cpu_quota": cpu_quota()}
+
+
+# -- the CPU quota: how much CPU time the cgroup this process runs in may take -----------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class CpuCgroups:
+    """The cgroup hierarchy that holds the cpu controller: its version (2, or 1 where cpu is bound to a v1
+    hierarchy), where it is mounted, and the cgroup this process is in (a folder under `mount`)."""
+
+    version: int
+    mount: Path
+    own: Path
+
+    def quota_of(self, folder: Path) -> float | None:
+        """One cgroup's own limit in cores (quota over period), None where it sets none."""
+        try:
+            if self.version == 2:
+                quota, period = (folder / "cpu.max").read_text().split()
+                return None if quota == "max" else int(quota) / int(period)
+            quota = int((folder / "cpu.cfs_quota_us").read_text())
+            return None if quota < 0 else quota / int((folder / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            return None
+
+
+def cpu_cgroups(mountinfo: str | None = None, cgroup: str | None = None) -> CpuCgroups | None:
+    """Where the cpu controller is (/proc/self/mountinfo and /proc/self/cgroup, or their text), or None."""
+    try:
+        mountinfo = Path("/proc/self/mountinfo").read_text() if mountinfo is None else mountinfo
+        cgroup = Path("/proc/self/cgroup").read_text() if cgroup is None else cgroup
+    except OSError:
+        return None
+    paths = {}  # version -> this process's path in that hierarchy
+    for line in cgroup.splitlines():
+        num, controllers, path = line.split(":", 2)
+        if num == "0" and not controllers:
+            paths[2] = path
+        elif "cpu" in controllers.split(","):
+            paths[1] = path
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if " - " not in line or len(fields) < 5:
+            continue
+        root, point = fields[3], Path(fields[4])
+        fstype, _, options = line.split(" - ", 1)[1].split()[:3]
+        if fstype == "cgroup2" and 2 in paths and "cpu" in _read(point / "cgroup.controllers").split():
+            version = 2
+        elif fstype == "cgroup" and 1 in paths and "cpu" in options.split(","):
+            version = 1
+        else:
+            continue
+        rel = os.path.relpath(paths[version], root)
+        return CpuCgroups(version, point, point if rel.startswith("..") else (point / rel).resolve())
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def cpu_quota(where: CpuCgroups | None = None) -> float | None:
+    """The CPU time this process may take per second, in cores (1.0: one core's worth, systemd's CPUQuota=100%):
+    the least limit of its cgroup and every cgroup above it, rounded to a thousandth; None where none limits it.
+    A quota makes a machine slower per byte as fewer cores would, so a measurement of speed made under one is
+    no measurement of the machine without it (`machine_key`)."""
+    where = cpu_cgroups() if where is None else where
+    if where is None:
+        return None
+    limits, folder = [], where.own
+    while True:
+        limits.append(where.quota_of(folder))
+        if folder == where.mount or where.mount not in folder.parents:
+            break
+        folder = folder.parent
+    found = [x for x in limits if x is not None]
+    return round(min(found), 3) if found else None
 
 
 def cpu_model() -> str:

@@ -12,8 +12,10 @@ CPU set the time.  --calibrate instead bisects the link rate for the
 highest at which dense aggregation stays network-bound on this machine,
 and records it in a per-machine cache (~/.cache/hina/calibrate.json):
 a run without --bw then uses half that rate (docs/mininet.md, "Choosing
-link rates").  Its trials' progress goes to stderr: a bar redrawn on a
-terminal, one line per trial in a log.
+link rates").  --calibrate-quick asks only whether this machine holds
+--bw (that rate first; one trial where it does), as tools/reproduce.py
+does before a claim.  Its trials' progress goes to stderr: a bar redrawn
+on a terminal, one line per trial in a log.
 Heterogeneity: --host-bw, --host-delay, --straggler, --compute, --cross
 (mininet/heterogeneity.py).  See docs/fidelity.md.
 """
@@ -27,6 +29,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -63,6 +66,11 @@ def comparisons(runs: list[dict]) -> list[str]:
 
 
 CALIBRATE_LOW = 10.0  # Mbit/s: the bottom of --calibrate's search
+QUICK_BRACKET = 4.0  # --calibrate-quick searches from the top / this up to the top ...
+QUICK_STEPS = 2  # ... in this many bisection steps (the top known within a factor 4 ** (1 / 4), 1.41)
+# How --calibrate measures, in the cache's key: raised when its search, its trials or the verdict that judges
+# them changes, so that a rate calibrated the old way is measured again rather than taken for the new way's
+CALIBRATE_VERSION = 2
 CALIBRATE_SECONDS = 1.0  # each trial's gradient is sized to take about this long at its rate ...
 CALIBRATE_LENGTH = (1 << 18, 1 << 23)  # ... within these many elements
 
@@ -93,10 +101,14 @@ def describe_topology(args) -> str:
             + (", plain leaves" if args.leaves == "plain" else ""))
 
 
-def calibrate(cfg, steps: int, experiment, log, topology: str = "star", bar=None) -> dict:
-    """The highest rate in [CALIBRATE_LOW, cfg.bw] at which dense aggregation's best round is network-bound,
-    by bisection on a log scale; every trial with its verdict.  `bar` (a hina.progress.Progress of steps + 2
-    trials at most): each trial is a step, its line the step's result (else the line goes to `log`)."""
+def calibrate(cfg, steps: int, experiment, log, topology: str = "star", bar=None, low: float = CALIBRATE_LOW,
+              quick: bool = False) -> dict:
+    """The highest rate in [low, cfg.bw] at which dense aggregation's best round is network-bound, by bisection on
+    a log scale; every trial with its verdict, and the lowest rate judged not network-bound (None where every
+    trial was).  Both ends first: `low`, then the top; `quick`, the top first, and where it is network-bound no
+    more trials (a machine that holds the rate asked about is told so in one).  `bar` (a hina.progress.Progress
+    of steps + 2 trials at most): each trial is a step, its line the step's result (else the line goes to
+    `log`)."""
     trials = []
 
     def network_bound(bw: float) -> bool:
@@ -107,20 +119,24 @@ def calibrate(cfg, steps: int, experiment, log, topology: str = "star", bar=None
                                     ping=False)
         run = experiment(trial, log=lambda m: None).run()["runs"][0]
         fid = run["fidelity"]
+        held = fid["bound"] == "network" and run["exact"]
         trials.append({"mbps": bw, "length": length, "exact": run["exact"], "seconds": run["seconds"],
                        "line_rate_seconds": run["line_rate_seconds"], "verdict": fid["verdict"],
-                       "detail": fid.get("detail"), "rounds": [r["fidelity"]["verdict"] for r in run["rounds"]],
+                       "network_bound": held, "detail": fid.get("detail"),
+                       "rounds": [r["fidelity"]["verdict"] for r in run["rounds"]],
                        "busiest": fid.get("busiest"), "cpu": fid.get("cpu"),
                        "machine_cores_busy": fid.get("machine_cores_busy")})
         line = (f"calibrate: {bw:.1f} Mbit/s, {length:,} elements: {run['seconds']:.3f} s "
                 f"(line rate {run['line_rate_seconds']:.3f} s), {fid['verdict']}")
         bar.done(line) if bar is not None else log(line)
-        return fid["bound"] == "network" and run["exact"]
+        return held
 
-    lo, hi = CALIBRATE_LOW, cfg.bw
-    if not network_bound(lo):
+    lo, hi = low, cfg.bw
+    if quick and network_bound(hi):
+        best = hi
+    elif not network_bound(lo):
         best = None
-    elif network_bound(hi):
+    elif not quick and network_bound(hi):
         best = hi
     else:
         for _ in range(steps):
@@ -136,9 +152,10 @@ def calibrate(cfg, steps: int, experiment, log, topology: str = "star", bar=None
     summary = (f"calibrate ({where}): dense aggregation stays network-bound up to {best:.0f} Mbit/s per link "
                f"(not at {hi:.0f})" if best is not None and best < cfg.bw else
                f"calibrate ({where}): network-bound at every rate up to {cfg.bw:g} Mbit/s" if best is not None
-               else f"calibrate ({where}): not network-bound even at {CALIBRATE_LOW:g} Mbit/s")
+               else f"calibrate ({where}): not network-bound even at {low:g} Mbit/s")
     return {"config": dataclasses.asdict(cfg), "topology": topology, "highest_network_bound_mbps": best,
-            "trials": trials, "summary": summary}
+            "not_network_bound_mbps": min((t["mbps"] for t in trials if not t["network_bound"]), default=None),
+            "searched_mbps": [low, cfg.bw], "quick": quick, "trials": trials, "summary": summary}
 
 
 # -- link rates: the calibrated cache, and the rate a run uses when --bw (--bws) is not given ------------------
@@ -160,12 +177,14 @@ def cache_path() -> Path:
 def rate_key(workers: int, topology: str = "star", oversubscription: float = 1.0, leaves: str = "hina",
              switch: str = "emulator", spine_switch: str | None = None, pipes: int = 1, mtu: int = 9000,
              ranks_per_host: int = 1) -> dict:
-    """What a calibrated rate holds for: this machine (CPU model and count) and the experiment's shape
-    (topology, workers, switch kind and processes, MTU); a rate found for one key says nothing of another."""
+    """What a calibrated rate holds for: this machine (CPU model and count, kernel, the CPU quota it runs under),
+    the way --calibrate measures (CALIBRATE_VERSION) and the experiment's shape (topology, workers, switch kind
+    and processes, MTU); a rate found for one key says nothing of another."""
     from hina.provenance import machine_key
 
     tree = topology != "star"
-    return {**machine_key(), "topology": topology, "oversubscription": oversubscription if tree else None,
+    return {**machine_key(), "calibration": CALIBRATE_VERSION, "topology": topology,
+            "oversubscription": oversubscription if tree else None,
             "leaves": leaves if tree else None, "workers": workers, "switch": switch,
             "spine_switch": spine_switch if tree and spine_switch not in (None, switch) else None,
             "pipes": pipes, "mtu": mtu, "ranks_per_host": ranks_per_host}
@@ -186,21 +205,31 @@ def key_text(key: dict) -> str:
     parts += [f"{key['pipes']} pipes"] if key["pipes"] != 1 else []
     parts += [f"MTU {key['mtu']}"] if key["mtu"] != 9000 else []
     parts += [f"{key['ranks_per_host']} ranks per host"] if key["ranks_per_host"] != 1 else []
+    parts += [f"under a CPU quota of {key['cpu_quota'] * 100:g}%"] if key.get("cpu_quota") else []
     return ", ".join(parts)
 
 
+def calibrate_flags(key: dict) -> list[str]:
+    """mininet/run.py's flags for the experiment `key` describes, those that differ from the defaults (--mtu
+    wherever it is not 9000, the switch's own or not): what --calibrate needs to calibrate exactly that key."""
+    flags = (["--workers", str(key["workers"])] if key["topology"] == "star" else
+             ["--topology", key["topology"]] + (["--oversubscription", f"{key['oversubscription']:g}"]
+                                                if key["oversubscription"] != 1 else []))
+    flags += ["--switch", key["switch"]] if key["switch"] != "emulator" else []
+    flags += ["--spine-switch", key["spine_switch"]] if key.get("spine_switch") else []
+    flags += ["--leaves", "plain"] if key.get("leaves") == "plain" else []
+    flags += ["--pipes", str(key["pipes"])] if key["pipes"] != 1 else []
+    flags += ["--mtu", str(key["mtu"])] if key["mtu"] != 9000 else []
+    flags += ["--ranks-per-host", str(key["ranks_per_host"])] if key["ranks_per_host"] != 1 else []
+    return flags
+
+
 def calibrate_command(key: dict) -> str:
-    """The command that calibrates `key` here."""
-    flags = ([f"--workers {key['workers']}"] if key["topology"] == "star" else
-             [f"--topology {key['topology']}"] + ([f"--oversubscription {key['oversubscription']:g}"]
-                                                  if key["oversubscription"] != 1 else []))
-    flags += [f"--switch {key['switch']}"] if key["switch"] != "emulator" else []
-    flags += [f"--spine-switch {key['spine_switch']}"] if key.get("spine_switch") else []
-    flags += ["--leaves plain"] if key.get("leaves") == "plain" else []
-    flags += [f"--pipes {key['pipes']}"] if key["pipes"] != 1 else []
-    flags += [f"--mtu {key['mtu']}"] if key["mtu"] != 9000 else []
-    flags += [f"--ranks-per-host {key['ranks_per_host']}"] if key["ranks_per_host"] != 1 else []
-    return " ".join([CALIBRATE_HOW, *flags, "--rounds 2"])
+    """The command that calibrates `key` here (under the key's CPU quota, tools/cpu_quota.py, where it has one)."""
+    quota = (f"sudo .venv/bin/python tools/cpu_quota.py {key['cpu_quota'] * 100:g}% -- "
+             if key.get("cpu_quota") else "")
+    how = CALIBRATE_HOW.replace("sudo ", "", 1) if quota else CALIBRATE_HOW
+    return quota + " ".join([how, shlex.join(calibrate_flags(key)), "--rounds 2"])
 
 
 def load_cache(path: Path | None = None) -> list[dict]:
@@ -227,8 +256,11 @@ def record_calibration(found: dict, key: dict, result: Path | None = None, path:
     path = path or cache_path()
     entry = {"key": key, "highest_network_bound_mbps": found["highest_network_bound_mbps"],
              "faithful_mbps": faithful_rate(found["highest_network_bound_mbps"]),
-             "searched_mbps": [CALIBRATE_LOW, found["config"]["bw"]], "summary": found["summary"],
-             "date": found.get("date") or time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": found.get("command"),
+             "not_network_bound_mbps": found.get("not_network_bound_mbps"), "quick": bool(found.get("quick")),
+             "searched_mbps": found.get("searched_mbps") or [CALIBRATE_LOW, found["config"]["bw"]],
+             "summary": found["summary"],
+             "date": found.get("date") or time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_before": found.get("load_before"),
+             "command": found.get("command"),
              "result": str(Path(result).resolve()) if result else None}
     entries = [e for e in load_cache(path) if e["key"] != key] + [entry]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,6 +268,11 @@ def record_calibration(found: dict, key: dict, result: Path | None = None, path:
     tmp.write_text(json.dumps({"version": 1, "entries": entries}, indent=1))
     os.replace(tmp, path)
     return entry
+
+
+def low_of(entry: dict) -> float:
+    """The bottom of the search a cache entry records."""
+    return (entry.get("searched_mbps") or [CALIBRATE_LOW])[0]
 
 
 @dataclasses.dataclass
@@ -279,7 +316,7 @@ def choose_rate(given: list[float] | None, key: dict, default: list[float], flag
                               f"set the time (the fidelity monitor judges each run)")
         elif entry and faithful is None and any(given):
             rate.lines.append(f"warning: {flag} {_rates(given)}: the calibration for {what} found dense aggregation "
-                              f"CPU-bound even at {CALIBRATE_LOW:g} Mbit/s on this machine")
+                              f"CPU-bound even at {low_of(entry):g} Mbit/s on this machine")
         return rate
     if faithful is not None:
         rate = LinkRate([faithful], "calibrated", found, key, faithful)
@@ -289,7 +326,7 @@ def choose_rate(given: list[float] | None, key: dict, default: list[float], flag
                     f"for {what}", key, None)
     if entry:
         rate.lines.append(f"warning: {flag} not given; the calibration for {what} found no network-bound rate down "
-                          f"to {CALIBRATE_LOW:g} Mbit/s on this machine: {_rates(default)} will be CPU-bound here")
+                          f"to {low_of(entry):g} Mbit/s on this machine: {_rates(default)} will be CPU-bound here")
     else:
         rate.lines.append(f"warning: {flag} not given and no calibration for {what} on this machine: "
                           f"{_rates(default)} may be CPU-bound here, not network-bound (docs/fidelity.md); "
@@ -367,7 +404,13 @@ def build_parser() -> OneLineParser:
                          "network-bound here (a bisection on a log scale, --rounds rounds per rate), and record it "
                          "in this machine's cache (~/.cache/hina/calibrate.json), where runs without --bw (and "
                          "benchmarks/compare.py without --bws) of the same experiment find their rate")
-    ap.add_argument("--calibrate-steps", type=int, default=6, help="bisection steps of --calibrate (default: 6)")
+    ap.add_argument("--calibrate-steps", type=int, default=None,
+                    help=f"bisection steps of --calibrate (default: 6; with --calibrate-quick {QUICK_STEPS})")
+    ap.add_argument("--calibrate-quick", action="store_true",
+                    help="with --calibrate: the quick search tools/reproduce.py runs before a claim, asking whether "
+                         "this machine holds --bw: that rate first, and where dense aggregation is network-bound "
+                         f"there, no more trials; else the search from --bw / {QUICK_BRACKET:g} up (recorded in "
+                         "the same cache)")
     ap.add_argument("--run-id", metavar="ID",
                     help="the run's names: its switches, hosts and links begin with it (a letter and two "
                          "letters or digits; default: a fresh one, so that experiments share a machine)")
@@ -419,7 +462,10 @@ def configure(args) -> tuple:
                  **({"ranks_per_host": args.ranks_per_host} if args.ranks_per_host != 1 else {}),
                  congestion=from_flags(args), **({"pace": False} if args.no_pace else {}),
                  **({"offload": False} if args.no_offload else {}))
-    if args.calibrate and (not args.bw or args.bw <= CALIBRATE_LOW or args.calibrate_steps < 1):
+    if args.calibrate_steps is None:
+        args.calibrate_steps = QUICK_STEPS if args.calibrate_quick else 6
+    args.calibrate_low = args.bw / QUICK_BRACKET if args.calibrate_quick and args.bw else CALIBRATE_LOW
+    if args.calibrate and (not args.bw or args.bw <= args.calibrate_low or args.calibrate_steps < 1):
         raise ValueError(f"--calibrate needs --bw above {CALIBRATE_LOW:g} Mbit/s (the top of the search) and "
                          f"--calibrate-steps >= 1, got --bw {args.bw:g}, --calibrate-steps {args.calibrate_steps}")
     return cfg, experiment
@@ -466,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
         ap.error(f"--name must be a file stem (letters, digits, '.', '_', '-'), got {args.name!r}")
+    if args.calibrate_quick and not args.calibrate:
+        ap.error("--calibrate-quick is a way to --calibrate: give both")
     fail = lambda why: print(f"mininet/run.py: {why}", file=sys.stderr) or 2  # noqa: E731
     if args.cleanup is not None:
         try:
@@ -497,14 +545,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.calibrate:
         from hina.progress import Progress
 
+        load = list(os.getloadavg())  # a busy machine holds less: the cache says how busy this one was
         try:
             with Progress(args.calibrate_steps + 2, "calibrate") as bar:  # at most: the ends, then the bisection
                 found = calibrate(cfg, args.calibrate_steps, experiment, log, topology=describe_topology(args),
+                                  low=args.calibrate_low, quick=args.calibrate_quick,
                                   bar=bar)
         except (RuntimeError, ValueError) as exc:
             return fail(exc)
         key = key_of(args)
-        found.update(command=command, **provenance(),
+        found.update(command=command, **provenance(), load_before=load,
                      link_rate={"mbps": args.bw, "how": "explicit" if args.bw_given else "default",
                                 "why": "the top of the search" + (" (--bw)" if args.bw_given else
                                                                    f" (--bw not given: {CALIBRATE_TOP:g})")},

@@ -250,3 +250,22 @@ def check_case(case: dict, out, drops: dict) -> None:
     assert got == want, (f"missing {[(p, f.hex()) for p, f in missing.elements()]}\n"
                          f"unexpected {[(p, f.hex()) for p, f in extra.elements()]}")
     assert {k: v for k, v in drops.items() if v} == case["expected_drops"]
+
+
+class FakeMachine:
+    """mininet/run.py's `experiment` for calibrate()'s search, without Mininet: a machine on which dense
+    aggregation is network-bound up to `holds` Mbit/s per link and CPU-bound above; `tried`, the rates asked."""
+
+    def __init__(self, holds: float):
+        self.holds, self.tried = holds, []
+
+    def __call__(self, cfg, log=None, run_id=None) -> FakeMachine:  # as an Experiment is made
+        self.tried.append(cfg.bw)
+        return self
+
+    def run(self) -> dict:
+        bound = "network" if self.tried[-1] <= self.holds else "cpu"
+        fidelity = {"bound": bound, "verdict": "network-bound" if bound == "network" else
+                    "CPU-bound: the machine, 2.00 of 2 cores busy"}
+        return {"runs": [{"exact": True, "seconds": 1.0, "line_rate_seconds": 1.0, "fidelity": fidelity,
+                          "rounds": [{"fidelity": fidelity}]}]}

@@ -4,6 +4,7 @@
     python tools/reproduce.py demo scale-deeplight     # re-run their campaign steps here and compare
     python tools/reproduce.py --committed-only         # the committed figures and verdicts; nothing runs
     sudo make reproduce CLAIM=tree-lstm                # the same through make (root for the Mininet claims)
+    sudo make reproduce CLAIM=tree-lstm QUOTA=100%     # under a CPU quota of one core's time (--cpu-quota)
 
 A claim names the steps of tools/campaign.py that measure it, the result files it reads and an
 extractor that pulls its figures from them: ratios measured within one run (hina against dense
@@ -19,17 +20,27 @@ each figure: the committed value, the new one, new / committed, both runs' fidel
 whether the new one is within the tolerance.  docs/reproduce.md is this registry as a table
 (tools/tables.py renders it from here).
 
-Exit status: 0 when every figure reproduced, 1 when one did not (or a step failed), 2 on a bad claim
-name or a claim this machine cannot run (one line naming what is missing).
+Before a re-run, each Mininet claim's link rate (its steps' --bw or --bws, in their experiment) is checked
+against the faithful rate this machine holds for that experiment: mininet/run.py's calibration cache, else
+one quick calibration per experiment (--calibrate-quick), once, cached.  A claim above it is refused in one
+line up front, not reported NOT REPRODUCED after minutes (--force runs it anyway; --recalibrate measures
+again).  --cpu-quota runs it all under a CPU quota (tools/cpu_quota.py), as a machine slower per byte would,
+its calibrations cached apart.
+
+Exit status: 0 when every figure reproduced, 1 when one did not (or a step failed), 2 on a bad argument or
+claim name, a claim this machine cannot run (one line naming what is missing), or a claim refused for its
+link rate where nothing else failed.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import datetime
 import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -38,11 +49,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import campaign
+import cpu_quota
 import result_files
 
 from hina import provenance
 from hina.baselines import registry
-from hina.cliargs import OneLineParser
+from hina.cliargs import OneLineParser, checked
 from hina.progress import Progress, clock_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -508,6 +520,220 @@ def missing(claim: Claim) -> list[str]:
     return list(dict.fromkeys(w for w in why if w))
 
 
+# -- the links: whether this machine holds the rate a Mininet claim runs its links at ---------------------------
+
+@dataclasses.dataclass(frozen=True)
+class LinkNeed:
+    """A link rate one step of a claim runs at (Mbit/s per link), and the experiment it runs it in: a key of
+    mininet/run.py's calibration cache (`run.rate_key`: this machine, its CPU quota and the experiment's shape)."""
+
+    step: str
+    key: dict
+    mbps: float
+
+    def text(self) -> str:
+        return f"{self.mbps:g} Mbit/s per link on {mininet_run().key_text(self.key)}"
+
+
+def mininet_run():
+    """mininet/run.py (hina.mininet.run): its calibration and cache; imported where a claim's needs are met."""
+    from hina.mininet import run
+
+    return run
+
+
+def _step_flags() -> argparse.ArgumentParser:
+    """The flags by which the Mininet scripts (mininet/run.py, benchmarks/compare.py, cross_traffic.py,
+    time_to_accuracy.py) name the experiment a step runs and the rate of its links; the rest are left alone."""
+    ap = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for flag, kind, default in (("--workers", int, None), ("--topology", str, "star"),
+                                ("--oversubscription", float, 1.0), ("--leaves", str, "hina"),
+                                ("--switch", str, "emulator"), ("--spine-switch", str, None), ("--pipes", int, 1),
+                                ("--mtu", int, None), ("--ranks-per-host", int, 1), ("--bw", float, None)):
+        ap.add_argument(flag, type=kind, default=default)
+    ap.add_argument("--bws", type=float, nargs="+")
+    return ap
+
+
+STEP_FLAGS = _step_flags()
+
+
+def shape(args: list[str] | tuple[str, ...]) -> dict | None:
+    """The experiment a command line names (`STEP_FLAGS`) and the highest link rate in it (--bw, --bws; unshaped
+    ones left out) as "mbps", or None where it names no rate (its script's default)."""
+    flags, _ = STEP_FLAGS.parse_known_args(list(args))
+    rates = [r for r in (flags.bws or [flags.bw]) if r]
+    if not rates:
+        return None
+    return {**{k: v for k, v in vars(flags).items() if k not in ("bw", "bws")}, "mbps": max(rates)}
+
+
+def step_need(step: campaign.Step) -> LinkNeed | None:
+    """The experiment a Mininet step runs and the highest link rate it names, or None: not a Mininet step, or
+    one that names no rate (as switch_bench.py, whose figures are the switches' CPU)."""
+    flags = shape(step.args[1:]) if step.group in ("mininet", "bmv2") else None
+    if flags is None:
+        return None
+    from hina.mininet.hina_net import default_mtu
+    from hina.mininet.topo import parse_topology
+
+    fabric = parse_topology(flags["topology"])
+    if fabric is None and flags["workers"] is None:
+        raise ValueError(f"campaign step {step.name} names a link rate but not its workers (--workers)")
+    workers = len(fabric.hosts) if fabric is not None else flags["workers"]
+    key = mininet_run().rate_key(workers, flags["topology"], flags["oversubscription"], flags["leaves"],
+                                 flags["switch"], flags["spine_switch"], flags["pipes"],
+                                 flags["mtu"] or default_mtu(flags["switch"]), flags["ranks_per_host"])
+    return LinkNeed(step.name, key, flags["mbps"])
+
+
+def timed(claim: Claim) -> bool:
+    """Whether the claim's figures hold only while the links set the time: some carry the runs' verdicts."""
+    return any(f.verdicts for f in committed_figures(claim))
+
+
+def rate_drift(claim: Claim) -> list[str]:
+    """Where a timed claim's committed figures ran at another link rate or experiment than its campaign steps
+    run now (read from the command each result file records), one phrase per difference, naming the files: a
+    re-run would compare figures of two different experiments.  None once the campaign has measured them again."""
+    if not timed(claim):
+        return []
+    found: dict[str, list[str]] = {}  # what differs -> the files it differs in
+    for step in steps_of(claim):
+        now = shape(step.args[1:]) if step.group in ("mininet", "bmv2") else None
+        for name in [str(Path(o).relative_to(campaign.R)) for o in step.outputs] if now else []:
+            command = provenance.meta_of(json.loads((RESULTS / name).read_text()))["command"]
+            then = None if command == provenance.NOT_RECORDED else shape(shlex.split(command))
+            if name in claim.files and then is not None and then != now:
+                what = (f"ran at {then['mbps']:g} Mbit/s per link, its campaign steps now at {now['mbps']:g}"
+                        if then["mbps"] != now["mbps"] else "ran another experiment than its campaign steps now ("
+                        + ", ".join(f"--{k.replace('_', '-')} {then[k]}, now {now[k]}" for k in now
+                                    if then[k] != now[k]) + ")")
+                found.setdefault(what, []).append(name)
+    return [f"its committed figures {what} ({', '.join(f'benchmarks/results/{n}' for n in names)})"
+            for what, names in found.items()]
+
+
+def link_needs(claim: Claim) -> list[LinkNeed]:
+    """The link rates the claim's figures hold at only while the links, not this machine, set the time: each of
+    its Mininet steps that names one, where the claim has such figures (those that carry the runs' verdicts);
+    none for a claim whose figures hold at any rate (exactness, a check)."""
+    if not timed(claim):
+        return []
+    found = [n for n in map(step_need, steps_of(claim)) if n is not None]
+    return list({(kid(n), n.mbps): n for n in reversed(found)}.values())[::-1]  # each once, as first named
+
+
+def holds(entry: dict, mbps: float) -> bool | None:
+    """Whether a calibration (a cache entry) says this machine holds `mbps` per link, as a run's faithful rate:
+    True where dense aggregation was network-bound at mbps / FAITHFUL_SHARE or above, False where it was not at
+    that rate or below, None where its search did not come near enough to say."""
+    run = mininet_run()
+    need = mbps / run.FAITHFUL_SHARE
+    highest, not_at = entry.get("highest_network_bound_mbps"), entry.get("not_network_bound_mbps")
+    if highest is not None and highest >= need:
+        return True
+    if not_at is not None and not_at <= need:
+        return False
+    return None
+
+
+def held_text(entry: dict) -> str:
+    """What a calibration says this machine holds: "121 (half the 243 Mbit/s at which ..., calibrated DATE)"."""
+    run = mininet_run()
+    load = entry.get("load_before")
+    when = (f"calibrated {str(entry.get('date') or 'earlier')[:16].replace('T', ' ')}"
+            + (f", load {load[0]:.1f} before it" if load else ""))
+    highest, not_at = entry.get("highest_network_bound_mbps"), entry.get("not_network_bound_mbps")
+    if highest is None:
+        return (f"none (dense aggregation was not network-bound even at {run.low_of(entry):.0f} Mbit/s, {when})")
+    above = f", not at {not_at:.0f}" if not_at is not None else ""
+    return (f"{entry['faithful_mbps']:g} ({run.FAITHFUL_SHARE:g} x the {highest:.0f} Mbit/s at which dense "
+            f"aggregation stayed network-bound{above}; {when})")
+
+
+def calibration_step(need: LinkNeed, folder: Path) -> campaign.Step:
+    """The quick search (mininet/run.py --calibrate-quick) that says whether this machine holds `need`: its top
+    is the rate at which dense aggregation must stay network-bound, need.mbps / FAITHFUL_SHARE."""
+    run = mininet_run()
+    name = "calibrate-" + re.sub(r"[^a-z0-9]+", "-", run.key_text(need.key).lower()).strip("-")
+    args = ("mininet/run.py", "--calibrate", "--calibrate-quick", *run.calibrate_flags(need.key),
+            "--bw", f"{need.mbps / run.FAITHFUL_SHARE:g}", "--rounds", "2", "--out", str(folder), "--name", name)
+    return campaign.Step(name, "mininet", args, f"whether this machine holds {need.text()}")
+
+
+def calibrate_for(need: LinkNeed, folder: Path, bar: Progress) -> tuple[dict | None, str]:
+    """Run `calibration_step` for `need`; the cache's entry it recorded, or None and why not."""
+    run = mininet_run()
+    step = calibration_step(need, folder)
+    bar.start(f"calibrating {run.key_text(need.key)} on this machine, once (cached in {run.cache_path()}): is "
+              f"dense aggregation network-bound at {step.args[step.args.index('--bw') + 1]} Mbit/s per link?")
+    code = campaign.run_step(step, bar)
+    entry = run.cached(need.key)
+    why = (f"mininet/run.py --calibrate exited {code}" if code else
+           "" if entry else f"the calibration recorded no entry for this experiment in {run.cache_path()}")
+    bar.done(f"{step.name}: " + (why or f"this machine holds {held_text(entry)}"))
+    return (None, why) if why else (entry, "")
+
+
+def check_links(chosen: list[Claim], folder: Path, recalibrate: bool = False,
+                calibrate: bool = True) -> dict[str, list[tuple[LinkNeed, bool | None, str]]]:
+    """Each chosen claim's link needs, and whether this machine holds each (True, False, or None: not known)
+    with the words that say so.  The cache answers where it can; else (and once per experiment with
+    `recalibrate`) a quick calibration into `folder` does, highest rate first, unless not `calibrate`."""
+    run = mininet_run()
+    needs = {c.name: link_needs(c) for c in chosen}
+    ordered = sorted({(kid(n), n.mbps): n for ns in needs.values() for n in ns}.values(), key=lambda n: -n.mbps)
+    fresh: set[str] = set()  # experiments calibrated here, now
+    failed: dict[str, str] = {}  # experiment -> why its calibration failed
+
+    def entry_for(n: LinkNeed) -> dict | None:
+        return None if recalibrate and kid(n) not in fresh else run.cached(n.key)
+
+    def open_question(n: LinkNeed) -> bool:
+        entry = entry_for(n)
+        return kid(n) not in failed and (entry is None or holds(entry, n.mbps) is None)
+
+    todo = [n for n in ordered if open_question(n)]
+    if todo and calibrate:
+        with Progress(len(todo), "link rates") as bar:
+            for n in todo:
+                if open_question(n):  # a higher rate's calibration of the same experiment may have answered it
+                    entry, why = calibrate_for(n, folder, bar)
+                    fresh.add(kid(n))
+                    if entry is None:
+                        failed[kid(n)] = why
+            bar.total = bar.count
+    answers = {}
+    for n in ordered:
+        entry = entry_for(n)
+        answers[kid(n), n.mbps] = ((None, f"could not calibrate here ({failed[kid(n)]})") if kid(n) in failed else
+                                   (None, "not yet calibrated here") if entry is None else
+                                   (holds(entry, n.mbps), f"this machine holds {held_text(entry)}"))
+    return {name: [(n, *answers[kid(n), n.mbps]) for n in ns] for name, ns in needs.items()}
+
+
+def kid(need: LinkNeed) -> str:
+    """A need's experiment as a dictionary key."""
+    return json.dumps(need.key, sort_keys=True)
+
+
+def drift_refusal(claim: Claim, drift: list[str], forced: bool = False) -> str:
+    """The one line that refuses a claim whose committed figures ran at another rate than its steps run now."""
+    return (f"{claim.name}: {'runs anyway (--force)' if forced else 'REFUSED'}: {'; '.join(drift)}: the campaign "
+            f"measures it again first (tools/campaign.py --only {' '.join(claim.steps)})")
+
+
+def refusal(claim: Claim, answers: list[tuple[LinkNeed, bool | None, str]], forced: bool = False) -> str | None:
+    """The one line that refuses a claim this machine does not hold (or runs it anyway, `forced`), or None."""
+    short = [f"needs {n.text()}; {said}" for n, held, said in answers if held is not True]
+    if not short:
+        return None
+    what = "runs anyway (--force)" if forced else "REFUSED"
+    return (f"{claim.name}: {what}: {'; and '.join(dict.fromkeys(short))}; --recalibrate to measure again"
+            + ("" if forced else ", --force to run it anyway"))
+
+
 # -- results: committed, new, and the time each step took -----------------------------------------------
 
 def load_results(claim: Claim, folder: Path) -> dict[str, dict]:
@@ -660,6 +886,8 @@ def fidelity_lines(claim: Claim, old: dict[str, dict], new: dict[str, dict] | No
 
 def list_claims() -> None:
     times = timings()
+    links = check_links([c for c in CLAIMS.values() if not missing(c) and not rate_drift(c)], Path(),
+                        calibrate=False)
     for claim in CLAIMS.values():
         figures = committed_figures(claim)
         print(f"{claim.name}: {claim.statement} ({claim.page})")
@@ -669,6 +897,12 @@ def list_claims() -> None:
             print(f"    tolerance, {t.text()}: {t.why}")
         why = missing(claim)
         print(f"    here: {'cannot run: ' + '; '.join(why) if why else 'can run'}")
+        for phrase in rate_drift(claim):
+            print(f"    links: {phrase}: a re-run is refused until the campaign measures it again")
+        for n, held, said in links.get(claim.name, ()):
+            print(f"    links: needs {n.text()}: {LINK_STATE[held]}{said}"
+                  + (" (a re-run calibrates it first)" if held is None else
+                     "; a re-run refuses it unless --force" if held is False else ""))
     print(how_to_run())
 
 
@@ -728,8 +962,10 @@ def judge(claim: Claim, scratch: Path, failed: dict[str, int]) -> list[tuple[str
     return outcome
 
 
-def run(chosen: list[Claim], scratch: Path) -> int:
-    """Re-run the chosen claims' steps (each once, in the campaign's order) into `scratch`, then compare."""
+def run(chosen: list[Claim], scratch: Path, refused: dict[str, str] | None = None) -> int:
+    """Re-run the chosen claims' steps (each once, in the campaign's order) into `scratch`, then compare; the
+    claims `refused` up front (name -> its line) are named in the summary."""
+    refused = refused or {}
     order = [s.name for s in campaign.steps()]
     failed = run_steps(sorted({n for c in chosen for n in c.steps}, key=order.index), scratch)
     results, bad = [], []
@@ -740,25 +976,113 @@ def run(chosen: list[Claim], scratch: Path) -> int:
             bad.append(claim.name + " (" + ", ".join(n for n, ok in outcome if not ok) + ")")
     done = sum(ok for _, ok in results)
     print(f"\nreproduce.py: {done} of {len(results)} figures reproduced"
-          + (f"; not reproduced: {'; '.join(bad)}" if bad else "") + f"; the re-run's results are in {scratch}")
-    return 1 if bad else 0
+          + (f"; not reproduced: {'; '.join(bad)}" if bad else "")
+          + (f"; REFUSED up front, this machine holding less than their links' rate: {', '.join(refused)}"
+             if refused else "") + f"; the re-run's results are in {scratch}")
+    return 1 if bad else 2 if refused else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+QUOTA_ENV = "HINA_CPU_QUOTA"  # set by --cpu-quota for the run it starts under the quota: that run checks it
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = OneLineParser(prog="reproduce.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("claims", nargs="*", metavar="CLAIM", help="the claims to re-run (none: list every claim)")
     ap.add_argument("--committed-only", action="store_true",
                     help="print the committed figures (of the named claims, or every claim) and run nothing")
-    ap.add_argument("--dry-run", action="store_true", help="print the commands a re-run would run, and run nothing")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the commands a re-run would run and what the cache says of its link rates, and run "
+                         "nothing")
     ap.add_argument("--out", type=Path, metavar="DIR",
                     help=f"the scratch folder the re-run writes into (default: a fresh reproduce-DATE-TIME folder in "
                          f"{provenance.OUT_RULE}; never benchmarks/results/)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--recalibrate", action="store_true",
+                    help="measure the link rate this machine holds for each chosen Mininet claim again, instead of "
+                         "taking it from the cache")
+    ap.add_argument("--force", action="store_true",
+                    help="run a Mininet claim even where this machine holds less than its links' rate (it is "
+                         "refused up front otherwise)")
+    ap.add_argument("--cpu-quota", type=checked(cpu_quota.parse_quota), metavar="PCT",
+                    help="run everything under this CPU quota, as systemd's CPUQuota (100%%: one core's time per "
+                         "second), as a machine slower per byte would (tools/cpu_quota.py; root); its link rates "
+                         "are calibrated and cached apart")
+    return ap.parse_args(argv)
+
+
+def under_quota(percent: float, argv: list[str]) -> int:
+    """This script again, with the same arguments, under the CPU quota (tools/cpu_quota.py); its exit status."""
+    try:
+        return cpu_quota.run(percent, [sys.executable, str(Path(__file__).resolve()), *argv],
+                             env={**os.environ, QUOTA_ENV: f"{percent:g}"})
+    except ValueError as exc:
+        print(f"reproduce.py: --cpu-quota {percent:g}%: {exc}", file=sys.stderr)
+        return 2
+
+
+def quota_here(percent: float) -> str | None:
+    """Why this run is not under the quota it was started under (None where it is): the quota in effect is read
+    from this process's cgroups, not assumed."""
+    have = provenance.cpu_quota()
+    if have is not None and abs(have - percent / 100) < 0.005:
+        return None
+    return (f"--cpu-quota {percent:g}%: this process runs under "
+            + ("no CPU quota" if have is None else f"a CPU quota of {have * 100:g}%"))
+
+
+def refuse(chosen: list[Claim], folder: Path, recalibrate: bool, force: bool) -> dict[str, str]:
+    """Check the chosen claims' link rates against this machine (`check_links`, calibrating into `folder` where
+    the cache cannot say) and print the line of each it does not hold, up front; the refused (none with
+    `force`), name -> line."""
+    drifted = {c.name: rate_drift(c) for c in chosen}
+    answers = check_links([c for c in chosen if not drifted[c.name]], folder, recalibrate)
+    refused = {}
+    for claim in chosen:
+        line = (drift_refusal(claim, drifted[claim.name], force) if drifted[claim.name] else
+                refusal(claim, answers[claim.name], forced=force))
+        if line:
+            print(line, flush=True)
+            if not force:
+                refused[claim.name] = line
+    return refused
+
+
+def dry_run(chosen: list[Claim], scratch: Path) -> None:
+    """The commands a re-run would run, then what the cache says of each link rate (and the calibration a re-run
+    would run first, where it says nothing)."""
+    order = [s.name for s in campaign.steps()]
+    for name in sorted({n for c in chosen for n in c.steps}, key=order.index):
+        step = scratch_step(next(s for s in campaign.steps() if s.name == name), scratch)
+        print(f"{name} ({step.group}): {shlex.join(['python', *step.args])}")
+    for claim in chosen:
+        if rate_drift(claim):
+            print(drift_refusal(claim, rate_drift(claim)))
+    here = [c for c in chosen if not missing(c) and not rate_drift(c)]
+    for name, answers in check_links(here, scratch / "calibrate", calibrate=False).items():
+        for n, held, said in answers:
+            first = "" if held is not None else "; a re-run calibrates it first: " + shlex.join(
+                ["python", *calibration_step(n, scratch / "calibrate").args])
+            print(f"{name}: needs {n.text()}: {LINK_STATE[held]}{said}{first}")
+
+
+LINK_STATE = {True: "held: ", False: "NOT held: ", None: ""}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     unknown = [n for n in args.claims if n not in CLAIMS]
     if unknown:
         print(f"reproduce.py: no claim named {', '.join(map(repr, unknown))} (claims: {', '.join(CLAIMS)})",
               file=sys.stderr)
         return 2
+    if args.cpu_quota is not None:
+        if os.environ.get(QUOTA_ENV) != f"{args.cpu_quota:g}":  # start the run under the quota
+            return under_quota(args.cpu_quota, sys.argv[1:] if argv is None else argv)
+        why = quota_here(args.cpu_quota)
+        if why:
+            print(f"reproduce.py: {why}", file=sys.stderr)
+            return 2
+        print(f"reproduce.py: under a CPU quota of {args.cpu_quota:g}% (this process's cgroups allow "
+              f"{provenance.cpu_quota():g} of a core's time per second)", file=sys.stderr)
     chosen = [CLAIMS[n] for n in dict.fromkeys(args.claims)]
     if args.committed_only:
         for i, claim in enumerate(chosen or CLAIMS.values()):
@@ -775,10 +1099,7 @@ def main(argv: list[str] | None = None) -> int:
               "figures)", file=sys.stderr)
         return 2
     if args.dry_run:
-        order = [s.name for s in campaign.steps()]
-        for name in sorted({n for c in chosen for n in c.steps}, key=order.index):
-            step = scratch_step(next(s for s in campaign.steps() if s.name == name), scratch)
-            print(f"{name} ({step.group}): {shlex.join(['python', *step.args])}")
+        dry_run(chosen, scratch)
         return 0
     for claim in chosen:
         why = missing(claim)
@@ -786,7 +1107,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"reproduce.py: {claim.name} cannot run here: {'; '.join(why)}", file=sys.stderr)
             return 2
     scratch.mkdir(parents=True, exist_ok=True)
-    return run(chosen, scratch)
+    refused = refuse(chosen, scratch / "calibrate", args.recalibrate, args.force)
+    if len(refused) == len(chosen):
+        print(f"reproduce.py: nothing run: this machine holds less than the link rate of {', '.join(refused)}")
+        return 2
+    return run([c for c in chosen if c.name not in refused], scratch, refused)
 
 
 if __name__ == "__main__":

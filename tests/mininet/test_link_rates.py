@@ -4,13 +4,16 @@ is above it.  No Mininet needed, but for the last two tests (root + Mininet)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import FakeMachine
 
 from hina import provenance
 from hina.mininet import run
@@ -37,6 +40,8 @@ def cache(tmp_path, monkeypatch):
 def test_the_key_is_this_machine_and_the_experiments_shape():
     key = run.rate_key(8)
     assert key["cpu"] == provenance.cpu_model() and key["cpus"] == os.cpu_count()
+    assert key["kernel"] == platform.release() and key["cpu_quota"] == provenance.cpu_quota()
+    assert key["calibration"] == run.CALIBRATE_VERSION  # a new way of calibrating is a new key
     assert (key["topology"], key["workers"], key["switch"], key["pipes"], key["mtu"]) == ("star", 8, "emulator", 1,
                                                                                            9000)
     assert key["oversubscription"] is None and key["leaves"] is None  # a star has neither
@@ -50,6 +55,65 @@ def test_the_key_is_this_machine_and_the_experiments_shape():
     assert run.calibrate_command(run.rate_key(8, "leafspine:2,1,4", 4.0, switch="bmv2")) == (
         "sudo .venv/bin/python mininet/run.py --calibrate --topology leafspine:2,1,4 --oversubscription 4 "
         "--switch bmv2 --rounds 2")
+
+
+def test_a_cpu_quota_is_another_machine(monkeypatch):
+    """Under a quota the same experiment is another key, said to a reader and calibrated under that quota."""
+    plain = run.rate_key(8)
+    monkeypatch.setattr(provenance, "cpu_quota", lambda where=None: 1.0)
+    quota = run.rate_key(8)
+    assert quota != plain and {k for k in quota if quota[k] != plain[k]} == {"cpu_quota"}
+    assert run.key_text(quota) == "star, 8 workers, emulator, under a CPU quota of 100%"
+    assert run.calibrate_command(quota) == ("sudo .venv/bin/python tools/cpu_quota.py 100% -- .venv/bin/python "
+                                            "mininet/run.py --calibrate --workers 8 --rounds 2")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """What calibrate() reads of an experiment's configuration (hina_net.ExperimentConfig's fields)."""
+
+    workers: int = 8
+    switch: str = "emulator"
+    bw: float = 400.0
+    modes: tuple = ("auto",)
+    length: int = 1
+    density: float = 0.01
+    workload: str | None = None
+    ping: bool = True
+
+
+@pytest.mark.parametrize(("holds", "tried", "highest", "not_at"), [
+    (500.0, [400.0], 400.0, None),  # holds the top: one trial says so
+    (300.0, [400.0, 100.0, 200.0, 282.8], 282.8, 400.0),  # then a quarter of it, then two bisection steps
+    (50.0, [400.0, 100.0], None, 100.0)])  # not even a quarter of it: two trials
+def test_the_quick_search_tries_the_top_first(holds, tried, highest, not_at):
+    machine = FakeMachine(holds)
+    found = run.calibrate(Config(), run.QUICK_STEPS, machine, log=lambda m: None, low=100.0, quick=True)
+    assert [round(x, 1) for x in machine.tried] == tried
+    assert (found["highest_network_bound_mbps"] and round(found["highest_network_bound_mbps"], 1)) == highest
+    assert found["not_network_bound_mbps"] == not_at and found["quick"] is True
+    assert found["searched_mbps"] == [100.0, 400.0]
+    assert [t["network_bound"] for t in found["trials"]] == [x <= holds for x in machine.tried]
+
+
+def test_the_full_search_tries_the_bottom_first_and_bisects():
+    machine = FakeMachine(300.0)
+    found = run.calibrate(Config(bw=1000.0), 2, machine, log=lambda m: None)
+    assert [round(x, 1) for x in machine.tried] == [10.0, 1000.0, 100.0, 316.2]
+    assert found["highest_network_bound_mbps"] == 100.0 and round(found["not_network_bound_mbps"], 1) == 316.2
+    assert found["quick"] is False and found["searched_mbps"] == [run.CALIBRATE_LOW, 1000.0]
+
+
+def test_the_cache_keeps_what_a_quick_search_knows(cache):
+    found = run.calibrate(Config(), run.QUICK_STEPS, FakeMachine(300.0), log=lambda m: None, low=100.0, quick=True)
+    found.update(load_before=[1.5, 1.0, 0.5])
+    entry = run.record_calibration(found, run.rate_key(8))
+    assert entry == {**entry, "quick": True, "searched_mbps": [100.0, 400.0], "not_network_bound_mbps": 400.0,
+                     "faithful_mbps": 141.0, "load_before": [1.5, 1.0, 0.5]}
+    assert run.cached(run.rate_key(8)) == entry
+    none = run.calibrate(Config(), run.QUICK_STEPS, FakeMachine(50.0), log=lambda m: None, low=100.0, quick=True)
+    run.record_calibration(none, run.rate_key(4))  # what a run is told names the bottom of the search made
+    assert "found no network-bound rate down to 100 Mbit/s" in run.choose_rate(None, run.rate_key(4), [1.0]).lines[0]
 
 
 def test_the_cache_round_trip_one_entry_per_key(cache):
