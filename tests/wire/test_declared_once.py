@@ -327,10 +327,7 @@ def int_literals(source: str, value: int) -> list[int]:
             if isinstance(node, ast.Constant) and type(node.value) is int and node.value == value]
 
 
-@pytest.mark.parametrize("folder", [
-    pytest.param(f, marks=pytest.mark.xfail(strict=True, reason="sim/netsim.py's contest job writes K as a literal: "
-                                            "take hina.host.job.DEFAULT_WORDS there and drop this mark"))
-    if f == "sim" else f for f in PACKAGES])
+@pytest.mark.parametrize("folder", PACKAGES)
 def test_k_for_a_jumbo_frame_is_computed_never_written(folder):
     """K = max_words(9000) is what a 9000-byte MTU holds; a module that writes the number instead keeps it when
     the header or the MTU changes (hina.host.job.DEFAULT_WORDS is the default K)."""
