@@ -81,6 +81,16 @@ def test_every_flag_and_field_appears_in_the_dissector():
         assert f"hina.flags.{flag.name.lower()}" in text, flag
 
 
+def test_a_flag_declared_without_its_dissector_title_is_named(monkeypatch, capsys):
+    """A flag added to `Flags` needs its title in wire/lua.py: the generator says which, in one line."""
+    monkeypatch.setattr(lua, "_FLAG_TITLES", {f: t for f, t in lua._FLAG_TITLES.items() if f != Flags.PENDING})
+    with pytest.raises(ValueError, match=r"no title for flags \['PENDING'\], titles for no flag \[\]"):
+        lua.render()
+    assert lua.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m hina.wire.lua: ") and err.count("\n") == 1 and "PENDING" in err
+
+
 def _assignments(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     names = set()
