@@ -42,7 +42,7 @@ lint: install
 	$(PY) -m ruff check .
 
 # the whole suite (root, Mininet, BMv2 and torch tests run where this machine has them; skipped, with
-# the reason, where not), after the linter
+# the reason, where not), after the linter (docs/contributing.md, "Test lanes and markers": its time and count)
 test: lint
 	$(PY) -m pytest
 

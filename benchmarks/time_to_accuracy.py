@@ -53,7 +53,6 @@ import statistics
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -280,28 +279,12 @@ def overlap(buckets: list[dict[str, Any]], backward_end: float) -> dict[str, flo
 
 def run_rank(cfg: TtaConfig, rank: int, store_port: int, conn) -> None:
     """One rank on loopback (train_ddp.run's target): train, send the records or the error."""
-    try:
-        conn.send(("done", train(cfg, rank, store_port)))
-    except BaseException as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        conn.send(("error", f"{type(exc).__name__}: {first}", traceback.format_exc()))
-    finally:
-        conn.close()
+    train_ddp.run_rank(cfg, rank, store_port, conn, trainer=train)
 
 
 def rank_main(spec: Path, rank: int) -> int:
     """One rank of a Mininet run (--rank-spec): train, print one JSON line: {"records": ...} or {"error": ...}."""
-    try:
-        cfg = TtaConfig.from_config(json.loads(spec.read_text()))
-        if cfg.hosts is not None:  # gloo's own traffic leaves by this host's one interface
-            os.environ.setdefault("GLOO_SOCKET_IFNAME", cfg.hosts[rank]["ifname"])
-        print(json.dumps({"records": train(cfg, rank, 0)}), flush=True)
-        return 0
-    except BaseException as exc:
-        traceback.print_exc()
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(json.dumps({"error": f"{type(exc).__name__}: {first}"}), flush=True)
-        return 1
+    return train_ddp.rank_main(spec, rank, config=TtaConfig, trainer=train)
 
 
 def score(model, cfg: TtaConfig, heldout, done: int) -> dict[str, Any]:

@@ -173,15 +173,21 @@ def digest(model) -> str:
 
 # -- one rank ---------------------------------------------------------------------------------------------
 
-def run_rank(cfg: RunConfig, rank: int, store_port: int, conn) -> None:
-    """One DDP rank: train cfg.steps steps, report per step (loss, seconds, communication, digest)."""
+def run_rank(cfg: RunConfig, rank: int, store_port: int, conn, trainer=None) -> None:
+    """One DDP rank: train cfg.steps steps, report per step (loss, seconds, communication, digest).
+    trainer: what trains (default this module's `train`; time_to_accuracy.py passes its own)."""
     try:
-        conn.send(("done", train(cfg, rank, store_port)))
+        conn.send(("done", (trainer or train)(cfg, rank, store_port)))
     except BaseException as exc:  # reported, never swallowed: the parent names the rank and fails
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # torch appends a traceback
-        conn.send(("error", f"{type(exc).__name__}: {first}", traceback.format_exc()))
+        conn.send(("error", said(exc), traceback.format_exc()))
     finally:
         conn.close()
+
+
+def said(exc: BaseException) -> str:
+    """An exception's type and its message's first line (torch appends a traceback to its messages)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}"
 
 
 def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
@@ -517,18 +523,19 @@ def launch_on_hosts(hosts, cfg: RunConfig, timeout: float, script: Path | None =
     return {"config": asdict(cfg), "ranks": ranks, "errors": errors}
 
 
-def rank_main(spec: Path, rank: int) -> int:
-    """One rank of a Mininet run (--rank-spec): train, print one JSON line: {"records": [...]} or {"error": ...}."""
+def rank_main(spec: Path, rank: int, config=None, trainer=None) -> int:
+    """One rank of a Mininet run (--rank-spec): train, print one JSON line: {"records": [...]} or {"error": ...}.
+    config, trainer: the run's config class and what trains (default RunConfig and `train`; time_to_accuracy.py
+    passes its own)."""
     try:
-        cfg = RunConfig.from_config(json.loads(spec.read_text()))
+        cfg = (config or RunConfig).from_config(json.loads(spec.read_text()))
         if cfg.hosts is not None:  # gloo's own traffic leaves by this host's one interface
             os.environ.setdefault("GLOO_SOCKET_IFNAME", cfg.hosts[rank]["ifname"])
-        print(json.dumps({"records": train(cfg, rank, 0)}), flush=True)
+        print(json.dumps({"records": (trainer or train)(cfg, rank, 0)}), flush=True)
         return 0
     except BaseException as exc:
         traceback.print_exc()
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # torch appends a traceback
-        print(json.dumps({"error": f"{type(exc).__name__}: {first}"}), flush=True)
+        print(json.dumps({"error": said(exc)}), flush=True)
         return 1
 
 

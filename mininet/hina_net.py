@@ -643,13 +643,7 @@ class Experiment:
                 after = self._switch_profile()
                 if before is not None and after is not None:  # the emulator's own account of the round
                     rounds[-1]["switch_profile"] = {k: v - before.get(k, 0) for k, v in after.items()}
-                self.log(f"[{mode}] round {rnd + 1}: exact={exact} {rounds[-1]['seconds']:.3f} s, "
-                         f"ran {rounds[-1]['encoding']} (index group {rounds[-1]['group']}), "
-                         f"{rounds[-1]['wire_bytes_per_worker']:,.0f} B/worker, "
-                         f"{rounds[-1]['retransmissions']} retransmissions ({rounds[-1]['probes']} tail probes, "
-                         f"{rounds[-1]['timeouts']} on a timeout)"
-                         + (f", {rounds[-1]['fidelity']['verdict']}" if "fidelity" in rounds[-1] else "")
-                         + (f" {errors}" if errors else ""))
+                self.log(round_line(mode, rnd, rounds[-1]))
         finally:
             _end_workers(procs)
             os.unlink(f.name)
@@ -667,6 +661,17 @@ def _profile_of(target) -> dict | None:
         return dict(target.counters().get("profile") or {}) or None
     except (ControlError, OSError, ValueError):
         return None
+
+
+def round_line(mode: str, rnd: int, summary: dict) -> str:
+    """A round's line in the log: exact or not, seconds, what ran, bytes, the frames resent and why."""
+    return (f"[{mode}] round {rnd + 1}: exact={summary['exact']} {summary['seconds']:.3f} s, "
+            f"ran {summary['encoding']} (index group {summary['group']}), "
+            f"{summary['wire_bytes_per_worker']:,.0f} B/worker, "
+            f"{plural(summary['retransmissions'], 'retransmission')} "
+            f"({plural(summary['probes'], 'tail probe')}, {summary['timeouts']:,} on a timeout)"
+            + (f", {summary['fidelity']['verdict']}" if "fidelity" in summary else "")
+            + (f" {summary['errors']}" if summary["errors"] else ""))
 
 
 def _end_workers(procs) -> None:
@@ -791,7 +796,7 @@ def plot(results: dict, path: Path) -> bool:
     ax2.set_ylabel("MB on the wire per worker")
     ax2.set_title("bytes per worker")
     c = results["config"]
-    fig.suptitle(f"{c['workers']} workers, {c['switch']}, {c['bw']} Mbit/s, loss {c['loss']}%, "
+    fig.suptitle(f"{plural(c['workers'], 'worker')}, {c['switch']}, {c['bw']} Mbit/s, loss {c['loss']}%, "
                  f"d={c['length']:,}, density {c['density']:.1%}", fontsize=9)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     return True

@@ -114,7 +114,7 @@ def calibrate(cfg, steps: int, experiment, log, topology: str = "star", bar=None
     def network_bound(bw: float) -> bool:
         length = int(min(max(bw * 1e6 / 8 / 4 * CALIBRATE_SECONDS, CALIBRATE_LENGTH[0]), CALIBRATE_LENGTH[1]))
         if bar is not None:
-            bar.start(f"dense aggregation at {bw:.1f} Mbit/s, {length:,} elements")
+            bar.start(f"dense aggregation at {bw:.1f} Mbit/s, {plural(length, 'element')}")
         trial = dataclasses.replace(cfg, bw=bw, modes=("dense",), length=length, density=1.0, workload=None,
                                     ping=False)
         run = experiment(trial, log=lambda m: None).run()["runs"][0]
@@ -126,7 +126,7 @@ def calibrate(cfg, steps: int, experiment, log, topology: str = "star", bar=None
                        "rounds": [r["fidelity"]["verdict"] for r in run["rounds"]],
                        "busiest": fid.get("busiest"), "cpu": fid.get("cpu"),
                        "machine_cores_busy": fid.get("machine_cores_busy")})
-        line = (f"calibrate: {bw:.1f} Mbit/s, {length:,} elements: {run['seconds']:.3f} s "
+        line = (f"calibrate: {bw:.1f} Mbit/s, {plural(length, 'element')}: {run['seconds']:.3f} s "
                 f"(line rate {run['line_rate_seconds']:.3f} s), {fid['verdict']}")
         bar.done(line) if bar is not None else log(line)
         return held
@@ -201,10 +201,10 @@ def key_text(key: dict) -> str:
     where = key["topology"] if key["topology"] == "star" else f"{key['topology']} ({key['oversubscription']:g}:1)"
     parts = [where, plural(key['workers'], 'worker'), key["switch"] + (f" leaves, {key['spine_switch']} spines"
                                                                   if key.get("spine_switch") else "")]
-    parts += [f"{key['leaves']} leaves"] if key.get("leaves") == "plain" else []
-    parts += [f"{key['pipes']} pipes"] if key["pipes"] != 1 else []
+    parts += ["plain leaves"] if key.get("leaves") == "plain" else []
+    parts += [plural(key["pipes"], "pipe")] if key["pipes"] != 1 else []
     parts += [f"MTU {key['mtu']}"] if key["mtu"] != 9000 else []
-    parts += [f"{key['ranks_per_host']} ranks per host"] if key["ranks_per_host"] != 1 else []
+    parts += [f"{plural(key['ranks_per_host'], 'rank')} per host"] if key["ranks_per_host"] != 1 else []
     parts += [f"under a CPU quota of {key['cpu_quota'] * 100:g}%"] if key.get("cpu_quota") else []
     return ", ".join(parts)
 
@@ -490,8 +490,8 @@ def report(results: dict, args) -> None:
         if len(rounds) > 1:  # the first round beside the steady state (the best of the later ones)
             line += f", first round {rounds[0]:.3f} s, steady {min(rounds[1:]):.3f} s"
         print(f"{r['mode']:<7s} exact={r['exact']} ran {r.get('encoding')}{index}, {r['seconds']:.3f} s{line}, "
-              f"{r['wire_bytes_per_worker']:,.0f} B/worker on the wire, {r['retransmissions']} retransmissions; "
-              f"{r['fidelity']['verdict']}")
+              f"{r['wire_bytes_per_worker']:,.0f} B/worker on the wire, "
+              f"{plural(r['retransmissions'], 'retransmission')}; {r['fidelity']['verdict']}")
         if "uplinks" in r:  # a tree: every uplink's bytes per aggregation
             print("        uplinks per aggregation: " + ", ".join(
                 f"{k} {v['up']:,.0f} B up, {v['down']:,.0f} B down" for k, v in r["uplinks"].items()))
@@ -504,7 +504,43 @@ def report(results: dict, args) -> None:
               f"{results['ping']['received']}/{results['ping']['sent']} received")
     pipes = results.get("counters", {}).get("pipes")
     if pipes:
-        print(f"switch: {args.pipes} pipes, frames per pipe {[p['frames'] for p in pipes]}")
+        print(f"switch: {plural(args.pipes, 'pipe')}, frames per pipe {[p['frames'] for p in pipes]}")
+
+
+def calibrate_and_record(args, cfg, experiment, command: str, log) -> int:
+    """--calibrate: the bisection for the highest network-bound rate, its result file, and the faithful rate
+    recorded in the machine's cache for runs without --bw."""
+    from hina.progress import Progress
+
+    load = list(os.getloadavg())  # a busy machine holds less: the cache says how busy this one was
+    try:
+        with Progress(args.calibrate_steps + 2, "calibrate") as bar:  # at most: the ends, then the bisection
+            found = calibrate(cfg, args.calibrate_steps, experiment, log, topology=describe_topology(args),
+                              low=args.calibrate_low, quick=args.calibrate_quick, bar=bar)
+    except (RuntimeError, ValueError) as exc:
+        print(f"mininet/run.py: {exc}", file=sys.stderr)
+        return 2
+    key = key_of(args)
+    found.update(command=command, **provenance(), load_before=load,
+                 link_rate={"mbps": args.bw, "how": "explicit" if args.bw_given else "default",
+                            "why": "the top of the search" + (" (--bw)" if args.bw_given else
+                                                               f" (--bw not given: {CALIBRATE_TOP:g})")},
+                 cache={"path": str(cache_path()), "key": key,
+                        "faithful_mbps": faithful_rate(found["highest_network_bound_mbps"])})
+    path = args.out / f"{stem_of(args, 'calibrate')}.json"
+    path.write_text(json.dumps(found, indent=1))
+    print(found["summary"])
+    print(f"wrote {path}")
+    try:
+        entry = record_calibration(found, key, result=path)
+    except OSError as exc:  # a cache: say so, the result file stands
+        log(f"calibrate: not recorded in {cache_path()}: {exc}")
+        return 0
+    print(f"recorded in {cache_path()}: " + (
+        f"runs of {key_text(key)} without --bw now use {entry['faithful_mbps']:g} Mbit/s "
+        f"({FAITHFUL_SHARE:g} x {entry['highest_network_bound_mbps']:g})"
+        if entry["faithful_mbps"] is not None else f"no faithful rate for {key_text(key)} on this machine"))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -543,37 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         log(line)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.calibrate:
-        from hina.progress import Progress
-
-        load = list(os.getloadavg())  # a busy machine holds less: the cache says how busy this one was
-        try:
-            with Progress(args.calibrate_steps + 2, "calibrate") as bar:  # at most: the ends, then the bisection
-                found = calibrate(cfg, args.calibrate_steps, experiment, log, topology=describe_topology(args),
-                                  low=args.calibrate_low, quick=args.calibrate_quick,
-                                  bar=bar)
-        except (RuntimeError, ValueError) as exc:
-            return fail(exc)
-        key = key_of(args)
-        found.update(command=command, **provenance(), load_before=load,
-                     link_rate={"mbps": args.bw, "how": "explicit" if args.bw_given else "default",
-                                "why": "the top of the search" + (" (--bw)" if args.bw_given else
-                                                                   f" (--bw not given: {CALIBRATE_TOP:g})")},
-                     cache={"path": str(cache_path()), "key": key,
-                            "faithful_mbps": faithful_rate(found["highest_network_bound_mbps"])})
-        path = args.out / f"{stem_of(args, 'calibrate')}.json"
-        path.write_text(json.dumps(found, indent=1))
-        print(found["summary"])
-        print(f"wrote {path}")
-        try:
-            entry = record_calibration(found, key, result=path)
-        except OSError as exc:  # a cache: say so, the result file stands
-            log(f"calibrate: not recorded in {cache_path()}: {exc}")
-            return 0
-        print(f"recorded in {cache_path()}: " + (
-            f"runs of {key_text(key)} without --bw now use {entry['faithful_mbps']:g} Mbit/s "
-            f"({FAITHFUL_SHARE:g} x {entry['highest_network_bound_mbps']:g})"
-            if entry["faithful_mbps"] is not None else f"no faithful rate for {key_text(key)} on this machine"))
-        return 0
+        return calibrate_and_record(args, cfg, experiment, command, log)
     try:
         results = experiment(cfg, log=log, run_id=args.run_id).run()
     except (RuntimeError, ValueError) as exc:
@@ -593,6 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in comparisons(results["runs"]):  # last: the summary
         print(line)
     return 0 if all(r["exact"] for r in results["runs"]) else 1
+
 
 if __name__ == "__main__":
     sys.exit(main())

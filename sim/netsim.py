@@ -26,6 +26,7 @@ from hina.emulator.pipeline import Pipeline
 from hina.host.window import PhaseTransfer, Ring, RttEstimator, SlotPool
 from hina.sim.clock import Clock
 from hina.sim.links import Link, Server
+from hina.wire.headers import max_words
 
 
 class VirtualNetwork:
@@ -452,7 +453,7 @@ def beside_reno(contest: float | None, seed: int, *, fair: bool = False, queue: 
     from hina.host.congestion_settings import CongestionSettings
     from hina.host.window import RttEstimator
 
-    words = 2239
+    words = max_words(9000)  # Mininet's jumbo frames
     rng = np.random.default_rng(seed)
     p = Pipeline()
     p.add_job(JobConfig(5, workers, words, 0, slots, tuple(Member(w, ("w", w)) for w in range(workers))))

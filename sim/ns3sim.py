@@ -63,6 +63,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from hina.cliargs import plural
 from hina.codec import Workspace
 from hina.codec.params import MAX_WORKERS
 from hina.codec.scale import exponent, quantize, shift_for
@@ -734,8 +735,8 @@ class _Simulation:
                                 deadline=self.run_.deadline, window=wk.window, workspace=self.workspaces[j])
         if self.progress is not None and wk.index == 0:
             self.answered = 0
-            self.progress(f"{len(self.fabric.hosts)} workers: round {r + 1}/{len(job.rounds)} ({n} of "
-                          f"{self.chunks[j][r]} chunks simulated) at {now * 1e3:.3f} ms simulated, "
+            self.progress(f"{plural(len(self.fabric.hosts), 'worker')}: round {r + 1}/{len(job.rounds)} "
+                          f"({n:,} of {plural(self.chunks[j][r], 'chunk')} simulated) at {now * 1e3:.3f} ms simulated, "
                           f"{self._wall():.0f} s wall")
         self._out(wk, wk.xfer.start(now), now)
 
@@ -758,9 +759,9 @@ class _Simulation:
         if wall - self.last_log >= 30:
             self.last_log = wall
             r = self.workers[0].round
-            self.progress(f"{len(self.fabric.hosts)} workers: round {r + 1}/{len(self.jobs[0].rounds)}, "
-                          f"{self.answered} of {self.simulated[0][r]} chunks answered at {now * 1e3:.3f} ms "
-                          f"simulated, {wall:.0f} s wall")
+            self.progress(f"{plural(len(self.fabric.hosts), 'worker')}: round {r + 1}/{len(self.jobs[0].rounds)}, "
+                          f"{self.answered:,} of {plural(self.simulated[0][r], 'chunk')} answered at "
+                          f"{now * 1e3:.3f} ms simulated, {wall:.0f} s wall")
 
     def _wall(self) -> float:
         return time.perf_counter() - self.started
@@ -774,8 +775,8 @@ class _Simulation:
         kill, restart = self.faults.kill, self.faults.restart
         if kill is not None:
             if not (0 <= kill.rank < len(self.fabric.hosts) and 0 <= kill.job < len(self.jobs)):
-                raise ValueError(f"kill: no worker {kill.rank} of job {kill.job} ({len(self.fabric.hosts)} hosts, "
-                                 f"{len(self.jobs)} jobs)")
+                raise ValueError(f"kill: no worker {kill.rank} of job {kill.job} "
+                                 f"({plural(len(self.fabric.hosts), 'host')}, {plural(len(self.jobs), 'job')})")
             self._at(kill.at, lambda now: self._kill(self.by_host[kill.rank][kill.job], now))
         if restart is not None:
             sw = next((i for i, s in enumerate(self.fabric.switches) if s.name == restart.switch), None)
@@ -889,7 +890,8 @@ class _Simulation:
             raise self.error
         unfinished = len(self.workers) - self.done
         if unfinished:
-            raise RuntimeError(f"{unfinished} of {len(self.workers)} workers did not end by {end:.3f} s simulated")
+            raise RuntimeError(f"{unfinished:,} of {plural(len(self.workers), 'worker')} did not end by {end:.3f} s "
+                               "simulated")
         return self._result(wall, stats)
 
     def _result(self, wall: float, stats: dict) -> Ns3Run:
@@ -954,7 +956,8 @@ def simulate_jobs(fabric: Fabric, jobs: Sequence[SimJob], *, words: int = max_wo
     if not jobs:
         raise ValueError("no jobs to run")
     if len(jobs) * slots > MAX_SLOTS:
-        raise ValueError(f"{len(jobs)} jobs of {slots} slots do not fit a switch's {MAX_SLOTS} slots")
+        raise ValueError(f"{plural(len(jobs), 'job')} x {plural(slots, 'slot')}: "
+                         f"{plural(len(jobs) * slots, 'slot')}, more than a switch's {MAX_SLOTS:,}")
     run = _Settings(words, slots, cap, delay, switch_latency, initial_rtt, start_spread, seed, deadline, congestion,
                     check_each)
     return _Simulation(load(), fabric, jobs, run, faults, progress).run()
@@ -980,7 +983,7 @@ def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(
     refused its run) is a RuntimeError naming it: `simulate_jobs` runs faults, and reports such ends."""
     if payloads is not None:
         if len(payloads) != len(fabric.hosts) or len({p.size for p in payloads}) != 1:
-            raise ValueError(f"{len(fabric.hosts)} payloads of one length wanted, got {len(payloads)}")
+            raise ValueError(f"{plural(len(fabric.hosts), 'payload')} of one length wanted, got {len(payloads)}")
         rounds, cap, data = [(payloads[0].size,)], None, _Given(payloads)
     run = simulate_jobs(fabric, [SimJob(rounds, data)], words=words, slots=slots, cap=cap, delay=delay,
                         switch_latency=switch_latency, initial_rtt=initial_rtt, start_spread=start_spread, seed=seed,

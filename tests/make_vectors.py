@@ -155,6 +155,18 @@ def case(name, description, packets, expected, drops=None, topology=TOPOLOGY):
 
 
 def build_cases() -> list[dict]:
+    """Every case, the single switch's first, then a tree's."""
+    return (combine_cases() + repeat_cases() + stale_run_cases() + slot_cases() + refusal_cases()
+            + forwarding_cases() + tree_cases())
+
+
+def job1_updates():
+    """Job 1's three workers' UPDATEs of slot 0's copy 0, one word each: their sum is 111."""
+    return update(1, [1], worker=0), update(2, [10], worker=1), update(3, [100], worker=2)
+
+
+def combine_cases() -> list[dict]:
+    """A copy filled by its workers, combined by each op, its RESULT multicast to them."""
     cases = []
     w0 = update(1, [1, 2, 3], worker=0)
     cases.append(case("first_arrival", "one UPDATE into an empty copy: written, nothing leaves",
@@ -178,8 +190,14 @@ def build_cases() -> list[dict]:
     c = update(3, [-6, -4, 0, -1], op=MAX, worker=2)
     cases.append(case("max_combine_signed", "MAX compares signed 32-bit words", [(1, a), (2, b), (3, c)],
                       multicast(c, [-5, 3, 2**31 - 1, 0])))
+    return cases
 
-    a, b, c = update(1, [1], worker=0), update(2, [10], worker=1), update(3, [100], worker=2)
+
+def repeat_cases() -> list[dict]:
+    """An UPDATE sent again: to a copy still waiting (PENDING), to a complete one (RESEND), after its sender
+    moved on."""
+    cases = []
+    a, b, c = job1_updates()
     cases.append(case("duplicate_before_completion", "a repeated UPDATE of an incomplete copy is dropped, counted "
                       "once, and answered PENDING to every member with the copy's arrival bitmap (word 0): the "
                       "counted stop resending, the missing learn it", [(1, a), (1, a), (2, b), (3, c)],
@@ -207,12 +225,17 @@ def build_cases() -> list[dict]:
                       "hello learns it met an earlier run), the copy untouched",
                       [(1, a), (2, b), (3, c), (1, nxt0), (1, late)],
                       multicast(c, [111]) + [(1, result(1, late, [111], flags=RESEND))]))
+    return cases
 
+
+def stale_run_cases() -> list[dict]:
+    """Another run's chunk in a copy: refused, flagged STALE_RUN, to every member."""
+    cases = []
+    a, b, c = job1_updates()
     off = update(2, [1], worker=1, offset=K)
     cases.append(case("stale_offset", "an offset that disagrees with a non-empty copy is another run's chunk: "
                       "refused, flagged STALE_RUN, to every member: the run cannot finish once one worker "
                       "stops", [(1, a), (2, off)], refused(off, JOB_PORTS[1]), {"stale_run": 1}))
-
     # A job restarted against a switch nobody reset: fresh workers start at slot copy 0 with phase tag 0.
     fresh0 = update(1, [9], worker=0, phase=0)
     cases.append(case("restart_meets_a_complete_copy", "worker 0 restarted: its bit is still set in a copy "
@@ -223,8 +246,13 @@ def build_cases() -> list[dict]:
     cases.append(case("restart_meets_a_partial_copy", "the earlier run crashed with worker 0's chunk in the copy; "
                       "a restarted worker 1 (phase tag 0) is refused, never added to the old words",
                       [(1, a), (2, fresh1)], refused(fresh1, JOB_PORTS[1]), {"stale_run": 1}))
+    return cases
 
 
+def slot_cases() -> list[dict]:
+    """Slots used again, side by side and alone: a slot's copies alternating, two jobs, a job of one worker."""
+    cases = []
+    a, b, c = job1_updates()
     packets, expected = [], []
     for use in range(4):
         version, offset = use % 2, (use * 4 + 1) * K  # slot 1 carries chunks 1, 5, 9, 13 with W = 4
@@ -240,6 +268,18 @@ def build_cases() -> list[dict]:
                       [(1, a), (4, j2a), (2, b), (1, j2b), (3, c)],
                       multicast(j2b, [11], job=2) + multicast(c, [111])))
 
+    solo = update(3, [5, -6], job=3, worker=0, slot=8)
+    cases.append(case("single_worker_job", "a job of one worker: its UPDATE completes the copy it takes, and the "
+                      "RESULT goes back to it at once", [(3, solo)], [(3, result(3, solo, [5, -6]))],
+                      topology=SOLO_TOPOLOGY))
+    return cases
+
+
+def refusal_cases() -> list[dict]:
+    """What the switch drops and counts: an unknown job, a worker out of place, a bad field, length or
+    checksum; and bytes past the UDP length, which it carries along."""
+    cases = []
+    _, b, c = job1_updates()
     cases.append(case("unknown_job", "no job 9 is configured", [(1, update(1, [1], job=9))], [],
                       {"unknown_job": 1}))
     cases.append(case("unauthorized_worker", "job 1's worker 0 must come from port 1, not 4",
@@ -264,10 +304,6 @@ def build_cases() -> list[dict]:
                       {"bad_worker": 1}))
     cases.append(case("slot_below_the_jobs_range", "slot 1 is below job 2's slots (4 to 7)",
                       [(4, update(4, [1], job=2, worker=0, slot=1))], [], {"bad_slot": 1}))
-    solo = update(3, [5, -6], job=3, worker=0, slot=8)
-    cases.append(case("single_worker_job", "a job of one worker: its UPDATE completes the copy it takes, and the "
-                      "RESULT goes back to it at once", [(3, solo)], [(3, result(3, solo, [5, -6]))],
-                      topology=SOLO_TOPOLOGY))
     cases.append(case("truncated_hina_header", "10 bytes after the UDP header",
                       [(1, frame(1, b"\0" * 10))], [], {"truncated": 1}))
     cases.append(case("truncated_payload", "a header and 20 of the 32 words",
@@ -283,7 +319,12 @@ def build_cases() -> list[dict]:
                       [(p, result(p, trailing, [111])) for p in JOB_PORTS[1]]))
     cases.append(case("bad_checksum", "IPv4 header checksum wrong",
                       [(1, frame(1, good, chksum=0x1234))], [], {"bad_checksum": 1}))
+    return cases
 
+
+def forwarding_cases() -> list[dict]:
+    """Frames that are not hina: forwarded as a plain switch would, or dropped with no route."""
+    cases = []
     ping = raw(Ether(src=host_mac(1), dst=host_mac(2)) / IP(src=host_ip(1), dst=host_ip(2)) / ICMP())
     other_udp = raw(Ether(src=host_mac(3), dst=host_mac(4)) / IP(src=host_ip(3), dst=host_ip(4)) /
                     UDP(sport=5000, dport=5001) / Raw(b"not hina"))
@@ -295,7 +336,7 @@ def build_cases() -> list[dict]:
                       [(1, arp)], [(2, arp), (3, arp), (4, arp)]))
     stranger = raw(Ether(src=host_mac(1), dst="02:00:00:00:00:99") / IP() / ICMP())
     cases.append(case("no_route", "an unknown destination MAC is dropped", [(1, stranger)], [], {"no_route": 1}))
-    return cases + tree_cases()
+    return cases
 
 
 def length_cases(good: bytes) -> list[dict]:
@@ -324,25 +365,49 @@ def length_cases(good: bytes) -> list[dict]:
 
 
 def tree_cases() -> list[dict]:
-    """The switch as a leaf (TREE_TOPOLOGY) or a spine (SPINE_TOPOLOGY) of an aggregation tree."""
-    cases = []
+    """The switch as a leaf (TREE_TOPOLOGY) or a spine (SPINE_TOPOLOGY) of an aggregation tree, then ranks
+    sharing a host."""
+    return leaf_cases() + leaf_repeat_cases() + two_tier_cases() + rank_cases()
 
+
+def leaf_cases_into(cases: list[dict]):
+    """`leaf_case(name, description, packets, expected, drops)`: a case on TREE_TOPOLOGY, added to `cases`."""
     def leaf_case(name, description, packets, expected, drops=None):
         cases.append(case(name, description, packets, expected, drops, topology=TREE_TOPOLOGY))
+    return leaf_case
 
-    def down(sent, words, flags=0):  # the parent's RESULT multicast to the leaf's children
-        return [(p, result(p, sent, words, flags=flags)) for p in TREE_CHILDREN]
 
+def down(sent, words, flags=0):
+    """The parent's RESULT multicast to the leaf's children."""
+    return [(p, result(p, sent, words, flags=flags)) for p in TREE_CHILDREN]
+
+
+def leaf_updates():
+    """The leaf's two children's UPDATEs of slot 0, the partial they sum to (wrapping like int32) and the
+    UPDATE that carries it up to the slot's parent (port 5)."""
     a = update(1, [2**31 - 1, 5, -3], worker=0)
     b = update(2, [1, 6, -4], worker=1)
-    partial = [-(2**31), 11, -7]  # wraps like int32
-    up = result(5, b, partial, msg_type=0, worker=0)
+    partial = [-(2**31), 11, -7]
+    return a, b, partial, result(5, b, partial, msg_type=0, worker=0)
+
+
+def spine_total():
+    """The spine's RESULT for slot 0 as the leaf gets it on port 5, and its words."""
+    total = [7, 7, 7, 2**31 - 1]
+    return frame(5, hina(total, msg_type=1, worker=1)), total
+
+
+def leaf_cases() -> list[dict]:
+    """On a leaf: a copy goes up when its children complete it (to its slot's parent, for each op and copy,
+    at once for a leaf of one child), and the parent's total comes down (as it came: RESEND flagged)."""
+    cases = []
+    leaf_case = leaf_cases_into(cases)
+    a, b, _, up = leaf_updates()
     leaf_case("tree_complete_forward_up", "on a leaf, the copy its two children complete goes up as ONE UPDATE "
               "to the slot's parent (port 5 for slot 0): the leaf's member id as worker_id, the combined words; "
               "nothing goes down", [(1, a), (2, b)], [(5, up)])
 
-    total = [7, 7, 7, 2**31 - 1]
-    from_spine = frame(5, hina(total, msg_type=1, worker=1))  # the spine's RESULT, as the leaf gets it
+    from_spine, total = spine_total()
     leaf_case("tree_result_from_parent_multicast_down", "the parent's RESULT for a copy sent up is stored and "
               "multicast to the children", [(1, a), (2, b), (5, from_spine)],
               [(5, up)] + down(from_spine, total))
@@ -352,6 +417,37 @@ def tree_cases() -> list[dict]:
               "sent up again) goes down flagged RESEND: it answers a repeat, and a worker takes no round trip "
               "from it", [(1, a), (2, b), (5, resent_down)], [(5, up)] + down(resent_down, total, flags=RESEND))
 
+    a1 = update(1, [1], worker=0, slot=1)
+    b1 = update(2, [2], worker=1, slot=1)
+    leaf_case("tree_slots_spread_over_spines", "slot 1 goes up to the odd slots' spine (port 6)",
+              [(1, a1), (2, b1)], [(6, result(6, b1, [3], msg_type=0, worker=0))])
+
+    a_or, b_or = update(1, [0b0101, -(2**31)], op=OR, worker=0), update(2, [0b0011, 1], op=OR, worker=1)
+    leaf_case("tree_or_complete_forward_up", "OR on a leaf: the copy its two children complete goes up as one "
+              "UPDATE of the ORed words", [(1, a_or), (2, b_or)],
+              [(5, result(5, b_or, [0b0111, -(2**31) + 1], msg_type=0, worker=0))])
+
+    a1v, b1v = update(1, [4], worker=0, version=1, offset=4 * K), update(2, [5], worker=1, version=1, offset=4 * K)
+    total1 = frame(5, hina([90, -1], msg_type=1, worker=1, version=1, offset=4 * K))
+    leaf_case("tree_result_from_parent_into_copy_1", "the parent's total for copy 1 of slot 0 (the slot's second "
+              "use) is stored there and multicast down", [(1, a1v), (2, b1v), (5, total1)],
+              [(5, result(5, b1v, [9], msg_type=0, worker=0))] + down(total1, [90, -1]))
+
+    lone = update(1, [3, 4], worker=0, slot=1)
+    cases.append(case("tree_leaf_of_one_child", "a leaf with one child below it: its first UPDATE completes the "
+                      "copy, which goes up at once to the slot's parent (port 6 for slot 1)", [(1, lone)],
+                      [(6, result(6, lone, [3, 4], msg_type=0, worker=0))], topology=LONE_LEAF_TOPOLOGY))
+    return cases
+
+
+def leaf_repeat_cases() -> list[dict]:
+    """On a leaf: a child's UPDATE again (PENDING while the copy waits, up again once it went up, the total
+    back once it came down), the parent's PENDING, and RESULTs that do not belong (another port's, late,
+    early, a second)."""
+    cases = []
+    leaf_case = leaf_cases_into(cases)
+    a, b, partial, up = leaf_updates()
+    from_spine, total = spine_total()
     leaf_case("tree_duplicate_of_an_open_copy_pending", "a child repeats its UPDATE of a copy still waiting for "
               "the other child: dropped, and every child hears PENDING with the leaf's bitmap",
               [(1, a), (1, a)], down(a, [0b01], flags=PENDING), {"duplicate": 1})
@@ -384,11 +480,6 @@ def tree_cases() -> list[dict]:
               [(1, a), (2, b), (6, from_other_spine), (3, from_host), (5, from_spine)],
               [(5, up)] + down(from_spine, total), {"not_parent": 2})
 
-    a1 = update(1, [1], worker=0, slot=1)
-    b1 = update(2, [2], worker=1, slot=1)
-    leaf_case("tree_slots_spread_over_spines", "slot 1 goes up to the odd slots' spine (port 6)",
-              [(1, a1), (2, b1)], [(6, result(6, b1, [3], msg_type=0, worker=0))])
-
     late = frame(5, hina(total, msg_type=1, worker=1, offset=8 * K))
     leaf_case("tree_late_result_stale", "a RESULT for another chunk than the copy sent up (late, the copy moved "
               "on) is stale: never written into the copy", [(1, a), (2, b), (5, late)], [(5, up)], {"stale": 1})
@@ -401,30 +492,20 @@ def tree_cases() -> list[dict]:
               "in (a total this leaf never asked for) is stale", [(6, frame(6, hina(total, msg_type=1, worker=1,
                                                                                    slot=1)))], [], {"stale": 1})
 
-    a_or, b_or = update(1, [0b0101, -(2**31)], op=OR, worker=0), update(2, [0b0011, 1], op=OR, worker=1)
-    leaf_case("tree_or_complete_forward_up", "OR on a leaf: the copy its two children complete goes up as one "
-              "UPDATE of the ORed words", [(1, a_or), (2, b_or)],
-              [(5, result(5, b_or, [0b0111, -(2**31) + 1], msg_type=0, worker=0))])
-
-    a1v, b1v = update(1, [4], worker=0, version=1, offset=4 * K), update(2, [5], worker=1, version=1, offset=4 * K)
-    total1 = frame(5, hina([90, -1], msg_type=1, worker=1, version=1, offset=4 * K))
-    leaf_case("tree_result_from_parent_into_copy_1", "the parent's total for copy 1 of slot 0 (the slot's second "
-              "use) is stored there and multicast down", [(1, a1v), (2, b1v), (5, total1)],
-              [(5, result(5, b1v, [9], msg_type=0, worker=0))] + down(total1, [90, -1]))
-
-    lone = update(1, [3, 4], worker=0, slot=1)
-    cases.append(case("tree_leaf_of_one_child", "a leaf with one child below it: its first UPDATE completes the "
-                      "copy, which goes up at once to the slot's parent (port 6 for slot 1)", [(1, lone)],
-                      [(6, result(6, lone, [3, 4], msg_type=0, worker=0))], topology=LONE_LEAF_TOPOLOGY))
-
     leaf_case("tree_second_result_duplicate", "a second RESULT for a copy holding the total (it answers a "
               "partial sent up again) is dropped as a duplicate", [(1, a), (2, b), (5, from_spine), (5, from_spine)],
               [(5, up)] + down(from_spine, total), {"duplicate": 1})
+    return cases
 
-    # STALE_RUN and the run salt through two tiers: a restarted job (new run salt 0 in the offsets) whose
-    # leaves were emptied by the workers' joins, under a spine that still holds the earlier run's partial
-    # (salt 0x5A17 added to its offset).  The spine refuses the leaf's partial; the leaf passes the
-    # refusal to every child.
+
+def two_tier_cases() -> list[dict]:
+    """STALE_RUN and the run salt through two tiers: a restarted job (new run salt 0 in the offsets) whose
+    leaves were emptied by the workers' joins, under a spine that still holds the earlier run's partial
+    (salt 0x5A17 added to its offset).  The spine refuses the leaf's partial; the leaf passes the refusal
+    to every child.  And what stays below a leaf: a broadcast, a refusal on the leaf itself."""
+    cases = []
+    leaf_case = leaf_cases_into(cases)
+    a, b, partial, up = leaf_updates()
     old_run = update(2, [9], worker=1, offset=0x5A17)
     leaf_up = hina(partial, worker=0)  # the leaf's partial, as the spine gets it from leaf 0 on port 1
     new_run = frame(1, leaf_up, ip_id=1)
@@ -454,16 +535,24 @@ def tree_cases() -> list[dict]:
     leaf_case("tree_stale_run_on_the_leaf", "a restarted child meets the earlier run's partial on the leaf "
               "itself (another salt in the offset): refused there, nothing goes up", [(1, a), (2, fresh)],
               refused(fresh, TREE_CHILDREN), {"stale_run": 1})
+    return cases
 
-    # several ranks per host: a replica per rank, addressed to its own UDP port; a frame from a port
-    # and address that is no member's is dropped and counted
-    def rank(w, words, **kw):
-        port, udp = RANKS[w]
-        return port, update(port, words, sport=udp, worker=w, **kw)
 
-    def to_ranks(sent, words, flags=0):
-        return [(p, result(p, sent, words, flags=flags, to=(host_mac(p), host_ip(p), u))) for p, u in RANKS.values()]
+def rank(w, words, **kw):
+    """Worker `w`'s UPDATE from its rank's host port and UDP port (RANKS)."""
+    port, udp = RANKS[w]
+    return port, update(port, words, sport=udp, worker=w, **kw)
 
+
+def to_ranks(sent, words, flags=0):
+    """A RESULT to every rank, each at its own UDP port."""
+    return [(p, result(p, sent, words, flags=flags, to=(host_mac(p), host_ip(p), u))) for p, u in RANKS.values()]
+
+
+def rank_cases() -> list[dict]:
+    """Several ranks per host: a replica per rank, addressed to its own UDP port; a frame from a port and
+    address that is no member's is dropped and counted."""
+    cases = []
     r0, r1, r2 = rank(0, [1]), rank(1, [10]), rank(2, [100])
     cases.append(case("ranks_share_a_host", "workers 0 and 1 run on one host (port 1, UDP ports 40001 and "
                       "40011): the RESULT leaves port 1 twice, once to each rank's UDP port, and port 2 once",

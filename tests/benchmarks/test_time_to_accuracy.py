@@ -20,6 +20,7 @@ from helpers import torch_missing
 
 from hina.baselines import registry
 from hina.benchmarks import time_to_accuracy as tta
+from hina.benchmarks import train_ddp
 from hina.host import corpus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +36,16 @@ def test_overlap_splits_communication_into_hidden_and_exposed():
     assert o["hidden"] == pytest.approx(1.5)  # everything before the last hand-over at 3.0
     assert o["exposed"] == pytest.approx(0.6)
     assert tta.overlap([], 1.0) == {"busy": 0.0, "hidden": 0.0, "exposed": 0.0}
+
+
+@pytest.mark.parametrize("module,config", [(tta, "TtaConfig"), (train_ddp, "RunConfig")])
+def test_a_mininet_ranks_bad_spec_is_one_json_error_from_its_own_config(module, config, tmp_path, capsys):
+    """Both benchmarks' Mininet ranks run through train_ddp.rank_main, each reading its own config class."""
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"no_such_setting": 1}')
+    assert module.rank_main(spec, 0) == 1
+    said = json.loads(capsys.readouterr().out)
+    assert said == {"error": f"TypeError: {config}.__init__() got an unexpected keyword argument 'no_such_setting'"}
 
 
 def test_distance_is_zero_only_for_the_same_bits():

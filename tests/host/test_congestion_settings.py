@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from hina.host import cli
+from hina.host import cli, congestion_settings
 from hina.host.congestion_settings import CONTEST, CONTEST_FAIR, CongestionSettings, from_flags
 
 # each flag, what it sets: (argv, field, value)
@@ -22,6 +22,12 @@ FLAGS = [
     (["--queue-delay", "2.5"], "queue_delay", 2.5e-3),
     (["--delay-rule"], "fair", False),
 ]
+
+
+def test_the_table_above_holds_every_congestion_flag():
+    """A flag added to the settings' own table is tried by the tests below only once it is in FLAGS."""
+    declared = {flag for flag, *_ in congestion_settings._FLAGS} | {"--delay-rule"}
+    assert {argv[0] for argv, _, _ in FLAGS} == declared
 
 
 @pytest.mark.parametrize("argv,name,value", FLAGS)

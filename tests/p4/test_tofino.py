@@ -1,4 +1,4 @@
-"""The Tofino program (p4/tna/): the wire format declared once, the packet vectors on its model, the model
+"""The Tofino program (p4/tna/): the packet vectors on its model, the model
 frame for frame against the emulator under loss, duplication and reordering (a star and trees), and
 where Intel's open-source Tofino back end is installed, the compiled program's BF-Runtime and P4Runtime
 names against the controller's entries.
@@ -11,7 +11,6 @@ vectors run on `tna_model` (tests/tna_model.py), which runs p4/tna/*.p4's contro
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -32,34 +31,14 @@ from hina.emulator.frames import FrameSwitch
 from hina.host.congestion import CongestionWindow
 from hina.host.congestion_settings import CongestionSettings
 from hina.sim.netsim import VirtualNetwork, expected, run_transfers
-from hina.wire.headers import FIELD_AT, FIELDS, HEADER_BYTES, UDP_PORT, VERSION_BIT, Drop, Flags, MsgType, Op
+from hina.wire.headers import FIELD_AT, HEADER_BYTES, VERSION_BIT, Drop, MsgType, Op
 
 ROOT = Path(__file__).resolve().parents[2]
 TNA = ROOT / "p4" / "tna"
 VECTORS = sorted((ROOT / "tests" / "vectors").glob("*.json"))
 
 
-# -- the wire format, declared once ------------------------------------------------------------------
-
-def test_the_tna_hina_header_is_the_declaration_field_by_field():
-    body = re.search(r"header hina_t\s*\{(.*?)\}", (TNA / "headers.p4").read_text(), re.S)
-    assert body, "p4/tna/headers.p4 declares no header hina_t"
-    fields = [(field, int(width)) for width, field in re.findall(r"bit<(\d+)>\s+(\w+)\s*;", body.group(1))]
-    assert fields == list(FIELDS)
-
-
-def test_the_tna_constants_are_the_declarations_codes():
-    text = (TNA / "configuration.p4").read_text()
-    consts = {n: int(v, 0) for n, v in re.findall(r"const\s+[\w<>]+\s+(\w+)\s*=\s*(0x[0-9a-fA-F]+|\d+)", text)}
-    consts.update({n: int(v, 0) for n, v in re.findall(r"#define\s+(\w+)\s+(0x[0-9a-fA-F]+|\d+)\s*$", text, re.M)})
-    assert consts["HINA_PORT"] == UDP_PORT
-    assert {m.name: m.value for m in MsgType} == {k[4:]: v for k, v in consts.items() if k.startswith("MSG_")}
-    assert {o.name: o.value for o in Op} == {k[3:]: v for k, v in consts.items() if k.startswith("OP_")}
-    assert {f.name: f.value for f in Flags} == {k[5:]: v for k, v in consts.items() if k.startswith("FLAG_")}
-    drops = {k[5:]: v for k, v in consts.items() if k.startswith("DROP_") and k not in ("DROP_NONE", "DROP_REASONS")}
-    assert {d.name: d.value for d in Drop} == drops
-    assert consts["HINA_WORDS"] == make_vectors.K and consts["HINA_SLOTS"] == 4096
-
+# (the TNA program's header and codes are held to the declaration with BMv2's: tests/wire/test_declared_once.py)
 
 # -- the packet vectors on the model ---------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import ast
 import re
 from pathlib import Path
 
+import make_vectors  # tests/, on the path by tests/conftest.py
 import numpy as np
 import pytest
 
@@ -21,31 +22,27 @@ PACKAGES = ["codec", "wire", "control", "switch_emulator", "host", "baselines", 
             "hina", "tools"]
 
 
-def p4_header(name: str) -> list[tuple[str, int]]:
-    """The fields of `header NAME { bit<W> field; ... }` in p4/headers.p4, in order."""
-    text = (P4 / "headers.p4").read_text()
+# the two P4 programs: BMv2's (p4/) and Tofino's (p4/tna/)
+PROGRAMS = [P4, P4 / "tna"]
+
+
+def p4_header(name: str, program: Path = P4) -> list[tuple[str, int]]:
+    """The fields of `header NAME { bit<W> field; ... }` in a program's headers.p4, in order."""
+    text = (program / "headers.p4").read_text()
     body = re.search(rf"header {name}\s*\{{(.*?)\}}", text, re.S)
-    assert body, f"p4/headers.p4 declares no header {name}"
+    assert body, f"{program.relative_to(ROOT)}/headers.p4 declares no header {name}"
     return [(field, int(width)) for width, field in re.findall(r"bit<(\d+)>\s+(\w+)\s*;", body.group(1))]
 
 
-def p4_constants() -> dict[str, int]:
-    """Every `const ... NAME = VALUE;` and `#define NAME VALUE` of p4/configuration.p4."""
-    text = (P4 / "configuration.p4").read_text()
-    consts = {name: int(value, 0) for name, value in re.findall(r"const\s+[\w<>]+\s+(\w+)\s*=\s*(0x[0-9a-fA-F]+|\d+)",
-                                                                 text)}
-    consts.update({name: int(value, 0) for name, value in re.findall(r"#define\s+(\w+)\s+(0x[0-9a-fA-F]+|\d+)\s*$",
-                                                                      text, re.M)})
-    return consts
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_p4_hina_header_is_the_declaration_field_by_field(program):
+    assert p4_header("hina_t", program) == list(FIELDS)
+    assert sum(width for _, width in p4_header("hina_t", program)) == 8 * headers.HEADER_BYTES
 
 
-def test_p4_hina_header_is_the_declaration_field_by_field():
-    assert p4_header("hina_t") == list(FIELDS)
-    assert sum(width for _, width in p4_header("hina_t")) == 8 * headers.HEADER_BYTES
-
-
-def test_p4_constants_are_the_declarations_codes():
-    consts = p4_constants()
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_p4_constants_are_the_declarations_codes(program):
+    consts = p4_defines(program / "configuration.p4")
     assert consts["HINA_PORT"] == UDP_PORT
     assert {m.name: m.value for m in MsgType} == {k[4:]: v for k, v in consts.items() if k.startswith("MSG_")}
     assert {o.name: o.value for o in Op} == {k[3:]: v for k, v in consts.items() if k.startswith("OP_")}
@@ -79,6 +76,16 @@ def test_every_flag_and_field_appears_in_the_dissector():
         assert f'"hina.{name}"' in text, name
     for flag in Flags:
         assert f"hina.flags.{flag.name.lower()}" in text, flag
+
+
+def test_a_flag_declared_without_its_dissector_title_is_named(monkeypatch, capsys):
+    """A flag added to `Flags` needs its title in wire/lua.py: the generator says which, in one line."""
+    monkeypatch.setattr(lua, "_FLAG_TITLES", {f: t for f, t in lua._FLAG_TITLES.items() if f != Flags.PENDING})
+    with pytest.raises(ValueError, match=r"no title for flags \['PENDING'\], titles for no flag \[\]"):
+        lua.render()
+    assert lua.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m hina.wire.lua: ") and err.count("\n") == 1 and "PENDING" in err
 
 
 def _assignments(path: Path) -> set[str]:
@@ -285,7 +292,7 @@ def p4_sum(path: Path, name: str) -> list[str]:
     return [t.strip() for t in m.group(1).split("+")]
 
 
-CONFIGURATIONS = [P4 / "configuration.p4", P4 / "tna" / "configuration.p4"]
+CONFIGURATIONS = [program / "configuration.p4" for program in PROGRAMS]
 
 
 @pytest.mark.parametrize("path", CONFIGURATIONS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -296,7 +303,7 @@ def test_the_p4_slot_space_and_k_are_the_control_planes(path):
 
     consts = p4_defines(path)
     assert consts["HINA_SLOTS"] == ledger.DEFAULT_SPACE == controller.P4_SLOTS
-    assert consts["HINA_WORDS"] == controller.P4_WORDS
+    assert consts["HINA_WORDS"] == controller.P4_WORDS == make_vectors.K  # the packet vectors are for that K
     assert consts["HINA_COPIES"] == 2 * consts["HINA_SLOTS"]  # two copies per slot: the pool index's version bit
     assert ledger.DEFAULT_SPACE <= headers.MAX_SLOTS  # the header's slot field reaches every one of them
 
@@ -327,10 +334,7 @@ def int_literals(source: str, value: int) -> list[int]:
             if isinstance(node, ast.Constant) and type(node.value) is int and node.value == value]
 
 
-@pytest.mark.parametrize("folder", [
-    pytest.param(f, marks=pytest.mark.xfail(strict=True, reason="sim/netsim.py's contest job writes K as a literal: "
-                                            "take hina.host.job.DEFAULT_WORDS there and drop this mark"))
-    if f == "sim" else f for f in PACKAGES])
+@pytest.mark.parametrize("folder", PACKAGES)
 def test_k_for_a_jumbo_frame_is_computed_never_written(folder):
     """K = max_words(9000) is what a 9000-byte MTU holds; a module that writes the number instead keeps it when
     the header or the MTU changes (hina.host.job.DEFAULT_WORDS is the default K)."""
