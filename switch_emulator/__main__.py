@@ -212,7 +212,11 @@ def load(args: argparse.Namespace) -> tuple[list[JobConfig], ImpairmentConfig]:
         if job_id not in jobs:
             raise ValueError(f"--member names job {job_id}, which no --job or config defines")
         jobs[job_id] = dataclasses.replace(jobs[job_id], members=jobs[job_id].members + (member,))
-    return list(jobs.values()), ImpairmentConfig(**impair)
+    try:
+        config = ImpairmentConfig(**impair)
+    except ValueError as exc:  # the flags' values were checked as they were read: a bad one is the file's
+        raise ValueError(f"--config {args.config}: {exc}" if args.config else str(exc)) from None
+    return list(jobs.values()), config
 
 
 def xdp_switch(args: argparse.Namespace, impair: ImpairmentConfig):
