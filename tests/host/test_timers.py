@@ -71,6 +71,18 @@ def test_the_backoff_cap_follows_the_path():
     assert rtt.rto == pytest.approx(8 * 10e-6)
 
 
+def test_one_short_round_trip_does_not_pull_the_timeout_under_a_slow_switchs_queue():
+    """A slow switch's queue fills and drains: round trips of 10 ms, and one of 130 us when it ran empty.  The
+    timeout stays over the queue's round trips (the least of the last 4, which the cap once followed, put it
+    at 1 ms: a resend every millisecond into the queue the chunk waited in), backed off or not."""
+    rtt = RttEstimator.fair(path=100e-6)
+    for sample in [10e-3] * 8 + [130e-6, 10e-3]:
+        rtt.sample(sample)
+    assert rtt.backoff_cap >= 2 * 10e-3 and rtt.rto > 10e-3
+    rtt.backoff()
+    assert rtt.rto > 10e-3
+
+
 def test_a_chunks_timer_counts_from_when_the_switch_could_have_completed_it():
     """A window sent at once, answered one chunk per 25 us (the peers send them later, or the link is slow): no
     chunk times out while the chunks before it are answered in turn, though most have waited longer than the
