@@ -422,7 +422,9 @@ def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats
     in `counted` and waits for the rest.  Counted, this worker stops resending the chunk: it is held, and
     asks again only after `hold`, which doubles each time (a peer that is late for seconds costs a few
     frames, not one per timeout).  Not counted, its UPDATE was lost (the repeat that drew the answer was
-    a peer's): sent again at once, unless it went too recently to have reached the switch yet."""
+    a peer's): sent again at once, unless it went too recently to have reached the switch yet (less than
+    the least recent round trip ago: srtt may hold a late peer's waits, and a worker that took this answer
+    for its own UPDATE still on its way was never told again)."""
     stats.pending += 1
     s = fl[slot]
     s.counted = counted
@@ -433,7 +435,7 @@ def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats
             s.hold = max(2.0 * _srtt(r), s.rto, r.tick)
         s.due = max(s.due, now + s.hold)
         return m
-    if s.held or now - s.sent < _srtt(r):
+    if s.held or now - s.sent < _now_rtt(r):
         return m
     stats.asked += 1
     return _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
@@ -497,7 +499,12 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         stats.spurious_resends += 1
     pipe = rack[(t.slot_base + slot) % t.pipes]
     seq = s.seq
-    if fresh:  # Karn: a resent chunk's answer may answer either transmission
+    if s.held:
+        # the switch had said it held this chunk for its peers (PENDING, this worker counted): answered when
+        # the last peer's UPDATE came, its round trip is that peer's lateness, not the path's, and no sample
+        # (taken, a window of them held behind one late peer pulled srtt and the timeout up to seconds)
+        fresh = False
+    elif fresh:  # Karn: a resent chunk's answer may answer either transmission
         rtt_sample(r, rtt)
         t.probing = False  # chunks sent once are answered again: the flow is back
         if seq > pipe.fresh_seq:

@@ -165,6 +165,33 @@ def test_a_worker_not_counted_sends_its_chunk_again_at_once():
     assert offsets([again]) == offsets([f]) and x.stats["asked"] == 1 and x.stats["timeouts"] == 0
 
 
+def test_a_worker_not_counted_resends_though_its_srtt_holds_a_late_peers_wait():
+    """srtt holds a late peer's wait (one round trip of a second among ones of a millisecond): an UPDATE sent 5 ms
+    ago reached the switch or was lost, so a PENDING that lacks this worker has it sent again, not taken for the
+    UPDATE still on its way (the worker would not be told again: later PENDINGs go to the repeater alone)."""
+    rtt = RttEstimator(path=1e-3)
+    for sample in (1e-3, 1.0, 1e-3, 1e-3):
+        rtt.sample(sample)
+    assert rtt.srtt > 0.05
+    x = transfer(1, rtt=rtt)
+    (f,) = x.start(0.0)
+    (again,) = x.receive(pending(f, counted=0b101), 5e-3)
+    assert offsets([again]) == offsets([f]) and x.stats["asked"] == 1
+
+
+def test_a_chunk_the_switch_held_for_a_late_peer_is_no_round_trip():
+    """A peer's repeat drew a PENDING, sent to every member, that counts this worker: its chunk, sent once, is
+    held.  Answered when the late peer's UPDATE came 2 s later, its round trip is the peer's lateness, not the
+    path's: no sample (a window of them held behind one late peer pulled srtt, and the timeout, to seconds)."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(1, rtt=rtt)
+    (f,) = x.start(0.0)
+    assert x.receive(pending(f, counted=0b101 | 1 << ME), 300e-6) == []
+    srtt, rto = rtt.srtt, rtt.rto
+    x.receive(answer(f), 2.0)
+    assert x.done and (rtt.srtt, rtt.rto) == (srtt, rto)
+
+
 def test_a_pending_answer_is_never_taken_as_the_sum():
     x, f, _ = held_chunk()
     assert not x.done and x.stats["ignored"] == 0
