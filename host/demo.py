@@ -124,6 +124,9 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
         "frames": stats["frames"], "retransmissions": stats["retransmissions"],
         "timeouts": stats["timeouts"], "fast_retransmissions": stats["fast_retransmissions"],
         "probes": stats["probes"],
+        # PENDING answers heard (the switch holds the chunk and waits for the members it lacks), and the chunks
+        # sent again on them: held ones asking again, and ones the answer said were lost
+        "pending": stats["pending"], "asked": stats["asked"],
         "ignored": stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
         "phases": worker.phase_seconds, "compute": result.seconds, "payload_by_phase": result.bytes_sent,
         "union": result.union, "residual": result.residual, "encoding": result.encoding, "group": result.group,
