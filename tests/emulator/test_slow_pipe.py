@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from hina.codec.ops import Op
+from hina.emulator import InProcessSwitch
 from hina.emulator.impair import ImpairmentConfig
 from hina.emulator.slow_pipe import FrameRing, SlowPipe
 from hina.wire.headers import MsgType, pack_header
@@ -140,3 +141,19 @@ def test_the_switch_takes_a_burst_at_the_pipes_rate_and_drops_past_its_queue(mak
                    and c["frames"] == c["slow_pipe"]["queued"])
     kept = done["slow_pipe"]["queued"]
     assert done["slow_pipe"]["dropped"] == 60 - kept > 0 and done["frames"] == kept >= 11  # 10 waiting, 1 taken
+
+
+def test_the_in_process_switch_has_a_slow_pipe_too():
+    """Frames a port sends reach the rules one per 1/R: at 100 packets a second with a queue of 3, of 5 sent at
+    once one goes through at once, three wait their turns (the ports' `recv` wakes the switch for each) and one
+    is dropped (a job the switch lacks: the rules drop and count each that reaches them)."""
+    sw = InProcessSwitch(impair=ImpairmentConfig(pipe_rate=100, pipe_queue=3))
+    port = sw.attach("w0")
+    frame = pack_header(MsgType.UPDATE, Op.ADD, 99, 0, 0, 0, 0, 0, 0)
+    for _ in range(5):
+        port.send(frame)
+    assert sw.pipeline.counters()["frames"] == 1 and sw.slow_pipe.stats == {"queued": 4, "waited": 3, "dropped": 1}
+    give_up = time.monotonic() + 5
+    while sw.pipeline.counters()["frames"] < 4 and time.monotonic() < give_up:
+        port.recv(0.05)
+    assert sw.pipeline.counters()["frames"] == 4 and sw.next_timer() is None
