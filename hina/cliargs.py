@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import Any
 
 MAX_PIPES = 64  # processes; a typo should not fork thousands
+# A slow pipe's queue (the emulator's --pipe-queue), in packets: BMv2's simple_switch queues 1024 before its
+# ingress pipeline (its input buffer) and drops what comes when it is full; the emulator's batched path keeps
+# a ring this deep of frames up to 64 KB, so not more than 16,384
+PIPE_QUEUE = 1024
+MAX_PIPE_QUEUE = 1 << 14
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -83,6 +88,10 @@ def between(low: int, high: int | None = None, what: str = "") -> Callable[[str]
 
 def pipes_flag(text: str) -> int:
     return between(1, MAX_PIPES, " (processes)")(text)
+
+
+def pipe_queue_flag(text: str) -> int:
+    return between(1, MAX_PIPE_QUEUE, " (packets)")(text)
 
 
 def positive(text: str) -> float:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hina.cliargs import plural
+from hina.cliargs import PIPE_QUEUE, plural
 from hina.wire.headers import UDP_PORT
 
 
@@ -44,7 +44,7 @@ def demo_config(args: argparse.Namespace):
                       job=JobSpec(job_id=args.job_id, words=args.words, slots=args.slots),
                       deadline=args.deadline, workload=args.workload, scale=args.scale,
                       group=args.group, link_gbps=args.link_gbps, rounds=args.rounds, pipes=args.pipes,
-                      congestion=from_flags(args))
+                      pipe_rate=args.pipe_rate, pipe_queue=args.pipe_queue, congestion=from_flags(args))
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -627,6 +627,12 @@ def _demo_parser(sub) -> None:
     d.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="W, packets in flight per worker")
     d.add_argument("--pipes", type=int, default=1,
                    help="the emulator's data plane as P processes, steered by slot in the kernel (1..64)")
+    d.add_argument("--pipe-rate", type=float, default=0.0, metavar="PPS",
+                   help="a slow pipe, as BMv2's: each pipe takes at most this many packets a second through its "
+                        "rules, the rest wait in its queue (0: as fast as the host goes)")
+    d.add_argument("--pipe-queue", type=int, default=PIPE_QUEUE, metavar="N",
+                   help="with --pipe-rate: packets waiting for a pipe at most, more are dropped "
+                        "(BMv2's input buffer holds 1024)")
     d.add_argument("--deadline", type=float, default=20.0, help="seconds without progress before a worker gives up")
     _codec_flags(d)
     d.add_argument("--rounds", type=int, default=1,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hina import codec, kernels
-from hina.cliargs import MAX_PIPES, plural
+from hina.cliargs import MAX_PIPE_QUEUE, MAX_PIPES, PIPE_QUEUE, plural
 from hina.control.client import ControlClient
 from hina.control.config import Member
 from hina.wire.headers import UDP_PORT
@@ -57,6 +57,8 @@ class DemoConfig:
     link_gbps: float = 10.0  # the cost model's link rate (codec.CodecParams.link_gbps)
     rounds: int = 1  # aggregations per worker process; with more than one, `seconds` is the steady state
     pipes: int = 1  # the switch's data plane processes (python -m hina.emulator --pipes)
+    pipe_rate: float = 0.0  # packets a second each pipe takes at most (--pipe-rate; 0: as fast as it goes)
+    pipe_queue: int = PIPE_QUEUE  # packets waiting for a slow pipe at most (--pipe-queue)
     congestion: CongestionSettings = CongestionSettings()  # the workers' congestion windows and pacers
 
     def __post_init__(self) -> None:
@@ -73,6 +75,10 @@ class DemoConfig:
             raise ValueError(f"rounds must be at least 1, got {self.rounds}")
         if not 1 <= self.pipes <= MAX_PIPES:
             raise ValueError(f"pipes must be 1..{MAX_PIPES}, got {self.pipes}")
+        if not 0 <= self.pipe_rate < float("inf"):
+            raise ValueError(f"pipe_rate must be a finite number of packets per second >= 0, got {self.pipe_rate}")
+        if not 1 <= self.pipe_queue <= MAX_PIPE_QUEUE:
+            raise ValueError(f"pipe_queue must be 1..{MAX_PIPE_QUEUE} packets, got {self.pipe_queue}")
 
     @property
     def params(self) -> codec.CodecParams:
@@ -118,6 +124,9 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
         "frames": stats["frames"], "retransmissions": stats["retransmissions"],
         "timeouts": stats["timeouts"], "fast_retransmissions": stats["fast_retransmissions"],
         "probes": stats["probes"],
+        # PENDING answers heard (the switch holds the chunk and waits for the members it lacks), and the chunks
+        # sent again on them: held ones asking again, and ones the answer said were lost
+        "pending": stats["pending"], "asked": stats["asked"],
         "ignored": stats["ignored"], "payload_bytes": sum(result.bytes_sent.values()),
         "phases": worker.phase_seconds, "compute": result.seconds, "payload_by_phase": result.bytes_sent,
         "union": result.union, "residual": result.residual, "encoding": result.encoding, "group": result.group,
@@ -194,7 +203,7 @@ def start_switch(cfg: DemoConfig, warn=lambda line: print(line, file=sys.stderr,
                  f"decode it as hina: tshark -d udp.port==PORT,hina)")
         cmd = [sys.executable, "-m", "hina.emulator", "--listen", f"127.0.0.1:{port}", "--drop", str(cfg.drop),
                "--dup", str(cfg.dup), "--reorder", str(cfg.reorder), "--seed", str(cfg.seed),
-               "--pipes", str(cfg.pipes)]
+               "--pipes", str(cfg.pipes), "--pipe-rate", str(cfg.pipe_rate), "--pipe-queue", str(cfg.pipe_queue)]
         parent = os.getpid()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=lambda: die_with_parent(parent))
@@ -218,8 +227,9 @@ def run_demo(cfg: DemoConfig, log=lambda msg: None) -> dict[str, Any]:
     kernels.compile_all()
     switch, where = start_switch(cfg)
     data, control = tuple(where["data"]), tuple(where["control"])
+    slow = f", each pipe {cfg.pipe_rate:g} packets/s, {cfg.pipe_queue} queued at most" if cfg.pipe_rate else ""
     log(f"switch emulator on {data[0]}:{data[1]} (control {control[1]}), drop={cfg.drop} dup={cfg.dup} "
-        f"reorder={cfg.reorder}")
+        f"reorder={cfg.reorder}{slow}")
     procs: list = []
     try:
         conns, members = _start_workers(cfg, data, procs)
@@ -389,7 +399,7 @@ def _summary(cfg: DemoConfig, per_worker: list[list[dict]], errors: list[str], c
         "compute_seconds": first.get("compute", {}),
         "union": first.get("union"),
         "residual": first.get("residual"),
-        "impairments": {k: counters.get(k, {}) for k in ("impair_in", "impair_out")},
+        "impairments": {k: counters.get(k, {}) for k in ("impair_in", "impair_out", "slow_pipe")},
         "errors": errors,
     }
 
@@ -427,14 +437,17 @@ def _seconds_line(s: dict[str, Any]) -> str:
 
 
 def _drops_line(s: dict[str, Any]) -> str:
-    """The frames the switch dropped: those its impairment was asked to (--drop, each direction), then those its
-    rules dropped, by reason; and the frames --dup and --reorder touched."""
+    """The frames the switch dropped: those its impairment was asked to (--drop, each direction), those a slow
+    pipe's full queue dropped, then those its rules dropped, by reason; and the frames --dup and --reorder
+    touched."""
     impaired = s.get("impairments", {})
-    into, out = (impaired.get(k, {}) for k in ("impair_in", "impair_out"))
+    into, out, slow = (impaired.get(k, {}) for k in ("impair_in", "impair_out", "slow_pipe"))
     parts = []
     asked = into.get("dropped", 0) + out.get("dropped", 0)
     if asked:
         parts.append(f"{asked:,} by the impairment ({into.get('dropped', 0):,} in, {out.get('dropped', 0):,} out)")
+    if slow.get("dropped"):
+        parts.append(f"{slow['dropped']:,} by the slow pipe's full queue")
     if s["switch_drops"]:
         reasons = ", ".join(f"{reason} {n:,}" for reason, n in s["switch_drop_reasons"].items())
         parts.append(f"{s['switch_drops']:,} of its own ({reasons})")

@@ -161,8 +161,33 @@ def _now_rtt(r):
 
 
 @njit(cache=True)
+def recent_median(r):
+    """The median of the last R_SAMPLES round trips (of those taken; inf before any): a queue that stands
+    raises it, and so does one that fills and drains (a slow switch's), whose round trips are long but for a
+    short one now and then, when it ran empty; a chunk held up by a late peer, one long round trip among
+    short ones, does not.  Ranks by counting (R_SAMPLES is a handful): nothing allocated per RESULT."""
+    taken = 0
+    for i in range(R_SAMPLES):
+        taken += not math.isinf(r.recent[i])
+    if taken == 0:
+        return math.inf
+    total = 0.0
+    for i in range(R_SAMPLES):
+        v = r.recent[i]
+        if math.isinf(v):
+            continue
+        rank = 0  # of the samples taken, how many come before this one (ties in ring order)
+        for j in range(R_SAMPLES):
+            if r.recent[j] < v or (r.recent[j] == v and j < i):
+                rank += 1
+        if rank == (taken - 1) // 2 or rank == taken // 2:
+            total += v if taken % 2 else v / 2
+    return total
+
+
+@njit(cache=True)
 def backoff_cap(r):
-    recent = recent_least(r)
+    recent = recent_median(r)
     return min(r.maximum, max(r.backoff_limit, r.minimum, r.tick, 8.0 * r.min_rtt,
                               0.0 if math.isinf(recent) else 2.0 * recent))
 
@@ -417,7 +442,9 @@ def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats
     in `counted` and waits for the rest.  Counted, this worker stops resending the chunk: it is held, and
     asks again only after `hold`, which doubles each time (a peer that is late for seconds costs a few
     frames, not one per timeout).  Not counted, its UPDATE was lost (the repeat that drew the answer was
-    a peer's): sent again at once, unless it went too recently to have reached the switch yet."""
+    a peer's): sent again at once, unless it went too recently to have reached the switch yet (less than
+    the least recent round trip ago: srtt may hold a late peer's waits, and a worker that took this answer
+    for its own UPDATE still on its way was never told again)."""
     stats.pending += 1
     s = fl[slot]
     s.counted = counted
@@ -428,7 +455,7 @@ def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats
             s.hold = min(max(2.0 * _srtt(r), s.rto, r.tick), t.deadline / HOLD_ASKS)
             s.due = now + s.hold  # the hold replaces the timer; an answer to an ask leaves the next ask's time
         return m
-    if s.held or now - s.sent < _srtt(r):
+    if s.held or now - s.sent < _now_rtt(r):
         return m
     stats.asked += 1
     return _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
@@ -493,7 +520,12 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         stats.spurious_resends += 1
     pipe = rack[(t.slot_base + slot) % t.pipes]
     seq = s.seq
-    if fresh:  # Karn: a resent chunk's answer may answer either transmission
+    if s.held:
+        # the switch had said it held this chunk for its peers (PENDING, this worker counted): answered when
+        # the last peer's UPDATE came, its round trip is that peer's lateness, not the path's, and no sample
+        # (taken, a window of them held behind one late peer pulled srtt and the timeout up to seconds)
+        fresh = False
+    elif fresh:  # Karn: a resent chunk's answer may answer either transmission
         rtt_sample(r, rtt)
         t.probing = False  # chunks sent once are answered again: the flow is back
         if seq > pipe.fresh_seq:

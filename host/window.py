@@ -31,8 +31,8 @@ waits for the retransmission timeout (`RttEstimator`: RFC 6298, Karn's
 rule: no RTT samples from resent chunks, but for a chunk that went twice
 and was answered too soon after the resend, or answered twice, which time
 its first transmission; on expiry the timeout doubles until a fresh
-sample, to at most 50 ms, 8 least round trips or twice the least of the
-last 4), and then only
+sample, to at most 50 ms, 8 least round trips or twice the median of
+the last 4), and then only
 the oldest such chunk is resent: a peer that is late delays everyone's
 RESULTs alike and must not make the whole window go out again.
 If nothing progresses for `deadline` seconds the transfer raises `AggregationTimeout`, naming job, phase and offset.  A
@@ -96,7 +96,7 @@ class RttEstimator:
     The timeout is srtt + 4 rttvar, at least `minimum` (the fair-share sender's, `fair()`: srtt +
     max(4 rttvar, srtt / 2), since a queue that stands steady leaves rttvar near 0, and a timeout
     just past srtt fired on every round trip a little longer); an expiry doubles it until the next fresh
-    sample; neither goes past `backoff_cap` (50 ms, or 8 least round trips or twice the least
+    sample; neither goes past `backoff_cap` (50 ms, or 8 least round trips or twice the median
     recent one on a slower path).  A
     switch that is up but loses packets answers the next probe: on a lossy link every doubling
     is a stall, and exponential backoff to seconds made heavy loss take minutes.  What backoff
@@ -169,11 +169,15 @@ class RttEstimator:
         """The longest a timeout may be, backed off or not: `backoff_limit` (or `minimum`, if
         longer), or 8 least round trips on a slower path; at most `maximum`.  Round trips vary
         with other workers' losses (a chunk is answered once the last worker's UPDATE is in),
-        which srtt + 4 rttvar would take for the path's.  But never under twice the least of the
+        which srtt + 4 rttvar would take for the path's.  But never under twice the median of the
         last 4 round trips: a queue that stands (another flow's) lengthens every round trip, and a
-        timeout short of them would send every chunk twice; a chunk a late peer held up lengthens
-        its own round trip only, and srtt, which the cap once followed, ratcheted up on those
-        (each longer sample a longer timeout, each timeout a longer stall)."""
+        timeout short of them would send every chunk twice; so does a slow switch's queue, which
+        fills and drains, its round trips long but for a short one when it ran empty (the least of
+        the last 4, which the cap once followed, then fell to a few short round trips and the
+        timeout with it, under the queue: a resend every few of them, each one more frame in the
+        queue); a chunk a late peer held up lengthens its own round trip only, and srtt, which the
+        cap followed before that, ratcheted up on those (each longer sample a longer timeout, each
+        timeout a longer stall)."""
         return float(sp.backoff_cap(self.state[0]))
 
     def backoff(self) -> None:

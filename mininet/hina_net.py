@@ -731,6 +731,7 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
             "wire_bytes_per_worker": wire, "payload_bytes_per_worker": sum(x["payload_bytes"] for x in ok) / n,
             "line_rate_seconds": line_rate, "retransmissions": sum(x["retransmissions"] for x in ok),
             "timeouts": sum(x.get("timeouts", 0) for x in ok), "probes": sum(x.get("probes", 0) for x in ok),
+            "pending": sum(x.get("pending", 0) for x in ok), "asked": sum(x.get("asked", 0) for x in ok),
             "frames": sum(x["frames"] for x in ok), "phase_seconds": phases, "compute_seconds": compute,
             # the workers' own account of the aggregation, summed over them (Worker.profile, their CPU time)
             "profile": {k: sum(x.get("profile", {}).get(k, 0.0) for x in ok)

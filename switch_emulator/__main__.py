@@ -26,7 +26,7 @@ import socket
 import sys
 from pathlib import Path
 
-from hina.cliargs import OneLineParser, between, non_negative, pipes_flag, probability
+from hina.cliargs import PIPE_QUEUE, OneLineParser, between, non_negative, pipe_queue_flag, pipes_flag, probability
 from hina.control.auth import ENV, read_tenants, read_token
 from hina.control.config import JobConfig, Member
 from hina.control.ledger import DEFAULT_POLICY, DEFAULT_SPACE, POLICIES
@@ -98,8 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--config", type=Path,
                     help='JSON file: {"jobs": [{"job_id": 1, "workers": 4, "words": 2239, "slot_base": 0, '
                          '"slots": 64, "members": [{"worker_id": 0, "address": ["127.0.0.1", 7000]}, ...]}], '
-                         '"impair": {"drop": 0.01, "dup": 0, "reorder": 0, "delay": 0 (seconds), "seed": 0}} '
-                         '(default: none)')
+                         '"impair": {"drop": 0.01, "dup": 0, "reorder": 0, "delay": 0 (seconds), "seed": 0, '
+                         '"pipe_rate": 0, "pipe_queue": 1024}} (default: none)')
     ap.add_argument("--job", type=job_flag, action="append", default=[], metavar="ID:N:K:BASE:SLOTS",
                     help="a job: id, workers, words per packet, first slot, slots (repeatable; default none)")
     ap.add_argument("--member", type=member_flag, action="append", default=[], metavar="ID:WORKER:HOST:PORT",
@@ -112,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--delay", type=non_negative, default=0.0, metavar="MS",
                     help="delay every packet this many milliseconds, each direction (default 0)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the impairments (default 0)")
+    ap.add_argument("--pipe-rate", type=non_negative, default=0.0, metavar="PPS",
+                    help="a slow pipe, as BMv2's one ingress thread: each pipe's rules take at most this many "
+                         "packets a second, the rest wait in its queue (default 0: as fast as the host goes)")
+    ap.add_argument("--pipe-queue", type=pipe_queue_flag, default=PIPE_QUEUE, metavar="N",
+                    help="with --pipe-rate: packets waiting for a pipe at most; one that finds N waiting is dropped "
+                         f"and counted (slow_pipe.dropped) (default {PIPE_QUEUE}, BMv2's input buffer)")
     ap.add_argument("--stats", type=non_negative, default=0.0, metavar="SECONDS",
                     help="print counters this often (default 0: never)")
     ap.add_argument("--raw", type=raw_flag, action="append", default=[], metavar="PORT=IFNAME",
@@ -159,7 +165,7 @@ def raw_flag(text: str) -> tuple[int, str]:
 
 
 CONFIG_KEYS = ("jobs", "impair")
-IMPAIR_KEYS = ("drop", "dup", "reorder", "delay", "seed")
+IMPAIR_KEYS = ("drop", "dup", "reorder", "delay", "seed", "pipe_rate", "pipe_queue")
 
 
 def read_config(path: Path) -> dict:
@@ -190,7 +196,7 @@ def load(args: argparse.Namespace) -> tuple[list[JobConfig], ImpairmentConfig]:
             raise ValueError(f"--job {job.job_id} is given twice")
         jobs[job.job_id] = job
     impair = {"drop": args.drop, "dup": args.dup, "reorder": args.reorder, "seed": args.seed,
-              "delay": args.delay / 1000.0}
+              "delay": args.delay / 1000.0, "pipe_rate": args.pipe_rate, "pipe_queue": args.pipe_queue}
     if args.config:
         cfg = read_config(args.config)
         for j in cfg.get("jobs", []):
@@ -206,13 +212,17 @@ def load(args: argparse.Namespace) -> tuple[list[JobConfig], ImpairmentConfig]:
         if job_id not in jobs:
             raise ValueError(f"--member names job {job_id}, which no --job or config defines")
         jobs[job_id] = dataclasses.replace(jobs[job_id], members=jobs[job_id].members + (member,))
-    return list(jobs.values()), ImpairmentConfig(**impair)
+    try:
+        config = ImpairmentConfig(**impair)
+    except ValueError as exc:  # the flags' values were checked as they were read: a bad one is the file's
+        raise ValueError(f"--config {args.config}: {exc}" if args.config else str(exc)) from None
+    return list(jobs.values()), config
 
 
 def xdp_switch(args: argparse.Namespace, impair: ImpairmentConfig):
     """The XDP switch on the --raw interfaces (`hina.emulator.xdp`), or a ValueError saying why not."""
-    if args.pipes != 1 or impair.active:
-        raise ValueError("--xdp runs in the kernel on every CPU a frame arrives on: no --pipes, and no "
+    if args.pipes != 1 or impair.active or impair.pipe_rate:
+        raise ValueError("--xdp runs in the kernel on every CPU a frame arrives on: no --pipes, no slow pipe and no "
                          "impairments in the switch (use the links': tc netem)")
     from hina.emulator.xdp.build import cannot_load
     from hina.emulator.xdp.switch import XdpSwitch

@@ -6,7 +6,9 @@ with probability `dup`, and held back with probability `reorder` until a
 packet of another flow has passed it (or `max_hold` seconds have gone by).
 With `delay` every surviving packet then waits that many seconds, in
 order: on a star this is the links' propagation delay, for kernels whose
-tc lacks netem.
+tc lacks netem.  The same config carries the slow pipe's rate and queue
+(`pipe_rate`, `pipe_queue`), which act between the two directions, once
+per pipe (`slow_pipe.SlowPipe`).
 
 Reordering never swaps two packets of the same flow (same worker): a
 network path keeps one flow in order, and the slot protocol relies on it.
@@ -25,12 +27,16 @@ from typing import Any
 
 import numpy as np
 
+from hina.cliargs import MAX_PIPE_QUEUE, PIPE_QUEUE
+
 
 @dataclasses.dataclass(frozen=True)
 class ImpairmentConfig:
     """What the emulator does to packets, per direction (`Impairment`): drop with probability `drop`,
     else send twice with `dup`, hold back with `reorder` until another flow's packet passed (at most
-    `max_hold` seconds), then delay every survivor by `delay` seconds; `seed` makes it repeatable."""
+    `max_hold` seconds), then delay every survivor by `delay` seconds; `seed` makes it repeatable.  Between
+    the directions, with `pipe_rate` > 0, each pipe takes at most that many packets a second through its rules
+    and queues at most `pipe_queue` (`slow_pipe.SlowPipe`; 0: as fast as the host goes)."""
 
     drop: float = 0.0
     dup: float = 0.0
@@ -38,6 +44,8 @@ class ImpairmentConfig:
     max_hold: float = 0.005  # seconds a held packet waits for another flow at most
     seed: int = 0
     delay: float = 0.0  # seconds every packet spends in a FIFO delay line
+    pipe_rate: float = 0.0  # packets a second each pipe's rules take at most (0: no limit)
+    pipe_queue: int = PIPE_QUEUE  # packets waiting for a slow pipe at most; more are dropped
 
     def __post_init__(self) -> None:
         for name in ("drop", "dup", "reorder"):
@@ -48,9 +56,16 @@ class ImpairmentConfig:
             raise ValueError(f"delay must be >= 0 ms, got {self.delay * 1000:g} ms")
         if not self.max_hold >= 0:
             raise ValueError(f"the reordering hold time must be >= 0 s, got {self.max_hold}")
+        if not 0 <= self.pipe_rate < float("inf"):
+            raise ValueError(f"pipe_rate must be a finite number of packets per second >= 0 (0: no limit), "
+                             f"got {self.pipe_rate}")
+        if (isinstance(self.pipe_queue, bool) or not isinstance(self.pipe_queue, int)
+                or not 1 <= self.pipe_queue <= MAX_PIPE_QUEUE):
+            raise ValueError(f"pipe_queue must be 1..{MAX_PIPE_QUEUE} packets, got {self.pipe_queue!r}")
 
     @property
     def active(self) -> bool:
+        """Whether a direction does anything to packets (the slow pipe is not a direction's)."""
         return self.drop > 0 or self.dup > 0 or self.reorder > 0 or self.delay > 0
 
 

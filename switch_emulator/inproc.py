@@ -4,11 +4,14 @@ For tests and simulations that want the real switch logic without ports:
 `attach()` returns a port object with the host transport interface
 (`send(frame)`, `recv(timeout)`); frames a port sends enter the pipeline with
 the port's name as their source, and RESULTs land in the destination ports'
-queues.  Workers run in threads.
+queues.  Workers run in threads.  A slow pipe (`ImpairmentConfig.pipe_rate`) queues
+the frames between the impairments as on UDP; a port's `recv` wakes the switch
+when the next one's turn comes.
 """
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -16,6 +19,7 @@ from collections.abc import Hashable
 
 from .impair import Impairment, ImpairmentConfig
 from .pipeline import Pipeline
+from .slow_pipe import SlowPipe
 
 
 class InProcessPort:
@@ -58,6 +62,8 @@ class InProcessSwitch:
         cfg = impair or ImpairmentConfig()
         self.impair_in = Impairment(cfg, stream=1)
         self.impair_out = Impairment(cfg, stream=2)
+        self.slow_pipe = SlowPipe(cfg.pipe_rate, cfg.pipe_queue) if cfg.pipe_rate else None
+        self._waiting: collections.deque[tuple[bytes, Hashable]] = collections.deque()
         self.ports: dict[Hashable, InProcessPort] = {}
         self._lock = threading.Lock()
 
@@ -76,18 +82,33 @@ class InProcessSwitch:
         with self._lock:
             now = time.monotonic()
             for f, src in self.impair_in.apply((frame, source), source, now):
-                self._process(f, src, now)
+                self._to_rules(f, src, now)
 
     def poll(self, now: float) -> None:
         with self._lock:
             for f, src in self.impair_in.due(now):
-                self._process(f, src, now)
+                self._to_rules(f, src, now)
+            self._serve_queue(now)
             for f, dest in self.impair_out.due(now):
                 self._enqueue(f, dest)
 
     def next_timer(self) -> float | None:
-        timers = [t for t in (self.impair_in.next_timer(), self.impair_out.next_timer()) if t is not None]
+        timers = [t for t in (self.impair_in.next_timer(), self.impair_out.next_timer(),
+                              self.slow_pipe and self.slow_pipe.next_timer()) if t is not None]
         return min(timers) if timers else None
+
+    def _to_rules(self, frame: bytes, source: Hashable, now: float) -> None:
+        """A frame past the inbound impairment: through the rules now, or into the slow pipe's queue."""
+        if self.slow_pipe is None:
+            return self._process(frame, source, now)
+        if self.slow_pipe.arrive(now, 1):
+            self._waiting.append((frame, source))
+        self._serve_queue(now)
+
+    def _serve_queue(self, now: float) -> None:
+        if self.slow_pipe is not None:
+            for _ in range(self.slow_pipe.take(now)):
+                self._process(*self._waiting.popleft(), now)
 
     def _process(self, frame: bytes, source: Hashable, now: float) -> None:
         emit = self.pipeline.update(frame, source)

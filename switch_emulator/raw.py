@@ -21,7 +21,7 @@ datagrams before the rules (`hina.wire.offload.unwrap`) and each member's
 replicas leave gathered into super-frames (`hina.wire.offload.gather`).
 Frames that are not hina (ARP, anything else) go through
 `FrameSwitch.process` as before.
-With `batch=False` or impairments, every frame goes through
+With `batch=False`, impairments or a slow pipe, every frame goes through
 `FrameSwitch.process` and each output is its own send, from one
 preallocated receive buffer.
 """
@@ -77,7 +77,7 @@ class RawSwitch(SwitchServer):
             warm(raw=True)  # compiled before the first frame waits on it
         # the batched path reads every frame after a virtio_net_hdr: a host that leaves its datagrams whole for
         # the device to cut (segmentation offload) hands a veth one super-frame, which `unwrap` cuts here
-        self.vnet = self.batch and not self._impaired and offload and sys.byteorder == "little"
+        self.vnet = self.batch and not self._holds and offload and sys.byteorder == "little"
         self._io: sockio.BatchSocket | None = None  # made where the frames are served (a pipe: after the fork)
         self._tx_sock: socket.socket | None = None
         self._punt = np.zeros(64, np.int64)
@@ -118,11 +118,11 @@ class RawSwitch(SwitchServer):
         return {**self.frames.counters(), **self.impairment_counters(), "profile": self.profile_counters()}
 
     def _drain(self, sock: socket.socket, port: int) -> None:
-        if self.batch and not self._impaired:
+        if self.batch and not self._holds:
             return self._drain_batched(sock, port)
         buf = self._rx
         view = memoryview(buf)
-        ingress, copy = self._ingress, self._impaired  # an impairment may hold a frame back: it gets a copy
+        ingress, copy = self._ingress, self._holds  # an impairment or a slow pipe may hold a frame: it gets a copy
         if self._ignoring_outgoing:
             recv = sock.recv_into
             for _ in range(_BATCH):

@@ -20,6 +20,13 @@ heard for that long; jobs from the command line or a `configure` are
 pinned), saying so in one line on stderr.  With a token (`set_token`) the
 requests that change the switch must carry proof of it
 (`hina.control.auth`).
+
+With a slow pipe (`ImpairmentConfig.pipe_rate`) every frame that the
+inbound impairment lets through waits in the pipe's queue
+(`slow_pipe.SlowPipe`) until the pipe may take it, then goes through the
+rules and the outbound impairment; the loop wakes when the next one may.
+On the per-packet path the queue holds the frames themselves; a backend's
+batched path may keep them its own way (`_queue_batch`, `_serve_queue`).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from .control_port import handle
 from .impair import Impairment, ImpairmentConfig
 from .pipeline import Pipeline, job_state
 from .pipes import PipeDown, Pipes, merge
+from .slow_pipe import SlowPipe
 
 TICK = 0.5  # seconds between looks at the jobs' counters (activity, leases)
 
@@ -81,6 +89,9 @@ class SwitchServer:
         self.impair_in = Impairment(cfg, stream=1)
         self.impair_out = Impairment(cfg, stream=2)
         self._impaired = cfg.active
+        self.slow_pipe = SlowPipe(cfg.pipe_rate, cfg.pipe_queue) if cfg.pipe_rate else None
+        self._waiting: collections.deque[tuple[bytes, Hashable]] = collections.deque()  # the per-packet path's
+        self._holds = self._impaired or self.slow_pipe is not None  # a frame may wait: the per-packet path copies it
         self._stop = threading.Event()
         self.tx_errors = 0
         self._stats_every, self._stats_stream = stats_every, stats_stream or sys.stderr
@@ -121,6 +132,7 @@ class SwitchServer:
         cfg = dataclasses.replace(self._impair_cfg, seed=self._impair_cfg.seed + index)
         self.impair_in = Impairment(cfg, stream=1)
         self.impair_out = Impairment(cfg, stream=2)
+        self.slow_pipe = SlowPipe(cfg.pipe_rate, cfg.pipe_queue) if cfg.pipe_rate else None  # each pipe its own
         self._stats_every = 0.0  # the parent prints the summed counters
         self._stop = threading.Event()
         self._enter_pipe(index)
@@ -231,10 +243,10 @@ class SwitchServer:
     def impairment_counters(self) -> dict:
         if self.pipe_set is not None:  # summed over the pipes
             counters = self.pipe_set.counters()
-            return {"impair_in": counters.get("impair_in", {}), "impair_out": counters.get("impair_out", {}),
-                    "tx_errors": counters.get("tx_errors", 0)}
+            return {key: counters.get(key, {}) for key in ("impair_in", "impair_out", "slow_pipe")} | {
+                "tx_errors": counters.get("tx_errors", 0)}
         return {"impair_in": dict(self.impair_in.stats), "impair_out": dict(self.impair_out.stats),
-                "tx_errors": self.tx_errors}
+                "slow_pipe": dict(self.slow_pipe.stats) if self.slow_pipe else {}, "tx_errors": self.tx_errors}
 
     def stop(self) -> None:
         self._stop.set()
@@ -259,13 +271,27 @@ class SwitchServer:
         return self._thread
 
     def _ingress(self, frame: bytes, source: Hashable) -> None:
-        if not self._impaired:  # the fast path: no impairment bookkeeping per packet
+        if not self._holds:  # the fast path: no impairment bookkeeping per packet
             for dest, out in self._process(frame, source):
                 self._send(out, dest)
             return
         now = time.monotonic()
         for f, src in self.impair_in.apply((frame, source), source, now):
-            self._impaired_process(f, src, now)
+            self._to_rules(f, src, now)
+
+    def _to_rules(self, frame: bytes, source: Hashable, now: float) -> None:
+        """A frame past the inbound impairment: through the rules now, or into the slow pipe's queue."""
+        if self.slow_pipe is None:
+            return self._impaired_process(frame, source, now)
+        if self.slow_pipe.arrive(now, 1):
+            self._waiting.append((frame, source))
+        self._serve_queue(now)
+
+    def _serve_queue(self, now: float) -> None:
+        """The frames whose turn in the slow pipe has come, through the rules (the per-packet path's queue)."""
+        for _ in range(self.slow_pipe.take(now)):
+            frame, source = self._waiting.popleft()
+            self._impaired_process(frame, source, now)
 
     def _impaired_process(self, frame: bytes, source: Hashable, now: float) -> None:
         for dest, out in self._process(frame, source):
@@ -285,7 +311,7 @@ class SwitchServer:
         try:
             while not self._stop.is_set():
                 timers = [t for t in (self.impair_in.next_timer(), self.impair_out.next_timer(), next_stats,
-                                      next_tick) if t is not None]
+                                      next_tick, self.slow_pipe and self.slow_pipe.next_timer()) if t is not None]
                 timeout = max(0.0, min(timers) - time.monotonic()) if timers else 0.2
                 t = self.clock()
                 ready = sel.select(timeout)
@@ -298,7 +324,9 @@ class SwitchServer:
                         self._serve_control()
                 now = time.monotonic()
                 for frame, source in self.impair_in.due(now):
-                    self._impaired_process(frame, source, now)
+                    self._to_rules(frame, source, now)
+                if self.slow_pipe is not None:
+                    self._serve_queue(now)
                 for frame, dest in self.impair_out.due(now):
                     self._send(frame, dest)
                 if now >= next_tick:

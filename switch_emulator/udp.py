@@ -12,7 +12,11 @@ two system calls and the rules' Python per packet.  Elsewhere, or with
 goes through `Pipeline.update` and its RESULT is sent from the pipeline's
 reused buffer, one call each.  Either way no bytes object is made per
 packet.  With `pipes` P > 1, P sockets share the port and the kernel
-hands each datagram to pipe slot mod P (`pipes.py`).
+hands each datagram to pipe slot mod P (`pipes.py`).  With a slow pipe
+(`ImpairmentConfig.pipe_rate`) the batched path copies each batch it keeps
+into a ring laid out as the receive buffers are (`slow_pipe.FrameRing`),
+and runs the compiled rules on the ring's oldest entries when their turn
+comes.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import time
 
 from hina.wire import sockio
 from hina.wire.sockio import SOCKET_BUFFER, set_buffers
@@ -29,6 +34,7 @@ from .impair import ImpairmentConfig
 from .pipeline import Pipeline
 from .pipes import reuseport_group
 from .server import SwitchServer
+from .slow_pipe import FrameRing
 
 __all__ = ["SOCKET_BUFFER", "UdpSwitch", "announce", "set_buffers"]
 _BATCH = 256
@@ -55,6 +61,7 @@ class UdpSwitch(SwitchServer):
         if self.batch:
             warm(batch=True)  # compiled before the first datagram waits on it
         self._batches: dict[socket.socket, sockio.BatchSocket] = {}  # per data socket, made where it is served
+        self._ring: FrameRing | None = None  # the slow pipe's queue on the batched path, made where it is served
         try:
             if pipes == 1:
                 self._data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -79,7 +86,7 @@ class UdpSwitch(SwitchServer):
         self._data = self._pipe_socks[index][0][0]
 
     def _drain(self, sock: socket.socket, tag) -> None:
-        if self._impaired:
+        if self._impaired or (self.slow_pipe is not None and not self.batch):
             return self._drain_impaired(sock)
         if self.batch:
             return self._drain_batched(sock)
@@ -102,11 +109,14 @@ class UdpSwitch(SwitchServer):
                     except OSError:
                         self.tx_errors += 1  # e.g. a worker gone: its port refuses; the others carry on
 
-    def _drain_batched(self, sock: socket.socket) -> None:
+    def _batch_socket(self, sock: socket.socket) -> sockio.BatchSocket:
         io = self._batches.get(sock)
         if io is None:  # made in the process that serves the socket (a pipe's, after the fork)
             io = self._batches[sock] = sockio.BatchSocket(sock, entry_bytes=_MAX_DATAGRAM)
-        p = self.pipeline
+        return io
+
+    def _drain_batched(self, sock: socket.socket) -> None:
+        io = self._batch_socket(sock)
         clock, spent = self.clock, self.profile
         for _ in range(_BATCH // io.entries):
             t = clock()
@@ -116,21 +126,47 @@ class UdpSwitch(SwitchServer):
                 continue  # an ICMP error surfacing on the socket; nothing to process
             t1 = clock()
             spent["recv"] += t1 - t
-            done = 0
-            while done < n:
-                done, messages, _ = udp_batch(*p.kernel_args, io.rx_array, io.entry_bytes, io.rx_lengths,
-                                              io.rx_names_array, done, n, io.tx_array, io.tx_names_array, io.tx_iov,
-                                              io.tx_address, io.tx_capacity)
-                t2 = clock()
-                spent["rules"] += t2 - t1
-                if messages:
-                    self.tx_errors += io.send(messages)
-                    spent["sent"] += messages
-                t1 = clock()
-                spent["send"] += t1 - t2
+            if self.slow_pipe is None:
+                self._rules(io, io.rx_array, io.entry_bytes, io.rx_lengths, io.rx_names_array, 0, n, t1)
+            else:
+                self._queue_batch(io, n)
             spent["received"] += n
             if n < io.entries:
                 return
+
+    def _rules(self, io: sockio.BatchSocket, rx, stride: int, lengths, names, start: int, n: int, t1: float) -> None:
+        """The compiled rules over entries start..n-1 of `rx`; what they emit sent from `io`'s ring."""
+        p, clock, spent = self.pipeline, self.clock, self.profile
+        done = start
+        while done < n:
+            done, messages, _ = udp_batch(*p.kernel_args, rx, stride, lengths, names, done, n, io.tx_array,
+                                          io.tx_names_array, io.tx_iov, io.tx_address, io.tx_capacity)
+            t2 = clock()
+            spent["rules"] += t2 - t1
+            if messages:
+                self.tx_errors += io.send(messages)
+                spent["sent"] += messages
+            t1 = clock()
+            spent["send"] += t1 - t2
+
+    def _queue_batch(self, io: sockio.BatchSocket, n: int) -> None:
+        """A received batch into the slow pipe's ring, as much of it as the queue takes; then its turns."""
+        if self._ring is None:
+            self._ring = FrameRing(self.slow_pipe.queue + io.entries, io.rx_names_array.shape[1])
+        now = time.monotonic()
+        self._serve_queue(now)  # first the turns that came: what waits now is what the newcomers queue behind
+        kept = self.slow_pipe.arrive(now, n)
+        self._ring.push(io.rx_array, io.entry_bytes, io.rx_lengths, io.rx_names_array, kept)
+        self._serve_queue(now)
+
+    def _serve_queue(self, now: float) -> None:
+        if self._ring is None:  # nothing came on the batched path: the per-packet path's queue, if any
+            return super()._serve_queue(now)
+        k = self.slow_pipe.take(now)
+        if k:
+            io, ring = self._batch_socket(self._data), self._ring
+            for start, end in ring.pop(k):
+                self._rules(io, ring.rx, ring.stride, ring.lengths, ring.names, start, end, self.clock())
 
     def _drain_impaired(self, sock: socket.socket) -> None:
         recv, ingress = sock.recvfrom, self._ingress

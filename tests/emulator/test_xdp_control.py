@@ -88,8 +88,8 @@ def test_a_token_guards_the_maps_and_a_lease_frees_them(switch):
 @pytest.mark.parametrize("flags,message", [
     (["--xdp"], "--xdp runs on raw interfaces: give them with --raw PORT=IFNAME"),
     (["--raw", "1=lo", "--xdp", "--pipes", "2"],
-     "--xdp runs in the kernel on every CPU a frame arrives on: no --pipes, and no impairments in the switch (use "
-     "the links': tc netem)"),
+     "--xdp runs in the kernel on every CPU a frame arrives on: no --pipes, no slow pipe and no impairments in the "
+     "switch (use the links': tc netem)"),
     (["--raw", "1=nosuch0", "--xdp"], "--raw 1=nosuch0: no interface 'nosuch0' here"),
 ])
 def test_a_bad_xdp_flag_is_one_line_and_status_2(flags, message):

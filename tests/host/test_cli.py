@@ -118,6 +118,8 @@ def write(tmp_path, name, text):
     (["-m", "hina", "demo", "--deadline", "0"], "deadline must be a positive number of seconds, got 0"),
     (["-m", "hina", "demo", "--deadline", "-1"], "deadline must be a positive number of seconds, got -1"),
     (["-m", "hina", "demo", "--workload", "gpt5"], "invalid choice: 'gpt5'"),
+    (["-m", "hina", "demo", "--pipe-rate", "-1"], "pipe_rate must be a finite number of packets per second >= 0"),
+    (["-m", "hina", "demo", "--pipe-queue", "0"], "pipe_queue must be 1..16384 packets, got 0"),
     (["-m", "hina", "worker", "--switch", "127.0.0.1:9", "--workers", "2", "--rank", "-1"],
      "hina worker: --rank must be 0..1, got -1"),
     (["-m", "hina", "worker", "--switch", "127.0.0.1:9", "--workers", "2", "--rank", "0", "--rounds", "0"],
@@ -137,6 +139,10 @@ def write(tmp_path, name, text):
     (["-m", "hina.emulator", "--drop", "1.5"], "a probability must be within [0, 1], got 1.5"),
     (["-m", "hina.emulator", "--pipes", "65"],
      "argument --pipes: must be an integer from 1 to 64 (processes), got '65'"),
+    (["-m", "hina.emulator", "--pipe-rate", "inf"], "argument --pipe-rate: must be a finite number, got inf"),
+    (["-m", "hina.emulator", "--pipe-queue", "0"],
+     "argument --pipe-queue: must be an integer from 1 to 16384 (packets), got '0'"),
+    (["-m", "hina.emulator", "--xdp", "--raw", "1=lo", "--pipe-rate", "100"], "no slow pipe"),
     # the benchmarks: refused as the flag is read, before a run or a result file is touched
     (["benchmarks/soak.py", "--seconds", "-1"], "soak.py: argument --seconds: must be a finite number > 0, got -1"),
     (["benchmarks/soak.py", "--drop", "2"], "soak.py: argument --drop: a probability must be within [0, 1], got 2"),
@@ -170,6 +176,7 @@ def test_bad_input_is_one_line_with_status_2(args, message):
      '{"job_id": 1, "workers": 2, "words": 32, "slots": 4, "slot_base": 4}]}', "job 1 is defined twice"),
     ('{"jobs": [{"job_id": 1, "workers": "two", "words": 32, "slots": 4}]}', "workers must be an integer, got \"two\""),
     ('{"impair": {"dorp": 0.1}}', "'impair' must be an object with keys among"),
+    ('{"impair": {"pipe_queue": 0}}', "pipe_queue must be 1..16384 packets, got 0"),
     ("{not json", "not JSON"),
 ])
 def test_bad_config_files_are_refused_in_one_line(tmp_path, config, message):

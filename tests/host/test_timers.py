@@ -72,6 +72,18 @@ def test_the_backoff_cap_follows_the_path():
     assert rtt.rto == pytest.approx(8 * 10e-6)
 
 
+def test_one_short_round_trip_does_not_pull_the_timeout_under_a_slow_switchs_queue():
+    """A slow switch's queue fills and drains: round trips of 10 ms, and one of 130 us when it ran empty.  The
+    timeout stays over the queue's round trips (the least of the last 4, which the cap once followed, put it
+    at 1 ms: a resend every millisecond into the queue the chunk waited in), backed off or not."""
+    rtt = RttEstimator.fair(path=100e-6)
+    for sample in [10e-3] * 8 + [130e-6, 10e-3]:
+        rtt.sample(sample)
+    assert rtt.backoff_cap >= 2 * 10e-3 and rtt.rto > 10e-3
+    rtt.backoff()
+    assert rtt.rto > 10e-3
+
+
 def test_a_chunks_timer_counts_from_when_the_switch_could_have_completed_it():
     """A window sent at once, answered one chunk per 25 us (the peers send them later, or the link is slow): no
     chunk times out while the chunks before it are answered in turn, though most have waited longer than the
@@ -189,6 +201,33 @@ def test_a_worker_not_counted_sends_its_chunk_again_at_once():
     assert x.receive(pending(f, counted=0b101), 50e-6) == []  # sent 50 us ago: still on its way
     (again,) = x.receive(pending(f, counted=0b101), 300e-6)
     assert offsets([again]) == offsets([f]) and x.stats["asked"] == 1 and x.stats["timeouts"] == 0
+
+
+def test_a_worker_not_counted_resends_though_its_srtt_holds_a_late_peers_wait():
+    """srtt holds a late peer's wait (one round trip of a second among ones of a millisecond): an UPDATE sent 5 ms
+    ago reached the switch or was lost, so a PENDING that lacks this worker has it sent again, not taken for the
+    UPDATE still on its way (the worker would not be told again: later PENDINGs go to the repeater alone)."""
+    rtt = RttEstimator(path=1e-3)
+    for sample in (1e-3, 1.0, 1e-3, 1e-3):
+        rtt.sample(sample)
+    assert rtt.srtt > 0.05
+    x = transfer(1, rtt=rtt)
+    (f,) = x.start(0.0)
+    (again,) = x.receive(pending(f, counted=0b101), 5e-3)
+    assert offsets([again]) == offsets([f]) and x.stats["asked"] == 1
+
+
+def test_a_chunk_the_switch_held_for_a_late_peer_is_no_round_trip():
+    """A peer's repeat drew a PENDING, sent to every member, that counts this worker: its chunk, sent once, is
+    held.  Answered when the late peer's UPDATE came 2 s later, its round trip is the peer's lateness, not the
+    path's: no sample (a window of them held behind one late peer pulled srtt, and the timeout, to seconds)."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(1, rtt=rtt)
+    (f,) = x.start(0.0)
+    assert x.receive(pending(f, counted=0b101 | 1 << ME), 300e-6) == []
+    srtt, rto = rtt.srtt, rtt.rto
+    x.receive(answer(f), 2.0)
+    assert x.done and (rtt.srtt, rtt.rto) == (srtt, rto)
 
 
 def test_a_pending_answer_is_never_taken_as_the_sum():
