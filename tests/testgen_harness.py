@@ -49,7 +49,7 @@ def mismatch(test: dict, out: list[tuple[int, bytes]]) -> str | None:
     for expected in test["expected"]:
         found = next((i for i, (port, frame) in enumerate(left) if _matches(expected, port, frame)), None)
         if found is None:
-            return (f"expected out of port {expected['port']}: {expected['frame']} (mask {expected['mask']}); "
+            return (f"expected out of port {expected['port']}: {expected['frame']} (mask {expected.get('mask')}); "
                     f"got {[(p, f.hex()) for p, f in out]}")
         left.pop(found)
     return f"unexpected {[(p, f.hex()) for p, f in left]}" if left else None
@@ -57,7 +57,8 @@ def mismatch(test: dict, out: list[tuple[int, bytes]]) -> str | None:
 
 def _matches(expected: dict, port: int, frame: bytes) -> bool:
     """`frame` out of `port` is the expected one: its port and length, and every byte under the mask."""
-    want, mask = bytes.fromhex(expected["frame"]), bytes.fromhex(expected["mask"])
+    want = bytes.fromhex(expected["frame"])
+    mask = bytes.fromhex(expected["mask"]) if "mask" in expected else b"\xff" * len(want)
     return (port == expected["port"] and len(frame) == len(want)
             and all(f & m == w & m for f, w, m in zip(frame, want, mask, strict=True)))
 

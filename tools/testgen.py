@@ -146,8 +146,9 @@ _COUNT = re.compile(r"# \[MethodCall\]: \S*drops\.count\((.*)\);")
 
 def read_stf(path: Path) -> dict:
     """One STF test: its table entries and default actions, the frame it sends (port, hex), what it
-    expects out (port, hex, mask hex: a 0 nibble is don't-care; none expected: the frame is dropped), and
-    the drops its path counts by reason (`counted`, from p4testgen's trace: STF itself checks no counter)."""
+    expects out (port, hex, and where some nibbles are don't-care a mask hex with 0 there; none expected:
+    the frame is dropped), and the drops its path counts by reason (`counted`, from p4testgen's trace:
+    STF itself checks no counter)."""
     test = {"name": path.stem, "entries": [], "defaults": [], "packet": None, "expected": [], "counted": {}}
     reason = None
     for line in path.read_text().splitlines():
@@ -186,8 +187,9 @@ def _count(test: dict, path: Path, index: int | str | None) -> None:
 
 
 def _masked(pattern: str) -> dict[str, str]:
-    """An expected frame with `*` nibbles: the frame (0 where don't-care) and its mask."""
-    return {"frame": pattern.replace("*", "0").lower(), "mask": "".join("0" if c == "*" else "f" for c in pattern)}
+    """An expected frame with `*` nibbles: the frame (0 where don't-care) and, where it has any, its mask."""
+    frame = {"frame": pattern.replace("*", "0").lower()}
+    return frame | ({"mask": "".join("0" if c == "*" else "f" for c in pattern)} if "*" in pattern else {})
 
 
 # -- coverage ------------------------------------------------------------------------------------------
