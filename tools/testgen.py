@@ -242,7 +242,8 @@ def summary(target: str, part: dict | None, tests: dict) -> str:
     cov, reached = tests["coverage"], part["reached"]
     lines = [f"p4testgen {tests['p4testgen']}, seed {tests['seed']}, at most {tests['max_tests']} tests: "
              f"**{part['tests']} tests**, reaching {cov['covered']} of the {cov['total']} statements and constant "
-             f"entries it counts; **{part['passed']} of {part['tests']} pass** on {part['on']}.", "",
+             f"entries it counts; **{part['passed']} of {part['tests']} pass** on {part['on']}"
+             + _emulator(part.get("emulator")) + ".", "",
              "| reached on " + part["on"] + " | " + " | ".join(KIND_NAMES[k] for k in reached["coverable"]) + " |",
              "|---|" + "---|" * len(reached["coverable"])]
     for row, label in (("coverable", "in the program"), ("vectors", "by the packet vectors"),
@@ -257,6 +258,14 @@ def summary(target: str, part: dict | None, tests: dict) -> str:
     lines += ["", f"<sub>`{source.get('command', 'tests/testgen_report.py')}`, {source.get('date', '')[:10]}, "
               f"commit {source.get('commit')}</sub>", ""]
     return "\n".join(lines)
+
+
+def _emulator(part: dict | None) -> str:
+    """What the page says of the emulator's run of the BMv2 program's tests (none: nothing)."""
+    if not part:
+        return ""
+    return (f", and the emulator **{part['passed']} of the {part['tests']}** whose configuration is MAC "
+            "forwarding alone (the frames out and the drops counted)")
 
 
 def _item(target: str, item: list) -> str:
