@@ -179,13 +179,13 @@ class P4RuntimeClient:
         req.config.p4_device_config = Path(device_config).read_bytes()
         self._call("SetForwardingPipelineConfig", self.stub.SetForwardingPipelineConfig, req)
 
-    def write(self, entities: list, what: str = "Write") -> None:
-        """INSERT each entity, in one request."""
+    def write(self, entities: list, what: str = "Write", *, modify: bool = False) -> None:
+        """INSERT each entity (with `modify`, MODIFY it: a table's default entry), in one request."""
         req = p4runtime.WriteRequest()
         self._election(req)
         for entity in entities:
             update = req.updates.add()
-            update.type = p4runtime.Update.INSERT
+            update.type = p4runtime.Update.MODIFY if modify else p4runtime.Update.INSERT
             update.entity.CopyFrom(entity)
         self._call(what, self.stub.Write, req)
 

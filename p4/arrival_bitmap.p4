@@ -40,6 +40,27 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
     register<bit<8>>(HINA_COPIES) totals;   /* trees: the copy holds the job's total (from the parent) */
     register<bit<1>>(HINA_COPIES) pendings; /* a PENDING for this copy went to every member already */
 
+    /* Whether the parent's PENDING counts this switch: its bitmap (word 0) has the bit of this switch's
+     * member id, matched with one entry a bit as on Tofino (p4/tna/pending.p4).  The word shifted right by
+     * the member id says the same, but p4testgen's solver takes a shift only by an amount as wide as the
+     * word (it stops at this program with a Z3 sort error), and BMv2 only by one of 8 bits at most. */
+    bit<1> counted;
+    action count_member() {
+        counted = 1;
+    }
+#define HINA_MEMBER_COUNTED(i, b) (i, b &&& b): count_member();
+    table parent_counted {
+        key = {
+            meta.member: exact;
+            hdr.payload.w00: ternary;
+        }
+        actions = { count_member; NoAction; }
+        const entries = {
+            HINA_EACH_BIT(HINA_MEMBER_COUNTED)
+        }
+        default_action = NoAction();
+    }
+
     apply {
         bit<32> seen;
         bit<8> count;
@@ -63,7 +84,9 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
                 meta.drop_reason = DROP_DUPLICATE;
             } else if ((hdr.hina.flags & FLAG_PENDING) != 0) {
                 meta.bitmap = seen;
-                if (((hdr.payload.w00 >> meta.member) & 1) != 0) {
+                counted = 0;
+                parent_counted.apply();
+                if (counted == 1) {
                     meta.verdict = VERDICT_PENDING_DOWN;   /* the parent holds this partial, waits for others */
                 } else {
                     meta.verdict = VERDICT_RESEND_UP;      /* the partial was lost on the way up */

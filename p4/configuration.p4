@@ -14,6 +14,18 @@ const bit<16> HINA_PORT = 0x4E41;
 const bit<16> HINA_UDP_LENGTH = 8 + 16 + 4 * HINA_WORDS;   /* udp.length of every hina frame */
 const bit<16> HINA_MIN_UDP_LENGTH = 8 + 16;                /* a hina header at least */
 
+/* M(i, b) for each bit i of a 32-bit bitmap, b = 1 << i: a table matches "bit i of a field is set" with one
+ * ternary entry a bit (p4/tna/headers.p4 has the same list for the TNA program) */
+#define HINA_EACH_BIT(M) \
+    M(0, 0x00000001) M(1, 0x00000002) M(2, 0x00000004) M(3, 0x00000008) \
+    M(4, 0x00000010) M(5, 0x00000020) M(6, 0x00000040) M(7, 0x00000080) \
+    M(8, 0x00000100) M(9, 0x00000200) M(10, 0x00000400) M(11, 0x00000800) \
+    M(12, 0x00001000) M(13, 0x00002000) M(14, 0x00004000) M(15, 0x00008000) \
+    M(16, 0x00010000) M(17, 0x00020000) M(18, 0x00040000) M(19, 0x00080000) \
+    M(20, 0x00100000) M(21, 0x00200000) M(22, 0x00400000) M(23, 0x00800000) \
+    M(24, 0x01000000) M(25, 0x02000000) M(26, 0x04000000) M(27, 0x08000000) \
+    M(28, 0x10000000) M(29, 0x20000000) M(30, 0x40000000) M(31, 0x80000000)
+
 /* Slots: each has two copies (the version bit), each copy a bitmap, a
  * counter, an offset and 32 values.  4096 slots = 8192 copies = 1 MiB of
  * values: plenty of windows for BMv2, which keeps registers in DRAM.

@@ -2,15 +2,18 @@
 program a run reached: tests/p4/test_testgen.py's and tests/testgen_report.py's.
 
 A generated test is one frame in (a port, its bytes) after the table entries and default actions p4testgen
-chose for the path it took, and the frames it expects out (a port, bytes and a don't-care mask; none: the
-frame is dropped).  Each runs on a fresh switch: empty registers, no table entries but its own, no multicast
-group (p4testgen does not model multicast: it expects a frame sent to a group to be dropped, and a switch
-with no such group drops it).
+chose for the path it took, the frames it expects out (a port, bytes and a don't-care mask; none: the frame
+is dropped) and the drops its path counts (`counted`, from p4testgen's trace).  Each runs on a fresh switch:
+empty registers, no table entries but its own, no multicast group (p4testgen does not model multicast: it
+expects a frame sent to a group to be dropped, and a switch with no such group drops it).
 
 - the TNA program's, on its model (`run_on_model`): one pass, a frame sent to the recirculation port
   leaving there as p4testgen expects it (the bridge header first);
 - the BMv2 program's, on simple_switch_grpc over veth pairs (root; `run_on_bmv2`), its entries written
-  through hina's own P4Runtime client (INSERT, and MODIFY of a table's default entry).
+  through hina's own P4Runtime client (INSERT, and MODIFY of a table's default entry), its drop counter
+  read back;
+- the BMv2 program's whose configuration a topology can say (`emulator_topology`: MAC forwarding only), on
+  the emulator's raw-frame switch (`run_on_emulator`).
 
 What a run reached, by file and line of the program's source: on the model, p4_source's `covered`
 (statements, both ways of each if and select, constant entries); on BMv2, its trace log's primitives and
@@ -19,6 +22,7 @@ conditions (`bmv2_reached`).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import types
@@ -26,6 +30,8 @@ from pathlib import Path
 
 import tna_model
 import veth_harness
+
+from hina.control.controller import Bmv2Target
 
 STORED = Path(__file__).resolve().parent / "testgen"
 GRPC_PORT = 50151
@@ -43,7 +49,7 @@ def mismatch(test: dict, out: list[tuple[int, bytes]]) -> str | None:
     for expected in test["expected"]:
         found = next((i for i, (port, frame) in enumerate(left) if _matches(expected, port, frame)), None)
         if found is None:
-            return (f"expected out of port {expected['port']}: {expected['frame']} (mask {expected['mask']}); "
+            return (f"expected out of port {expected['port']}: {expected['frame']} (mask {expected.get('mask')}); "
                     f"got {[(p, f.hex()) for p, f in out]}")
         left.pop(found)
     return f"unexpected {[(p, f.hex()) for p, f in left]}" if left else None
@@ -51,7 +57,8 @@ def mismatch(test: dict, out: list[tuple[int, bytes]]) -> str | None:
 
 def _matches(expected: dict, port: int, frame: bytes) -> bool:
     """`frame` out of `port` is the expected one: its port and length, and every byte under the mask."""
-    want, mask = bytes.fromhex(expected["frame"]), bytes.fromhex(expected["mask"])
+    want = bytes.fromhex(expected["frame"])
+    mask = bytes.fromhex(expected["mask"]) if "mask" in expected else b"\xff" * len(want)
     return (port == expected["port"] and len(frame) == len(want)
             and all(f & m == w & m for f, w, m in zip(frame, want, mask, strict=True)))
 
@@ -93,45 +100,72 @@ def vectors_on_model(vectors: list[dict]) -> set[tuple]:
     return reached
 
 
+# -- the emulator -------------------------------------------------------------------------------------
+
+def emulator_topology(test: dict):
+    """The test's configuration as a `Topology` the emulator (FrameSwitch) takes, or None where it has none.
+
+    The emulator is configured by a topology, never by table entries: its job rows, worker bits, parents,
+    groups and rewrites follow from a topology's jobs and hosts, and p4testgen's entries name any values (a
+    worker_bit no worker id has, a full mask of 0, a MAC that floods, a `jobs` entry whose action is
+    NoAction: a hit, so a known job of 0 workers).  What a topology says: a `mac_forward` entry to a port
+    (a host there with that MAC) and one that says no route (a MAC it lacks).  So the tests whose frame
+    meets no job: the parser's cases, the checks before the job table, MAC forwarding."""
+    from hina.control.fabric import MAX_PORT
+    from hina.control.topology import Topology
+
+    if test["defaults"] or not all(_emulator_takes(e, MAX_PORT) for e in test["entries"]):
+        return None
+    hosts = [{"port": int(e["params"]["port"], 0), "mac": _mac(e["match"]["hdr.ethernet.dst_addr"]),
+              "ip": f"10.2.{i >> 8}.{i & 0xFF}"}
+             for i, e in enumerate(test["entries"]) if _short(e["action"]) == "forward"]
+    return Topology.from_config({"switch": {"mac": "02:00:00:00:02:fe", "ip": "10.2.255.254"},
+                                 "hosts": hosts, "jobs": []})
+
+
+def _emulator_takes(entry: dict, max_port: int) -> bool:
+    """Whether a topology says what `entry` does.  Not a flood (a topology floods the broadcast MAC alone,
+    to its hosts; p4testgen's group is nobody's, or 0: no multicast, the frame leaves by port 0), nor a
+    forward to BMv2's drop port (no host is there; BMv2 drops it uncounted, the emulator as NO_ROUTE)."""
+    table, action = _short(entry["table"]), _short(entry["action"])
+    if (table, action) == ("mac_forward", "forward"):
+        return int(entry["params"]["port"], 0) <= max_port
+    return (table, action) == ("mac_forward", "no_route")
+
+
+def _mac(value: str) -> str:
+    """A p4testgen MAC (0x69E0D9125950) as text (69:e0:d9:12:59:50)."""
+    return ":".join(f"{b:02x}" for b in int(value, 0).to_bytes(6, "big"))
+
+
+def run_on_emulator(test: dict) -> tuple[list[tuple[int, bytes]], dict[str, int]]:
+    """The frames a fresh emulator (FrameSwitch) sends for `test`, and its drop counters that moved; only for
+    a test emulator_topology takes."""
+    from hina.emulator.frames import FrameSwitch
+
+    switch = FrameSwitch(emulator_topology(test))
+    out = switch.process(test["packet"]["port"], bytes.fromhex(test["packet"]["frame"]))
+    return [(port, bytes(frame)) for port, frame in out], {r: n for r, n in switch.counters()["drops"].items() if n}
+
+
 # -- BMv2 ----------------------------------------------------------------------------------------------
 
-class GeneratedEntries:
-    """What veth_harness.run_case configures a switch through, for a generated test: its table entries
-    and default actions over hina's P4Runtime client."""
+class GeneratedTarget(Bmv2Target):
+    """simple_switch_grpc (the program pushed) configured with a generated test's table entries and default
+    actions instead of a topology's, over hina's P4Runtime client; its drop counters are Bmv2Target's."""
 
-    def __init__(self, test: dict):
-        from hina.control.controller import P4_BUILD
-        from hina.control.p4rt import P4Info, P4RuntimeClient
-
-        self.test, self.info = test, P4Info.load(P4_BUILD / "hina.p4info.txtpb")
-        self.client = P4RuntimeClient(f"127.0.0.1:{GRPC_PORT}", timeout=20)
+    def __init__(self, test: dict, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.test = test
 
     def configure(self, _topology) -> None:
         for e in self.test["entries"]:
-            self.client.write([self.info.table_entry(e["table"], e["match"], e["action"], e["params"])],
-                              what=f"inserting into {e['table']}")
+            self._client.write([self._info.table_entry(e["table"], e["match"], e["action"], e["params"])],
+                               what=f"inserting into {e['table']}")
         for d in self.test["defaults"]:
-            self._set_default(d)
-
-    def _set_default(self, default: dict) -> None:
-        """MODIFY of the table's default entry: P4RuntimeClient.write only INSERTs."""
-        from hina.control.p4rt import ELECTION_ID
-        from hina.control.p4rt_proto import p4runtime
-
-        entity = self.info.table_entry(default["table"], {}, default["action"], default["params"])
-        entity.table_entry.is_default_action = True
-        req = p4runtime.WriteRequest(device_id=self.client.device_id)
-        req.election_id.high, req.election_id.low = ELECTION_ID
-        update = req.updates.add()
-        update.type = p4runtime.Update.MODIFY
-        update.entity.CopyFrom(entity)
-        self.client.stub.Write(req)
-
-    def counters(self) -> dict:
-        return {"drops": {}}  # p4testgen's tests say nothing of counters
-
-    def close(self) -> None:
-        self.client.close()
+            entity = self._info.table_entry(d["table"], {}, d["action"], d["params"])
+            entity.table_entry.is_default_action = True
+            self._client.write([entity], what=f"setting the default action of {d['table']}", modify=True)
 
 
 def _as_case(test: dict) -> dict:
@@ -142,14 +176,13 @@ def _as_case(test: dict) -> dict:
             "packets": [test["packet"]]}
 
 
-def run_on_bmv2(test: dict, log: Path | None = None) -> list[tuple[int, bytes]]:
-    """Every frame a fresh simple_switch_grpc sends for `test` (with `log`: its trace log there)."""
-    def start(ports):
-        proc, target = veth_harness.start_bmv2(ports, grpc_port=GRPC_PORT, log=log)  # the program pushed
-        target.close()
-        return proc, GeneratedEntries(test)
-
-    return veth_harness.run_case(_as_case(test), start, settle=0.3)[0]
+def run_on_bmv2(test: dict, log: Path | None = None) -> tuple[list[tuple[int, bytes]], dict[str, int]]:
+    """Every frame a fresh simple_switch_grpc sends for `test`, and its drop counters that moved (with `log`:
+    its trace log there)."""
+    target = functools.partial(GeneratedTarget, test)
+    start = functools.partial(veth_harness.start_bmv2, grpc_port=GRPC_PORT, log=log, target=target)
+    out, drops = veth_harness.run_case(_as_case(test), start, settle=0.3)
+    return out, {reason: n for reason, n in drops.items() if n}
 
 
 _TRACED = re.compile(r"(\S+\.p4)\((\d+)\) (?:Primitive|Condition \".*\" \(\w+\) is (true|false))")

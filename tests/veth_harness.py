@@ -46,9 +46,10 @@ def start_xdp(ports):
     return start_emulator(ports, extra=["--xdp"])
 
 
-def start_bmv2(ports, grpc_port=50151, thrift_port=9190, log: Path | None = None):
-    """simple_switch_grpc on hs<p> per port, the program pushed; with `log`, every step it takes (its trace
-    log, each primitive and condition with its line in the P4 source) into that file."""
+def start_bmv2(ports, grpc_port=50151, thrift_port=9190, log: Path | None = None, target=Bmv2Target):
+    """simple_switch_grpc on hs<p> per port, the program pushed by `target` (a Bmv2Target, or a class made
+    like one); with `log`, every step it takes (its trace log, each primitive and condition with its line in
+    the P4 source) into that file."""
     cmd = ["simple_switch_grpc", "--device-id", "0", "--thrift-port", str(thrift_port), "--no-p4"]
     if log is not None:
         cmd += ["--log-file", str(log), "--log-level", "trace", "--log-flush"]
@@ -57,7 +58,7 @@ def start_bmv2(ports, grpc_port=50151, thrift_port=9190, log: Path | None = None
     cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for_port(grpc_port, proc)
-    return proc, Bmv2Target(f"127.0.0.1:{grpc_port}", thrift_port=thrift_port)
+    return proc, target(f"127.0.0.1:{grpc_port}", thrift_port=thrift_port)
 
 
 def run_case(case: dict, start, settle: float) -> tuple[list[tuple[int, bytes]], dict[str, int]]:

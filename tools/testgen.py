@@ -30,30 +30,41 @@ import tempfile
 import time
 from pathlib import Path
 
+from hina.wire.headers import Drop
+
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests" / "testgen"
 SEED = 1
 MAX_TESTS = 400
+# which path p4testgen takes next: the branch that reaches statements no test reached yet (the default, depth
+# first, spends its tests on the first branches it meets); it stops at MAX_TESTS, at every node covered, or
+# when no path is left
+SEARCH = ["--path-selection", "GREEDY_STATEMENT_SEARCH", "--stop-metric", "MAX_NODE_COVERAGE"]
 # what p4testgen counts as covered: statements (assignments, calls: extracts, emits, table applies) and
 # the constant entries of tables
 COVERAGE = ("STATEMENTS", "TABLE_ENTRIES")
+# BMv2's tests cross veth pairs: frames of an Ethernet header at least (the kernel sends nothing shorter)
+# and at most what an MTU of 1500 carries, in bits; ports 0-510 (511 is BMv2's drop port)
+VETH = ["--packet-size-range", f"{8 * 14}:{8 * 1514}", "--port-ranges", "0:510"]
 TARGETS = {
     "bmv2": {"program": "p4/hina.p4", "binary": "/usr/local/bin/p4testgen",
-             "args": ["--target", "bmv2", "--arch", "v1model"]},
+             "args": ["--target", "bmv2", "--arch", "v1model"], "wire": VETH},
     "tofino": {"program": "p4/tna/hina.p4", "binary": "/opt/p4c-tofino/bin/p4testgen",
-               "args": ["--target", "tofino", "--arch", "tna"]},
+               "args": ["--target", "tofino", "--arch", "tna"], "wire": []},
 }
 
 
 # -- p4testgen ---------------------------------------------------------------------------------------
 
 def binary(target: str) -> str | None:
-    """The target's p4testgen ($P4TESTGEN_BMV2 / $P4TESTGEN_TOFINO, else TARGETS' path), if it runs."""
+    """The target's p4testgen ($P4TESTGEN_BMV2 / $P4TESTGEN_TOFINO, else TARGETS' path), if it runs for
+    the target (p4testgen refuses even --version without a target and an architecture)."""
     candidate = os.environ.get(f"P4TESTGEN_{target.upper()}") or TARGETS[target]["binary"]
     if not (Path(candidate).exists() or shutil.which(candidate)):
         return None
     try:
-        run = subprocess.run([candidate, "--version"], capture_output=True, text=True, timeout=60, env=_env(candidate))
+        run = subprocess.run([candidate, *TARGETS[target]["args"], "--version"], capture_output=True, text=True,
+                             timeout=60, env=_env(candidate))
     except (OSError, subprocess.SubprocessError):
         return None
     return candidate if run.returncode == 0 else None
@@ -67,19 +78,32 @@ def _env(p4testgen: str) -> dict[str, str]:
     return env
 
 
-def version(p4testgen: str) -> str:
-    run = subprocess.run([p4testgen, "--version"], capture_output=True, text=True, timeout=60, env=_env(p4testgen))
-    text = (run.stdout + run.stderr).strip()
-    found = re.search(r"\d+\.\d+\.\d+(\.\d+)?(\s*\(SHA: \w+[^)]*\))?", text)
-    return found.group(0) if found else text.splitlines()[0]
+def version(p4testgen: str, target: str) -> str:
+    """p4testgen's version, else that of the p4c built beside it from the same tree (a p4testgen built
+    outside a git checkout says `Version <null>`)."""
+    said = _version([p4testgen, *TARGETS[target]["args"], "--version"], p4testgen)
+    if said is None:
+        said = _version([str(Path(p4testgen).resolve().parent / "p4c"), "--version"], p4testgen)
+        said = said and f"of p4c {said}"
+    return said or "unknown"
+
+
+def _version(cmd: list[str], p4testgen: str) -> str | None:
+    """The version number (and SHA) a --version command prints, or None."""
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env(p4testgen))
+    except OSError:
+        return None
+    found = re.search(r"\d+\.\d+\.\d+(?:\.\d+)?(?: \(SHA: \w+)?", run.stdout + run.stderr)
+    return found and found.group(0) + (")" if "SHA" in found.group(0) else "")
 
 
 def command(target: str, p4testgen: str, out: Path, seed: int, max_tests: int) -> list[str]:
     spec = TARGETS[target]
     coverage = [arg for item in COVERAGE for arg in ("--track-coverage", item)]
     return [p4testgen, *spec["args"], "--std", "p4-16", "--test-backend", "STF", "--seed", str(seed),
-            "--max-tests", str(max_tests), *coverage, "--print-coverage", "--out-dir", str(out),
-            "--test-name", "hina", spec["program"]]
+            "--max-tests", str(max_tests), *SEARCH, *spec["wire"], *coverage, "--print-coverage",
+            "--out-dir", str(out), "--test-name", "hina", spec["program"]]
 
 
 def generate(target: str, seed: int = SEED, max_tests: int = MAX_TESTS) -> dict:
@@ -95,8 +119,8 @@ def generate(target: str, seed: int = SEED, max_tests: int = MAX_TESTS) -> dict:
         if run.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} exited {run.returncode}:\n{run.stderr[-4000:]}")
         tests = [read_stf(path) for path in sorted(Path(scratch).glob("*.stf"), key=_test_number)]
-    return {"target": target, "program": TARGETS[target]["program"], "p4testgen": version(p4testgen),
-            "command": ["p4testgen", *cmd[1:-3], "--out-dir", "DIR", *cmd[-3:]],
+    return {"target": target, "program": TARGETS[target]["program"], "p4testgen": version(p4testgen, target),
+            "command": command(target, "p4testgen", Path("DIR"), seed, max_tests),
             "seed": seed, "max_tests": max_tests, "coverage": coverage(run.stdout + run.stderr),
             "seconds": round(seconds, 1), "tests": tests}  # seconds: printed, never stored (comparable)
 
@@ -114,12 +138,25 @@ _DEFAULT = re.compile(r'setdefault\s+"?([^"\s]+)"?\s+"?([\w.$]+)"?\((.*)\)\s*$')
 _PAIR = re.compile(r'"?([^"\s:]+(?:\[\d+:\d+\])?)"?\s*:\s*([^\s,]+)')
 
 
+# p4testgen's trace of the path, in the test's comments: the drop reason the program computes, and each count
+# of its `drops` counter (the BMv2 program's: the reason computed last, or a constant index)
+_REASON = re.compile(r"# \[AssignmentStatement\]: meta\.drop_reason = .*\| Computed: meta\.drop_reason = (\d+);")
+_COUNT = re.compile(r"# \[MethodCall\]: \S*drops\.count\((.*)\);")
+
+
 def read_stf(path: Path) -> dict:
-    """One STF test: its table entries and default actions, the frame it sends (port, hex) and what it
-    expects out (port, hex, mask hex: a 0 nibble is don't-care; none expected: the frame is dropped)."""
-    test = {"name": path.stem, "entries": [], "defaults": [], "packet": None, "expected": []}
+    """One STF test: its table entries and default actions, the frame it sends (port, hex), what it
+    expects out (port, hex, and where some nibbles are don't-care a mask hex with 0 there; none expected:
+    the frame is dropped), and the drops its path counts by reason (`counted`, from p4testgen's trace:
+    STF itself checks no counter)."""
+    test = {"name": path.stem, "entries": [], "defaults": [], "packet": None, "expected": [], "counted": {}}
+    reason = None
     for line in path.read_text().splitlines():
         line = line.strip()
+        if m := _REASON.match(line):
+            reason = int(m[1])
+        elif m := _COUNT.match(line):
+            _count(test, path, reason if "meta.drop_reason" in m[1] else m[1])
         if not line or line.startswith("#"):
             continue
         if m := _ADD.match(line):
@@ -139,9 +176,20 @@ def read_stf(path: Path) -> dict:
     return test
 
 
+def _count(test: dict, path: Path, index: int | str | None) -> None:
+    """One count of the `drops` counter at `index` (the trace's text of a constant one) in test["counted"]."""
+    if isinstance(index, str):
+        index = int(index) if index.isdigit() else None
+    if index is None:
+        raise ValueError(f"{path.name}: cannot tell which drop reason its trace counts")
+    name = Drop(index).name.lower()
+    test["counted"][name] = test["counted"].get(name, 0) + 1
+
+
 def _masked(pattern: str) -> dict[str, str]:
-    """An expected frame with `*` nibbles: the frame (0 where don't-care) and its mask."""
-    return {"frame": pattern.replace("*", "0").lower(), "mask": "".join("0" if c == "*" else "f" for c in pattern)}
+    """An expected frame with `*` nibbles: the frame (0 where don't-care) and, where it has any, its mask."""
+    frame = {"frame": pattern.replace("*", "0").lower()}
+    return frame | ({"mask": "".join("0" if c == "*" else "f" for c in pattern)} if "*" in pattern else {})
 
 
 # -- coverage ------------------------------------------------------------------------------------------
@@ -155,7 +203,7 @@ def coverage(log: str) -> dict:
     uncovered = []
     if len(blocks) > 1:
         for line in blocks[-1].splitlines()[1:]:
-            m = re.match(r"\s*\S*?\[?[\w.]*\]?\s*(\S+?)\\(\d+): (.*)", line)
+            m = re.match(r"\s+(\S+?)\\(\d+): (.*)", line)  # "\tp4/hina.p4\113: meta.is_result = 1;"
             if m is None:
                 break
             uncovered.append([_relative(m[1]), int(m[2]), m[3].strip()])
@@ -163,8 +211,9 @@ def coverage(log: str) -> dict:
 
 
 def _relative(file: str) -> str:
-    path = Path(file)
-    return str(path.resolve().relative_to(ROOT)) if path.is_absolute() or (ROOT / path).exists() else file
+    """A source file p4testgen names (from the repository's root, where it runs), from the root."""
+    path = (ROOT / file).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else file
 
 
 # -- the pages -----------------------------------------------------------------------------------------
@@ -193,7 +242,8 @@ def summary(target: str, part: dict | None, tests: dict) -> str:
     cov, reached = tests["coverage"], part["reached"]
     lines = [f"p4testgen {tests['p4testgen']}, seed {tests['seed']}, at most {tests['max_tests']} tests: "
              f"**{part['tests']} tests**, reaching {cov['covered']} of the {cov['total']} statements and constant "
-             f"entries it counts; **{part['passed']} of {part['tests']} pass** on {part['on']}.", "",
+             f"entries it counts; **{part['passed']} of {part['tests']} pass** on {part['on']}"
+             + _emulator(part.get("emulator")) + ".", "",
              "| reached on " + part["on"] + " | " + " | ".join(KIND_NAMES[k] for k in reached["coverable"]) + " |",
              "|---|" + "---|" * len(reached["coverable"])]
     for row, label in (("coverable", "in the program"), ("vectors", "by the packet vectors"),
@@ -208,6 +258,14 @@ def summary(target: str, part: dict | None, tests: dict) -> str:
     lines += ["", f"<sub>`{source.get('command', 'tests/testgen_report.py')}`, {source.get('date', '')[:10]}, "
               f"commit {source.get('commit')}</sub>", ""]
     return "\n".join(lines)
+
+
+def _emulator(part: dict | None) -> str:
+    """What the page says of the emulator's run of the BMv2 program's tests (none: nothing)."""
+    if not part:
+        return ""
+    return (f", and the emulator **{part['passed']} of the {part['tests']}** whose configuration is MAC "
+            "forwarding alone (the frames out and the drops counted)")
 
 
 def _item(target: str, item: list) -> str:
@@ -247,6 +305,16 @@ def comparable(data: dict) -> dict:
     return {k: v for k, v in data.items() if k != "seconds"}
 
 
+def difference(old: dict, new: dict) -> str:
+    """Where two runs' results first differ: a key, or the first test that is not the same."""
+    keys = [k for k in sorted(comparable(old).keys() | comparable(new).keys()) if old.get(k) != new.get(k)]
+    if keys != ["tests"]:
+        return "differs in " + ", ".join(keys)
+    pairs = zip(old["tests"], new["tests"])
+    first = next((a["name"] for a, b in pairs if a != b), None)
+    return f"{len(old['tests'])} tests stored, {len(new['tests'])} generated, first differing: {first}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", choices=[*TARGETS, "all"], default="all")
@@ -276,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             old = json.loads(stored(target).read_text()) if stored(target).exists() else {}
             if comparable(old) != comparable(data):
-                print(f"testgen: {stored(target)} is not what p4testgen generates now (run tools/testgen.py)")
+                print(f"testgen: {stored(target).relative_to(ROOT)} is not what p4testgen generates now "
+                      f"({difference(old, data)}; run tools/testgen.py)")
                 different = True
         else:
             TESTS.mkdir(parents=True, exist_ok=True)

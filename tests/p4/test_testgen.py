@@ -13,6 +13,16 @@ import testgen_harness as harness
 
 BMV2_TESTS = harness.stored("bmv2")["tests"]
 TOFINO_TESTS = harness.stored("tofino")["tests"]
+EMULATOR_TESTS = [t for t in BMV2_TESTS if harness.emulator_topology(t) is not None]
+
+
+def params(tests: list[dict], target: str) -> list:
+    """pytest's parameters for `tests`, or one skipped with the reason where none are stored."""
+    if tests:
+        return [pytest.param(t, id=t["name"]) for t in tests]
+    program = testgen.TARGETS[target]["program"]
+    why = f"no p4testgen tests of {program} stored (python tools/testgen.py --target {target})"
+    return [pytest.param(None, id="none", marks=pytest.mark.skip(reason=why))]
 
 
 # -- the stored tests are p4testgen's ------------------------------------------------------------------
@@ -76,7 +86,7 @@ def test_the_stf_reader_reads_both_back_ends_tests(tmp_path):
 
 # -- the targets pass them -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("test", TOFINO_TESTS, ids=[t["name"] for t in TOFINO_TESTS])
+@pytest.mark.parametrize("test", params(TOFINO_TESTS, "tofino"))
 def test_the_tna_model_passes_p4testgens_test(test):
     out, _ = harness.run_on_model(test)
     assert harness.mismatch(test, out) is None, f"{test['name']}: {harness.mismatch(test, out)}"
@@ -85,10 +95,33 @@ def test_the_tna_model_passes_p4testgens_test(test):
 @pytest.mark.bmv2
 @pytest.mark.root
 @pytest.mark.slow
-@pytest.mark.parametrize("test", BMV2_TESTS, ids=[t["name"] for t in BMV2_TESTS])
+@pytest.mark.parametrize("test", params(BMV2_TESTS, "bmv2"))
 def test_bmv2_passes_p4testgens_test(p4_build, test):
-    out = harness.run_on_bmv2(test)
+    """BMv2 sends what p4testgen expects, and counts the drops p4testgen's trace of the path counts."""
+    out, drops = harness.run_on_bmv2(test)
     assert harness.mismatch(test, out) is None, f"{test['name']}: {harness.mismatch(test, out)}"
+    assert drops == test["counted"]
+
+
+def test_the_emulator_takes_the_tests_of_frames_that_meet_no_job():
+    """The tests the emulator runs are those whose frame meets no job (its configuration is a topology's:
+    tests that configure a job, a worker or a parent have none), and they reach each check before the job
+    table (a drop reason each) and MAC forwarding."""
+    assert 0 < len(EMULATOR_TESTS) < len(BMV2_TESTS)
+    assert not any(e["table"].endswith((".workers", ".parents", ".hosts")) or e["action"].endswith("set_job")
+                   for t in EMULATOR_TESTS for e in t["entries"])
+    reasons = set().union(*(t["counted"] for t in EMULATOR_TESTS))
+    assert reasons == {"truncated", "bad_checksum", "bad_msg_type", "bad_op", "unknown_job", "no_route"}
+    assert any(t["expected"] for t in EMULATOR_TESTS)  # forwarded
+
+
+@pytest.mark.parametrize("test", params(EMULATOR_TESTS, "bmv2"))
+def test_the_emulator_passes_p4testgens_test(test):
+    """The emulator on raw frames (FrameSwitch, as the raw backend runs it) sends what p4testgen expects of
+    the BMv2 program, and counts the same drops, for every test whose configuration a topology can say."""
+    out, drops = harness.run_on_emulator(test)
+    assert harness.mismatch(test, out) is None, f"{test['name']}: {harness.mismatch(test, out)}"
+    assert drops == test["counted"]
 
 
 def test_the_pages_show_what_the_testgen_results_render():
