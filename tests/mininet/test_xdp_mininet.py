@@ -1,6 +1,9 @@
-"""Mininet stars through the XDP switch (root, Mininet, clang and libbpf): `mininet/run.py --switch xdp`, the
-rules in the kernel on the switch's veths, every worker's sum exact."""
+"""Mininet experiments through the XDP switch (root, Mininet, clang and libbpf): `mininet/run.py --switch xdp`,
+the rules in the kernel on the switch's veths: stars, ranks sharing a host, trees of XDP switches and trees that
+mix them with the emulator, BMv2 and plain leaves; every worker's sum exact, and every XDP switch's program
+counted the frames it ran on."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +13,7 @@ import pytest
 from hina.emulator.xdp.build import cannot_load
 
 try:
-    from hina.mininet import hina_net
+    from hina.mininet import hina_net, topo
 except ImportError:  # Mininet (Debian package) absent: the `mininet` marker skips every test here
     hina_net = None
 
@@ -46,9 +49,93 @@ def test_ranks_sharing_a_host_each_get_their_own_replica():
     assert not results["counters"]["drops"].get("unauthorized")
 
 
-def test_a_frame_larger_than_the_program_takes_is_refused_before_any_network():
-    out = subprocess.run([sys.executable, str(Path(hina_net.__file__).with_name("run.py")), "--switch", "xdp",
-                          "--mtu", "9000"], capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("flags", [["--switch", "xdp"], ["--topology", "leafspine:2,1,2", "--spine-switch", "xdp"]],
+                         ids=["star", "xdp-spine"])
+def test_a_frame_larger_than_the_program_takes_is_refused_before_any_network(flags):
+    out = subprocess.run([sys.executable, str(Path(hina_net.__file__).with_name("run.py")), *flags, "--mtu", "9000"],
+                         capture_output=True, text=True, timeout=60)
     assert (out.returncode, out.stderr.splitlines()) == (2, [
         "mininet/run.py: mtu 9000: the XDP switch takes frames of an MTU up to 3506 (the kernel broadcasts no "
         "larger frame); give --mtu 3506 or less"]), out.stderr
+
+
+def tree_experiment(spec, **kw):
+    fabric = topo.parse_topology(spec)
+    cfg = topo.TreeConfig(**{"workers": len(fabric.hosts), "bw": 100.0, "length": 60_000, "density": 0.05,
+                             "deadline": 30.0, "ping": False, **kw})
+    return topo.TreeExperiment(cfg, fabric, log=lambda m: None, run_id=RUN).run()
+
+
+def ran_the_program(counters: dict) -> bool:
+    """The switch's XDP program ran on every frame it counted, and sent RESULT copies through its egress."""
+    profile = counters["profile"]
+    return profile["xdp_ingress_runs"] >= counters["frames"] > 0 and profile["xdp_egress_runs"] > 0
+
+
+def check_tree(results: dict, kinds: dict[str, str]) -> None:
+    """Every mode exact; each leaf sent a partial up for every chunk its spine completed and took each total
+    once (where their counters say: BMv2 counts drops only); every XDP switch's program ran on the frames it
+    counted; each uplink carried about one worker's bytes each way."""
+    assert results["topology"]["switches"] == kinds
+    assert results["config"]["mtu"] == 3506  # the XDP switch's largest frame, on every link of the tree
+    for run in results["runs"]:
+        assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
+        switches = run["switches"]
+        chunks = switches["s1"]["jobs"][1]["results"] if kinds["s1"] != "bmv2" else 1
+        for name in ("l1", "l2"):
+            leaf = switches[name]["jobs"][1] if kinds[name] != "bmv2" else None
+            assert leaf is None or leaf["sent_up"] >= chunks > 0 and leaf["results"] == leaf["sent_up"], (
+                name, leaf, chunks)
+        for name, kind in kinds.items():
+            assert kind != "xdp" or ran_the_program(switches[name]), (name, switches[name])
+        for k, v in run["uplinks"].items():
+            assert 0 < v["up"] < 1.5 * run["wire_bytes_per_worker"], (k, v, run["wire_bytes_per_worker"])
+            assert 0 < v["down"] < 1.5 * run["wire_bytes_per_worker"], (k, v)
+
+
+def test_a_tree_of_xdp_switches_is_exact_under_loss_one_partial_per_uplink():
+    """Two leaves and a spine, each the XDP program: a leaf sums its rack in the kernel and redirects one
+    partial up, the spine sums the leaves and broadcasts the total down; under 1% loss on every link."""
+    results = tree_experiment("leafspine:2,1,2", switch="xdp", modes=("dense", "auto"), loss=1.0)
+    check_tree(results, {"l1": "xdp", "l2": "xdp", "s1": "xdp"})
+
+
+@pytest.mark.parametrize("leaves,spine", [
+    ("xdp", "emulator"), ("emulator", "xdp"),
+    pytest.param("xdp", "bmv2", marks=pytest.mark.bmv2), pytest.param("bmv2", "xdp", marks=pytest.mark.bmv2)],
+    ids=["xdp-leaves-emulator-spine", "emulator-leaves-xdp-spine", "xdp-leaves-bmv2-spine",
+         "bmv2-leaves-xdp-spine"])
+def test_mixed_trees_are_exact(leaves, spine, request):
+    """The XDP switch beside the emulator and BMv2 in one tree, each tier configured through its own target;
+    K = 32 words on every switch once BMv2 is anywhere."""
+    if "bmv2" in (leaves, spine):
+        request.getfixturevalue("p4_build")
+    results = tree_experiment("leafspine:2,1,2", switch=leaves, spine_switch=spine, modes=("dense", "auto"),
+                              length=20_000 if "bmv2" in (leaves, spine) else 60_000, deadline=60.0)
+    check_tree(results, {"l1": leaves, "l2": leaves, "s1": spine})
+
+
+def test_a_topology_files_xdp_target_sets_the_links_mtu(tmp_path):
+    """A switch the file names "target": "xdp" runs the program whatever --switch says, and the links' MTU left
+    to its default is then the XDP switch's."""
+    fabric = json.loads((topo.TOPOLOGIES / "leafspine-4to1.json").read_text())
+    fabric["switches"][2]["target"] = "xdp"
+    path = tmp_path / "xdp-spine.json"
+    path.write_text(json.dumps(fabric))
+    results = tree_experiment(str(path), switch="emulator", modes=("dense",), length=30_000)
+    check_tree(results, {"l1": "emulator", "l2": "emulator", "s1": "xdp"})
+
+
+def test_plain_leaves_under_an_xdp_spine_each_uplink_carries_its_rack():
+    """Linux bridges for leaves, the XDP spine summing every worker: each worker's UPDATE crosses its leaf's
+    uplink, the spine answers each leaf once at the broadcast address, every sum exact."""
+    results = tree_experiment("leafspine:2,1,2", switch="xdp", leaves="plain", modes=("dense", "auto"))
+    assert results["topology"]["switches"] == {"l1": "bridge", "l2": "bridge", "s1": "xdp"}
+    for run in results["runs"]:
+        assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
+        assert set(run["switches"]) == {"s1"} and ran_the_program(run["switches"]["s1"])
+        per_worker = run["wire_bytes_per_worker"]
+        for k, v in run["uplinks"].items():
+            assert 1.7 * per_worker < v["up"] < 2.5 * per_worker, (k, v, per_worker)
+            assert 0 < v["down"] < 1.5 * per_worker, (k, v, per_worker)
+
