@@ -357,15 +357,26 @@ class TreeExperiment(Experiment):
             f"{k} {v['up']:,.0f} B up {v['down']:,.0f} B down" for k, v in run["uplinks"].items()))
         return run
 
+    def unshaped(self) -> list[str]:
+        """The directions of the links between switches that leave an XDP switch ("l1-s1 up": leaf l1's partials
+        up): its redirects skip the port's queue and its egress hooks, so neither the link's rate nor the uplinks'
+        loss reaches them (docs/switch.md)."""
+        return [f"{ln.a}-{ln.b} {way}" for ln in self.fabric.links
+                for end, way in ((ln.a, "up"), (ln.b, "down")) if self.kinds[end] == "xdp"]
+
     def run(self) -> dict:
         for kind in set(self.kinds.values()) - {"bridge"}:
             problem = hina_net.missing_requirements(kind)
             if problem:
                 raise RuntimeError(problem)
+        if self.unshaped():
+            self.log(f"note: what an XDP switch sends skips its port's queue, so neither these uplinks' rates nor "
+                     f"their loss reach it: {', '.join(self.unshaped())}")
         results = super().run()
         results["topology"] = {"fabric": self.fabric.to_config(), "oversubscription": self.oversubscription,
                                "switches": self.kinds, "leaves": self.cfg.leaves, "tiers": self.fabric.tiers(),
                                "roots": list(self._roots), "described": self.fabric.describe(),
+                               "unshaped": self.unshaped(),
                                "uplink_mbps": {f"{a}-{b}": r for (a, b), r in uplink_rate(
                                    self.fabric, bw=self.cfg.bw, oversubscription=self.oversubscription).items()}}
         return results

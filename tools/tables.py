@@ -1353,7 +1353,8 @@ def tenants_star() -> str:
         for run in found["runs"]:
             ranges = ", ".join(f"job {j['job_id']} {slot_range(j)}: {run['seconds'][str(j['job_id'])]:.3f} s"
                                for j in run["jobs"])
-            rows.append([{"emulator": "the emulator (raw frames)", "bmv2": "BMv2"}[target], run["mode"], ranges,
+            rows.append([{"emulator": "the emulator (raw frames)", "bmv2": "BMv2", "xdp": "the XDP switch"}[target],
+                         run["mode"], ranges,
                          "yes" if run["exact"] else "NO", short_verdict(run)])
     return block(rows_md(["switch", "mode", "each job's slots and median round", "both exact, every round",
                           "what set the time"], rows), (name, data))
