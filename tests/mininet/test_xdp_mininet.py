@@ -175,3 +175,26 @@ def test_the_tenants_benchmark_runs_two_jobs_through_the_xdp_star(tmp_path):
                                                                                         ("auto", True)]
     assert all(len(r["jobs"]) == 2 for r in star["runs"]) and ran_the_program(star["counters"])
 
+
+def test_the_budget_runs_the_xdp_switch_beside_the_emulator(tmp_path):
+    """benchmarks/budget.py --switches emulator xdp, small: every row exact; the emulator's switch CPU is its
+    process's, the XDP switch's its programs' run time (rules per frame received, send per copy), which ran
+    on every frame the switch counted; the table holds both."""
+    bench = Path(hina_net.__file__).resolve().parent.parent / "benchmarks" / "budget.py"
+    out = subprocess.run([sys.executable, str(bench), "--workers", "3", "--bws", "100", "--modes", "dense",
+                          "--length", "100000", "--rounds", "2", "--switches", "emulator", "xdp", "--no-ceiling",
+                          "--out", str(tmp_path / "budget.json")], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = {(r["switch"], r["variant"]): r for r in json.loads((tmp_path / "budget.json").read_text())["hina"]}
+    assert set(rows) == {("emulator", "frame by frame, unpaced"), ("emulator", "offload and pacing"),
+                         ("xdp", "frame by frame, paced")}
+    assert all(r["exact"] for r in rows.values())
+    xdp = rows["xdp", "frame by frame, paced"]
+    assert xdp["mtu"] == 3506 and ran_the_program(xdp["switch_counters"])
+    for rnd in xdp["rounds"]:
+        seconds = rnd["cpu_seconds"]
+        assert seconds["switch rules"] > 0 and seconds["switch send"] > 0 and seconds["switch receive"] == 0
+    assert all(rows["emulator", v]["cpu_seconds"]["switch receive"] > 0 for v in ("frame by frame, unpaced",
+                                                                                 "offload and pacing"))
+    assert "| 100 Mbit/s | dense | xdp | frame by frame, paced |" in out.stdout
+
