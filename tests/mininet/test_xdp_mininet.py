@@ -198,3 +198,22 @@ def test_the_budget_runs_the_xdp_switch_beside_the_emulator(tmp_path):
                                                                                  "offload and pacing"))
     assert "| 100 Mbit/s | dense | xdp | frame by frame, paced |" in out.stdout
 
+
+def test_the_comparison_runs_hina_through_the_xdp_switch_and_the_baselines_on_its_links(tmp_path):
+    """benchmarks/compare.py --switch xdp on a 2-leaf tree, small: hina's modes exact through XDP leaves and
+    spine, gloo's ring over plain bridges with the same links (their MTU the XDP switch's), rows for both."""
+    from helpers import torch_missing
+
+    if torch_missing():
+        pytest.skip(f"torch: {torch_missing()}")
+    bench = Path(hina_net.__file__).resolve().parent.parent / "benchmarks" / "compare.py"
+    out = subprocess.run([sys.executable, str(bench), "--switch", "xdp", "--topology", "leafspine:2,1,2",
+                          "--presets", "lstm", "--scale", "0.002", "--bws", "100", "--rounds", "1", "--loopback",
+                          "off", "--systems", "dense", "auto", "ring", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads((tmp_path / "compare.json").read_text())
+    assert (result["meta"]["switch"], result["meta"]["mtu"]) == ("xdp", 3506)
+    rows = {r["mode"]: r for r in result["rows"]}
+    assert set(rows) == {"dense", "auto", "ring"} and rows["dense"]["exact"] and rows["auto"]["exact"]
+    assert all(rows[m]["uplink_bytes_per_aggregation"] > 0 for m in rows)
