@@ -342,7 +342,8 @@ def switch_bench_block(name: str) -> str:
 
     data = load(name)
     return block(switch_bench.markdown(data["rows"], data.get("bmv2_missing"), data["config"],
-                                       data.get("fast_bmv2_missing")).splitlines(), (name, data))
+                                       data.get("fast_bmv2_missing"), data.get("xdp_missing")).splitlines(),
+                 (name, data))
 
 
 @table("switch-bench")
@@ -1345,7 +1346,7 @@ def tenants_full() -> str:
 
 @table("tenants-star")
 def tenants_star() -> str:
-    """docs/tenants.md: two jobs through one star's switch at once, on the emulator and on BMv2."""
+    """docs/tenants.md: two jobs through one star's switch at once, on the emulator, BMv2 and the XDP switch."""
     name = "tenants.json"
     data = load(name)
     rows = []
