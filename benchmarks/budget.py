@@ -2,15 +2,20 @@
 
 On a small machine an emulated network is only worth the rates at which its links, not its CPUs, set
 the time (docs/fidelity.md).  This benchmark says where the CPU goes, rate by rate: an N-worker star
-through the emulator (`mininet/run.py`'s experiment), dense and auto, and for every round
+through each switch of --switches (`mininet/run.py`'s experiment: the emulator, the XDP switch), dense
+and auto, and for every round
 
 - the workers' own account (`Worker.profile`, summed over them): the codec, the compiled rules (the
   window, frames written into the send ring), the system calls that send and that receive, and the
   rest of their CPU time (Python between those, the collector);
-- the emulator's (its control port's `profile`): receiving, the compiled rules with the replicas they
-  write, sending, the rest;
-- the kernel's packet work that no process is charged for (softirq and irq: veth, shaping), other
-  kernel time, and the harness (the runner, its monitor);
+- the switch's (its control port's `profile`): the emulator's receiving, compiled rules with the
+  replicas they write, sending and the rest; the XDP switch's rules (its ingress program's run time,
+  once per frame received) and sending (its egress program's, once per copy sent), both from the
+  kernel's `bpf_stats_enabled`, since the programs run in the receiving CPU's softirq and no process
+  shows them, and the rest (its control process);
+- the kernel's packet work that no process is charged for (softirq and irq: veth, shaping; the XDP
+  programs' run time taken out, counted as the switch's above), other kernel time, and the harness
+  (the runner, its monitor);
 - frames, retransmissions and timeouts, and the seconds against line rate;
 
 then the same star with a Linux bridge where the emulator was and iperf3 between the hosts (host i to
@@ -20,7 +25,7 @@ the share of the links it fills.  CPU seconds are per megabyte the workers sent 
 included), so rates and modes compare.
 
     sudo .venv/bin/python benchmarks/budget.py [--workers 8] [--bws 200 400 800] [--modes dense auto]
-        [--out benchmarks/results/budget.json]
+        [--switches emulator xdp] [--out benchmarks/results/budget.json]
 
 Writes the JSON and a stacked bar chart beside it (same stem, .png); docs/budget.md shows both.
 """
@@ -41,23 +46,36 @@ PARTS = ("worker codec", "worker rules", "worker send", "worker receive", "worke
 MB = 1e6
 
 
+def switch_parts(switch: dict[str, float]) -> tuple[dict[str, float], float]:
+    """The switch's CPU seconds by part from its profile over a round, and how many of them ran in the kernel's
+    softirq (the XDP programs'), which the machine's softirq time holds too.  The emulator: receive, rules,
+    send and the rest of its processes' CPU time.  The XDP switch: no receive (frames reach no process), its
+    ingress program's run time as rules, its egress program's as send, its control process as the rest."""
+    in_kernel = switch.get("xdp_ingress_s", 0.0) + switch.get("xdp_egress_s", 0.0)
+    process = switch.get("cpu_user", 0.0) + switch.get("cpu_system", 0.0)
+    if "xdp_ingress_s" in switch:
+        return {"switch receive": 0.0, "switch rules": switch["xdp_ingress_s"],
+                "switch send": switch.get("xdp_egress_s", 0.0), "switch rest": process}, in_kernel
+    parts = {"switch receive": switch.get("recv", 0.0), "switch rules": switch.get("rules", 0.0),
+             "switch send": switch.get("send", 0.0)}
+    parts["switch rest"] = max(process - sum(parts.values()), 0.0)
+    return parts, 0.0
+
+
 def budget(rnd: dict[str, Any]) -> dict[str, Any]:
-    """One round's CPU seconds by part (`PARTS`), from the workers' profiles, the emulator's and the monitor's
-    split of the machine, with the megabytes the workers sent."""
+    """One round's CPU seconds by part (`PARTS`), from the workers' profiles, the switch's (`switch_parts`) and
+    the monitor's split of the machine, with the megabytes the workers sent."""
     prof, switch, cpu = rnd.get("profile", {}), rnd.get("switch_profile") or {}, rnd.get("cpu") or {}
     wire = rnd["wire_bytes_per_worker"] * len(rnd["workers"]) / MB
     worker_cpu = prof.get("cpu_user", 0.0) + prof.get("cpu_system", 0.0)
     worker_parts = {"worker codec": prof.get("codec", 0.0), "worker rules": prof.get("rules", 0.0),
                     "worker send": prof.get("send", 0.0), "worker receive": prof.get("recv", 0.0)}
     worker_parts["worker rest"] = max(worker_cpu - sum(worker_parts.values()), 0.0)
-    switch_cpu = switch.get("cpu_user", 0.0) + switch.get("cpu_system", 0.0)
-    switch_parts = {"switch receive": switch.get("recv", 0.0), "switch rules": switch.get("rules", 0.0),
-                    "switch send": switch.get("send", 0.0)}
-    switch_parts["switch rest"] = max(switch_cpu - sum(switch_parts.values()), 0.0)
+    switching, in_softirq = switch_parts(switch)
     roles, machine = cpu.get("roles", {}), cpu.get("machine", {})
     processes_system = sum(r["system"] for r in roles.values())
-    parts = {**worker_parts, **switch_parts,
-             "kernel softirq": machine.get("softirq", 0.0) + machine.get("irq", 0.0),
+    parts = {**worker_parts, **switching,
+             "kernel softirq": max(machine.get("softirq", 0.0) + machine.get("irq", 0.0) - in_softirq, 0.0),
              "kernel other": max(machine.get("system", 0.0) - processes_system, 0.0),
              "harness": sum(roles.get("harness", {}).values())}
     return {"seconds": rnd["seconds"], "line_rate_seconds": rnd["line_rate_seconds"], "wire_mb": wire,
@@ -67,18 +85,36 @@ def budget(rnd: dict[str, Any]) -> dict[str, Any]:
             "machine_busy": sum(machine.values()), "window": cpu.get("seconds")}
 
 
-# The data path compared: frame by frame as the wire carries them, every window sent at once; and with the hosts'
+# The data path compared: frame by frame as the wire carries them, every window sent at once; with the hosts'
 # segmentation and receive offload (the emulator cutting their super-frames and gathering each member's RESULTs
-# into its own) and the workers pacing new chunks at their link's rate
+# into its own) and the workers pacing new chunks at their link's rate; and frame by frame with pacing, the XDP
+# switch's best (it takes frames as the wire carries them: no super-frames)
 VARIANTS = {"frame by frame, unpaced": {"offload": False, "pace": False},
-            "offload and pacing": {"offload": True, "pace": True}}
+            "offload and pacing": {"offload": True, "pace": True},
+            "frame by frame, paced": {"offload": False, "pace": True}}
+SHORT = {"frame by frame, unpaced": "frames", "offload and pacing": "offload, paced",
+         "frame by frame, paced": "frames, paced"}  # the plot's labels
+SWITCHES = ("emulator", "xdp")  # the switches a budget runs (BMv2 spends a core per frame: benchmarks/switch_bench.py)
+DEFAULT_VARIANTS = {"emulator": ("frame by frame, unpaced", "offload and pacing"), "xdp": ("frame by frame, paced",)}
+
+
+def variants_for(switch: str, chosen: list[str] | None) -> list[str]:
+    """The data paths a switch runs: `chosen` (--variants), else its defaults; a ValueError naming a variant
+    with offload for the XDP switch, which reads no super-frames."""
+    if chosen is None:
+        return list(DEFAULT_VARIANTS[switch])
+    if switch == "xdp" and any(VARIANTS[v]["offload"] for v in chosen):
+        raise ValueError(f"--variants {' '.join(repr(v) for v in chosen if VARIANTS[v]['offload'])}: the XDP switch "
+                         f"takes frames as the wire carries them (no super-frames); choose from "
+                         f"{', '.join(repr(v) for v in VARIANTS if not VARIANTS[v]['offload'])}")
+    return list(chosen)
 
 
 def hina_runs(workers: int, bw: float, modes: list[str], length: int, density: float, rounds: int, variant: str,
-              log) -> list[dict[str, Any]]:
+              log, switch: str = "emulator") -> list[dict[str, Any]]:
     from hina.mininet.hina_net import Experiment, ExperimentConfig
 
-    cfg = ExperimentConfig(workers=workers, switch="emulator", modes=tuple(modes), bw=bw, length=length,
+    cfg = ExperimentConfig(workers=workers, switch=switch, modes=tuple(modes), bw=bw, length=length,
                            density=density, rounds=rounds, ping=False, **VARIANTS[variant])
     result = Experiment(cfg, log=log).run()
     out = []
@@ -86,9 +122,10 @@ def hina_runs(workers: int, bw: float, modes: list[str], length: int, density: f
         first = run["rounds"][0]  # a one-shot aggregation: what a job's first step pays
         steady = run["rounds"][1:] or run["rounds"]
         best = min(steady, key=lambda r: r["seconds"])
-        out.append({"mode": run["mode"], "mbps": bw, "variant": variant, "exact": run["exact"],
-                    "encoding": best["encoding"], **budget(best), "first_round": budget(first),
-                    "rounds": [budget(r) for r in run["rounds"]]})
+        out.append({"mode": run["mode"], "mbps": bw, "switch": switch, "mtu": cfg.mtu, "variant": variant,
+                    "exact": run["exact"], "encoding": best["encoding"], **budget(best), "first_round": budget(first),
+                    "rounds": [budget(r) for r in run["rounds"]],
+                    "switch_counters": {k: result["counters"].get(k) for k in ("frames", "drops", "profile")}})
     return out
 
 
@@ -153,25 +190,31 @@ def kernel_ceiling(workers: int, bw: float, seconds: float, log) -> dict[str, An
 GROUPS = {"workers": PARTS[:5], "switch": PARTS[5:9], "kernel": PARTS[9:11], "harness": PARTS[11:]}
 
 
+def switch_of(row: dict[str, Any]) -> str:
+    """The switch a row ran through (rows measured before there was a choice ran through the emulator)."""
+    return row.get("switch", "emulator")
+
+
 def markdown(result: dict[str, Any]) -> list[str]:
     """The table of docs/budget.md: per rate, mode and data path, the seconds against line rate, what set
     them, frames, resends and timeouts, and the CPU milliseconds per MB by part; then the kernel alone."""
     cfg = result["config"]
     lines = [f"{cfg['workers']} workers on an emulated star, {cfg['length']:,} elements at {cfg['density']:.0%} "
              f"per worker, the best of rounds 2-{cfg['rounds']} (the first round, a one-shot aggregation, in "
-             "brackets); CPU milliseconds per MB the workers sent, by part.", "",
-             "| link | mode | data path | seconds / line rate | what set the time | frames | resent (timeouts) | "
-             "CPU ms per MB: workers (codec, rules, send, receive, rest) | switch (receive, rules, send, rest) | "
-             "kernel (softirq, other) | harness | total |", "|---" * 12 + "|"]
+             "brackets); CPU milliseconds per MB the workers sent, by part (the XDP switch's rules and send: its "
+             "programs' run time in the kernel).", "",
+             "| link | mode | switch | data path | seconds / line rate | what set the time | frames | "
+             "resent (timeouts) | CPU ms per MB: workers (codec, rules, send, receive, rest) | "
+             "switch (receive, rules, send, rest) | kernel (softirq, other) | harness | total |", "|---" * 13 + "|"]
     order = list(VARIANTS)
     for r in sorted(result["hina"], key=lambda r: (r["mbps"], ["dense", "auto"].index(r["mode"]),
-                                                   order.index(r["variant"]))):
+                                                   SWITCHES.index(switch_of(r)), order.index(r["variant"]))):
         ms = r["ms_per_mb"]
         cell = {g: f"{sum(ms[p] for p in parts):.2f} (" + ", ".join(f"{ms[p]:.2f}" for p in parts) + ")"
                 for g, parts in GROUPS.items() if len(parts) > 1}
         first = r["first_round"]
         verdict = (r["verdict"] or "not monitored").split(" (")[0].split(":")[0]
-        lines.append(f"| {r['mbps']:g} Mbit/s | {r['mode']} | {r['variant']} | "
+        lines.append(f"| {r['mbps']:g} Mbit/s | {r['mode']} | {switch_of(r)} | {r['variant']} | "
                      f"{r['seconds']:.3f} s / {r['line_rate_seconds']:.3f} s = "
                      f"{r['seconds'] / r['line_rate_seconds']:.2f}x "
                      f"({first['seconds'] / first['line_rate_seconds']:.2f}x) | {verdict} | {r['frames']:,} | "
@@ -200,13 +243,15 @@ def plot(result: dict[str, Any], path: Path) -> bool:
         return False
     rows = result["hina"]
     modes = sorted({r["mode"] for r in rows}, key=["dense", "auto"].index)
-    variants = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
-    fig, axes = plt.subplots(1, len(modes), figsize=(7.5 * len(modes), 5.2), squeeze=False)
+    paths = sorted({(switch_of(r), r["variant"]) for r in rows},
+                   key=lambda p: (SWITCHES.index(p[0]), list(VARIANTS).index(p[1])))
+    fig, axes = plt.subplots(1, len(modes), figsize=(max(7.5, 1.2 * len(rows) / len(modes)) * len(modes), 5.2),
+                             squeeze=False)
     colors = plt.get_cmap("tab20").colors
     for ax, mode in zip(axes[0], modes):
         mine = [r for r in rows if r["mode"] == mode]
-        mine.sort(key=lambda r: (r["mbps"], variants.index(r["variant"])))
-        labels = [f"{r['mbps']:g} Mbit/s\n{'before' if r['variant'] == variants[0] else 'after'}" if len(variants) > 1
+        mine.sort(key=lambda r: (r["mbps"], paths.index((switch_of(r), r["variant"]))))
+        labels = [f"{r['mbps']:g} Mbit/s\n{switch_of(r)}\n{SHORT[r['variant']]}" if len(paths) > 1
                   else f"{r['mbps']:g} Mbit/s" for r in mine]
         x = list(range(len(mine)))
         bottom = [0.0] * len(mine)
@@ -247,19 +292,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--length", type=between(1), default=1 << 22, help="elements per gradient (default 2^22)")
     ap.add_argument("--density", type=fraction, default=0.01, help="non-zero fraction (default 0.01)")
     ap.add_argument("--rounds", type=between(2), default=3, help="rounds per run; the best after the first counts")
-    ap.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS),
-                    help="the data paths compared (default: both)")
+    ap.add_argument("--switches", nargs="+", choices=SWITCHES, default=["emulator"],
+                    help="the star's switch, a run each: the emulator, the XDP switch (default: emulator)")
+    ap.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=None,
+                    help="the data paths compared (default: the emulator's two, frame by frame unpaced and offload "
+                         "and pacing; the XDP switch's frame by frame, paced)")
     ap.add_argument("--ceiling-seconds", type=positive, default=3.0, help="seconds of iperf3 per protocol and rate")
     ap.add_argument("--no-ceiling", action="store_true", help="leave out the iperf3 measurement")
     ap.add_argument("--out", type=out_path, default=default_out("budget.json"), help=out_help("budget.json"))
     args = ap.parse_args(argv)
+    try:
+        paths = [(switch, v) for switch in dict.fromkeys(args.switches) for v in variants_for(switch, args.variants)]
+    except ValueError as exc:
+        ap.error(str(exc))
     if os.geteuid() != 0:
         print("budget.py: Mininet needs root (sudo)", file=sys.stderr)
         return 2
     from hina.mininet.hina_net import missing_requirements
     from hina.progress import Progress
 
-    problem = missing_requirements()
+    problem = next(filter(None, (missing_requirements(switch) for switch in dict.fromkeys(args.switches))), None)
     if problem:
         print(f"budget.py: {problem}", file=sys.stderr)
         return 2
@@ -268,21 +320,23 @@ def main(argv: list[str] | None = None) -> int:
     rows, ceilings = [], []
     with Progress(steps, "budget") as bar:
         for bw in args.bws:
-            for variant in args.variants:
-                bar.start(f"hina at {bw:g} Mbit/s, {variant}")
+            for switch, variant in paths:
+                bar.start(f"hina at {bw:g} Mbit/s through the {switch}, {variant}")
                 rows += hina_runs(args.workers, bw, args.modes, args.length, args.density, args.rounds, variant,
-                                  bar.print)
-                bar.done(f"{bw:g} Mbit/s, {variant}: " + ", ".join(
+                                  bar.print, switch)
+                bar.done(f"{bw:g} Mbit/s, {switch}, {variant}: " + ", ".join(
                     f"{r['mode']} {r['seconds']:.3f} s ({r['seconds'] / r['line_rate_seconds']:.2f}x line rate), "
                     f"{sum(r['ms_per_mb'].values()):.2f} ms/MB" for r in rows
-                    if r["mbps"] == bw and r["variant"] == variant), n=1 / (len(args.variants)))
+                    if r["mbps"] == bw and r["variant"] == variant and r["switch"] == switch), n=1 / len(paths))
             if not args.no_ceiling:
                 bar.start(f"the kernel alone at {bw:g} Mbit/s")
                 ceilings.append(kernel_ceiling(args.workers, bw, args.ceiling_seconds, bar.print))
                 bar.done()
+    variants = list(dict.fromkeys(v for _, v in paths))
     result = {"config": {"workers": args.workers, "bws": args.bws, "modes": args.modes, "length": args.length,
-                         "density": args.density, "rounds": args.rounds, "variants": args.variants},
-              "variants": {v: VARIANTS[v] for v in args.variants}, "parts": PARTS, "hina": rows,
+                         "density": args.density, "rounds": args.rounds, "switches": list(dict.fromkeys(args.switches)),
+                         "variants": variants, "paths": [list(p) for p in paths]},
+              "variants": {v: VARIANTS[v] for v in variants}, "parts": PARTS, "hina": rows,
               "ceiling": ceilings}
     write_result(args.out, result, command_line("benchmarks/budget.py", argv))
     png = args.out.with_suffix(".png")

@@ -25,10 +25,11 @@ gloo (TCP), on the same gradients (same presets, scales, seeds).
 
 Runs on loopback always (hina through the emulator; the baselines as N
 processes on 127.0.0.1) and, as root with Mininet, on stars at 1 and 10
-Gbit/s (hina through the emulator; the baselines through a plain Linux
-bridge with the same links: mininet/plain_star.py).  Every hina result is
-checked exact; every lossless baseline within float32 rounding of numpy's
-float64 sum (baselines/check.py), the lossy one reports its error.
+Gbit/s (hina through --switch: the emulator, the XDP switch or BMv2; the
+baselines through a plain Linux bridge with the same links, their rate
+and MTU: mininet/plain_star.py).  Every hina result is checked exact;
+every lossless baseline within float32 rounding of numpy's float64 sum
+(baselines/check.py), the lossy one reports its error.
 Reports per preset, environment and system: per-worker and union density,
 what ran, bytes per worker, seconds (best of --rounds, every round
 listed), dense-equivalent throughput, speedup over dense and over ring,
@@ -60,6 +61,7 @@ from pathlib import Path
 from hina.baselines import registry
 from hina.cliargs import OneLineParser
 from hina.codec.params import MODES
+from hina.control.fabric import TARGETS
 from hina.host import workloads
 from hina.host.demo import DemoConfig, run_demo
 from hina.progress import Progress
@@ -254,12 +256,12 @@ def run_baselines_loopback(preset: str, scale: float, workers: int, rounds: int,
 
 def run_baselines_mininet(preset: str, scale: float, workers: int, bw: float, rounds: int,
                           baselines: tuple[str, ...], topk_density: float, log, hetero: dict | None = None,
-                          tree: dict | None = None) -> list[dict]:
+                          tree: dict | None = None, mtu: int = 9000) -> list[dict]:
     """The host-based baselines on a plain-bridge star (or `tree`: the same fabric of plain bridges) with
-    the same links, one rank per host, seed 0."""
+    the same links (their rate and MTU), one rank per host, seed 0."""
     from hina.mininet import plain_star
 
-    cfg = plain_star.StarConfig(workers=workers, bw=bw, baselines=baselines, rounds=rounds, workload=preset,
+    cfg = plain_star.StarConfig(workers=workers, bw=bw, mtu=mtu, baselines=baselines, rounds=rounds, workload=preset,
                                 scale=scale, topk_density=topk_density, **(hetero or {}),
                                 **({"fabric": tree["fabric"].to_config(),
                                     "oversubscription": tree["oversubscription"]} if tree else {}))
@@ -270,13 +272,14 @@ def run_baselines_mininet(preset: str, scale: float, workers: int, bw: float, ro
 
 
 def run_mininet(preset: str, scale: float, workers: int, bw: float, rounds: int, modes: tuple[str, ...],
-                log, hetero: dict | None = None, tree: dict | None = None) -> list[dict]:
-    """hina on Mininet: the star, or `tree` ({"fabric", "oversubscription"}: mininet/topo.py's trees)."""
+                log, hetero: dict | None = None, tree: dict | None = None, switch: str = "emulator") -> list[dict]:
+    """hina on Mininet through `switch` (every hina switch of a tree): the star, or `tree` ({"fabric",
+    "oversubscription"}: mininet/topo.py's trees)."""
     from hina.mininet import hina_net
 
     quiet = lambda m: log(f"  {m}") if m.startswith("fidelity") else None  # noqa: E731
-    settings = dict(workers=workers, modes=modes, bw=bw, workload=preset, scale=scale, rounds=rounds, ping=False,
-                    deadline=120.0, **(hetero or {}))
+    settings = dict(workers=workers, switch=switch, modes=modes, bw=bw, workload=preset, scale=scale, rounds=rounds,
+                    ping=False, deadline=120.0, **(hetero or {}))
     if tree:
         from hina.mininet import topo
 
@@ -452,10 +455,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"--topology {args.topology}: {exc}")
     except ValueError as exc:
         ap.error(str(exc))
-    # the rates: given, else the faithful one calibrated here for hina's emulator on this network, else the default
+    # the rates: given, else the faithful one calibrated here for hina's switch on this network, else the default
     from hina.mininet import run as mininet_run
+    from hina.mininet.targets import default_mtu
 
-    key = mininet_run.rate_key(args.workers, args.topology, args.oversubscription if args.tree else 1.0)
+    args.mtu = default_mtu(args.switch)  # every Mininet link's, hina's and the baselines'
+    key = mininet_run.rate_key(args.workers, args.topology, args.oversubscription if args.tree else 1.0,
+                               switch=args.switch, mtu=args.mtu)
     args.link_rate = mininet_run.choose_rate(args.bws, key, DEFAULT_BWS, flag="--bws")
     args.bws = args.link_rate.mbps
     return args
@@ -506,6 +512,10 @@ def _network_flags(ap: argparse.ArgumentParser) -> None:
                          "plain bridges, a tree without cycles; a tree sets --workers to its hosts (default: star)")
     ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
                     help="Mininet trees: uplinks at hosts x --bws / (R x uplinks) (default: 1)")
+    ap.add_argument("--switch", choices=TARGETS, default="emulator",
+                    help="Mininet: hina's switch (every switch of a tree), as mininet/run.py's --switch: the Python "
+                         "emulator, BMv2, or the rules as an XDP program in the kernel; the links' MTU its default "
+                         "(loopback rows: the emulator) (default: emulator)")
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -579,10 +589,10 @@ def measure(args: argparse.Namespace, modes: tuple, baselines: tuple, scales: di
             for bw in bws:
                 bar.start(f"{preset} on Mininet at {bw:g} Mbit/s")
                 found = (run_mininet(preset, scales[preset], args.workers, bw, args.rounds, modes, log, hetero,
-                                     args.tree) if modes else [])
+                                     args.tree, args.switch) if modes else [])
                 if baselines:
                     found += run_baselines_mininet(preset, scales[preset], args.workers, bw, args.rounds, baselines,
-                                                   args.topk_density, log, hetero, args.tree)
+                                                   args.topk_density, log, hetero, args.tree, args.mtu)
                 env = f"mininet {bw / 1000:g} Gbit/s" + ("" if args.tree is None else f" {args.topology}")
                 rows += [row(env, preset, r["mode"], w.size, dens, r) for r in found]
                 bar.done()
@@ -632,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds, "scales": scales, "mininet": mininet_reason or "ran", "paper": PAPER,
             "heterogeneity": hetero, "loadavg": os.getloadavg(), "commit": _commit(),
             "topology": args.topology, "oversubscription": args.oversubscription if args.tree else None,
+            "switch": args.switch, "mtu": args.mtu,
             "link_rate": args.link_rate.as_json(single=False) if not mininet_reason else None}
     report(args, rows, meta)
     return 0

@@ -21,11 +21,14 @@ ranks stopped mid-round, A stalled), wait (in line until A's last worker leaves:
 against A's end); then, with A holding its slots again, a DDP job
 of `examples/ddp_torchrun.py --host-fallback` trains on the hosts (gloo) instead, every rank identical.
 
-**Two jobs through a star's switch** (`--star emulator bmv2`): Mininet's star of 3 hosts, each with a
-rank of both jobs, through the emulator's raw-frame backend and through BMv2, which the controller gives
-each job at run time; dense and auto under 1% loss, each job's sum checked.
+**Two jobs through a star's switch** (`--star emulator bmv2 xdp`): Mininet's star of 3 hosts, each with a
+rank of both jobs, through the emulator's raw-frame backend, through BMv2, which the controller gives
+each job at run time, and through the XDP switch (both jobs' slots in its maps, the rules in the kernel);
+dense and auto under 1% loss, each job's sum checked.  The sharing and full-switch runs are the emulator's:
+their switch is a UDP server on a machine of the cluster, which the XDP switch is not (it serves workers
+behind its ports).
 
-    sudo .venv/bin/python benchmarks/tenants.py --jobs 2 4 8 --full --star emulator bmv2 \\
+    sudo .venv/bin/python benchmarks/tenants.py --jobs 2 4 8 --full --star emulator bmv2 xdp \\
         --out benchmarks/results/tenants.json
 
 Writes the JSON (--out) and a PNG beside it.
@@ -48,6 +51,7 @@ import numpy as np
 
 from hina import codec
 from hina.cliargs import OneLineParser, between, positive
+from hina.control.fabric import TARGETS
 from hina.host.synthetic import workload_preset
 from hina.progress import Progress
 from hina.provenance import command_line, default_out, out_help, out_path, write_result
@@ -334,8 +338,9 @@ def full_switch(seed: int, bw: float, log, progress) -> dict:
 
 def star(targets: list[str], bw: float, log, progress, bmv2_binary: str | None) -> dict:
     """Two jobs of three hosts through one star's switch at once, each on a range the switch's allocation chose
-    (`SharedSwitchExperiment`): the emulator's raw-frame backend, and BMv2 given each job at run time by the
-    controller; dense and auto, 3 rounds each under 1% loss, every job's sum checked."""
+    (`SharedSwitchExperiment`): the emulator's raw-frame backend, BMv2 given each job at run time by the
+    controller, the XDP switch; dense and auto, 3 rounds each under 1% loss, every job's sum checked, and the
+    switch's counters (the XDP program's runs among them) kept."""
     from hina.mininet import hina_net
     from hina.mininet.shared_switch import SharedSwitchExperiment
 
@@ -345,10 +350,10 @@ def star(targets: list[str], bw: float, log, progress, bmv2_binary: str | None) 
         binary = {"bmv2_binary": bmv2_binary} if target == "bmv2" and bmv2_binary else {}
         cfg = hina_net.ExperimentConfig(workers=6, ranks_per_host=2, switch=target, modes=("dense", "auto"), bw=bw,
                                         loss=1.0, length=STAR_LENGTH, density=0.02, slots=16, rounds=3, ping=False,
-                                        deadline=60.0, mtu=172 if target == "bmv2" else 9000, **binary)
+                                        deadline=60.0, mtu=172 if target == "bmv2" else None, **binary)
         results = SharedSwitchExperiment(cfg, jobs=2, log=log, run_id=f"tn{target[0]}").run()
         out[target] = {"loss_percent": cfg.loss, "mtu": cfg.mtu, "length": cfg.length, "binary": binary.get(
-            "bmv2_binary"), "runs": [{
+            "bmv2_binary"), "counters": results["counters"], "runs": [{
                 "mode": run["mode"], "exact": run["exact"], "jobs": run["jobs"],
                 "seconds": {str(j["job_id"]): statistics.median(r["jobs"][k]["seconds"] for r in run["rounds"])
                             for k, j in enumerate(run["jobs"])},
@@ -409,22 +414,22 @@ def main(argv: list[str] | None = None) -> int:
                                                                       "on each (default: 4)")
     ap.add_argument("--bw", type=positive, default=100.0, help="Mbit/s per link (default: 100)")
     ap.add_argument("--full", action="store_true", help="also the full switch: refuse, fewer, wait, the hosts")
-    ap.add_argument("--star", nargs="*", choices=("emulator", "bmv2"), default=[],
+    ap.add_argument("--star", nargs="*", choices=TARGETS, default=[],
                     help="also two jobs through one Mininet star's switch at once: the emulator's raw-frame backend, "
-                         "BMv2 (default: none)")
+                         "BMv2, the XDP switch (default: none)")
     ap.add_argument("--bmv2-binary", default=None, help="with --star bmv2: the BMv2 build to run (default: "
                                                        "simple_switch_grpc on PATH)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=out_path, default=default_out("tenants.json"), help=out_help("tenants.json"))
     args = ap.parse_args(argv)
     from hina.mininet.deploy import Cluster
-    from hina.mininet.hina_net import missing_requirements
+    from hina.mininet.hina_net import BMV2_BINARY, missing_requirements
 
-    problem = missing_requirements()
+    problems = [missing_requirements(), *(missing_requirements(t, args.bmv2_binary or BMV2_BINARY) for t in args.star)]
+    problem = next((p for p in problems if p), None)  # said before any run: a switch --star names that is missing
     if problem:
         print(f"tenants.py: {problem}", file=sys.stderr)
         return 2
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     steps = (len(args.jobs) + max(args.jobs, default=0) if args.jobs else 0) + (4 if args.full else 0) + len(args.star)
     result: dict[str, Any] = {"machines": args.machines, "bw_mbps": args.bw, "presets": dict(SCALES)}
     with Progress(max(steps, 1), "tenants") as bar:

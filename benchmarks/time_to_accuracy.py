@@ -61,6 +61,7 @@ import numpy as np
 
 from hina.baselines import registry
 from hina.benchmarks import train_ddp
+from hina.control.fabric import TARGETS
 from hina.host.job import DEFAULT_SLOTS, DEFAULT_WORDS
 
 THROUGH_SWITCH = tuple(train_ddp.MODE_OF)  # hina, hina-dense, hina-blocks: the baselines go over gloo
@@ -804,8 +805,9 @@ def _switch_flags(ap) -> None:
                     help="loopback: the emulator as a UDP server on 127.0.0.1; mininet (root): a star of hosts")
     ap.add_argument("--bw", type=non_negative, default=1000.0,
                     help="Mbit/s per Mininet link, 0: unshaped (--env mininet)")
-    ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
-                    help="the Mininet star's switch for hina and hina-dense (--env mininet)")
+    ap.add_argument("--switch", choices=TARGETS, default="emulator",
+                    help="the Mininet star's switch for hina and hina-dense: the Python emulator, BMv2 or the XDP "
+                         "switch (--env mininet)")
     ap.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
                     help="hina's transport on Mininet hosts: UDP when routed (auto), or raw frames")
     ap.add_argument("--deadline", type=positive, default=30.0, help="seconds one bucket may take through the switch")

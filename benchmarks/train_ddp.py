@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from hina.control.controller import P4_WORDS
+from hina.control.fabric import TARGETS
 from hina.host.job import DEFAULT_SLOTS, DEFAULT_WORDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -445,12 +446,14 @@ def run_mininet(configs: list[RunConfig], args: argparse.Namespace, log, bar=Non
 
 def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namespace, log,
                         bar=None, script: Path | None = None) -> dict[int, dict]:
-    """gloo's runs on plain_star's bridge star: hina_net's links (rate, MTU 9000), host 1 the rendezvous."""
+    """gloo's runs on plain_star's bridge star: hina_net's links (their rate, and the MTU hina's switch runs:
+    9000, or the XDP switch's 3506), host 1 the rendezvous."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
     from mininet.nodelib import LinuxBridge
 
     from hina.mininet import fidelity, hina_net, plain_star
+    from hina.mininet.targets import default_mtu
 
     problem = hina_net.missing_requirements()
     if problem:
@@ -469,8 +472,8 @@ def run_gloo_plain_star(runs: list[tuple[int, RunConfig]], args: argparse.Namesp
         for h in hosts:
             intf = h.defaultIntf()
             peer = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
-            h.cmd(f"ip link set dev {intf.name} mtu 9000")
-            net[names.bridge].cmd(f"ip link set dev {peer.name} mtu 9000")
+            h.cmd(f"ip link set dev {intf.name} mtu {default_mtu(args.switch)}")
+            net[names.bridge].cmd(f"ip link set dev {peer.name} mtu {default_mtu(args.switch)}")
         for index, cfg in runs:
             cfg = replace(cfg, store=(plain_star.host_ip(1), 29500 + index),
                           hosts=tuple({"ifname": h.defaultIntf().name} for h in hosts))
@@ -578,8 +581,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="comma-separated: " + ", ".join(backends()))
     ap.add_argument("--env", choices=("loopback", "mininet"), default="loopback",
                     help="loopback: the emulator as a UDP server on 127.0.0.1; mininet (root): a star of hosts")
-    ap.add_argument("--switch", choices=("emulator", "bmv2"), default="emulator",
-                    help="the Mininet star's switch (--env mininet)")
+    ap.add_argument("--switch", choices=TARGETS, default="emulator",
+                    help="the Mininet star's switch: the Python emulator, BMv2 or the XDP switch (--env mininet)")
     ap.add_argument("--bw", type=float, default=1000.0, help="Mbit/s per Mininet link, 0: unshaped (--env mininet)")
     ap.add_argument("--transport", choices=("auto", "udp", "raw"), default="auto",
                     help="hina's transport on Mininet hosts: UDP when routed (auto), or raw frames")

@@ -6,13 +6,13 @@ each holding that switch's share of every job (docs/design.md, "Aggregation
 trees"; docs/trees.md): its children's mask and members (hosts, or switches
 below it, by member id), and its parents, one per root, so that slot s of a
 job goes up to root s mod S.  The controller installs each share like any
-topology, on the emulator or BMv2, so a tree may mix targets.  Mininet builds
-it (mininet/topo.py), and both simulators run on it: ns-3 with every worker
-and every switch (hina.sim.ns3sim), the scale model on one representative
-worker's way up (hina.sim.scale).  Beside the wiring it holds what the
-simulators take from the links: the hosts' `rate`, each link's own `rate` or
-oversubscription (`link_rates`), and the packets every switch port queues
-(`queue`).
+topology, on the emulator, BMv2 or the XDP switch, so a tree may mix
+targets.  Mininet builds it (mininet/topo.py), and both simulators run on
+it: ns-3 with every worker and every switch (hina.sim.ns3sim), the scale
+model on one representative worker's way up (hina.sim.scale).  Beside the
+wiring it holds what the simulators take from the links: the hosts' `rate`,
+each link's own `rate` or oversubscription (`link_rates`), and the packets
+every switch port queues (`queue`).
 
 Made in code by its shapes (`star`, `leaf_spine`, `fat_tree`, `tree`), or
 written as a topology file (docs/trees.md, "Topology files", lists every
@@ -61,7 +61,7 @@ from .config import MAX_PARENTS, JobConfig, Member
 from .ledger import DEFAULT_POLICY, DEFAULT_SPACE, Held, Placement, choose, describe
 from .topology import Host, Topology
 
-TARGETS = ("emulator", "bmv2")  # what a switch may run; None: the run's choice (mininet/run.py --switch)
+TARGETS = ("emulator", "bmv2", "xdp")  # what a switch may run; None: the run's choice (mininet/run.py --switch)
 MAX_PORT = 510  # the highest port a switch configured by hina takes: 511 is BMv2's drop port (topology.Host)
 FAT_TREE_K = range(4, 17, 2)  # k/2 parents per edge switch, at most MAX_PARENTS
 
@@ -105,8 +105,8 @@ class _Refused(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Node:
-    """A switch of the fabric: its name, the address frames it emits carry, and its target ("emulator" or
-    "bmv2"; None: whatever the run chooses)."""
+    """A switch of the fabric: its name, the address frames it emits carry, and its target ("emulator",
+    "bmv2" or "xdp"; None: whatever the run chooses)."""
 
     name: str
     mac: str
@@ -272,8 +272,8 @@ class Fabric:
             macs[n.mac.lower()] = where
         for i, s in enumerate(self.switches):
             if s.target not in (None, *TARGETS):
-                raise _fail(f"switches[{i}].target", f"must be emulator or bmv2, got {s.target!r} (or leave it "
-                                                     f"out: the run's --switch, --spine-switch above the leaves)")
+                raise _fail(f"switches[{i}].target", f"must be emulator, bmv2 or xdp, got {s.target!r} (or leave "
+                                                     f"it out: the run's --switch, --spine-switch above the leaves)")
 
     def _check_ports(self) -> None:
         """Each host on a known switch's free port; each link between two known switches, on free ports, with a

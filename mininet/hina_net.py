@@ -1,8 +1,9 @@
-"""hina on Mininet: worker hosts in a star around the aggregation switch (emulator or BMv2).
+"""hina on Mininet: worker hosts in a star around the aggregation switch (emulator, BMv2 or XDP).
 
 `StarTopo.build` only declares names and link options; the switch class
 is passed to Mininet (`EmulatorSwitch` runs `python -m hina.emulator
---raw` on the switch's interfaces, `Bmv2Switch` runs `simple_switch_grpc`);
+--raw` on the switch's interfaces, `XdpSwitch` the same with `--xdp`, the
+rules then an XDP program in the kernel, `Bmv2Switch` runs `simple_switch_grpc`);
 `Experiment` starts the network, configures the switch from one
 `Topology` through the controller, runs one `hina worker` process per host,
 checks every result against numpy, and always tears down what it created.
@@ -49,12 +50,14 @@ from hina import codec, kernels
 from hina.cliargs import MAX_PIPES, plural
 from hina.control.config import Member
 from hina.control.controller import P4_BUILD, Bmv2Target, ControlError, EmulatorTarget
+from hina.control.fabric import TARGETS
 from hina.control.topology import Host, Topology
 from hina.host.congestion_settings import CongestionSettings
 from hina.host.demo import digest, expected_fixed
 from hina.host.job import JobSpec
 from hina.host.synthetic import workload_preset
 from hina.mininet import fidelity, heterogeneity
+from hina.mininet.targets import default_mtu, take_redirects
 from hina.wire.headers import FRAME_OVERHEAD, UDP_PORT, max_words
 
 SWITCH = "hsw"  # each run's names: its run id, then these (k3fhsw, k3fhw1): it cleans up only its own
@@ -151,13 +154,6 @@ def missing_requirements(switch: str = "emulator", bmv2_binary: str = BMV2_BINAR
         if why is not None:
             return f"--switch xdp: {why}"
     return None
-
-
-def default_mtu(switch: str) -> int:
-    """The links' MTU unless one is given: jumbo frames, or on the XDP switch the largest frame it takes."""
-    from hina.emulator.xdp.layout import XDP_MTU
-
-    return XDP_MTU if switch == "xdp" else 9000
 
 
 def kill_namespaces(shells) -> int:
@@ -268,6 +264,15 @@ class EmulatorSwitch(Switch):
         super().stop(deleteIntfs)
 
 
+class XdpSwitch(EmulatorSwitch):
+    """hina's rules as an XDP program on the switch's interfaces (`python -m hina.emulator --raw ... --xdp`):
+    the process loads and attaches the program and serves the control port; the kernel runs the rules on
+    every CPU a frame arrives on, so there are no pipes and no impairments inside the switch."""
+
+    impair_args = ["--xdp"]
+    pipes = 1
+
+
 def free_tcp_port() -> int:
     """A TCP port nothing listens on now (BMv2's gRPC and Thrift servers: several runs share the machine)."""
     with socket.socket() as s:
@@ -320,7 +325,7 @@ class ExperimentConfig:
     loss: float = 0.0  # percent per link, each direction
     length: int = 1 << 20
     density: float = 0.01
-    mtu: int = 9000
+    mtu: int | None = None  # None: default_mtu of the experiment's switches (9000, or the XDP switch's largest)
     slots: int = 64
     rounds: int = 1
     seed: int = 0
@@ -350,8 +355,10 @@ class ExperimentConfig:
 
     def __post_init__(self) -> None:
         """Refuse bad parameters here, before any host, link or process exists (one-line ValueErrors)."""
-        if self.switch not in ("emulator", "bmv2", "xdp"):
+        if self.switch not in TARGETS:
             raise ValueError(f"switch must be emulator, bmv2 or xdp, got {self.switch!r}")
+        if self.mtu is None:
+            self.mtu = default_mtu(*self.targets)
         if self.transport not in ("auto", "udp", "raw"):
             raise ValueError(f"transport must be auto, udp or raw, got {self.transport!r}")
         checks = (("density", self.density, 0 <= self.density <= 1, "within [0, 1]"),
@@ -379,7 +386,7 @@ class ExperimentConfig:
             self.length = workload_preset(self.workload, self.scale).size
         if not MIN_MTU <= self.mtu <= MAX_MTU:
             raise ValueError(f"mtu must be {MIN_MTU}..{MAX_MTU} (Linux's least, IPv4's most), got {self.mtu}")
-        if self.switch == "xdp" and self.mtu > default_mtu("xdp"):
+        if "xdp" in self.targets and self.mtu > default_mtu("xdp"):
             raise ValueError(f"mtu {self.mtu}: the XDP switch takes frames of an MTU up to {default_mtu('xdp')} "
                              f"(the kernel broadcasts no larger frame); give --mtu {default_mtu('xdp')} or less")
         # length, workers and the link rate as the workers will see them (modes: codec modes for `Experiment`,
@@ -403,6 +410,11 @@ class ExperimentConfig:
             return self.congestion
         bw = self.per_rank_links().get(rank, {}).get("bw", self.bw)
         return dataclasses.replace(self.congestion, pace_mbps=bw / self.ranks_per_host)
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What the experiment's hina switches run (the star's one switch; a tree's tiers)."""
+        return (self.switch,)
 
     @property
     def words(self) -> int:
@@ -431,7 +443,7 @@ class Experiment:
         problem = missing_requirements(cfg.switch, cfg.bmv2_binary)
         if problem:
             raise RuntimeError(problem)
-        if cfg.switch in ("bmv2", "xdp") and cfg.delay and not self.netem:
+        if set(cfg.targets) & {"bmv2", "xdp"} and cfg.delay and not self.netem:
             raise RuntimeError("--delay needs tc netem, which this kernel lacks (the emulator can delay instead)")
         cleanup(self.names.run)  # a crashed earlier run of this id
         kernels.compile_all()  # once per machine, before any host starts: the hosts' processes load them
@@ -445,15 +457,7 @@ class Experiment:
                 link["delay"] = f"{cfg.delay}ms"
             if cfg.loss:
                 link["loss"] = cfg.loss
-        switch_cls = Bmv2Switch if cfg.switch == "bmv2" else EmulatorSwitch
-        if switch_cls is Bmv2Switch and cfg.bmv2_binary != Bmv2Switch.binary:
-            switch_cls = type("ConfiguredBmv2Switch", (Bmv2Switch,), {"binary": cfg.bmv2_binary})
-        if switch_cls is EmulatorSwitch:
-            switch_cls = type("ConfiguredEmulatorSwitch", (EmulatorSwitch,), {
-                "impair_args": ["--xdp"] if cfg.switch == "xdp" else
-                ([] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)])
-                + ([] if cfg.offload else ["--no-offload"]),
-                "pipes": cfg.pipes})
+        switch_cls = self.switch_class(cfg.switch)
         per_rank = cfg.per_rank_links()
         if any("delay" in o for o in per_rank.values()) and not self.netem:
             raise RuntimeError("--host-delay needs tc netem, which this kernel lacks")
@@ -486,6 +490,19 @@ class Experiment:
             if self.monitor is not None:
                 self.monitor.stop()
             self.stop()
+
+    def switch_class(self, kind: str) -> type[Switch]:
+        """The Mininet node class of a switch that runs `kind` (`TARGETS`), configured for this run: BMv2 the
+        build the config names, the emulator its pipes and what it impairs itself, the XDP switch as it is."""
+        cfg = self.cfg
+        if kind == "bmv2":
+            return (Bmv2Switch if cfg.bmv2_binary == Bmv2Switch.binary else
+                    type("ConfiguredBmv2Switch", (Bmv2Switch,), {"binary": cfg.bmv2_binary}))
+        if kind == "xdp":
+            return XdpSwitch
+        return type("ConfiguredEmulatorSwitch", (EmulatorSwitch,), {
+            "impair_args": ([] if self.netem or not cfg.delay else ["--delay", str(cfg.delay)])
+            + ([] if cfg.offload else ["--no-offload"]), "pipes": cfg.pipes})
 
     def _topo(self, link: dict, per_rank: dict[int, dict]) -> Topo:
         """The network to build (a subclass builds another shape: mininet/topo.py's trees)."""
@@ -548,8 +565,8 @@ class Experiment:
                 # batch of datagrams crosses its stack and its link's queue as one buffer)
                 tx = "on" if self.segmentation_offload else "off"
                 node.cmd(f"ethtool -K {name} tx {tx} rx off >/dev/null 2>&1")
-            if cfg.switch == "xdp":  # a veth delivers XDP_REDIRECTed frames only where its peer has NAPI
-                h.cmd(f"ethtool -K {intf.name} gro on >/dev/null 2>&1")
+            if cfg.switch == "xdp":
+                take_redirects(h, intf.name)
             h.cmd(f"arp -s {SWITCH_IP} {SWITCH_MAC}")
             if cfg.loss and not self.netem:
                 _nft_loss(h, intf.name, cfg.loss)

@@ -37,8 +37,10 @@ from pathlib import Path
 
 from hina.cliargs import OneLineParser, pipes_flag, plural
 from hina.codec.params import MODES
+from hina.control.fabric import TARGETS
 from hina.host.congestion_settings import add_flags, from_flags
 from hina.mininet import heterogeneity
+from hina.mininet.targets import default_mtu
 from hina.provenance import default_out, out_help, out_path
 
 MODE_SETS = {"both": ("auto", "dense"), "all": MODES}
@@ -346,7 +348,7 @@ def build_parser() -> OneLineParser:
     ap.add_argument("--no-pace", action="store_true",
                     help="the workers send a window of new chunks at once instead of at their link's rate")
     add_flags(ap, pace_default="each worker's own link rate; --no-pace: unpaced")  # --delay-rule, ...
-    ap.add_argument("--switch", choices=("emulator", "bmv2", "xdp"), default="emulator",
+    ap.add_argument("--switch", choices=TARGETS, default="emulator",
                     help="the switch: the Python emulator on raw sockets, BMv2 simple_switch_grpc, or the rules "
                          "as an XDP program in the kernel on the switch's interfaces (default: emulator)")
     ap.add_argument("--mode", choices=(*MODES, "both", "all"), default="auto",
@@ -370,7 +372,7 @@ def build_parser() -> OneLineParser:
                     help="fraction of non-zero elements per worker, without --workload (default: 0.01)")
     ap.add_argument("--mtu", type=int, default=None,
                     help="MTU of every link; the emulator's words per packet follow from it (default: 9000; with "
-                         "--switch xdp 3506, the largest frame the XDP program takes)")
+                         "the XDP switch anywhere, 3506, the largest frame the XDP program takes)")
     ap.add_argument("--slots", type=int, default=64, help="the job's switch slots (default: 64)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="aggregations per mode; the fastest is reported, all are in the JSON (default: 1)")
@@ -393,7 +395,7 @@ def build_parser() -> OneLineParser:
                          f"{shipped} (default: star)")
     ap.add_argument("--oversubscription", type=float, default=1.0, metavar="R",
                     help="trees: each leaf's uplinks run at hosts x --bw / (R x uplinks) (default: 1)")
-    ap.add_argument("--spine-switch", choices=("emulator", "bmv2"),
+    ap.add_argument("--spine-switch", choices=TARGETS,
                     help="trees: the switches without hosts run this target, --switch the leaves (a mixed tree; "
                          "default: --switch)")
     ap.add_argument("--leaves", choices=("hina", "plain"), default="hina",
@@ -441,10 +443,8 @@ def configure(args) -> tuple:
         raise ValueError("--leaves plain needs a --topology with leaves")
     if fabric is not None and args.ranks_per_host != 1:
         raise ValueError("--ranks-per-host runs on the star (--topology star)")
-    if args.mtu is None:
-        from hina.mininet.hina_net import default_mtu
-
-        args.mtu = default_mtu(args.switch)
+    if args.mtu is None:  # the rate's key names the MTU before the config is made
+        args.mtu = default_mtu(args.switch, args.spine_switch, *(s.target for s in (fabric.switches if fabric else ())))
     args.bw_given = args.bw is not None
     if args.calibrate:  # --bw is the top of the search
         args.link_rate = None

@@ -31,19 +31,19 @@ from pathlib import Path
 from mininet.nodelib import LinuxBridge
 
 from hina.control.config import Member
-from hina.control.fabric import MAX_PORT, Fabric, TreeJob
+from hina.control.fabric import MAX_PORT, TARGETS, Fabric, TreeJob
 from hina.control.topology import BROADCAST_MAC, Host, Topology
 from hina.mininet import hina_net
 from hina.mininet.hina_net import (
     SWITCH,
     SWITCH_IP,
     SWITCH_MAC,
-    Bmv2Switch,
     Experiment,
     ExperimentConfig,
     host_ip,
     host_mac,
 )
+from hina.mininet.targets import default_mtu, take_redirects
 from hina.wire.headers import max_words
 from mininet.topo import Topo
 
@@ -153,7 +153,8 @@ class FabricTopo(Topo):
 @dataclasses.dataclass
 class TreeConfig(ExperimentConfig):
     """An experiment's settings over a fabric: the spines' target (None: `switch`'s) and the
-    oversubscription of the uplinks; with BMv2 anywhere every switch runs K = 32 words."""
+    oversubscription of the uplinks; with BMv2 anywhere every switch runs K = 32 words, with the XDP switch
+    anywhere every link its MTU unless one is given."""
 
     spine_switch: str | None = None
     oversubscription: float = 1.0
@@ -161,8 +162,8 @@ class TreeConfig(ExperimentConfig):
     fabric_targets: tuple[str, ...] = ()  # the targets a fabric file names for its switches (TreeExperiment)
 
     def __post_init__(self) -> None:
-        if self.spine_switch not in (None, "emulator", "bmv2"):
-            raise ValueError(f"spine switch must be emulator or bmv2, got {self.spine_switch!r}")
+        if self.spine_switch not in (None, *TARGETS):
+            raise ValueError(f"spine switch must be emulator, bmv2 or xdp, got {self.spine_switch!r}")
         if self.leaves not in ("hina", "plain"):
             raise ValueError(f"leaves must be hina or plain, got {self.leaves!r}")
         if not 0 < self.oversubscription < float("inf"):
@@ -170,8 +171,12 @@ class TreeConfig(ExperimentConfig):
         super().__post_init__()
 
     @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((self.switch, self.spine_switch or self.switch, *self.fabric_targets)))
+
+    @property
     def words(self) -> int:
-        return 32 if "bmv2" in (self.switch, self.spine_switch, *self.fabric_targets) else max_words(self.mtu)
+        return 32 if "bmv2" in self.targets else max_words(self.mtu)
 
 
 class TreeExperiment(Experiment):
@@ -179,13 +184,15 @@ class TreeExperiment(Experiment):
     a three-tier tree's core, or the roots its file names).
 
     A switch's target: the file's `target`, else cfg.switch for a switch holding hosts and `spine_switch`
-    ("emulator" or "bmv2"; default: cfg.switch) for the others, so that a tree mixes BMv2 and emulator
-    switches."""
+    ("emulator", "bmv2" or "xdp"; default: cfg.switch) for the others, so that a tree mixes BMv2, emulator
+    and XDP switches."""
 
     def __init__(self, cfg: TreeConfig, fabric: Fabric, log=print, run_id: str | None = None):
         targets = tuple(sorted({s.target for s in fabric.switches if s.target}))
         if targets != cfg.fabric_targets:  # K = 32 words on every switch once BMv2 is anywhere
-            cfg = dataclasses.replace(cfg, fabric_targets=targets)
+            # (and an MTU left to its default follows the file's targets: the XDP switch's where it is one)
+            mtu = None if cfg.mtu == default_mtu(*cfg.targets) else cfg.mtu
+            cfg = dataclasses.replace(cfg, fabric_targets=targets, mtu=mtu)
         super().__init__(cfg, log, run_id)
         self.fabric, self.oversubscription = fabric, cfg.oversubscription
         leaves = {h.switch for h in fabric.hosts}
@@ -204,12 +211,9 @@ class TreeExperiment(Experiment):
         uplinks = {}
         for key, rate in uplink_rate(self.fabric, bw=self.cfg.bw, oversubscription=self.oversubscription).items():
             uplinks[key] = {**{k: v for k, v in link.items() if k != "bw"}, **({"bw": rate} if rate else {})}
-        bmv2 = [name for name, kind in self.kinds.items() if kind == "bmv2"]
-        switch_cls = {name: Bmv2Switch for name in bmv2}  # each on gRPC and Thrift ports of its own
-        if any(kind == "emulator" for kind in self.kinds.values()) and self.cfg.switch == "bmv2":
-            emulator = type("TreeEmulatorSwitch", (hina_net.EmulatorSwitch,), {"pipes": 1})
-            switch_cls.update({name: emulator for name, kind in self.kinds.items() if kind == "emulator"})
-        switch_cls.update({name: LinuxBridge for name, kind in self.kinds.items() if kind == "bridge"})
+        # every switch its own kind's class (BMv2 each on gRPC and Thrift ports of its own), a plain leaf a bridge
+        switch_cls = {name: LinuxBridge if kind == "bridge" else self.switch_class(kind)
+                      for name, kind in self.kinds.items()}
         return FabricTopo(fabric=self.fabric, link=link, uplinks=uplinks, per_rank=per_rank, switch_cls=switch_cls,
                           names=self.names)
 
@@ -247,6 +251,7 @@ class TreeExperiment(Experiment):
                 if intf.name != "lo":
                     sw.cmd(f"ip link set dev {intf.name} mtu {cfg.mtu}")
                     sw.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
+        self._take_redirects()
         if cfg.loss and not self.netem:  # netem shapes every link itself; nftables only the hosts'
             self._uplink_loss(cfg.loss)
         if self.cfg.leaves == "plain":
@@ -258,6 +263,15 @@ class TreeExperiment(Experiment):
                 topo = dataclasses.replace(topo, switch_mac=SWITCH_MAC, switch_ip=SWITCH_IP)
             sw.target.configure(topo)
         return topologies[self._roots[0]]
+
+    def _take_redirects(self) -> None:
+        """Every link with an XDP switch at one end: its other end (a host, a bridge, an emulator's or BMv2's
+        port) takes the frames the program redirects (`hina_net.take_redirects`)."""
+        kind = {f"{self.names.switch}{name}": k for name, k in self.kinds.items()}
+        for link in self.net.links:
+            for end, other in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
+                if kind.get(end.node.name) == "xdp" and kind.get(other.node.name) != "xdp":
+                    take_redirects(other.node, other.name)
 
     def _uplink_chains(self) -> dict[str, tuple[str, str, str]]:
         """nftables chain -> (uplink "a-b", direction, the interface whose egress it drops on)."""
@@ -343,15 +357,26 @@ class TreeExperiment(Experiment):
             f"{k} {v['up']:,.0f} B up {v['down']:,.0f} B down" for k, v in run["uplinks"].items()))
         return run
 
+    def unshaped(self) -> list[str]:
+        """The directions of the links between switches that leave an XDP switch ("l1-s1 up": leaf l1's partials
+        up): its redirects skip the port's queue and its egress hooks, so neither the link's rate nor the uplinks'
+        loss reaches them (docs/switch.md)."""
+        return [f"{ln.a}-{ln.b} {way}" for ln in self.fabric.links
+                for end, way in ((ln.a, "up"), (ln.b, "down")) if self.kinds[end] == "xdp"]
+
     def run(self) -> dict:
         for kind in set(self.kinds.values()) - {"bridge"}:
             problem = hina_net.missing_requirements(kind)
             if problem:
                 raise RuntimeError(problem)
+        if self.unshaped():
+            self.log(f"note: what an XDP switch sends skips its port's queue, so neither these uplinks' rates nor "
+                     f"their loss reach it: {', '.join(self.unshaped())}")
         results = super().run()
         results["topology"] = {"fabric": self.fabric.to_config(), "oversubscription": self.oversubscription,
                                "switches": self.kinds, "leaves": self.cfg.leaves, "tiers": self.fabric.tiers(),
                                "roots": list(self._roots), "described": self.fabric.describe(),
+                               "unshaped": self.unshaped(),
                                "uplink_mbps": {f"{a}-{b}": r for (a, b), r in uplink_rate(
                                    self.fabric, bw=self.cfg.bw, oversubscription=self.oversubscription).items()}}
         return results

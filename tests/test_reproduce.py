@@ -353,3 +353,52 @@ def test_the_pages_table_shows_the_campaigns_times_and_names_their_run(monkeypat
     assert "| `make reproduce CLAIM=demo` | about 1m15s |" in row
     assert "Source: `benchmarks/results/campaign.json`, from `python tools/campaign.py --only demo`" in text
     assert "`sudo make reproduce CLAIM=tree-lstm` | not yet timed |" in text
+
+
+# -- --switch xdp: the claims' Mininet steps through the XDP switch ------------------------------------------------
+
+def test_a_step_is_switched_where_it_ran_the_emulator_and_bmv2_stays():
+    """mininet/run.py, compare.py and time_to_accuracy.py steps run the XDP switch wherever the emulator ran (given
+    or by default); BMv2 stays BMv2; a step of another script, or off Mininet, is not switched."""
+    by = {s.name: s for s in campaign.steps()}
+
+    def args(name):
+        return list(reproduce.switched(by[name], "xdp").args)
+
+    assert args("compare-faithful")[-2:] == ["--switch", "xdp"]
+    assert args("tta-4")[-2:] == ["--switch", "xdp"]
+    mixed = args("tree-emulator-leaves-bmv2-spine")
+    assert mixed[mixed.index("--switch") + 1:mixed.index("--switch") + 2] == ["xdp"] and "emulator" not in mixed
+    assert args("tree-bmv2-leaves-emulator-spine").count("xdp") == 1  # the spine; the leaves stay BMv2
+    assert args("tree-bmv2-leafspine214") == list(by["tree-bmv2-leafspine214"].args)  # BMv2 only: as it was
+    assert all(reproduce.switched(by[name], "xdp") is None for name in ("cross-traffic-fair", "switch-bench", "demo"))
+
+
+def test_switch_xdp_refuses_a_claim_it_would_not_change_and_dry_runs_the_switched_commands(capsys, tmp_path):
+    assert reproduce.main(["--switch", "xdp", "demo", "tree-lstm", "--dry-run", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("reproduce.py: --switch xdp: no step of demo runs a hina switch")
+    assert "tree-lstm" in err[0].split("re-runs: ")[1]
+    assert reproduce.main(["--switch", "xdp", "tree-leaves", "--dry-run", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all(line.endswith("--switch xdp") or "--switch xdp " in line for line in lines)
+
+
+def test_switch_xdp_needs_the_xdp_switch_here(monkeypatch, capsys, tmp_path):
+    from hina.emulator.xdp import build
+
+    monkeypatch.setattr(build, "cannot_load", lambda: "needs root (CAP_BPF)")
+    assert reproduce.main(["--switch", "xdp", "tree-leaves", "--out", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err.strip() == ("reproduce.py: --switch xdp: the XDP switch cannot run here: needs "
+                                               "root (CAP_BPF)")
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_switch_claim_holds_the_xdp_switch_against_the_emulator_where_it_ran():
+    rows = [{"switch": "emulator", "pipes": 1, "build": None, "mode": "dense", "exact": True, "xdp_over_best": 0.5,
+             "bmv2_over_best": None, "fidelity": {"verdict": "network-bound"}},
+            {"switch": "xdp", "pipes": 1, "build": None, "mode": "dense", "exact": True,
+             "fidelity": {"verdict": "network-bound"}}]
+    figures = by_name(reproduce.switch_figures({"switch_bench.json": {"rows": rows}}))
+    assert figures["dense: XDP's best round over the one-pipe emulator's"].value == 0.5
+    assert figures["every switch and mode exact"].value is True

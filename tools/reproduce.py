@@ -5,6 +5,7 @@
     python tools/reproduce.py --committed-only         # the committed figures and verdicts; nothing runs
     sudo make reproduce CLAIM=tree-lstm                # the same through make (root for the Mininet claims)
     sudo make reproduce CLAIM=tree-lstm QUOTA=100%     # under a CPU quota of one core's time (--cpu-quota)
+    sudo .venv/bin/python tools/reproduce.py --switch xdp tree-leaves   # through the XDP switch instead
 
 A claim names the steps of tools/campaign.py that measure it, the result files it reads and an
 extractor that pulls its figures from them: ratios measured within one run (hina against dense
@@ -17,8 +18,10 @@ A re-run runs each step as the campaign does, its --out moved from benchmarks/re
 folder (a fresh one under hina.provenance.default_out(), or --out DIR; never benchmarks/results/,
 so no committed figure changes) and every other argument, its inputs included, as it is.  Then, for
 each figure: the committed value, the new one, new / committed, both runs' fidelity verdicts, and
-whether the new one is within the tolerance.  docs/reproduce.md is this registry as a table
-(tools/tables.py renders it from here).
+whether the new one is within the tolerance.  --switch xdp re-runs a claim's Mininet steps through the
+XDP switch wherever they ran the emulator (`switched`), against the same committed figures, which were
+measured through the emulator: a claim that holds whatever the switch holds there too.
+docs/reproduce.md is this registry as a table (tools/tables.py renders it from here).
 
 Before a re-run, each Mininet claim's link rate (its steps' --bw or --bws, in their experiment) is checked
 against the faithful rate this machine holds for that experiment: mininet/run.py's calibration cache, else
@@ -306,12 +309,15 @@ def exact_trees(names: Iterable[str], folder: str) -> Callable[[dict[str, dict]]
 
 
 def switch_figures(results: dict[str, dict]) -> list[Figure]:
+    """Each BMv2 build's and the XDP switch's best round over the one-pipe emulator's, per mode (the XDP switch's
+    where the result has it: benchmarks/switch_bench.py runs it where it loads)."""
     rows = results["switch_bench.json"]["rows"]
     out = []
-    for build, key, label in (("default", "bmv2", "BMv2"), ("fast", "fast", "BMv2 -O3")):
-        bmv2 = {r["mode"]: r for r in rows if r["switch"] == "bmv2" and (r.get("build") or "default") == build}
+    for switch, build, key, label in (("bmv2", "default", "bmv2", "BMv2"), ("bmv2", "fast", "fast", "BMv2 -O3"),
+                                      ("xdp", "default", "xdp", "XDP")):
+        other = {r["mode"]: r for r in rows if (r["switch"], r.get("build") or "default") == (switch, build)}
         out += [Figure(f"{r['mode']}: {label}'s best round over the one-pipe emulator's", r[f"{key}_over_best"],
-                       SWITCHES, verdicts=(verdict("emulator", r), verdict(label, bmv2[r["mode"]])))
+                       SWITCHES, verdicts=(verdict("emulator", r), verdict(label, other[r["mode"]])))
                 for r in rows if r["switch"] == "emulator" and r["pipes"] == 1 and r.get(f"{key}_over_best")]
     return [*out, Figure("every switch and mode exact", all(r["exact"] is True for r in rows), EXACT)]
 
@@ -451,7 +457,8 @@ CLAIMS: dict[str, Claim] = {c.name: c for c in (
           "every link.", tuple(f"tree-{n}" for n in BMV2_NAMES), tuple(f"trees/bmv2/{n}.json" for n in BMV2_NAMES),
           exact_trees(BMV2_NAMES, "trees/bmv2"), page="docs/trees.md"),
     Claim("switch-vs-bmv2", "In one 32-word star with 1% loss, the one-pipe switch emulator's rounds are far "
-          "shorter than BMv2's (simple_switch_grpc, as built and at -O3 without logging), all exact.",
+          "shorter than BMv2's (simple_switch_grpc, as built and at -O3 without logging), the XDP switch's held "
+          "against them where it loads, all exact.",
           ("switch-bench",), ("switch_bench.json",), switch_figures, page="docs/benchmarks.md"),
     Claim("scale-deeplight", "Modelled at 1,024 workers under a 2-tier tree of 100 Gbit/s links: hina auto beats "
           "dense in-network aggregation and the ring on DeepLight and matches dense on the dense presets; the "
@@ -824,6 +831,41 @@ def scratch_step(step: campaign.Step, scratch: Path) -> campaign.Step:
     return dataclasses.replace(step, args=tuple(args), outputs=tuple(str(moved(o, scratch)) for o in step.outputs))
 
 
+# the scripts whose hina switch on Mininet --switch sets (their --switch and --spine-switch flags)
+SWITCHED = ("mininet/run.py", "benchmarks/compare.py", "benchmarks/time_to_accuracy.py")
+
+
+def switched(step: campaign.Step, switch: str) -> campaign.Step | None:
+    """The step through `switch` wherever it ran the emulator: its script's --switch and --spine-switch emulator
+    (given, or --switch by default) become `switch`, BMv2 stays BMv2; None where its script runs no hina switch
+    on Mininet that --switch sets (or the step is not on Mininet)."""
+    if step.group not in ("mininet", "bmv2") or step.args[0] not in SWITCHED:
+        return None
+    args = list(step.args)
+    for i in range(len(args) - 1):
+        if args[i] in ("--switch", "--spine-switch") and args[i + 1] == "emulator":
+            args[i + 1] = switch
+    if "--switch" not in args:
+        args += ["--switch", switch]
+    return dataclasses.replace(step, args=tuple(args))
+
+
+def switch_refusal(claims: list[Claim], switch: str, running: bool = True) -> str | None:
+    """Why --switch `switch` cannot re-run these claims (one line), or None: each claim must have a step it
+    changes, and (`running`: not a dry run) the XDP switch must load here."""
+    if switch == "emulator":
+        return None
+    unswitched = [c.name for c in claims if not any(switched(s, switch) for s in steps_of(c))]
+    if unswitched:
+        able = [c.name for c in CLAIMS.values() if any(switched(s, switch) for s in steps_of(c))]
+        return (f"--switch {switch}: no step of {', '.join(unswitched)} runs a hina switch on Mininet that --switch "
+                f"sets (the claims it re-runs: {', '.join(able)})")
+    from hina.emulator.xdp.build import cannot_load
+
+    why = cannot_load() if running else None
+    return f"--switch {switch}: the XDP switch cannot run here: {why}" if why else None
+
+
 def fresh_scratch() -> Path:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return (provenance.default_out(f"reproduce-{stamp}")).resolve()
@@ -923,10 +965,17 @@ def how_to_run() -> str:
 
 # -- main --------------------------------------------------------------------------------------------------
 
-def run_steps(names: list[str], scratch: Path) -> dict[str, int]:
-    """Run the named campaign steps in order, their outputs moved into `scratch`; each one's exit status if it
-    failed.  Beside each step's time here, the campaign's, and what set both (CPUs, load, CPU seconds)."""
-    by = {s.name: scratch_step(s, scratch) for s in campaign.steps() if s.name in names}
+def rerun_step(step: campaign.Step, scratch: Path, switch: str = "emulator") -> campaign.Step:
+    """The step as a re-run runs it: into `scratch`, through `switch` where the step has a hina switch."""
+    step = scratch_step(step, scratch)
+    return (switched(step, switch) or step) if switch != "emulator" else step
+
+
+def run_steps(names: list[str], scratch: Path, switch: str = "emulator") -> dict[str, int]:
+    """Run the named campaign steps in order, their outputs moved into `scratch` (through `switch`: `rerun_step`);
+    each one's exit status if it failed.  Beside each step's time here, the campaign's, and what set both (CPUs,
+    load, CPU seconds)."""
+    by = {s.name: rerun_step(s, scratch, switch) for s in campaign.steps() if s.name in names}
     times = timings()
     failed: dict[str, int] = {}
     with Progress(len(names), "reproduce") as bar:
@@ -945,9 +994,11 @@ def run_steps(names: list[str], scratch: Path) -> dict[str, int]:
     return failed
 
 
-def judge(claim: Claim, scratch: Path, failed: dict[str, int]) -> list[tuple[str, bool]]:
+def judge(claim: Claim, scratch: Path, failed: dict[str, int], switch: str = "emulator") -> list[tuple[str, bool]]:
     """Print the claim's committed figures beside the re-run's; (figure, reproduced) for each."""
     print(f"\n{claim.name}: {claim.statement}")
+    if switch != "emulator":
+        print(f"  re-run through the {switch} switch where the committed run had the emulator")
     for name in claim.steps:
         if name in failed:
             print(f"  step {name} exited {failed[name]}")
@@ -962,15 +1013,15 @@ def judge(claim: Claim, scratch: Path, failed: dict[str, int]) -> list[tuple[str
     return outcome
 
 
-def run(chosen: list[Claim], scratch: Path, refused: dict[str, str] | None = None) -> int:
-    """Re-run the chosen claims' steps (each once, in the campaign's order) into `scratch`, then compare; the
-    claims `refused` up front (name -> its line) are named in the summary."""
+def run(chosen: list[Claim], scratch: Path, refused: dict[str, str] | None = None, switch: str = "emulator") -> int:
+    """Re-run the chosen claims' steps (each once, in the campaign's order) into `scratch` (through `switch`),
+    then compare; the claims `refused` up front (name -> its line) are named in the summary."""
     refused = refused or {}
     order = [s.name for s in campaign.steps()]
-    failed = run_steps(sorted({n for c in chosen for n in c.steps}, key=order.index), scratch)
+    failed = run_steps(sorted({n for c in chosen for n in c.steps}, key=order.index), scratch, switch)
     results, bad = [], []
     for claim in chosen:
-        outcome = judge(claim, scratch, failed)
+        outcome = judge(claim, scratch, failed, switch)
         results += outcome
         if not all(ok for _, ok in outcome) or any(n in failed for n in claim.steps):
             bad.append(claim.name + " (" + ", ".join(n for n, ok in outcome if not ok) + ")")
@@ -993,6 +1044,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dry-run", action="store_true",
                     help="print the commands a re-run would run and what the cache says of its link rates, and run "
                          "nothing")
+    ap.add_argument("--switch", choices=("emulator", "xdp"), default="emulator",
+                    help="the hina switch the claims' Mininet steps run where the committed runs had the emulator "
+                         "(mininet/run.py's, compare.py's and time_to_accuracy.py's --switch and --spine-switch); "
+                         "the figures are held to the committed ones all the same (default: emulator)")
     ap.add_argument("--out", type=Path, metavar="DIR",
                     help=f"the scratch folder the re-run writes into (default: a fresh reproduce-DATE-TIME folder in "
                          f"{provenance.OUT_RULE}; never benchmarks/results/)")
@@ -1046,12 +1101,12 @@ def refuse(chosen: list[Claim], folder: Path, recalibrate: bool, force: bool) ->
     return refused
 
 
-def dry_run(chosen: list[Claim], scratch: Path) -> None:
-    """The commands a re-run would run, then what the cache says of each link rate (and the calibration a re-run
-    would run first, where it says nothing)."""
+def dry_run(chosen: list[Claim], scratch: Path, switch: str = "emulator") -> None:
+    """The commands a re-run would run (through `switch`), then what the cache says of each link rate (and the
+    calibration a re-run would run first, where it says nothing)."""
     order = [s.name for s in campaign.steps()]
     for name in sorted({n for c in chosen for n in c.steps}, key=order.index):
-        step = scratch_step(next(s for s in campaign.steps() if s.name == name), scratch)
+        step = rerun_step(next(s for s in campaign.steps() if s.name == name), scratch, switch)
         print(f"{name} ({step.group}): {shlex.join(['python', *step.args])}")
     for claim in chosen:
         if rate_drift(claim):
@@ -1098,8 +1153,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reproduce.py: --out {args.out}: a re-run never writes into benchmarks/results/ (the committed "
               "figures)", file=sys.stderr)
         return 2
+    refusal = switch_refusal(chosen, args.switch, running=not args.dry_run)
+    if refusal:
+        print(f"reproduce.py: {refusal}", file=sys.stderr)
+        return 2
     if args.dry_run:
-        dry_run(chosen, scratch)
+        dry_run(chosen, scratch, args.switch)
         return 0
     for claim in chosen:
         why = missing(claim)
@@ -1111,7 +1170,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(refused) == len(chosen):
         print(f"reproduce.py: nothing run: this machine holds less than the link rate of {', '.join(refused)}")
         return 2
-    return run([c for c in chosen if c.name not in refused], scratch, refused)
+    return run([c for c in chosen if c.name not in refused], scratch, refused, args.switch)
 
 
 if __name__ == "__main__":

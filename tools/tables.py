@@ -342,7 +342,8 @@ def switch_bench_block(name: str) -> str:
 
     data = load(name)
     return block(switch_bench.markdown(data["rows"], data.get("bmv2_missing"), data["config"],
-                                       data.get("fast_bmv2_missing")).splitlines(), (name, data))
+                                       data.get("fast_bmv2_missing"), data.get("xdp_missing")).splitlines(),
+                 (name, data))
 
 
 @table("switch-bench")
@@ -1345,7 +1346,7 @@ def tenants_full() -> str:
 
 @table("tenants-star")
 def tenants_star() -> str:
-    """docs/tenants.md: two jobs through one star's switch at once, on the emulator and on BMv2."""
+    """docs/tenants.md: two jobs through one star's switch at once, on the emulator, BMv2 and the XDP switch."""
     name = "tenants.json"
     data = load(name)
     rows = []
@@ -1353,7 +1354,8 @@ def tenants_star() -> str:
         for run in found["runs"]:
             ranges = ", ".join(f"job {j['job_id']} {slot_range(j)}: {run['seconds'][str(j['job_id'])]:.3f} s"
                                for j in run["jobs"])
-            rows.append([{"emulator": "the emulator (raw frames)", "bmv2": "BMv2"}[target], run["mode"], ranges,
+            rows.append([{"emulator": "the emulator (raw frames)", "bmv2": "BMv2", "xdp": "the XDP switch"}[target],
+                         run["mode"], ranges,
                          "yes" if run["exact"] else "NO", short_verdict(run)])
     return block(rows_md(["switch", "mode", "each job's slots and median round", "both exact, every round",
                           "what set the time"], rows), (name, data))

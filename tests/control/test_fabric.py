@@ -274,8 +274,8 @@ FAULTS = [
     ("topology oversubscription", TWO_TIER, lambda c: c.update(oversubscription=-1),
      "topology oversubscription: must be a positive ratio (4 for 4:1), got -1 (or leave it out: --oversubscription)"),
     ("target", TWO_TIER, lambda c: c["switches"][2].update(target="tofino"),
-     "topology switches[2].target: must be emulator or bmv2, got 'tofino' (or leave it out: the run's --switch, "
-     "--spine-switch above the leaves)"),
+     "topology switches[2].target: must be emulator, bmv2 or xdp, got 'tofino' (or leave it out: the run's "
+     "--switch, --spine-switch above the leaves)"),
     ("mac", TWO_TIER, lambda c: c["switches"][0].update(mac="zz"),
      "topology switches[0].mac: must be a MAC address such as 02:00:00:00:10:01, got 'zz' (or leave it out: one "
      "is given by position)"),

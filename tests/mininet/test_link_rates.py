@@ -203,6 +203,19 @@ def test_compare_takes_its_rates_from_the_same_cache(cache):
     assert compare.parse_args(["--workers", "4"]).link_rate.how == "default"  # 4 workers: not calibrated
 
 
+def test_the_xdp_switch_has_rates_of_its_own_that_compare_finds_under_its_switch_and_mtu(cache):
+    """A rate calibrated through the XDP switch (its key: the switch, MTU 3506) is the one compare.py --switch xdp
+    takes; the emulator's runs keep theirs."""
+    from hina.benchmarks import compare
+
+    xdp = run.rate_key(8, switch="xdp", mtu=3506)
+    assert run.calibrate_command(xdp) == f"{run.CALIBRATE_HOW} --workers 8 --switch xdp --mtu 3506 --rounds 2"
+    run.record_calibration(found(1201.0), xdp)
+    args = compare.parse_args(["--switch", "xdp"])
+    assert (args.bws, args.link_rate.how, args.mtu) == ([600.0], "calibrated", 3506)
+    assert compare.parse_args([]).link_rate.how == "default"  # the emulator's star: not calibrated
+
+
 def _mininet_missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root"

@@ -101,8 +101,9 @@ def test_a_bad_flag_is_one_line_naming_the_value_and_status_2_before_any_network
 
 
 def test_switch_bench_runs_each_switch_and_says_why_bmv2_is_missing(tmp_path):
-    """benchmarks/switch_bench.py: one star per switch (the emulator at P = 1 and 2, BMv2 and its -O3 build
-    where installed), rows exact, ratios against each BMv2 build only where it ran."""
+    """benchmarks/switch_bench.py: one star per switch (the emulator at P = 1 and 2, the XDP switch where it
+    loads, BMv2 and its -O3 build where installed), rows exact, ratios against each only where it ran, and the
+    switch's CPU per frame: the XDP switch's its programs' run time, which no process shows."""
     bench = Path(hina_net.__file__).resolve().parent.parent / "benchmarks" / "switch_bench.py"
     out = subprocess.run([sys.executable, str(bench), "--pipes", "1", "2", "--rounds", "2", "--modes", "dense",
                           "--length", "20000", "--mtu", "1500", "--loss", "0", "--out", str(tmp_path)],
@@ -113,15 +114,19 @@ def test_switch_bench_runs_each_switch_and_says_why_bmv2_is_missing(tmp_path):
     assert [(r["switch"], r["pipes"], r["mode"]) for r in rows if r["switch"] == "emulator"] == [
         ("emulator", 1, "dense"), ("emulator", 2, "dense")]
     assert all(r["exact"] and len(r["rounds"]) == 2 and r["best"] <= r["median"] for r in rows), rows
-    for build, key, missing in (("default", "bmv2", "bmv2_missing"), ("fast", "fast", "fast_bmv2_missing")):
-        bmv2 = [r for r in rows if r["switch"] == "bmv2" and r["build"] == build]
+    for switch, build, key, missing, label in (("bmv2", "default", "bmv2", "bmv2_missing", "BMv2"),
+                                               ("bmv2", "fast", "fast", "fast_bmv2_missing", "BMv2 -O3"),
+                                               ("xdp", None, "xdp", "xdp_missing", "The XDP switch")):
+        other = [r for r in rows if r["switch"] == switch and r["build"] == build]
         if report[missing]:
-            assert not bmv2 and all(r[f"{key}_over_best"] is None for r in rows)
-            label = "BMv2 -O3" if build == "fast" else "BMv2"
+            assert not other and all(r[f"{key}_over_best"] is None for r in rows)
             assert f"{label} not measured: {report[missing]}" in (tmp_path / "switch_bench.md").read_text()
         else:
-            assert len(bmv2) == 1 and all(r[f"{key}_over_best"] == bmv2[0]["best"] / r["best"]
-                                          for r in rows if r["switch"] == "emulator")
+            assert len(other) == 1 and all(r[f"{key}_over_best"] == other[0]["best"] / r["best"]
+                                           for r in rows if r["switch"] == "emulator")
+    # every switch's CPU is accounted (a process's in clock ticks, the XDP programs' in nanoseconds)
+    assert all(r["switch_us_per_frame"] is not None for r in rows if r["switch"] == "emulator"), rows
+    assert all(r["switch_us_per_frame"] > 0 for r in rows if r["switch"] == "xdp"), rows
     assert not leftovers()
 
 
