@@ -45,11 +45,48 @@ def run_case(flags: list[str], out: Path) -> dict:
     return json.loads((out / "case.json").read_text())
 
 
+def duplicates(results: dict) -> int:
+    """The repeats BMv2 dropped as duplicates over the whole experiment (its counters only grow): the star's,
+    or every switch's of a tree, after the last run."""
+    switches = results["runs"][-1].get("switches") or {"star": results["counters"]}
+    return sum(c["drops"].get("duplicate", 0) for c in switches.values())
+
+
+def bmv2_share(round_: dict) -> float | None:
+    """The share of a core BMv2 had in a round, where the fidelity monitor measured it."""
+    shares = [v for k, v in round_.get("fidelity", {}).get("cpu", {}).items() if k.startswith("simple_switch")]
+    return max(shares) if shares else None
+
+
+STARVED = 0.5  # of a core: BMv2 had less in a round while every core of the machine was busy (0.6-1 when it has one)
+
+
+def starved(round_: dict) -> bool:
+    """Whether BMv2 was starved in a round: under STARVED of a core with the machine's cores all busy (other work
+    on a shared machine).  Such a round lasts as long as the CPU it was denied, and says nothing of the sender."""
+    share, fidelity = bmv2_share(round_), round_.get("fidelity", {})
+    busy = fidelity.get("machine_cores_busy", 0) >= fidelity.get("cpus", 1) - 0.1
+    return share is not None and share < STARVED and busy
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_round_exact_and_within_3x_of_the_fastest(case, tmp_path, p4_build):
+    """Ten rounds (of each mode), all exact, under 60 s, the slowest within 3x of the fastest, and the repeats
+    BMv2 dropped a small share of the frames the workers sent (about 1% without loss, 4-6% with 1% on every
+    link; the spine whose rounds crawled dropped about 630 a second).  BMv2's rounds last as long as its CPU
+    time allows: a round in which other work on the machine starved it (`starved`) is not compared, and where
+    half the rounds were starved the case is skipped, saying so."""
     results = run_case(CASES[case], tmp_path)
     for run in results["runs"]:
         seconds = [r["seconds"] for r in run["rounds"]]
         assert len(seconds) == ROUNDS and run["exact"], (run["mode"], run.get("errors"))
         assert all(r["exact"] and not r["errors"] for r in run["rounds"]), run["mode"]
-        assert max(seconds) <= 3 * min(seconds) and max(seconds) < 60, (run["mode"], seconds)
+        assert max(seconds) < 60, (run["mode"], seconds)
+        shares = [bmv2_share(r) for r in run["rounds"]]
+        judged = [s for s, r in zip(seconds, run["rounds"]) if not starved(r)]
+        if len(judged) < ROUNDS // 2:
+            pytest.skip(f"{run['mode']}: BMv2 starved of CPU in {ROUNDS - len(judged)} of {ROUNDS} rounds (its "
+                        f"share of a core {shares}): too busy a machine to compare rounds")
+        assert max(judged) <= 3 * min(judged), (run["mode"], seconds, shares)
+    frames = sum(r["frames"] for run in results["runs"] for r in run["rounds"])
+    assert duplicates(results) < 0.1 * frames, (duplicates(results), frames)
