@@ -21,6 +21,8 @@ import json
 import socket
 import sys
 
+import numpy as np
+
 from hina.wire import sockio
 from hina.wire.sockio import SOCKET_BUFFER, set_buffers
 
@@ -55,6 +57,7 @@ class UdpSwitch(SwitchServer):
         if self.batch:
             warm(batch=True)  # compiled before the first datagram waits on it
         self._batches: dict[socket.socket, sockio.BatchSocket] = {}  # per data socket, made where it is served
+        self._names: dict[tuple[str, int], np.ndarray | None] = {}  # each destination's sockaddr_in (`_sockaddr`)
         try:
             if pipes == 1:
                 self._data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -102,10 +105,16 @@ class UdpSwitch(SwitchServer):
                     except OSError:
                         self.tx_errors += 1  # e.g. a worker gone: its port refuses; the others carry on
 
-    def _drain_batched(self, sock: socket.socket) -> None:
+    def _batch_io(self, sock: socket.socket) -> sockio.BatchSocket:
+        """The receive buffers and transmit ring of a data socket, made in the process that serves it (a
+        pipe's, after the fork)."""
         io = self._batches.get(sock)
-        if io is None:  # made in the process that serves the socket (a pipe's, after the fork)
+        if io is None:
             io = self._batches[sock] = sockio.BatchSocket(sock, entry_bytes=_MAX_DATAGRAM)
+        return io
+
+    def _drain_batched(self, sock: socket.socket) -> None:
+        io = self._batch_io(sock)
         p = self.pipeline
         clock, spent = self.clock, self.profile
         for _ in range(_BATCH // io.entries):
@@ -123,12 +132,11 @@ class UdpSwitch(SwitchServer):
                                               io.tx_address, io.tx_capacity)
                 t2 = clock()
                 spent["rules"] += t2 - t1
-                if messages:
-                    self.tx_errors += io.send(messages)
-                    spent["sent"] += messages
+                self._sent(io, messages)
                 t1 = clock()
                 spent["send"] += t1 - t2
             spent["received"] += n
+            spent["receives"] += n > 0
             if n < io.entries:
                 return
 
@@ -152,6 +160,24 @@ class UdpSwitch(SwitchServer):
             self._data.sendto(frame, dest)
         except OSError:
             self.tx_errors += 1  # e.g. a worker gone: its port refuses; the others carry on
+
+    def _send_all(self, frames: list[tuple[bytes, tuple[str, int]]]) -> None:
+        """The impaired path's outputs with one sendmmsg where the socket batches; a member named by a host
+        name, which has no sockaddr_in here, by a sendto of its own."""
+        if not self.batch:
+            return super()._send_all(frames)
+        self._send_ring(self._batch_io(self._data), frames, self._sockaddr)
+
+    def _sockaddr(self, dest: tuple[str, int]) -> np.ndarray | None:
+        """dest's sockaddr_in (kept), or None where its host is not a dotted IPv4 address."""
+        name = self._names.get(dest, False)
+        if name is False:
+            try:
+                name = np.frombuffer(sockio.sockaddr_in(*dest), np.uint8)
+            except (OSError, TypeError, ValueError):
+                name = None
+            self._names[dest] = name
+        return name
 
 
 def announce(switch: SwitchServer, stream=sys.stdout, **extra) -> None:

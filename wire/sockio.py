@@ -194,7 +194,8 @@ class BatchSocket:
         self.tx_names_array = np.frombuffer(self._tx_names, np.uint8).reshape(tx_messages, name_bytes)
         self.tx_iov = np.frombuffer(self._tx_iov, np.uint64)
         self.tx_address = _address(self._tx)
-        self.sent = self.failed = self.received = self.receives = 0
+        # messages sent and refused, datagrams received; recvmmsg calls (`receives`) and sendmmsg calls (`sends`)
+        self.sent = self.failed = self.received = self.receives = self.sends = 0
         self.segment = 0  # with UDP_SEGMENT on the socket: the bytes of every datagram a message holds but its last
         self.segments = 0  # the most datagrams one such message holds
         self.refused = 0  # receives that found ICMP port unreachable: nothing listens where the socket sends
@@ -245,6 +246,7 @@ class BatchSocket:
         i = failed = 0
         while i < count:
             r = self._sendmmsg(self.fd, self._tx_msgs_at + i * _MMSG, count - i, 0)
+            self.sends += 1
             if r > 0:
                 i += r
                 continue
