@@ -264,10 +264,13 @@ def _loopback_worker(cfg, rank: int, data: tuple[str, int], conn, pace: float) -
             conn.send("prepared")
             out = np.zeros(grad.size, np.int32)
             io = worker.batch_io
+
+            def counts():  # an older checkout's sockets may lack a count: 0
+                return [getattr(io, name, 0) for name in ("receives", "received", "sends", "sent")]
             while conn.recv() == "go":
-                before = (io.receives, io.received, io.sends, io.sent)
+                before = counts()
                 report = timed_aggregate(worker, cfg.params, grad, out=out)
-                report["io"] = [a - b for a, b in zip((io.receives, io.received, io.sends, io.sent), before)]
+                report["io"] = [a - b for a, b in zip(counts(), before)]
                 conn.send(report)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the run naming it
         conn.send(f"{type(exc).__name__}: {exc}")
