@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 # the workers' parts, the switch's, the kernel's and the harness's, in the order the bars stack them
 PARTS = ("worker codec", "worker rules", "worker send", "worker receive", "worker rest", "switch receive",
          "switch rules", "switch send", "switch rest", "kernel softirq", "kernel other", "harness")
@@ -280,6 +282,161 @@ def plot(result: dict[str, Any], path: Path) -> bool:
     return True
 
 
+# -- the same star on loopback: the workers' and the emulator's own CPU, no Mininet --------------------------
+# the parts a loopback run splits: the workers' (their wait in select apart from the rest) and the emulator's;
+# the kernel's packet work runs in the processes' own system calls here (loopback has no device queue of its own)
+LOOPBACK_PARTS = ("worker codec", "worker rules", "worker send", "worker receive", "worker wait", "worker rest",
+                  "switch receive", "switch rules", "switch send", "switch rest")
+
+
+def _loopback_worker(cfg, rank: int, data: tuple[str, int], conn, pace: float) -> None:
+    """One worker process of `loopback_runs`: its kernels, its socket, then each round on "go", its report."""
+    from hina.host.agent import Worker, load_kernels
+    from hina.host.congestion_settings import CongestionSettings
+    from hina.host.demo import timed_aggregate
+    from hina.host.transport import UdpTransport
+
+    try:
+        load_kernels()
+        grad = cfg.gradient(rank)
+        with UdpTransport(data, segment_offload=True) as transport:
+            conn.send(transport.address)
+            if conn.recv() != "prepare":
+                return
+            worker = Worker(transport, cfg.job, rank, deadline=cfg.deadline,
+                            congestion=CongestionSettings(pace_mbps=pace))
+            worker.prepare(cfg.params, grad)
+            conn.send("prepared")
+            out = np.zeros(grad.size, np.int32)
+            io = worker.batch_io
+
+            def counts():  # an older checkout's sockets may lack a count: 0
+                return [getattr(io, name, 0) for name in ("receives", "received", "sends", "sent")]
+            while conn.recv() == "go":
+                before = counts()
+                report = timed_aggregate(worker, cfg.params, grad, out=out)
+                report["io"] = [a - b for a, b in zip(counts(), before)]
+                conn.send(report)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the run naming it
+        conn.send(f"{type(exc).__name__}: {exc}")
+
+
+def loopback_budget(reports: list[dict[str, Any]], switch: dict[str, float]) -> dict[str, Any]:
+    """One round on loopback: CPU seconds by part (`LOOPBACK_PARTS`) from the workers' reports
+    (`timed_aggregate`'s, with their sockets' counts) and the emulator's profile over the round; the
+    megabytes the workers sent; the system calls that moved them."""
+    wire = sum(r["wire_bytes"] for r in reports) / MB
+    prof = {k: sum(r["profile"].get(k, 0.0) for r in reports) for k in ("codec", "rules", "send", "recv", "wait",
+                                                                        "cpu_user", "cpu_system")}
+    worker_cpu = prof["cpu_user"] + prof["cpu_system"]
+    parts = {"worker codec": prof["codec"], "worker rules": prof["rules"], "worker send": prof["send"],
+             "worker receive": prof["recv"], "worker wait": prof["wait"]}
+    parts["worker rest"] = max(worker_cpu - sum(parts.values()), 0.0)
+    switch_cpu = switch.get("cpu_user", 0.0) + switch.get("cpu_system", 0.0)
+    mine = {"switch receive": switch.get("recv", 0.0), "switch rules": switch.get("rules", 0.0),
+            "switch send": switch.get("send", 0.0)}
+    parts.update(mine, **{"switch rest": max(switch_cpu - sum(mine.values()), 0.0)})
+    reads, datagrams, sends, messages = (sum(r["io"][k] for r in reports) for k in range(4))
+    return {"seconds": max(r["seconds"] for r in reports), "wire_mb": wire,
+            "frames": sum(r["frames"] for r in reports), "retransmissions": sum(r["retransmissions"] for r in reports),
+            "timeouts": sum(r["timeouts"] for r in reports), "exact": len({r["digest"] for r in reports}) == 1,
+            "cpu_seconds": parts, "ms_per_mb": {k: 1000 * v / wire for k, v in parts.items()},
+            "worker_system_ms_per_mb": 1000 * prof["cpu_system"] / wire,
+            "syscalls": {"worker recvmmsg": reads, "worker datagrams": datagrams, "worker sendmmsg": sends,
+                         "worker messages": messages, "worker frames": sum(r["frames"] for r in reports),
+                         "switch recvmmsg": switch.get("receives", 0), "switch datagrams": switch.get("received", 0),
+                         "switch sendmmsg": switch.get("sends", 0), "switch messages": switch.get("sent", 0)}}
+
+
+def loopback_runs(workers: int, bw: float, modes: list[str], length: int, density: float, rounds: int,
+                  log) -> list[dict[str, Any]]:
+    """The star on loopback, mode by mode: `python -m hina.emulator` and `workers` worker processes, each
+    pacing new chunks at `bw` Mbit/s (as a worker behind a link of that rate does), every round started
+    together; each round's budget (`loopback_budget`), the emulator's profile read through its control
+    port before and after.  The worker processes are forked from this one, so that this file, run with an
+    older checkout's package, measures that checkout the same way."""
+    import multiprocessing as mp
+
+    from hina.control.client import ControlClient
+    from hina.control.config import Member
+    from hina.host.demo import DemoConfig, start_switch, stop
+
+    out = []
+    for mode in modes:
+        cfg = DemoConfig(workers=workers, length=length, density=density, mode=mode, rounds=rounds)
+        switch, where = start_switch(cfg, warn=log)
+        ctx = mp.get_context("fork")  # nothing runs in this process but the parent's loop: no thread to lose
+        conns, procs = [], []
+        try:
+            for rank in range(workers):
+                mine, theirs = ctx.Pipe()
+                proc = ctx.Process(target=_loopback_worker, args=(cfg, rank, tuple(where["data"]), theirs, bw),
+                                   daemon=True)
+                proc.start()
+                conns.append(mine)
+                procs.append(proc)
+            members = [Member(rank, tuple(_expect(conn, rank))) for rank, conn in enumerate(conns)]
+            with ControlClient(tuple(where["control"])) as ctl:
+                ctl.add_job(cfg.job.switch_config(workers, members))
+                for conn in conns:
+                    conn.send("prepare")
+                for rank, conn in enumerate(conns):
+                    _expect(conn, rank)
+                rows = []
+                for _ in range(rounds):
+                    before = ctl.counters().get("profile", {})
+                    for conn in conns:
+                        conn.send("go")
+                    reports = [_expect(conn, rank) for rank, conn in enumerate(conns)]
+                    after = ctl.counters().get("profile", {})
+                    rows.append(loopback_budget(reports, {k: v - before.get(k, 0) for k, v in after.items()}))
+                for conn in conns:
+                    conn.send("stop")
+                ctl.shutdown()
+        finally:
+            stop(procs, switch)
+        steady = rows[1:] or rows
+        best = min(steady, key=lambda r: sum(r["ms_per_mb"].values()))
+        log(f"loopback at {bw:g} Mbit/s, {mode}: {sum(best['ms_per_mb'].values()):.2f} ms of CPU per MB")
+        out.append({"mode": mode, "mbps": bw, "exact": all(r["exact"] for r in rows), **best, "rounds": rows})
+    return out
+
+
+def _expect(conn, rank: int, timeout: float = 600.0):
+    """A loopback worker's next message; its error, or its silence, fails the run."""
+    if not conn.poll(timeout):
+        raise RuntimeError(f"worker {rank} said nothing for {timeout:g} s")
+    message = conn.recv()
+    if isinstance(message, str) and message != "prepared":
+        raise RuntimeError(f"worker {rank}: {message}")
+    return message
+
+
+def loopback_markdown(result: dict[str, Any]) -> list[str]:
+    """The loopback budget's table: per rate and mode, the CPU milliseconds per MB by part, and the system calls
+    that moved the frames (datagrams a read, messages a send)."""
+    cfg = result["config"]
+    lines = [f"{cfg['workers']} workers and the emulator on loopback, {cfg['length']:,} elements at "
+             f"{cfg['density']:.0%} per worker, each worker pacing at the link rate; the round of rounds "
+             f"2-{cfg['rounds']} with the least CPU; CPU milliseconds per MB the workers sent, by part.", "",
+             "| link | mode | seconds | workers (codec, rules, send, receive, wait, rest) | of it, system | "
+             "switch (receive, rules, send, rest) | total | worker: datagrams a read, frames a send | "
+             "switch: datagrams a read, messages a send |", "|---" * 9 + "|"]
+    for r in sorted(result["loopback"], key=lambda r: (r["mbps"], ["dense", "auto"].index(r["mode"]))):
+        ms, n = r["ms_per_mb"], r["syscalls"]
+        cell = {who: f"{sum(ms[p] for p in LOOPBACK_PARTS if p.startswith(who)):.2f} ("
+                + ", ".join(f"{ms[p]:.2f}" for p in LOOPBACK_PARTS if p.startswith(who)) + ")"
+                for who in ("worker", "switch")}
+
+        def per(a: str, b: str) -> str:
+            return f"{n[a] / n[b]:.1f}" if n[b] else "-"
+        lines.append(f"| {r['mbps']:g} Mbit/s | {r['mode']} | {r['seconds']:.3f} | {cell['worker']} | "
+                     f"{r['worker_system_ms_per_mb']:.2f} | {cell['switch']} | {sum(ms.values()):.2f} | "
+                     f"{per('worker datagrams', 'worker recvmmsg')}, {per('worker frames', 'worker sendmmsg')} | "
+                     f"{per('switch datagrams', 'switch recvmmsg')}, {per('switch messages', 'switch sendmmsg')} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     from hina.cliargs import OneLineParser, between, fraction, positive
     from hina.provenance import command_line, default_out, out_help, out_path, write_result
@@ -299,8 +456,16 @@ def main(argv: list[str] | None = None) -> int:
                          "and pacing; the XDP switch's frame by frame, paced)")
     ap.add_argument("--ceiling-seconds", type=positive, default=3.0, help="seconds of iperf3 per protocol and rate")
     ap.add_argument("--no-ceiling", action="store_true", help="leave out the iperf3 measurement")
-    ap.add_argument("--out", type=out_path, default=default_out("budget.json"), help=out_help("budget.json"))
+    ap.add_argument("--loopback", action="store_true",
+                    help="the star on loopback instead of Mininet (no root): the workers' and the emulator's CPU "
+                         "per MB by part, and the system calls that moved the frames")
+    ap.add_argument("--out", type=out_path, default=None,
+                    help=out_help("budget.json (budget_loopback.json with --loopback)"))
     args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = default_out("budget_loopback.json" if args.loopback else "budget.json")
+    if args.loopback:
+        return loopback_main(args, argv)
     try:
         paths = [(switch, v) for switch in dict.fromkeys(args.switches) for v in variants_for(switch, args.variants)]
     except ValueError as exc:
@@ -342,6 +507,29 @@ def main(argv: list[str] | None = None) -> int:
     png = args.out.with_suffix(".png")
     print("\n".join(markdown(result)))
     print(f"wrote {args.out}" + (f" and {png}" if plot(result, png) else " (no PNG: matplotlib is missing)"))
+    return 0 if all(r["exact"] for r in rows) else 1
+
+
+def loopback_main(args, argv: list[str] | None) -> int:
+    """`--loopback`: every rate and mode on loopback; the JSON and the table."""
+    from hina import kernels
+    from hina.progress import Progress
+    from hina.provenance import command_line, write_result
+
+    os.environ["HINA_PROFILE"] = "1"  # the workers and the emulator keep their profiles (they inherit it)
+    kernels.compile_all()  # before any process that a round's limits would count
+    rows = []
+    with Progress(len(args.bws), "budget on loopback") as bar:
+        for bw in args.bws:
+            bar.start(f"loopback at {bw:g} Mbit/s")
+            rows += loopback_runs(args.workers, bw, args.modes, args.length, args.density, args.rounds, bar.print)
+            bar.done()
+    result = {"config": {"workers": args.workers, "bws": args.bws, "modes": args.modes, "length": args.length,
+                         "density": args.density, "rounds": args.rounds}, "parts": LOOPBACK_PARTS,
+              "loopback": rows}
+    write_result(args.out, result, command_line("benchmarks/budget.py", argv))
+    print("\n".join(loopback_markdown(result)))
+    print(f"wrote {args.out}")
     return 0 if all(r["exact"] for r in rows) else 1
 
 

@@ -8,8 +8,9 @@ ways of feeding it:
 - `receive`: one RESULT (bytes) in, a list of frames (bytes) out: the
   sans-I/O API, which the per-frame transports (raw frames, in-process) use;
 - `take`: 64 RESULTs per call from a receive buffer laid out as `recvmmsg`
-  fills it, the frames written into the ring `sendmmsg` sends from: what
-  `Worker` does on a `UdpTransport`;
+  fills it, the frames written into the ring `sendmmsg` sends from: the
+  rules `Worker` runs on a `UdpTransport` (its `step` runs the timers in the
+  same compiled call);
 - a memory copy of the same bytes (every RESULT into the answers, every
   UPDATE out of the payload), as the floor: `take` is reported against it.
 

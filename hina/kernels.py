@@ -67,7 +67,8 @@ GROUPS = {
     # compiled on first call: the module's warm-up drives every kernel.  Each names the modules whose constants
     # or inlined helpers its kernels compile in, down to the codec's codes the header takes (a test holds this)
     "sender": Group("hina.host", ("sendplane", "congestion_rules"),
-                    ("hina.wire.headers", "hina.wire.frames", "hina.wire.compiled", *_WIRE_CODES),
+                    ("hina.wire.headers", "hina.wire.frames", "hina.wire.compiled", "hina.wire.offload",
+                     *_WIRE_CODES),
                     "hina.host.window:warm", "the sender's"),
     "switch": Group("hina.emulator", ("controls", "batch"),
                     ("hina.emulator.registers", "hina.wire.headers", "hina.wire.frames", "hina.wire.compiled",

@@ -30,6 +30,7 @@ from hina.codec.ops import Op
 from hina.wire.headers import MAX_WORKERS
 
 from . import clock
+from . import sendplane as sp
 from .congestion import CongestionWindow
 from .congestion_settings import CongestionSettings
 from .job import JobSpec
@@ -313,55 +314,57 @@ class Worker:
 
     @staticmethod
     def _batched(xfer: PhaseTransfer, io, first: FirstExchange | None = None, profile=None, clock=_no_clock) -> None:
-        """The transfer's loop on a `BatchSocket`: each recvmmsg's RESULTs taken in one compiled call,
-        whatever they (and the timers) let out sent with one sendmmsg.  `profile` sums the CPU seconds spent
-        receiving, waiting, in the compiled rules and sending (`Worker.profile`) as `clock` tells them."""
-        rx, lengths, entry_bytes, fd = io.rx_array, io.rx_lengths, io.entry_bytes, io.fd
+        """The transfer's loop on a `BatchSocket`: each recvmmsg's RESULTs and the timers in one compiled call
+        (`PhaseTransfer.step`), whatever they let out sent with one sendmmsg (merged for segmentation offload
+        in the same call): Python's part of a batch is three calls, whatever the batch holds.  Once a
+        receive has emptied the socket the loop waits for the next datagram (or the next timer) in select
+        before it reads again, rather than trying an empty read first: a wake-up costs two system calls, not
+        three.  `profile` sums the CPU seconds spent receiving, waiting, in the compiled rules and sending
+        (`Worker.profile`) as `clock` tells them."""
+        rx, lengths, entry_bytes, entries, fd = io.rx_array, io.rx_lengths, io.entry_bytes, io.entries, io.fd
+        segment, limit = io.segment, io.segments
         spent = profile if profile is not None else collections.Counter()
-        send = io.send  # with segmentation offload, it sends the ring's frames as few messages
+        send, step = io.send, xfer.step
         t = clock()
         m = xfer.start_into(time.monotonic())
         t1 = clock()
         spent["rules"] += t1 - t
         if m:
             send(m)
-        spent["send"] += clock() - t1
-        while not xfer.done:
-            t = clock()
-            n = io.recv()
-            t1 = clock()
-            spent["recv"] += t1 - t
-            if n == 0:
-                wait = xfer.next_timer() - time.monotonic()
-                if wait > 0 and select.select((fd,), (), (), wait)[0]:
-                    t2 = clock()
-                    spent["wait"] += t2 - t1
-                    n = io.recv()
-                    t1 = clock()
-                    spent["recv"] += t1 - t2
-                else:
-                    t2 = clock()
-                    spent["wait"] += t2 - t1
-                    t1 = t2
+        timer = xfer.next_timer()
+        status = sp.DONE if xfer.done else sp.OK
+        drained = True  # nothing came yet: wait for it
+        t = clock()
+        spent["send"] += t - t1
+        while status != sp.DONE:
+            t1 = t
+            ready = True
+            if drained:  # wait for a datagram, or until a timer is due (then read what came, if anything)
+                wait = timer - time.monotonic()
+                ready = wait <= 0 or bool(select.select((fd,), (), (), wait)[0])
+                t1 = clock()
+                spent["wait"] += t1 - t
+            n = 0
+            if ready:
+                t = t1
+                n = io.recv()
+                drained = n < entries
+                t1 = clock()
+                spent["recv"] += t1 - t
             now = time.monotonic()
             if first is not None:  # the first exchange only: the rest never pays for it
                 first.heard_batch(rx, lengths, entry_bytes, n)
                 first.check(now)
             sending = 0.0
-            i, m = xfer.take(rx, entry_bytes, lengths, 0, n, now)
-            while i < n:  # the ring filled up: send it and take the rest
+            i, m, status, timer = step(rx, entry_bytes, lengths, 0, n, now, segment, limit)
+            while status == sp.FULL:  # the ring filled up: send it and go on
                 t2 = clock()
-                send(m)
+                send(m, True)
                 sending += clock() - t2
-                i, m = xfer.take(rx, entry_bytes, lengths, i, n, now)
-            if not xfer.room(m):
-                t2 = clock()
-                send(m)
-                sending += clock() - t2
-                m = 0
-            m = xfer.poll_into(now, m)
+                i, m, status, timer = step(rx, entry_bytes, lengths, i, n, now, segment, limit)
             t2 = clock()
             spent["rules"] += t2 - t1 - sending
             if m:
-                send(m)
-            spent["send"] += sending + clock() - t2
+                send(m, True)
+            t = clock()
+            spent["send"] += sending + t - t2

@@ -15,6 +15,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -111,14 +112,14 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
     """Aggregate once and report what an orchestrator needs: a digest of the result and the costs."""
     before = worker.stats.copy()  # the worker's counters run over its whole life: report this round's
     spent = worker.profile.copy()
-    cpu = os.times()
+    cpu = resource.getrusage(resource.RUSAGE_SELF)  # microseconds (os.times counts clock ticks: 10 ms)
     start = time.perf_counter()
     result = worker.aggregate(params, grad, out=out)
     seconds = time.perf_counter() - start
-    cpu_after = os.times()
+    cpu_after = resource.getrusage(resource.RUSAGE_SELF)
     stats = worker.stats - before
     profile = {k: v - spent.get(k, 0.0) for k, v in worker.profile.items()}
-    profile.update(cpu_user=cpu_after.user - cpu.user, cpu_system=cpu_after.system - cpu.system)
+    profile.update(cpu_user=cpu_after.ru_utime - cpu.ru_utime, cpu_system=cpu_after.ru_stime - cpu.ru_stime)
     return {
         "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": stats["bytes"],
         "frames": stats["frames"], "retransmissions": stats["retransmissions"],

@@ -63,6 +63,7 @@ from hina.wire.headers import (
     Flags,
     MsgType,
 )
+from hina.wire.offload import coalesce
 
 from .congestion_rules import WINDOW, crossing, pace_release, pace_sent, window_expired, window_loss, window_result
 
@@ -129,8 +130,9 @@ STATS = np.dtype([(name, np.int64) for name in ("frames", "bytes", "retransmissi
                                                  "timeouts", "spurious_resends", "ignored", "probes",
                                                  "pending", "asked")])
 
-# what a call reports besides its frames
-OK, STALE_RUN, DEADLINE = 0, 1, 2
+# what a call reports besides its frames; `step` adds FULL (the ring filled: send it, then call again from the
+# entry it returned) and DONE (every chunk answered)
+OK, STALE_RUN, DEADLINE, FULL, DONE = 0, 1, 2, 3, 4
 NO_SLOT = -1
 HOLD_ASKS = 8  # a held chunk asks the switch again at least this many times before its deadline
 
@@ -694,6 +696,30 @@ def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats
 
 
 @njit(cache=True)
+def step(t, r, cw, rack, version, chunks, wire, answers, fl, rx, entry_bytes, lengths, start, n, now, tx, iov, m,
+         base, capacity, segment, limit, stats):
+    """A received batch's whole work, in one call from Python: entries start..n-1 taken (`take`: each RESULT
+    checked, matched to its chunk, its words copied into the answers, the rules run), then the timers (`poll`),
+    every frame they let out written into the ring; with `segment` > 0 the ring's messages then merged into
+    runs of up to `limit` frames for UDP segmentation offload (`offload.coalesce`).  Returns (next entry,
+    messages, status, the next timer): FULL when the ring has no room for what the next entry or `poll` may
+    let out (send the messages and call again from the entry returned, with m = 0); DONE once every chunk is
+    answered; else what `take` or `poll` said (OK, STALE_RUN, DEADLINE)."""
+    i, m, status = take(t, r, cw, rack, version, chunks, wire, answers, fl, rx, entry_bytes, lengths, start, n,
+                        now, tx, iov, m, base, capacity, stats)
+    if status == OK:
+        if t.received == t.chunks:
+            status = DONE
+        elif i < n or m + burst(t.slots) > capacity:
+            status = FULL
+        else:
+            m, status = poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats)
+    if segment > 0 and m > 1:
+        m = coalesce(iov, m, segment, limit)
+    return i, m, status, next_timer(t)
+
+
+@njit(cache=True)
 def next_timer(t):
     """When `poll` has something to do next: a timeout, RACK's timer, the tail probe, chunks the pacer
     held back or the deadline of the oldest chunk in flight."""
@@ -728,6 +754,15 @@ def take_bytes(t, r, cw, rack, version, chunks, wire, answers, fl, rx, entry_byt
     return take(t.view(TRANSFER)[0], r.view(RTT)[0], cw.view(WINDOW)[0], rack.view(RACK), version,
                 chunks.view(CHUNK), wire, answers, fl.view(SLOT), rx, entry_bytes, lengths, start, n, now, tx, iov,
                 m, base, capacity, stats.view(STATS)[0])
+
+
+@njit(cache=True)
+def step_bytes(t, r, cw, rack, version, chunks, wire, answers, fl, rx, entry_bytes, lengths, start, n, now, tx, iov,
+               m, base, capacity, segment, limit, stats):
+    """`step`, from window.py."""
+    return step(t.view(TRANSFER)[0], r.view(RTT)[0], cw.view(WINDOW)[0], rack.view(RACK), version,
+                chunks.view(CHUNK), wire, answers, fl.view(SLOT), rx, entry_bytes, lengths, start, n, now, tx, iov,
+                m, base, capacity, segment, limit, stats.view(STATS)[0])
 
 
 @njit(cache=True)

@@ -220,8 +220,9 @@ class PhaseTransfer:
     """Aggregate one phase's words (int32) with `op` through the switch's slots.
 
     Sans-I/O: `start`, `receive` and `poll` return the frames to send as bytes; `take` and the
-    `*_into` methods write them into a `sendmmsg` ring instead (`Worker` with a batching transport).
-    Both run the compiled rules in `sendplane`.
+    `*_into` methods write them into a `sendmmsg` ring instead, and `step` does all of a received
+    batch's work, timers included, in one call (`Worker` with a batching transport).  All run the
+    compiled rules in `sendplane`.
     """
 
     def __init__(self, *, job_id: int, worker_id: int, words: int, pool: SlotPool, rtt: RttEstimator,
@@ -355,6 +356,23 @@ class PhaseTransfer:
         self._check(status)
         return i, m
 
+    def step(self, rx: np.ndarray, entry_bytes: int, lengths: np.ndarray, start: int, n: int, now: float,
+             segment: int = 0, limit: int = 0) -> tuple[int, int, int, float]:
+        """A received batch's whole work in one compiled call (`sendplane.step`): entries start..n-1 taken, the
+        timers run, the frames they let out written into the ring from message 0 (and with `segment`, merged
+        into runs of `limit` for segmentation offload).  Returns (the next entry, the ring's messages, the
+        status, when `poll` has something to do next): `sendplane.FULL` when the ring filled (send it, then
+        step again from that entry), `sendplane.DONE` once every chunk is answered, else `sendplane.OK`;
+        raises where a RESULT said the switch holds an earlier run, or a chunk waited past the deadline."""
+        i, m, status, timer = sp.step_bytes(
+            self._t_bytes, self.rtt.state_bytes, self.window.state_bytes, self._rack_bytes, self.pool.version,
+            self._chunk_bytes, self._wire, self._answer_bytes, self._fl_bytes, rx, entry_bytes, lengths, start, n,
+            now, self.ring.tx, self.ring.iov, 0, self.ring.base, self.ring.capacity, segment, limit,
+            self._stats_bytes)
+        if status == sp.STALE_RUN or status == sp.DEADLINE:
+            self._check(status)
+        return i, m, status, timer
+
     def room(self, m: int) -> bool:
         """Whether the ring, holding m messages, has room for what one RESULT or one `poll` may let out."""
         return m + sp.burst(self.pool.slots) <= self.ring.capacity
@@ -467,3 +485,4 @@ def _drive() -> None:
     rx = np.zeros(4 * HEADER_BYTES, np.uint8)
     lengths = np.zeros(4, np.uint32)[::2]  # strided, as the mmsghdr lengths are
     x.take(rx, HEADER_BYTES, lengths, 0, 1, 0.5)
+    x.step(rx, HEADER_BYTES, lengths, 0, 1, 0.5, HEADER_BYTES, 2)

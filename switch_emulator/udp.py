@@ -26,6 +26,8 @@ import socket
 import sys
 import time
 
+import numpy as np
+
 from hina.wire import sockio
 from hina.wire.sockio import SOCKET_BUFFER, set_buffers
 
@@ -62,6 +64,7 @@ class UdpSwitch(SwitchServer):
             warm(batch=True)  # compiled before the first datagram waits on it
         self._batches: dict[socket.socket, sockio.BatchSocket] = {}  # per data socket, made where it is served
         self._ring: FrameRing | None = None  # the slow pipe's queue on the batched path, made where it is served
+        self._names: dict[tuple[str, int], np.ndarray | None] = {}  # each destination's sockaddr_in (`_sockaddr`)
         try:
             if pipes == 1:
                 self._data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -110,8 +113,10 @@ class UdpSwitch(SwitchServer):
                         self.tx_errors += 1  # e.g. a worker gone: its port refuses; the others carry on
 
     def _batch_socket(self, sock: socket.socket) -> sockio.BatchSocket:
+        """The receive buffers and transmit ring of a data socket, made in the process that serves it (a
+        pipe's, after the fork)."""
         io = self._batches.get(sock)
-        if io is None:  # made in the process that serves the socket (a pipe's, after the fork)
+        if io is None:
             io = self._batches[sock] = sockio.BatchSocket(sock, entry_bytes=_MAX_DATAGRAM)
         return io
 
@@ -131,6 +136,7 @@ class UdpSwitch(SwitchServer):
             else:
                 self._queue_batch(io, n)
             spent["received"] += n
+            spent["receives"] += n > 0
             if n < io.entries:
                 return
 
@@ -143,9 +149,7 @@ class UdpSwitch(SwitchServer):
                                           io.tx_names_array, io.tx_iov, io.tx_address, io.tx_capacity)
             t2 = clock()
             spent["rules"] += t2 - t1
-            if messages:
-                self.tx_errors += io.send(messages)
-                spent["sent"] += messages
+            self._sent(io, messages)
             t1 = clock()
             spent["send"] += t1 - t2
 
@@ -188,6 +192,24 @@ class UdpSwitch(SwitchServer):
             self._data.sendto(frame, dest)
         except OSError:
             self.tx_errors += 1  # e.g. a worker gone: its port refuses; the others carry on
+
+    def _send_all(self, frames: list[tuple[bytes, tuple[str, int]]]) -> None:
+        """The impaired path's outputs with one sendmmsg where the socket batches; a member named by a host
+        name, which has no sockaddr_in here, by a sendto of its own."""
+        if not self.batch:
+            return super()._send_all(frames)
+        self._send_ring(self._batch_socket(self._data), frames, self._sockaddr)
+
+    def _sockaddr(self, dest: tuple[str, int]) -> np.ndarray | None:
+        """dest's sockaddr_in (kept), or None where its host is not a dotted IPv4 address."""
+        name = self._names.get(dest, False)
+        if name is False:
+            try:
+                name = np.frombuffer(sockio.sockaddr_in(*dest), np.uint8)
+            except (OSError, TypeError, ValueError):
+                name = None
+            self._names[dest] = name
+        return name
 
 
 def announce(switch: SwitchServer, stream=sys.stdout, **extra) -> None:

@@ -194,9 +194,10 @@ class BatchSocket:
         self.tx_names_array = np.frombuffer(self._tx_names, np.uint8).reshape(tx_messages, name_bytes)
         self.tx_iov = np.frombuffer(self._tx_iov, np.uint64)
         self.tx_address = _address(self._tx)
-        self.sent = self.failed = self.received = self.receives = 0
+        # messages sent and refused, datagrams received; recvmmsg calls (`receives`) and sendmmsg calls (`sends`)
+        self.sent = self.failed = self.received = self.receives = self.sends = 0
         self.segment = 0  # with UDP_SEGMENT on the socket: the bytes of every datagram a message holds but its last
-        self._segments = 0  # the most datagrams one such message holds
+        self.segments = 0  # the most datagrams one such message holds
         self.refused = 0  # receives that found ICMP port unreachable: nothing listens where the socket sends
 
     def recv(self, fd: int | None = None) -> int:
@@ -233,17 +234,19 @@ class BatchSocket:
         except OSError:  # a kernel without UDP GSO: one datagram a message, as before
             return False
         offload.warm()
-        self.segment, self._segments = segment, offload.segments_limit(segment)
+        self.segment, self.segments = segment, offload.segments_limit(segment)
         return True
 
-    def send(self, count: int) -> int:
+    def send(self, count: int, coalesced: bool = False) -> int:
         """Send messages 0..count-1; return how many the kernel refused (each is skipped, the rest go).
-        With `segment` set, the messages are first merged into UDP_SEGMENT messages (`tx_iov` rewritten)."""
-        if self.segment:
-            count = offload.coalesce(self.tx_iov, count, self.segment, self._segments)
+        With `segment` set, the messages are first merged into UDP_SEGMENT messages (`tx_iov` rewritten),
+        unless the caller has merged them already (`coalesced`: the worker's compiled step does)."""
+        if self.segment and not coalesced:
+            count = offload.coalesce(self.tx_iov, count, self.segment, self.segments)
         i = failed = 0
         while i < count:
             r = self._sendmmsg(self.fd, self._tx_msgs_at + i * _MMSG, count - i, 0)
+            self.sends += 1
             if r > 0:
                 i += r
                 continue

@@ -282,3 +282,126 @@ def test_workers_behind_one_port_get_one_copy_there_at_the_broadcast_address():
     for m, port in enumerate((1, 2)):
         at, size = int(tx_iov[2 * m]), int(tx_iov[2 * m + 1])
         assert tx[at : at + size].tobytes() == want[port] and tx_names[m, SLL_IFINDEX_AT] == 10 + port
+
+
+def counted_sends(monkeypatch):
+    """Every `BatchSocket.send` in this process, counted: the messages of each call (a list), and the sendmmsg
+    system calls under them (`calls`)."""
+    sends, calls = [], [0]
+    send = sockio.BatchSocket.send
+
+    def counting(self, count, coalesced=False):
+        sends.append(count)
+        raw = self._sendmmsg
+
+        def syscall(*args):
+            calls[0] += 1
+            return raw(*args)
+
+        self._sendmmsg = syscall
+        try:
+            return send(self, count, coalesced)
+        finally:
+            self._sendmmsg = raw
+    monkeypatch.setattr(sockio.BatchSocket, "send", counting)
+    return sends, calls
+
+
+def complete_slots(switch_address, members, slots, words=8):
+    """Every member's UPDATE for each slot of job 1, slot by slot: the switch completes one slot per 8 frames."""
+    for slot in range(slots):
+        for w, member in enumerate(members):
+            member.sendto(update_frame(w, slot, np.full(words, w + slot, np.int32)), switch_address)
+
+
+def check_results(members, slots, words=8):
+    """Each member got each slot's RESULT once, with the sum."""
+    for member in members:
+        results = drain(member)
+        assert sorted(unpack_header(f)[5] for f in results) == list(range(slots))
+        for frame in results:
+            slot = unpack_header(frame)[5]
+            want = sum(w + slot for w in range(len(members)))
+            assert np.frombuffer(frame, ">i4", offset=HEADER_BYTES).tolist() == [want] * words
+
+
+@pytest.mark.parametrize("impaired", [False, True])
+def test_a_result_goes_to_every_member_in_one_sendmmsg_with_the_batch_around_it(monkeypatch, impaired):
+    """The UDP switch's replication: a batch of UPDATEs that completes RESULTs for 8 members leaves with one
+    sendmmsg system call carrying every member's replica of every RESULT it completed, not a send per member
+    (or per RESULT).  The impaired path (here a delay line) queues its outputs and sends them the same way,
+    a turn of the loop at a time."""
+    from hina.emulator import ImpairmentConfig, UdpSwitch
+
+    members, slots = [udp_socket() for _ in range(8)], 12
+    sends, calls = counted_sends(monkeypatch)
+    sw = UdpSwitch(Pipeline(), impair=ImpairmentConfig(delay=0.002) if impaired else None)
+    try:
+        sw.pipeline.add_job(JobConfig(1, 8, 8, 0, 16, tuple(Member(w, m.getsockname()) for w, m in enumerate(members))))
+        complete_slots(sw.data_address, members, slots)  # waiting in the switch's socket before it serves
+        sw.start_thread()
+        check_results(members, slots)
+    finally:
+        sw.close()
+    assert sum(sends) == 8 * slots  # a replica per member per RESULT
+    assert all(count % 8 == 0 for count in sends)  # a RESULT's replicas never split across calls
+    assert calls[0] == len(sends) <= (slots if impaired else 2)  # 96 UPDATEs: two reads of 64 and 32
+    assert sw.profile["sends"] == len(sends) and sw.profile["sent"] == 8 * slots
+    if not impaired:
+        assert sw.profile["receives"] == 2 and sw.profile["received"] == 8 * slots
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("offload", [False, True])
+def test_the_raw_switch_sends_every_replica_of_a_batch_with_one_sendmmsg(monkeypatch, offload):
+    """The raw backend (Mininet's) on veth pairs, 4 members on 4 ports: the UPDATE read that completes 12 slots
+    answers them with one sendmmsg for every member's replica, each to its own port; with segmentation offload
+    each member's 12 replicas go as one super-frame (4 messages in all), which the member's side cuts back into
+    the 12 RESULTs."""
+    from veth import can_make_veths, ip, veth_pairs
+
+    from hina.control.topology import Host, Topology
+    from hina.emulator.raw import RawSwitch
+    from hina.wire.frames import HINA_AT, encapsulate, ip_bytes, mac_bytes
+    from hina.wire.headers import UDP_PORT
+
+    if (why := can_make_veths()) is not None:
+        pytest.skip(why)
+    ports, slots, words = (1, 2, 3, 4), 12, 512  # a replica past GATHER_LEAST: gathered
+    hosts = tuple(Host(p, f"02:00:00:00:00:0{p}", f"10.0.0.{p}") for p in ports)
+    job = JobConfig(1, len(ports), words, 0, 16, tuple(Member(w, p) for w, p in enumerate(ports)))
+    topo = Topology("02:00:00:00:00:fe", "10.0.0.254", hosts, (job,))
+    sends, calls = counted_sends(monkeypatch)
+    with veth_pairs([(f"hmp{p}", f"hmq{p}") for p in ports]):
+        for p in ports:
+            for end in (f"hmp{p}", f"hmq{p}"):
+                ip("link", "set", end, "mtu", "9000")
+        taps = {}
+        sw = RawSwitch({p: f"hmp{p}" for p in ports}, topo, offload=offload)
+        try:
+            for p in ports:
+                taps[p] = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+                taps[p].bind((f"hmq{p}", 0))
+            for w, p in enumerate(ports):  # each member's UPDATEs wait in the switch's sockets before it serves
+                for slot in range(slots):
+                    payload = update_frame(w, slot, np.full(words, w + slot, np.int32))
+                    taps[p].send(encapsulate(payload, src_mac=mac_bytes(hosts[w].mac),
+                                             dst_mac=mac_bytes(topo.switch_mac), src_ip=ip_bytes(hosts[w].ip),
+                                             dst_ip=ip_bytes(topo.switch_ip), sport=UDP_PORT, dport=UDP_PORT))
+            sw.start_thread()
+            got = {p: [f for f in drain(taps[p]) if f[:6] == mac_bytes(hosts[p - 1].mac)] for p in ports}
+        finally:
+            for s in taps.values():
+                s.close()
+            sw.close()
+    assert calls[0] == len(sends) == 1  # the read that completed the slots, answered with one system call
+    assert sends == [len(ports) if offload else len(ports) * slots]
+    for p in ports:
+        size = HEADER_BYTES + 4 * words
+        payload = b"".join(f[HINA_AT:] for f in got[p])  # a super-frame is its RESULTs back to back
+        assert len(got[p]) == (1 if offload else slots) and len(payload) == slots * size
+        results = [payload[at : at + size] for at in range(0, len(payload), size)]
+        assert [unpack_header(r)[5] for r in results] == list(range(slots))
+        for slot, r in enumerate(results):
+            want = sum(w + slot for w in range(len(ports)))
+            assert np.frombuffer(r, ">i4", offset=HEADER_BYTES).tolist() == [want] * words

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from hina.codec.ops import Op
+from hina.host import sendplane as sp
 from hina.host.congestion import CongestionWindow
 from hina.host.congestion_settings import CongestionSettings
 from hina.host.window import AggregationTimeout, PhaseTransfer, Ring, RttEstimator, SlotPool
@@ -346,9 +347,10 @@ def test_reordering_allowance_widens_on_evidence_and_narrows_without_it():
 
 
 def test_a_batch_taken_at_once_sends_what_the_same_frames_received_one_by_one_send():
-    """`take` (a recvmmsg batch in, frames into a sendmmsg ring) and `receive` (one frame in, bytes out)
-    run the same rules: with RESULTs lost, stray frames among them, and a ring that fills after every
-    RESULT (so `take` stops and resumes), both send the same frames and end with the same sum."""
+    """`take` (a recvmmsg batch in, frames into a sendmmsg ring), `step` (the same and the timers, in one
+    call) and `receive` (one frame in, bytes out) run the same rules: with RESULTs lost, stray frames among
+    them, and a ring that fills after every RESULT (so `take` and `step` stop and resume), all three send the
+    same frames and end with the same sum."""
     def make(ring=None):
         return PhaseTransfer(job_id=4, worker_id=1, words=3, pool=SlotPool(10, 4), rtt=RttEstimator(initial=0.05),
                              tag=9, op=Op.ADD, payload=np.arange(100, dtype=np.int32), name="dense", now=0.0,
@@ -356,9 +358,11 @@ def test_a_batch_taken_at_once_sends_what_the_same_frames_received_one_by_one_se
                              window=CongestionWindow(4, CongestionSettings(fair=False, initial=2)), ring=ring)
 
     one, batch = make(), make(Ring(3, 4, tx=np.zeros(10 * 28, np.uint8), iov=np.zeros(20, np.uint64)))
+    stepped = make(Ring(3, 4, tx=np.zeros(10 * 28, np.uint8), iov=np.zeros(20, np.uint64)))
     assert batch.ring.capacity == 10  # 2 W + 1 = 9 must stay free before each frame: one RESULT per call
     pending = one.start(0.0)
-    assert batch.ring.frames(batch.start_into(0.0)) == pending
+    assert batch.ring.frames(batch.start_into(0.0)) == stepped.ring.frames(stepped.start_into(0.0)) == pending
+    fills = 0
     now, sent = 0.0, 0
     while not one.done:
         now += 0.01
@@ -381,11 +385,22 @@ def test_a_batch_taken_at_once_sends_what_the_same_frames_received_one_by_one_se
             out_batch += batch.ring.frames(m)
         out_batch += batch.ring.frames(batch.poll_into(now, 0))
         assert out_batch == out_one
+        out_stepped = []
+        i, m, status, timer = stepped.step(rx, 64, lengths, 0, len(answers), now)
+        while status == sp.FULL:  # the ring filled: send it, step on from there
+            fills += 1
+            out_stepped += stepped.ring.frames(m)
+            i, m, status, timer = stepped.step(rx, 64, lengths, i, len(answers), now)
+        out_stepped += stepped.ring.frames(m)
+        assert out_stepped == out_one and status == (sp.DONE if one.done else sp.OK)
+        assert timer == one.next_timer()
         pending = out_one
         assert now < 3
     assert batch.done and batch.result.tolist() == one.result.tolist() == (3 * np.arange(100)).tolist()
-    assert batch.stats == one.stats and one.stats["retransmissions"] > 0 and one.stats["ignored"] > 0
-    assert batch.pool.version.tolist() == one.pool.version.tolist()
+    assert stepped.done and stepped.result.tolist() == one.result.tolist()
+    assert batch.stats == stepped.stats == one.stats and one.stats["retransmissions"] > 0 and one.stats["ignored"] > 0
+    assert batch.pool.version.tolist() == stepped.pool.version.tolist() == one.pool.version.tolist()
+    assert fills > 0
 
 
 def test_sendplane_sits_below_window():
