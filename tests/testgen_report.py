@@ -22,6 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import helpers
 import p4_source
 import testgen_harness as harness
 
@@ -33,7 +34,8 @@ KINDS = ("statement", "branch", "transition", "table", "entry")
 
 
 def vectors() -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(VECTORS.glob("*.json"))]
+    """The hand-written cases: the packet vectors, and the cases run beside them (helpers.beside_vectors)."""
+    return [json.loads(p.read_text()) for p in sorted(VECTORS.glob("*.json"))] + helpers.beside_vectors()
 
 
 def compare(coverable: set[tuple], by_vectors: set[tuple], by_generated: set[tuple]) -> dict:

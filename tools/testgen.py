@@ -238,21 +238,32 @@ def render(text: str, target: str, result: dict, tests: dict) -> str:
 
 def summary(target: str, part: dict | None, tests: dict) -> str:
     """What the page shows of one program: the generated tests, their pass count, and the coverage table
-    with the lines only one set of tests reaches."""
-    if part is None or not tests.get("tests"):
+    with what only one set of tests reaches; with no generated tests stored, what the vectors reach."""
+    if part is None:
         return f"(not measured yet: python tools/testgen.py --target {target}, then tests/testgen_report.py)\n"
-    cov, reached = tests["coverage"], part["reached"]
-    lines = [f"p4testgen {tests['p4testgen']}, seed {tests['seed']}, at most {tests['max_tests']} tests: "
-             f"**{part['tests']} tests**, reaching {cov['covered']} of the {cov['total']} statements and constant "
-             f"entries it counts; **{part['passed']} of {part['tests']} pass** on {part['on']}"
-             + _emulator(part.get("emulator")) + ".", "",
-             "| reached on " + part["on"] + " | " + " | ".join(KIND_NAMES[k] for k in reached["coverable"]) + " |",
+    reached = part["reached"]
+    if tests.get("tests"):
+        cov = tests["coverage"]
+        head = (f"p4testgen {tests['p4testgen']}, seed {tests['seed']}, at most {tests['max_tests']} tests: "
+                f"**{part['tests']} tests**, reaching {cov['covered']} of the {cov['total']} statements and "
+                f"constant entries it counts; **{part['passed']} of {part['tests']} pass** on {part['on']}"
+                + _emulator(part.get("emulator")) + ".")
+        rows = (("coverable", "in the program"), ("vectors", "by the packet vectors"),
+                ("generated", "by p4testgen's tests"), ("together", "by both"))
+        lists = (("only_vectors", "Only the packet vectors reach"),
+                 ("only_generated", "Only p4testgen's tests reach"), ("neither", "Neither reaches"))
+    else:
+        head = (f"No p4testgen test of {TARGETS[target]['program']} is stored yet (python tools/testgen.py "
+                f"--target {target}, where {TARGETS[target]['build']} installed it); what the packet vectors "
+                f"reach of it on {part['on']}:")
+        rows = (("coverable", "in the program"), ("vectors", "by the packet vectors"))
+        lists = (("neither", "The packet vectors do not reach"),)
+    lines = [head, "", "| reached on " + part["on"] + " | "
+             + " | ".join(KIND_NAMES[k] for k in reached["coverable"]) + " |",
              "|---|" + "---|" * len(reached["coverable"])]
-    for row, label in (("coverable", "in the program"), ("vectors", "by the packet vectors"),
-                       ("generated", "by p4testgen's tests"), ("together", "by both")):
+    for row, label in rows:
         lines.append(f"| {label} | " + " | ".join(str(reached[row][k]) for k in reached["coverable"]) + " |")
-    for key, label in (("only_vectors", "Only the packet vectors reach"), ("only_generated", "Only p4testgen's "
-                       "tests reach"), ("neither", "Neither reaches")):
+    for key, label in lists:
         items = reached[key]
         lines += ["", f"{label}: " + ("nothing." if not items else "")]
         lines += [f"- {line}" for line in _items(target, items)]
