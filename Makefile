@@ -121,7 +121,8 @@ tofino:
 
 # p4testgen's tests of both P4 programs (built by tools/p4-toolchain.sh --testgen): generated with a fixed seed
 # into tests/testgen/ by every p4testgen installed (a target without one keeps its stored tests), then run:
-# the BMv2 program's on simple_switch_grpc (as root, after `make p4`), the TNA program's on its model
+# the BMv2 program's on simple_switch_grpc (as root; `make p4` first) and, those that configure only MAC
+# forwarding, on the emulator; the TNA program's on its model (docs/p4.md#p4testgen)
 testgen: install
 	$(PY) tools/testgen.py
 	$(PY) -m pytest tests/p4/test_testgen.py

@@ -8,7 +8,8 @@ Markers (register here, apply in the test modules):
 - `torch`: needs PyTorch (the `torch` extra); skipped otherwise.
 - `tofino`: needs Intel's open-source Tofino back end of p4c (`tools/p4-toolchain.sh --tofino`); skipped otherwise.
 - `testgen`, `testgen_tofino`: need p4testgen for BMv2 (/usr/local/bin/p4testgen) or for Tofino
-  (/opt/p4c-tofino/bin/p4testgen), built by `tools/p4-toolchain.sh --testgen`; skipped otherwise.
+  (/opt/p4c-tofino/bin/p4testgen), built by `tools/p4-toolchain.sh --testgen` (with `--tofino` for the
+  latter); skipped otherwise.
 - `slow`: many seconds, a fleet of processes or real sockets at length; `make test-fast` leaves these out.
 
 This is the one place that edits `sys.path`: the tests' own helpers (`helpers`,
@@ -49,7 +50,8 @@ MARKERS = {
     "torch": "needs PyTorch (the torch extra)",
     "tofino": "needs /opt/p4c-tofino/bin/p4c (tools/p4-toolchain.sh --tofino)",
     "testgen": "needs p4testgen for BMv2, /usr/local/bin/p4testgen (tools/p4-toolchain.sh --testgen)",
-    "testgen_tofino": "needs p4testgen for Tofino, /opt/p4c-tofino/bin/p4testgen (p4-toolchain.sh --testgen --tofino)",
+    "testgen_tofino": "needs p4testgen for Tofino, /opt/p4c-tofino/bin/p4testgen "
+                      "(tools/p4-toolchain.sh --tofino --testgen)",
     "slow": "takes many seconds or a fleet of processes; make test-fast leaves it out",
 }
 
@@ -84,7 +86,7 @@ def missing(marker: str) -> str | None:
 
         target = "bmv2" if marker == "testgen" else "tofino"
         if testgen.binary(target) is None:
-            return f"no p4testgen at {testgen.TARGETS[target]['binary']} (tools/p4-toolchain.sh --testgen)"
+            return f"no p4testgen at {testgen.TARGETS[target]['binary']} ({testgen.TARGETS[target]['build']})"
     if marker == "torch":
         try:
             import torch  # noqa: F401

@@ -237,6 +237,43 @@ def copy_taken_again_case() -> dict:
             "expected_drops": drops}
 
 
+def child_gone_stale_case(version: int) -> dict:
+    """A case beside the vectors, laid out as one, its frames out the emulator's: on a leaf, both children
+    complete copy `version` of slot 0, which goes up with no total yet (with version 1, copy 0's total
+    came down first); child 0 arrives in the other copy (its bit there cleared, set in the other), then
+    its UPDATE for the copy sent up comes late: STALE, and nothing goes up again.  No vector comes to
+    this: a child moves on when the total comes down, and then the copy holds the total."""
+    import make_vectors
+
+    from hina.control.topology import Topology
+    from hina.emulator.frames import FrameSwitch
+
+    k = make_vectors.K
+
+    def update(port, copy, offset):  # child port - 1 on the leaf's port `port`, slot 0
+        return port, make_vectors.update(port, [port], worker=port - 1, version=copy, offset=offset)
+
+    packets = [update(1, 0, 0), update(2, 0, 0)]  # copy 0 complete: up
+    if version == 1:  # its total down; copy 1 complete: up (copy 0 free)
+        packets += [(5, make_vectors.frame(5, make_vectors.hina([7], msg_type=1, worker=1))),
+                    update(1, 1, 4 * k), update(2, 1, 4 * k)]
+    late = packets[-2]
+    packets += [update(1, 1 - version, 8 * k), late]  # child 0 in the other copy, then its late UPDATE
+    emulator = FrameSwitch(Topology.from_config(make_vectors.TREE_TOPOLOGY))
+    expected = [{"port": p, "frame": bytes(f).hex()} for port, frame in packets
+                for p, f in emulator.process(port, frame)]
+    drops = {name: n for name, n in emulator.counters()["drops"].items() if n}
+    assert drops == {"stale": 1} and [e["port"] for e in expected].count(5) == 1 + version  # each copy up once
+    return {"name": f"child_gone_stale_in_copy_{version}", "topology": make_vectors.TREE_TOPOLOGY,
+            "packets": [{"port": p, "frame": f.hex()} for p, f in packets], "expected": expected,
+            "expected_drops": drops}
+
+
+def beside_vectors() -> list[dict]:
+    """The cases beside the vectors (each run where the vectors run: the emulator, BMv2, the TNA model)."""
+    return [copy_taken_again_case(), child_gone_stale_case(0), child_gone_stale_case(1)]
+
+
 def _multiset(pairs) -> Counter:
     return Counter((int(p), bytes.fromhex(f) if isinstance(f, str) else bytes(f)) for p, f in pairs)
 

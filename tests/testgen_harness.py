@@ -186,13 +186,27 @@ def run_on_bmv2(test: dict, log: Path | None = None) -> tuple[list[tuple[int, by
 
 
 _TRACED = re.compile(r"(\S+\.p4)\((\d+)\) (?:Primitive|Condition \".*\" \(\w+\) is (true|false))")
+_PARSED = re.compile(r"Parser '\w+' entering state '(\w+)'|Parser '\w+': (end)|Exception while parsing: (\w+)")
+_LOOKED_UP = re.compile(r"Table '([\w.]+)': (?:hit with handle (\d+)|(miss))")
 
 
 def bmv2_reached(log: str) -> set[tuple]:
-    """What a BMv2 trace log says ran, by file and line: ("statement", file, line) per primitive,
-    ("branch", file, line, taken) per condition (file: the P4 file's name)."""
-    reached = set()
-    for m in _TRACED.finditer(log):
-        file, line = Path(m[1]).name, int(m[2])
-        reached.add(("statement", file, line) if m[3] is None else ("branch", file, line, m[3] == "true"))
+    """What a BMv2 trace log says ran: ("statement", file, line) per primitive, ("branch", file, line, taken)
+    per condition (file: the P4 file's name); ("transition", state, next) per parser state left, for
+    `accept` or the error that stopped the parser there (PacketTooShort); ("table", table, "hit" or "miss")
+    per lookup of a table of the program's (not the compiler's tbl_*), and ("entry", table, handle) for
+    the entry it hit (a constant entry's handle is its place in the table's `const entries`)."""
+    reached, state = set(), None
+    for line in log.splitlines():
+        if m := _TRACED.search(line):
+            file, at = Path(m[1]).name, int(m[2])
+            reached.add(("statement", file, at) if m[3] is None else ("branch", file, at, m[3] == "true"))
+        elif m := _PARSED.search(line):
+            if state is not None:
+                reached.add(("transition", state, m[1] or ("accept" if m[2] else m[3])))
+            state = m[1]
+        elif (m := _LOOKED_UP.search(line)) and not m[1].startswith("tbl_"):
+            reached.add(("table", m[1], "miss" if m[3] else "hit"))
+            if m[2] is not None:
+                reached.add(("entry", m[1], int(m[2])))
     return reached

@@ -7,9 +7,10 @@ reach: the JSON docs/p4.md and docs/tofino.md show (tools/testgen.py --render).
 
 Both sets of tests are counted the same way, on one executor per program, by file and line of its source:
 on the TNA program's model, the statements, both ways of each if and select, and the constant entries of
-p4/tna/ it runs, of all it could (p4_source's `covered` and `coverable`); on BMv2, the primitives and
-both ways of each condition its trace log names, of all the compiled program holds (p4/build/hina.json's
-source_info).  What reaches a line only in one set is listed, for the pages to say why.
+p4/tna/ it runs, of all it could (p4_source's `covered` and `coverable`); on BMv2, the primitives, both
+ways of each condition, the parser's transitions (and where a frame too short stops it), each table's hit
+and miss and each constant entry its trace log names, of all the compiled program holds
+(p4/build/hina.json).  What only one set reaches is listed, for the pages to say why.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import helpers
 import p4_source
 import testgen_harness as harness
 
@@ -28,11 +30,12 @@ from hina.provenance import command_line, default_out, out_help, out_path, p4_ve
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "tests" / "vectors"
-KINDS = ("statement", "branch", "entry")
+KINDS = ("statement", "branch", "transition", "table", "entry")
 
 
 def vectors() -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(VECTORS.glob("*.json"))]
+    """The hand-written cases: the packet vectors, and the cases run beside them (helpers.beside_vectors)."""
+    return [json.loads(p.read_text()) for p in sorted(VECTORS.glob("*.json"))] + helpers.beside_vectors()
 
 
 def compare(coverable: set[tuple], by_vectors: set[tuple], by_generated: set[tuple]) -> dict:
@@ -108,7 +111,9 @@ def _logged(log: Path) -> set[tuple]:
 
 
 def bmv2_coverable(compiled: Path) -> set[tuple]:
-    """Every primitive and both ways of every condition the compiled BMv2 program holds, by file and line."""
+    """What a BMv2 trace log may show of the compiled program (testgen_harness.bmv2_reached's items): every
+    primitive and both ways of every condition by file and line, every parser state's transitions and its
+    extracts' PacketTooShort, a hit and a miss of each of the program's tables, and each constant entry."""
     program = json.loads(compiled.read_text())
     found = set()
     for action in program["actions"]:
@@ -116,11 +121,20 @@ def bmv2_coverable(compiled: Path) -> set[tuple]:
             if "source_info" in primitive:
                 found.add(("statement", Path(primitive["source_info"]["filename"]).name,
                            primitive["source_info"]["line"]))
+    for parser in program["parsers"]:
+        for state in parser["parse_states"]:
+            found |= {("transition", state["name"], t["next_state"] or "accept") for t in state["transitions"]}
+            if any(op["op"] == "extract" for op in state["parser_ops"]):
+                found.add(("transition", state["name"], "PacketTooShort"))
     for pipeline in program["pipelines"]:
         for condition in pipeline["conditionals"]:
             if "source_info" in condition:
                 at = (Path(condition["source_info"]["filename"]).name, condition["source_info"]["line"])
                 found |= {("branch", *at, True), ("branch", *at, False)}
+        for table in pipeline["tables"]:
+            if not table["name"].startswith("tbl_"):  # the compiler's, one per action called outside a table
+                found |= {("table", table["name"], "hit"), ("table", table["name"], "miss")}
+                found |= {("entry", table["name"], i) for i in range(len(table.get("entries", ())))}
     return found
 
 

@@ -47,10 +47,11 @@ COVERAGE = ("STATEMENTS", "TABLE_ENTRIES")
 # and at most what an MTU of 1500 carries, in bits; ports 0-510 (511 is BMv2's drop port)
 VETH = ["--packet-size-range", f"{8 * 14}:{8 * 1514}", "--port-ranges", "0:510"]
 TARGETS = {
-    "bmv2": {"program": "p4/hina.p4", "binary": "/usr/local/bin/p4testgen",
+    "bmv2": {"program": "p4/hina.p4", "binary": "/usr/local/bin/p4testgen", "build": "tools/p4-toolchain.sh --testgen",
              "args": ["--target", "bmv2", "--arch", "v1model"], "wire": VETH},
     "tofino": {"program": "p4/tna/hina.p4", "binary": "/opt/p4c-tofino/bin/p4testgen",
-               "args": ["--target", "tofino", "--arch", "tna"], "wire": []},
+               "build": "tools/p4-toolchain.sh --tofino --testgen", "args": ["--target", "tofino", "--arch", "tna"],
+               "wire": []},
 }
 
 
@@ -221,7 +222,8 @@ def _relative(file: str) -> str:
 RESULT = ROOT / "benchmarks" / "results" / "testgen.json"  # tests/testgen_report.py's, committed
 PAGES = {"bmv2": ROOT / "docs" / "p4.md", "tofino": ROOT / "docs" / "tofino.md"}
 MARKER = re.compile(r"(<!-- testgen: ([a-z0-9-]+) -->\n)(.*?)(<!-- end testgen -->)", re.S)
-KIND_NAMES = {"statement": "statements", "branch": "branches (each way)", "entry": "constant entries"}
+KIND_NAMES = {"statement": "statements", "branch": "branches (each way)", "transition": "parser transitions",
+              "table": "table hits and misses", "entry": "constant entries"}
 
 
 def render(text: str, target: str, result: dict, tests: dict) -> str:
@@ -236,24 +238,35 @@ def render(text: str, target: str, result: dict, tests: dict) -> str:
 
 def summary(target: str, part: dict | None, tests: dict) -> str:
     """What the page shows of one program: the generated tests, their pass count, and the coverage table
-    with the lines only one set of tests reaches."""
-    if part is None or not tests.get("tests"):
+    with what only one set of tests reaches; with no generated tests stored, what the vectors reach."""
+    if part is None:
         return f"(not measured yet: python tools/testgen.py --target {target}, then tests/testgen_report.py)\n"
-    cov, reached = tests["coverage"], part["reached"]
-    lines = [f"p4testgen {tests['p4testgen']}, seed {tests['seed']}, at most {tests['max_tests']} tests: "
-             f"**{part['tests']} tests**, reaching {cov['covered']} of the {cov['total']} statements and constant "
-             f"entries it counts; **{part['passed']} of {part['tests']} pass** on {part['on']}"
-             + _emulator(part.get("emulator")) + ".", "",
-             "| reached on " + part["on"] + " | " + " | ".join(KIND_NAMES[k] for k in reached["coverable"]) + " |",
+    reached = part["reached"]
+    if tests.get("tests"):
+        cov = tests["coverage"]
+        head = (f"p4testgen {tests['p4testgen']}, seed {tests['seed']}, at most {tests['max_tests']} tests: "
+                f"**{part['tests']} tests**, reaching {cov['covered']} of the {cov['total']} statements and "
+                f"constant entries it counts; **{part['passed']} of {part['tests']} pass** on {part['on']}"
+                + _emulator(part.get("emulator")) + ".")
+        rows = (("coverable", "in the program"), ("vectors", "by the packet vectors"),
+                ("generated", "by p4testgen's tests"), ("together", "by both"))
+        lists = (("only_vectors", "Only the packet vectors reach"),
+                 ("only_generated", "Only p4testgen's tests reach"), ("neither", "Neither reaches"))
+    else:
+        head = (f"No p4testgen test of {TARGETS[target]['program']} is stored yet (python tools/testgen.py "
+                f"--target {target}, where {TARGETS[target]['build']} installed it); what the packet vectors "
+                f"reach of it on {part['on']}:")
+        rows = (("coverable", "in the program"), ("vectors", "by the packet vectors"))
+        lists = (("neither", "The packet vectors do not reach"),)
+    lines = [head, "", "| reached on " + part["on"] + " | "
+             + " | ".join(KIND_NAMES[k] for k in reached["coverable"]) + " |",
              "|---|" + "---|" * len(reached["coverable"])]
-    for row, label in (("coverable", "in the program"), ("vectors", "by the packet vectors"),
-                       ("generated", "by p4testgen's tests"), ("together", "by both")):
+    for row, label in rows:
         lines.append(f"| {label} | " + " | ".join(str(reached[row][k]) for k in reached["coverable"]) + " |")
-    for key, label in (("only_vectors", "Only the packet vectors reach"), ("only_generated", "Only p4testgen's "
-                       "tests reach"), ("neither", "Neither reaches")):
+    for key, label in lists:
         items = reached[key]
         lines += ["", f"{label}: " + ("nothing." if not items else "")]
-        lines += [f"- {_item(target, item)}" for item in items]
+        lines += [f"- {line}" for line in _items(target, items)]
     source = json.loads(RESULT.read_text())["meta"] if RESULT.exists() else {}
     lines += ["", f"<sub>`{source.get('command', 'tests/testgen_report.py')}`, {source.get('date', '')[:10]}, "
               f"commit {source.get('commit')}</sub>", ""]
@@ -268,8 +281,28 @@ def _emulator(part: dict | None) -> str:
             "forwarding alone (the frames out and the drops counted)")
 
 
+def _items(target: str, items: list[list]) -> list[str]:
+    """The reached items as the page lists them: one line each, but a table's constant entries (BMv2's, by
+    their place in the table) on one line."""
+    entries: dict[str, list[int]] = {}
+    lines = []
+    for item in items:
+        if item[0] == "entry" and not item[1].endswith(".p4"):
+            entries.setdefault(item[1], []).append(item[2])
+        else:
+            lines.append(_item(target, item))
+    for table, places in entries.items():
+        lines.append(f"`{table}`: constant entries {', '.join(map(str, sorted(places)))} (from 0)")
+    return lines
+
+
 def _item(target: str, item: list) -> str:
-    """One reached item as the page names it: the file and line, the way taken, the source there."""
+    """One reached item as the page names it: the file and line, the way taken, the source there; a parser
+    transition (from state to state, accept or the error) and a table's hit or miss by their names."""
+    if item[0] == "transition":
+        return f"parser state `{item[1]}` to `{item[2]}`"
+    if item[0] == "table":
+        return f"`{item[1]}` {item[2]}"
     kind, file, line, *way = item
     folder = ROOT / Path(TARGETS[target]["program"]).parent
     text = (folder / file).read_text().splitlines()[line - 1].strip() if (folder / file).exists() else ""
@@ -334,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = list(TARGETS) if args.target == "all" else [args.target]
     ran = [t for t in targets if binary(t) is not None]
     for target in set(targets) - set(ran):
-        print(f"testgen: no p4testgen for {target} at {TARGETS[target]['binary']} (tools/p4-toolchain.sh --testgen)")
+        print(f"testgen: no p4testgen for {target} at {TARGETS[target]['binary']} ({TARGETS[target]['build']})")
     different = False
     for target in ran:
         data = generate(target, args.seed, args.max_tests)

@@ -21,13 +21,12 @@ import make_vectors
 import numpy as np
 import pytest
 import tna_model
-from helpers import check_case, copy_taken_again_case
+from helpers import check_case, child_gone_stale_case, copy_taken_again_case
 
 from hina.control import JobConfig, Member
 from hina.control.controller import p4_entries
 from hina.control.topology import Topology
 from hina.emulator import Pipeline
-from hina.emulator.frames import FrameSwitch
 from hina.host.congestion import CongestionWindow
 from hina.host.congestion_settings import CongestionSettings
 from hina.sim.netsim import VirtualNetwork, expected, run_transfers
@@ -105,25 +104,11 @@ def test_a_chunk_takes_the_second_passes_the_recirculation_table_counts(vector, 
 def test_a_child_gone_to_the_other_copy_is_stale_in_the_copy_sent_up(version):
     """On a leaf, an arrival clears the sender's bit in the slot's other copy (arrival_bitmap.p4), so a late
     UPDATE into a copy that went up with no total yet, from a child that has since arrived in the other
-    copy, is STALE and nothing goes up again (the verdict), on the model as on the emulator.  No vector
-    comes to this: a child moves on when the total comes down, and then the copy holds the total."""
-    k = make_vectors.K
-
-    def update(port, copy, offset):  # child port - 1 on the leaf's port `port`, slot 0
-        return port, make_vectors.update(port, [port], worker=port - 1, version=copy, offset=offset)
-
-    packets = [update(1, 0, 0), update(2, 0, 0)]  # copy 0 complete: up
-    if version == 1:  # its total down; copy 1 complete: up (copy 0 FREE)
-        packets += [(5, make_vectors.frame(5, make_vectors.hina([7], msg_type=1, worker=1))),
-                    update(1, 1, 4 * k), update(2, 1, 4 * k)]
-    late = packets[-2]
-    packets += [update(1, 1 - version, 8 * k), late]  # child 0 in the other copy, then its late UPDATE
-    out, drops = tna_model.run(make_vectors.TREE_TOPOLOGY, packets)
-    emulator = FrameSwitch(Topology.from_config(make_vectors.TREE_TOPOLOGY))
-    want = [sent for port, frame in packets for sent in emulator.process(port, frame)]
-    assert Counter((int(p), bytes(f)) for p, f in out) == Counter((int(p), bytes(f)) for p, f in want)
-    assert drops == {"stale": 1} == {name: n for name, n in emulator.counters()["drops"].items() if n}
-    assert [port for port, _ in out].count(5) == 1 + version  # each completed copy went up once
+    copy, is STALE and nothing goes up again (the verdict), on the model as on the emulator
+    (helpers.child_gone_stale_case: no vector comes to this)."""
+    case = child_gone_stale_case(version)
+    out, drops = tna_model.run(case["topology"], [(p["port"], bytes.fromhex(p["frame"])) for p in case["packets"]])
+    check_case(case, out, drops)
 
 
 # -- frame for frame against the emulator, driven by the real workers ------------------------------

@@ -12,7 +12,7 @@ import pytest
 import veth_harness
 from helpers import VECTOR_CASES as CASES
 from helpers import check_case as check
-from helpers import copy_taken_again_case
+from helpers import child_gone_stale_case, copy_taken_again_case
 from helpers import load_case as load
 
 from hina.control.topology import Topology
@@ -68,4 +68,15 @@ def test_bmv2_tells_every_member_again_when_a_copy_is_taken_again(p4_build):
     """A copy's PENDING mark is cleared by its next chunk's first arrival (no vector reaches it: it takes a
     copy completed, the other copy completed and the first taken again)."""
     case = copy_taken_again_case()
+    check(case, *veth_harness.run_case(case, veth_harness.start_bmv2, settle=0.3))
+
+
+@pytest.mark.bmv2
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.parametrize("version", [0, 1])
+def test_bmv2_finds_a_child_gone_to_the_other_copy_stale_in_the_copy_sent_up(p4_build, version):
+    """A leaf's copy sent up with no total yet, and a child that has moved to the other copy sends its late
+    UPDATE there: STALE, nothing up again (helpers.child_gone_stale_case; no vector reaches it)."""
+    case = child_gone_stale_case(version)
     check(case, *veth_harness.run_case(case, veth_harness.start_bmv2, settle=0.3))
