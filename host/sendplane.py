@@ -432,13 +432,20 @@ def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats
         if not s.held:
             s.held = True
             s.suppressed = False
-            s.hold = max(2.0 * _srtt(r), s.rto, r.tick)
+            s.hold = _first_hold(r, s)
         s.due = max(s.due, now + s.hold)
         return m
     if s.held or now - s.sent < _now_rtt(r):
         return m
     stats.asked += 1
     return _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+
+
+@njit(cache=True)
+def _first_hold(r, s):
+    """How long a chunk the switch holds first waits before it asks again: two round trips, at least its
+    timeout and the host's tick."""
+    return max(2.0 * _srtt(r), s.rto, r.tick)
 
 
 @njit(cache=True)
@@ -628,8 +635,16 @@ def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats
                 continue
             if s.held:
                 # held past its wait: ask the switch again (its answer says whether the copy still waits, or
-                # completed and the RESULT to us was lost), and wait twice as long before the next time
-                s.hold = min(2.0 * s.hold, r.maximum)
+                # completed and the RESULT to us was lost).  While nothing else progresses (a peer late for
+                # seconds stalls every chunk) wait twice as long before the next time; while other chunks are
+                # answered, a peer's lost UPDATE is its own to find (its later chunks overtake it), so a chunk
+                # still held is likelier to have lost its RESULT: the same wait again, not a longer one (doubled
+                # regardless, one lost RESULT on a lossy path cost seconds, and those seconds other workers'
+                # holds in turn)
+                if t.last_progress > s.sent:
+                    s.hold = _first_hold(r, s)
+                else:
+                    s.hold = min(2.0 * s.hold, r.maximum)
                 stats.asked += 1
                 m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
                 s.due = now + s.hold
