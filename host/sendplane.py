@@ -454,13 +454,20 @@ def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats
         if not s.held:
             s.held = True
             s.suppressed = False
-            s.hold = min(max(2.0 * _srtt(r), s.rto, r.tick), t.deadline / HOLD_ASKS)
+            s.hold = min(_first_hold(r, s), t.deadline / HOLD_ASKS)
             s.due = now + s.hold  # the hold replaces the timer; an answer to an ask leaves the next ask's time
         return m
     if s.held or now - s.sent < _now_rtt(r):
         return m
     stats.asked += 1
     return _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+
+
+@njit(cache=True)
+def _first_hold(r, s):
+    """How long a chunk the switch holds first waits before it asks again: two round trips, at least its
+    timeout and the host's tick."""
+    return max(2.0 * _srtt(r), s.rto, r.tick)
 
 
 @njit(cache=True)
@@ -651,8 +658,16 @@ def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats
                 continue
             if s.held:
                 # held past its wait: ask the switch again (its answer says whether the copy still waits, or
-                # completed and the RESULT to us was lost), and wait twice as long before the next time
-                s.hold = min(2.0 * s.hold, r.maximum, t.deadline / HOLD_ASKS)
+                # completed and the RESULT to us was lost).  While nothing else progresses (a peer late for
+                # seconds stalls every chunk) wait twice as long before the next time; while other chunks are
+                # answered, a peer's lost UPDATE is its own to find (its later chunks overtake it), so a chunk
+                # still held is likelier to have lost its RESULT: the same wait again, not a longer one (doubled
+                # regardless, one lost RESULT on a lossy path cost seconds, and those seconds other workers'
+                # holds in turn)
+                if t.last_progress > s.sent:
+                    s.hold = min(_first_hold(r, s), t.deadline / HOLD_ASKS)
+                else:
+                    s.hold = min(2.0 * s.hold, r.maximum, t.deadline / HOLD_ASKS)
                 stats.asked += 1
                 m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
                 s.due = now + s.hold

@@ -66,10 +66,10 @@ def slow_rounds(make_switch, rounds: int, late: float = 0.0, **impair) -> tuple[
     return seconds, sw.counters(), workers
 
 
-@pytest.mark.parametrize("impair", [dict(drop=0.01, seed=3), dict(pipe_queue=32)],
+@pytest.mark.parametrize("impair", [dict(drop=0.01, seed=3), dict(pipe_queue=48)],
                          ids=["one-percent-loss", "a-short-queue"])
 def test_a_slow_switch_with_a_little_loss_keeps_every_round_near_the_fastest(make_switch, impair):
-    """1% of the frames lost each way (the per-packet path), or a queue of 32 that drops past it (the batched
+    """1% of the frames lost each way (the per-packet path), or a queue of 48 that drops past it (the batched
     path's ring): every round exact and within 3x of the fastest; the switch answered repeats PENDING, the
     workers heard it, and repeats stayed a small share of the UPDATEs."""
     seconds, counters, workers = slow_rounds(make_switch, 5, **impair)

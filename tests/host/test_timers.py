@@ -149,6 +149,35 @@ def test_a_held_chunk_is_not_resent_at_each_timeout_but_asks_again_ever_later():
     assert x.done
 
 
+def next_ask(x, held_offset, now):
+    """Poll at each timer until the held chunk (at `held_offset`) goes again; when it went."""
+    for _ in range(100):
+        now = x.next_timer()
+        if held_offset in offsets(x.poll(now)):
+            return now
+    raise AssertionError("the held chunk never asked again")
+
+
+def test_a_held_chunk_asks_again_after_the_same_hold_while_other_chunks_are_answered():
+    """Amid progress a peer's lost UPDATE is the peer's to find (its later chunks overtake it), so a chunk still
+    held has likelier lost its RESULT: its hold does not double (doubled, one lost RESULT on a lossy path cost
+    seconds, and other workers' holds lengthened them in turn).  With nothing answered in between it doubles."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(3, rtt=rtt, deadline=5.0)
+    f0, f1, f2 = x.start(0.0)
+    assert x.receive(pending(f0, counted=0b101 | 1 << ME), 200e-6) == []  # held
+    x.receive(answer(f1), 300e-6)
+    held = offsets([f0])[0]
+    first = next_ask(x, held, 300e-6)
+    x.receive(answer(f2), first + 10e-6)  # progress since that ask
+    second = next_ask(x, held, first)
+    third = next_ask(x, held, second)
+    fourth = next_ask(x, held, third)  # nothing answered since the second ask
+    assert second - first <= first - 200e-6  # not doubled: chunk 1 was answered since it was held
+    assert third - second <= 1.2 * (second - first)  # not doubled: chunk 2 was answered since the first ask
+    assert fourth - third == pytest.approx(2 * (third - second), rel=0.01)
+
+
 def test_a_held_chunk_past_its_deadline_says_the_switch_holds_it_and_whom_it_counted():
     x, _, _ = held_chunk()
     with pytest.raises(AggregationTimeout, match=r"the switch holds this worker's UPDATE and waits for the others "
