@@ -443,10 +443,11 @@ def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats
     """The switch answered a repeated UPDATE of the chunk in `slot` with PENDING: its copy holds the members
     in `counted` and waits for the rest.  Counted, this worker stops resending the chunk: it is held, and
     asks again only after `hold`, which doubles each time (a peer that is late for seconds costs a few
-    frames, not one per timeout).  Not counted, its UPDATE was lost (the repeat that drew the answer was
-    a peer's): sent again at once, unless it went too recently to have reached the switch yet (less than
-    the least recent round trip ago: srtt may hold a late peer's waits, and a worker that took this answer
-    for its own UPDATE still on its way was never told again)."""
+    frames, not one per timeout; while other chunks are answered, to no more than a backed-off timeout).
+    Not counted, its UPDATE was lost (the repeat that drew the answer was a peer's): sent again at once,
+    unless it went too recently to have reached the switch yet (less than the least recent round trip ago:
+    srtt may hold a late peer's waits, and a worker that took this answer for its own UPDATE still on its
+    way was never told again)."""
     stats.pending += 1
     s = fl[slot]
     s.counted = counted
@@ -658,16 +659,14 @@ def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats
                 continue
             if s.held:
                 # held past its wait: ask the switch again (its answer says whether the copy still waits, or
-                # completed and the RESULT to us was lost).  While nothing else progresses (a peer late for
-                # seconds stalls every chunk) wait twice as long before the next time; while other chunks are
-                # answered, a peer's lost UPDATE is its own to find (its later chunks overtake it), so a chunk
-                # still held is likelier to have lost its RESULT: the same wait again, not a longer one (doubled
-                # regardless, one lost RESULT on a lossy path cost seconds, and those seconds other workers'
-                # holds in turn)
-                if t.last_progress > s.sent:
-                    s.hold = min(_first_hold(r, s), t.deadline / HOLD_ASKS)
-                else:
-                    s.hold = min(2.0 * s.hold, r.maximum, t.deadline / HOLD_ASKS)
+                # completed and the RESULT to us was lost), and wait twice as long before the next time.  While
+                # nothing else progresses (a peer late for seconds stalls every chunk) up to the estimator's
+                # maximum; while other chunks are answered, no longer than a backed-off timeout: a peer's lost
+                # UPDATE is the peer's to find then (its later chunks overtake it), so a chunk still held is
+                # likelier to have lost its RESULT (doubled to seconds, one lost RESULT on a lossy path cost
+                # seconds, and other workers' holds lengthened them in turn); never past an eighth of the deadline
+                longest = max(backoff_cap(r), _first_hold(r, s)) if t.last_progress > s.sent else r.maximum
+                s.hold = min(2.0 * s.hold, longest, t.deadline / HOLD_ASKS)
                 stats.asked += 1
                 m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
                 s.due = now + s.hold

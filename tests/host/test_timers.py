@@ -158,24 +158,25 @@ def next_ask(x, held_offset, now):
     raise AssertionError("the held chunk never asked again")
 
 
-def test_a_held_chunk_asks_again_after_the_same_hold_while_other_chunks_are_answered():
+def test_while_other_chunks_are_answered_a_held_chunks_hold_grows_no_longer_than_a_timeout():
     """Amid progress a peer's lost UPDATE is the peer's to find (its later chunks overtake it), so a chunk still
-    held has likelier lost its RESULT: its hold does not double (doubled, one lost RESULT on a lossy path cost
-    seconds, and other workers' holds lengthened them in turn).  With nothing answered in between it doubles."""
+    held has likelier lost its RESULT: its hold grows no longer than a backed-off timeout (doubled to seconds,
+    one lost RESULT on a lossy path cost seconds, and other workers' holds lengthened them in turn).  Once
+    nothing is answered it doubles past that, towards the estimator's maximum."""
     rtt = RttEstimator(path=100e-6)
-    x = transfer(3, rtt=rtt, deadline=5.0)
-    f0, f1, f2 = x.start(0.0)
-    assert x.receive(pending(f0, counted=0b101 | 1 << ME), 200e-6) == []  # held
-    x.receive(answer(f1), 300e-6)
-    held = offsets([f0])[0]
-    first = next_ask(x, held, 300e-6)
-    x.receive(answer(f2), first + 10e-6)  # progress since that ask
-    second = next_ask(x, held, first)
-    third = next_ask(x, held, second)
-    fourth = next_ask(x, held, third)  # nothing answered since the second ask
-    assert second - first <= first - 200e-6  # not doubled: chunk 1 was answered since it was held
-    assert third - second <= 1.2 * (second - first)  # not doubled: chunk 2 was answered since the first ask
-    assert fourth - third == pytest.approx(2 * (third - second), rel=0.01)
+    x = transfer(8, rtt=rtt, deadline=5.0)
+    frames = x.start(0.0)
+    held = offsets(frames[:1])[0]
+    assert x.receive(pending(frames[0], counted=0b101 | 1 << ME), 200e-6) == []
+    asks = [200e-6]
+    for f in frames[1:]:  # after each ask another chunk is answered
+        asks.append(next_ask(x, held, asks[-1]))
+        x.receive(answer(f), asks[-1] + 10e-6)
+    for _ in range(3):  # then nothing is
+        asks.append(next_ask(x, held, asks[-1]))
+    gaps = np.diff(asks)
+    assert np.allclose(gaps[5:8], gaps[5]) and gaps[5] <= rtt.backoff_cap, gaps  # grown no longer
+    assert gaps[-1] == pytest.approx(2 * gaps[-2], rel=0.01) and gaps[-2] > gaps[7], gaps  # then doubling
 
 
 def test_a_held_chunk_past_its_deadline_says_the_switch_holds_it_and_whom_it_counted():
