@@ -85,7 +85,11 @@ class Step:
 # the 8-worker and 4-worker stars and the tree: where dense aggregation stays network-bound
 # (the top of each search: above what its machine keeps network-bound, 4 workers past 1 Gbit/s)
 CALIBRATIONS = (("calibrate-star-8w", "--workers 8 --bw 1000"), ("calibrate-star-4w", "--workers 4 --bw 3000"),
-                ("calibrate-leafspine214-8w", "--topology leafspine:2,1,4 --oversubscription 4 --bw 1000"))
+                ("calibrate-leafspine214-8w", "--topology leafspine:2,1,4 --oversubscription 4 --bw 1000"),
+                # the same star and tree through the XDP switch (its frames at most 3,506 bytes)
+                ("calibrate-star-8w-xdp", "--switch xdp --workers 8 --bw 3000"),
+                ("calibrate-leafspine214-8w-xdp", "--switch xdp --topology leafspine:2,1,4 --oversubscription 4 "
+                 "--bw 2000"))
 # the link rates the comparisons run at, from those calibrations (docs/fidelity.md says why these): about half the
 # highest rate at which dense aggregation stayed network-bound (benchmarks/results/calibrate/: the 8-worker star
 # 487-562 Mbit/s over two runs, the 4-worker star 1471 at most a third, the 4:1 leaf/spine tree 487)
@@ -145,8 +149,9 @@ STEPS: tuple[Step, ...] = (
     *(Step.row(name, "mininet", f"calibrate/{name}.json", f"{RUN} --calibrate {flags} --rounds 2 --calibrate-steps 5 "
                f"--out {R}/calibrate --name {name}", "--calibrate: the highest rate at which dense aggregation is "
                "network-bound") for name, flags in CALIBRATIONS),
-    Step.row("budget", "mininet", "budget.json", f"benchmarks/budget.py --out {R}/budget.json",
-             "where the CPU goes per megabyte on the 8-worker star, both data paths, beside the kernel alone"),
+    Step.row("budget", "mininet", "budget.json", f"benchmarks/budget.py --switches emulator xdp --out {R}/budget.json",
+             "where the CPU goes per megabyte on the 8-worker star, the emulator's two data paths and the XDP "
+             "switch's, beside the kernel alone"),
     Step.row("compare-faithful", "mininet", "compare_faithful.json", f"{COMPARE} {STAR} --name compare_faithful",
              "every system and preset on the 8-worker star at a calibrated rate"),
     Step.row("compare-straggler", "mininet", "compare_straggler.json", f"{COMPARE} --presets lstm deeplight {STAR} "
