@@ -151,6 +151,7 @@ class Figure:
     tolerance: Tolerance
     unit: str = "x"
     verdicts: tuple[str, ...] = ()
+    missing: str | None = None  # a re-run's figure its machine could not measure, and why (value then unused)
 
     def text(self, value: float | bool | None = None) -> str:
         v = self.value if value is None else value
@@ -311,14 +312,21 @@ def exact_trees(names: Iterable[str], folder: str) -> Callable[[dict[str, dict]]
 def switch_figures(results: dict[str, dict]) -> list[Figure]:
     """Each BMv2 build's and the XDP switch's best round over the one-pipe emulator's, per mode (the XDP switch's
     where the result has it: benchmarks/switch_bench.py runs it where it loads)."""
-    rows = results["switch_bench.json"]["rows"]
+    data = results["switch_bench.json"]
+    rows = data["rows"]
     out = []
-    for switch, build, key, label in (("bmv2", "default", "bmv2", "BMv2"), ("bmv2", "fast", "fast", "BMv2 -O3"),
-                                      ("xdp", "default", "xdp", "XDP")):
+    for switch, build, key, label, why in (("bmv2", "default", "bmv2", "BMv2", "bmv2_missing"),
+                                           ("bmv2", "fast", "fast", "BMv2 -O3", "fast_bmv2_missing"),
+                                           ("xdp", "default", "xdp", "XDP", "xdp_missing")):
         other = {r["mode"]: r for r in rows if (r["switch"], r.get("build") or "default") == (switch, build)}
+        ones = [r for r in rows if r["switch"] == "emulator" and r["pipes"] == 1]
+        if data.get(why):  # switch_bench.py could not run it on that machine, and said why
+            out += [Figure(f"{r['mode']}: {label}'s best round over the one-pipe emulator's", False, SWITCHES,
+                           missing=data[why]) for r in ones]
+            continue
         out += [Figure(f"{r['mode']}: {label}'s best round over the one-pipe emulator's", r[f"{key}_over_best"],
                        SWITCHES, verdicts=(verdict("emulator", r), verdict(label, other[r["mode"]])))
-                for r in rows if r["switch"] == "emulator" and r["pipes"] == 1 and r.get(f"{key}_over_best")]
+                for r in ones if r.get(f"{key}_over_best")]
     return [*out, Figure("every switch and mode exact", all(r["exact"] is True for r in rows), EXACT)]
 
 
@@ -882,17 +890,27 @@ def print_committed(claim: Claim) -> None:
     print(f"{claim.name}: {claim.statement}")
     print(f"  committed: {', '.join(f'benchmarks/results/{n}' for n in claim.files)} (commit {commits(claim)})")
     for f in claim.extract(old):
+        if f.missing:
+            print(f"  {f.name}: not measured ({f.missing})")
+            continue
         print(f"  {f.name}: {f.text()} ({f.tolerance.rule()})"
               + (f"; verdicts: {verdict_text(f)}" if f.verdicts else ""))
     fidelity_lines(claim, old)
 
 
-def compare(old: list[Figure], new: list[Figure]) -> list[tuple[str, bool]]:
-    """Print each committed figure beside the re-run's; (figure name, reproduced) for each."""
+def compare(old: list[Figure], new: list[Figure]) -> list[tuple[str, bool | None]]:
+    """Print each committed figure beside the re-run's; (figure name, reproduced) for each, None for one the
+    re-run's machine could not measure (a switch build it lacks), which is not counted either way."""
     now = {f.name: f for f in new}
-    outcome = []
+    outcome: list[tuple[str, bool | None]] = []
     for f in old:
+        if f.missing:  # the committed run did not measure it: nothing to hold a re-run to
+            continue
         g = now.get(f.name)
+        if g is not None and g.missing:
+            print(f"  {f.name}: committed {f.text()}, new: not measured here ({g.missing})")
+            outcome.append((f.name, None))
+            continue
         if g is None:
             print(f"  {f.name}: committed {f.text()}, new: not in the re-run's result: NOT REPRODUCED")
             outcome.append((f.name, False))
@@ -994,8 +1012,9 @@ def run_steps(names: list[str], scratch: Path, switch: str = "emulator") -> dict
     return failed
 
 
-def judge(claim: Claim, scratch: Path, failed: dict[str, int], switch: str = "emulator") -> list[tuple[str, bool]]:
-    """Print the claim's committed figures beside the re-run's; (figure, reproduced) for each."""
+def judge(claim: Claim, scratch: Path, failed: dict[str, int],
+          switch: str = "emulator") -> list[tuple[str, bool | None]]:
+    """Print the claim's committed figures beside the re-run's; (figure, reproduced or None) for each."""
     print(f"\n{claim.name}: {claim.statement}")
     if switch != "emulator":
         print(f"  re-run through the {switch} switch where the committed run had the emulator")
@@ -1023,14 +1042,17 @@ def run(chosen: list[Claim], scratch: Path, refused: dict[str, str] | None = Non
     for claim in chosen:
         outcome = judge(claim, scratch, failed, switch)
         results += outcome
-        if not all(ok for _, ok in outcome) or any(n in failed for n in claim.steps):
-            bad.append(claim.name + " (" + ", ".join(n for n, ok in outcome if not ok) + ")")
-    done = sum(ok for _, ok in results)
-    print(f"\nreproduce.py: {done} of {len(results)} figures reproduced"
+        if any(ok is False for _, ok in outcome) or any(n in failed for n in claim.steps):
+            bad.append(claim.name + " (" + ", ".join(n for n, ok in outcome if ok is False) + ")")
+    done = sum(ok is True for _, ok in results)
+    unmeasured = [n for n, ok in results if ok is None]
+    print(f"\nreproduce.py: {done} of {len(results) - len(unmeasured)} figures reproduced"
           + (f"; not reproduced: {'; '.join(bad)}" if bad else "")
+          + (f"; not measured here (this machine lacks what they need): {', '.join(unmeasured)}"
+             if unmeasured else "")
           + (f"; REFUSED up front, this machine holding less than their links' rate: {', '.join(refused)}"
              if refused else "") + f"; the re-run's results are in {scratch}")
-    return 1 if bad else 2 if refused else 0
+    return 1 if bad else 2 if refused or unmeasured else 0
 
 
 QUOTA_ENV = "HINA_CPU_QUOTA"  # set by --cpu-quota for the run it starts under the quota: that run checks it
