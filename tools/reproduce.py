@@ -756,7 +756,8 @@ def load_results(claim: Claim, folder: Path) -> dict[str, dict]:
 
 
 def committed_figures(claim: Claim) -> list[Figure]:
-    return claim.extract(load_results(claim, RESULTS))
+    """The committed figures, less any the committed run could not measure."""
+    return [f for f in claim.extract(load_results(claim, RESULTS)) if not f.missing]
 
 
 def timings_file() -> Path:
