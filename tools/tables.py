@@ -573,22 +573,26 @@ def ns3_every_chunk() -> str:
 
 @table("ns3-shallow")
 def ns3_shallow() -> str:
-    """docs/ns3.md: an oversubscribed leaf/spine whose switch ports queue 16 packets, every chunk: ns-3, and
-    the scale model's time if the ports held, with its verdict on its domain."""
+    """docs/ns3.md: racks of 32 under oversubscribed uplinks whose switch ports queue 16 or 32 packets, every
+    chunk: ns-3, and the scale model's time if the ports held, with its verdict on its domain."""
     from hina.benchmarks.ns3_scale import domain_cell, exact_cell
 
-    data = load("ns3_shallow.json")
+    runs = [(name, load(name)) for name in ("ns3_uplink50.json", "ns3_uplink25.json", "ns3_shallow.json")]
     body = []
-    for r in data["rows"]:
-        # the model's time if the ports held (a row from before the model's domain named it "unlimited")
-        held = r.get("model_unlimited_seconds", r["model_seconds"])
-        body.append([r["workers"], f"{r['mode']} ({r['encoding']})", f"{r['oversubscription']:g}:1",
-                     f"{r['seconds'] * 1e3:.3f}", f"{held * 1e3:.3f} ({r['seconds'] / held:.2f})", domain_cell(r),
-                     f"{r['drops']:,}", f"{r['retransmissions']:,}", r["max_queue"], exact_cell(r)])
-    lines = rows_md(["workers", "mode", "leaf oversubscription", "ns-3 ms", "model ms if the ports held (ns-3 / model)",
-                     "the model's domain", "drops (ns-3)", "retransmissions, all workers (ns-3)",
-                     "deepest switch queue (ns-3)", "exact"], body)
-    return block(lines, ("ns3_shallow.json", data))
+    for _name, data in runs:
+        p = data["parameters"]
+        uplinks = f"{p['spines']} x {p['uplink_gbps']:g} Gbit/s, {p['queue']}-packet ports"
+        for r in data["rows"]:
+            # the model's time if the ports held (a row from before the model's domain named it "unlimited")
+            held = r.get("model_unlimited_seconds", r["model_seconds"])
+            body.append([r["workers"], uplinks, f"{r['mode']} ({r['encoding']})", f"{r['oversubscription']:g}:1",
+                         f"{r['seconds'] * 1e3:.3f}", f"{held * 1e3:.3f} ({r['seconds'] / held:.2f})",
+                         domain_cell(r), f"{r['drops']:,}", f"{r['retransmissions']:,}", r["max_queue"],
+                         exact_cell(r)])
+    lines = rows_md(["workers", "each leaf's uplinks", "mode", "leaf oversubscription", "ns-3 ms",
+                     "model ms if the ports held (ns-3 / model)", "the model's domain", "drops (ns-3)",
+                     "retransmissions, all workers (ns-3)", "deepest switch queue (ns-3)", "exact"], body)
+    return block(lines, *runs)
 
 
 # -- the scale model (benchmarks/scale_model.py) ---------------------------------------------------
