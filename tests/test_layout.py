@@ -271,7 +271,8 @@ def test_the_front_door_names_what_it_exports():
 
 
 # Words that cite the work that led to a change instead of saying what the code does or why: an issue or a task
-# by number, "the issue's ...", "this task" (this file spells them out to test the pattern, and is skipped).
+# by number, or named as the one at hand (WORK_ITEM spells out which phrases; the examples below are written in
+# pieces, so that this file passes its own check).
 WORK_ITEM = re.compile(r"\b(?:issue\s*#?\s*\d+|task\s*#?\s*\d+|the\s+issue\b|issue'?s\s+(?:rule|run|case|repro)"
                        r"|this\s+task\b|work\s+item)", re.I)
 WORDS_IN = ("*.py", "*.md", "*.p4", "*.sh", "*.lua", "*.toml", "Makefile")
@@ -287,17 +288,17 @@ def test_code_tests_and_docs_say_what_and_why_not_which_work_item():
     for pattern in WORDS_IN:
         for path in ROOT.rglob(pattern):
             rel = path.relative_to(ROOT)
-            if (rel.parts[0] in NOT_OURS or rel.parts[:2] in (("hina", "mininet"), ("benchmarks", "results"))
-                    or path == Path(__file__).resolve()):
+            if rel.parts[0] in NOT_OURS or rel.parts[:2] in (("hina", "mininet"), ("benchmarks", "results")):
                 continue
             found += [f"{rel}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
                       for text in [path.read_text(errors="replace")] for m in WORK_ITEM.finditer(text)]
     assert not found, found
 
 
-@pytest.mark.parametrize("text", ["Issue 15 asks whether", "see issue #53", "The issue's rule", "task 7",
-                                  "As this task", "the issue's run", "ISSUE 3"])
-def test_work_item_words_are_found(text):
+@pytest.mark.parametrize("pieces", [("Issue", "15 asks whether"), ("see issue", "#53"), ("The", "issue's", "rule"),
+                                    ("task", "7"), ("As this", "task"), ("the", "issue's", "run"), ("ISSUE", "3")])
+def test_work_item_words_are_found(pieces):
+    text = " ".join(pieces)
     assert work_item_words(text), text
 
 
