@@ -205,13 +205,12 @@ STEPS: tuple[Step, ...] = (
     Step.row("ns3-every-chunk", "model", "ns3_every_chunk.json", f"{NS3} --workers 8 --fabrics leaf_spine --rack 4 "
              f"--spines 2 --cap 0 --out {R}/ns3_every_chunk.json", "every mode at 8 workers on ns-3, every chunk of "
              "every round"),
-    *(Step.row(f"ns3-uplink{gbps}", "model", f"ns3_uplink{gbps}.json", f"{NS3} --workers 32,64,128 --fabrics "
-               f"leaf_spine --presets deeplight --modes auto --spines {spines} --uplink-gbps {gbps} --queue {queue} "
-               f"--cap 0 --out {R}/ns3_uplink{gbps}.json", f"racks of 32 under {spines} uplink(s) of {gbps} Gbit/s "
-               f"with {queue}-packet ports, every chunk on ns-3 and the scale model")
-      for spines, gbps, queue in ((1, 50, 32), (2, 25, 16))),
-    Step.row("ns3-shallow", "model", "ns3_shallow.json", f"{NS3} --workers 64,256 --fabrics leaf_spine --presets "
-             "deeplight --modes auto --spines 2 --uplink-gbps 25 --queue 16 --cap 0 "
+    Step.row("ns3-uplink50", "model", "ns3_uplink50.json", f"{NS3} --workers 32,64,128 --fabrics leaf_spine "
+             "--presets deeplight --modes auto --spines 1 --uplink-gbps 50 --queue 32 --cap 0 "
+             f"--out {R}/ns3_uplink50.json", "racks of 32 under one 50 Gbit/s uplink whose ports queue 32 packets, "
+             "every chunk on ns-3 and the scale model"),
+    Step.row("ns3-shallow", "model", "ns3_shallow.json", f"{NS3} --workers 32,64,128,256 --fabrics leaf_spine "
+             "--presets deeplight --modes auto --spines 2 --uplink-gbps 25 --queue 16 --cap 0 "
              f"--out {R}/ns3_shallow.json", "an oversubscribed leaf/spine whose ports queue 16 packets, every chunk "
              "on ns-3 and the scale model"),
     Step.row("simtest", "model", "simtest.json", f"{SIMTEST} --runs 2000 --seed 1 --out {R}/simtest.json",
