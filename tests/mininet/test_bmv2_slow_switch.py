@@ -58,10 +58,11 @@ def bmv2_share(round_: dict) -> float | None:
     return max(shares) if shares else None
 
 
-# The first round may take this many times the fastest: its timers start from the hello's round trip, which an
-# idle BMv2 answered, and every worker's first window then queues at BMv2 behind the others' (here, 6 runs of the
-# plain leaves' auto mode: the first round 1.27-1.71x the rest's median with 52-75 timeouts against 6-37; once,
-# under CI, 3.3x the fastest).  A crawl such as the one these cases once showed (136-530 s rounds) still fails.
+# The first round may take this many times the fastest: every worker starts it with the initial window (18
+# chunks after the hello) where later rounds start from the window the earlier ones left (most 3-8 on BMv2),
+# so eight first windows queue at BMv2 together.  Six runs of the plain leaves' auto mode: the first round
+# 1.27-1.71x the rest's median, 52-75 timeouts against 6-37 (one run counted 478 resends against 102-190);
+# once, under CI, 3.3x the fastest.  A crawl such as these cases once showed (136-530 s rounds) still fails.
 FIRST_ROUND = 6
 
 STARVED = 0.5  # of a core: BMv2 had less in a round while every core of the machine was busy (0.6-1 when it has one)
