@@ -81,9 +81,9 @@ def test_every_round_exact_and_within_3x_of_the_fastest(case, tmp_path, p4_build
     """Ten rounds (of each mode), all exact, under 60 s, the slowest after the first within 3x of the fastest
     and the first within FIRST_ROUND times, and the repeats BMv2 dropped a small share of the frames the workers
     sent (about 1% without loss, 4-6% with 1% on every link; the spine whose rounds crawled dropped about 630 a
-    second).  BMv2's rounds last as long as its CPU
-    time allows: a round in which other work on the machine starved it (`starved`) is not compared, and where
-    half the rounds were starved the case is skipped, saying so."""
+    second).  BMv2's rounds last as long as its CPU time allows: a round in which other work on the machine
+    starved it (`starved`) is not compared, and where half the rounds were starved the case is skipped, saying
+    so."""
     results = run_case(CASES[case], tmp_path)
     for run in results["runs"]:
         seconds = [r["seconds"] for r in run["rounds"]]
