@@ -188,7 +188,7 @@ def plot(rows: list[dict], out: Path) -> list[str]:
             bottom.axhline(1, color="grey", linewidth=0.8)
             top.set_title(f"{name}, {fab}")
             top.set_yscale("log")
-            top.set_ylabel("seconds per aggregation")
+            top.set_ylabel("simulated seconds per aggregation")
             bottom.set_ylabel("ns-3 / scale model")
             ratios = [r["ratio"] for r in rows if r["fabric"] == fab and r["preset"] == name]
             bottom.set_ylim(min(0.7, min(ratios, default=1) * 0.9), max(1.3, max(ratios, default=1) * 1.1))
@@ -220,7 +220,7 @@ def plot(rows: list[dict], out: Path) -> list[str]:
             ax2.bar(range(len(auto)), vals, 0.6, bottom=bottom, color=colour, label=phase)
             bottom = [b + v for b, v in zip(bottom, vals)]
         ax2.set_xticks(range(len(auto)), labels, fontsize=7)
-        ax2.set_ylabel("ms per aggregation (ns-3)")
+        ax2.set_ylabel("simulated ms per aggregation (ns-3)")
         ax2.set_title(f"hina auto at {top_n} workers: where the time goes")
         ax2.legend(fontsize=7)
         written.append(_save(plt, fig, out, "breakdown"))
