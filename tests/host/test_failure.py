@@ -114,12 +114,13 @@ def test_a_straggler_only_delays_the_result():
         transports = [UdpTransport(sw.data_address) for _ in range(3)]
         sw.pipeline.add_job(SPEC.switch_config(3, [Member(w, t.address) for w, t in enumerate(transports)]))
         workers = [Worker(t, SPEC, w, deadline=10) for w, t in enumerate(transports)]
-        out, took = [None] * 3, [0.0] * 3
+        out, took, waited = [None] * 3, [0.0] * 3, [0]
 
         def run(w):
             start = time.monotonic()
             if w == 2:
                 time.sleep(1.5)  # the straggler
+                waited[0] = sw.pipeline.counters()["frames"]  # what the others sent while it was away
             out[w] = workers[w].aggregate(params, grads[w])
             took[w] = time.monotonic() - start
 
@@ -131,8 +132,12 @@ def test_a_straggler_only_delays_the_result():
         want = dense_fixed_sum(grads, out[0].shift)
         assert all(np.array_equal(r.fixed, want) for r in out)
         assert min(took[:2]) >= 1.5  # the others waited for it ...
-        # ... probing with one chunk at a time, backing off, instead of resending their windows
-        assert sum(w.stats["retransmissions"] for w in workers[:2]) <= 2 * 8
+        # ... asking about their one chunk in flight (the join) a few times, backing off, instead of resending
+        # it every timeout: each sent it and asked again about 4 times in the 1.5 s.  Counted at the switch
+        # while the straggler was away, not by the workers' own resends over the whole aggregation: once all
+        # three run, three threads and the switch's share two cores, and the later phases' resends vary with
+        # the machine's load (2-10 a worker beside two busy loops), not with the straggler.
+        assert waited[0] <= 2 * 8
         for t in transports:
             t.close()
     finally:
