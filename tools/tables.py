@@ -497,8 +497,9 @@ def _ns3_cross(name: str) -> str:
     body = [[name, fab, n, *(_ns3_cell(by.get((name, fab, n, m))) for m in modes)] for name, fab, n in keys]
     ratios = [r["ratio"] for r in rows if r["workers"] >= 64]
     lines = rows_md(["preset", "fabric", "workers", *(f"{m}: ns-3 / model ms (ratio)" for m in modes)], body)
-    spread = (f"is {min(ratios):.3f} at all {len(ratios)} points" if f"{min(ratios):.3f}" == f"{max(ratios):.3f}"
-              else f"lies between {min(ratios):.3f} and {max(ratios):.3f} over {len(ratios)} points")
+    lo, hi = f"{min(ratios):.3f}", f"{max(ratios):.3f}"
+    n = len(ratios)
+    spread = f"is {lo} at all {n} points" if lo == hi else f"lies between {lo} and {hi} over {n} points"
     lines += ["", f"From 64 to {max(r['workers'] for r in rows):,} workers, ns-3 / model {spread}; "
                   f"{sum(r['retransmissions'] for r in rows)} retransmissions and {sum(r['drops'] for r in rows)} "
                   f"drops in all of them.{_ns3_checked(rows)}"]
