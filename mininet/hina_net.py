@@ -719,8 +719,14 @@ def _per_worker(reports: list[dict], delays) -> list[dict]:
     own = [x.get("seconds") for x in reports]
     least = min((s for s in own if s is not None), default=0.0)
     return [{"rank": r, "delay": float(d), "seconds": s, "waited": None if s is None else s - least,
+             "wire_bytes": _wire_bytes(x) if "error" not in x else None,
              **({"window": x["window"]} if "window" in x else {})}  # a traced worker's (benchmarks/cross_traffic.py)
             for r, (d, s, x) in enumerate(zip(delays, own, reports))]
+
+
+def _wire_bytes(report: dict) -> int:
+    """The bytes a worker's frames took on its link, headers included."""
+    return report["wire_bytes"] + FRAME_OVERHEAD * report["frames"]
 
 
 def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: ExperimentConfig,
@@ -728,7 +734,7 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
     delays = np.zeros(len(reports)) if delays is None else delays
     ok = [x for x in reports if "error" not in x]
     n = max(len(ok), 1)
-    wire = sum(x["wire_bytes"] + FRAME_OVERHEAD * x["frames"] for x in ok) / n
+    wire = sum(_wire_bytes(x) for x in ok) / n
     # a host's ranks share its link: the line-rate time is its ranks' bytes together
     line_rate = wire * cfg.ranks_per_host * 8 / (cfg.bw * 1e6) if cfg.bw else None
     phases: dict[str, float] = {}
