@@ -163,6 +163,7 @@ struct metadata_t {
     bit<1>  guard;          /* 1: skip the values if the sender already arrived (a duplicate is never combined) */
     drop_reason_t drop_reason;
     bool    checksum_error;
+    bool    to_hina;        /* the parser found UDP to HINA_PORT (a hina frame, whole or cut short) */
 }
 
 struct headers_t {

@@ -65,10 +65,12 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
         meta.phase = (bit<32>) hdr.hina.phase;
         meta.copy = hdr.hina.slot[11:0] ++ hdr.hina.version;
 
+        /* (hina's frames by the parser's flag, not by the UDP port: p4testgen reads a field of an invalid
+         * header as unknown, and with it every path's output port) */
         if (!hdr.ethernet.isValid()) {
             meta.drop_reason = DROP_TRUNCATED;
             ig_dprsr_md.drop_ctl = 1;
-        } else if (!hdr.udp.isValid() || hdr.udp.dst_port != HINA_PORT) {
+        } else if (!meta.to_hina) {
             forwarding.apply(hdr, meta, ig_tm_md);
             if (meta.drop_reason != DROP_NONE) {
                 ig_dprsr_md.drop_ctl = 1;

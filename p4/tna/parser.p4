@@ -18,6 +18,7 @@ parser HinaIngressParser(packet_in packet,
         packet.extract(standard_metadata);
         packet.advance(PORT_METADATA_SIZE);
         meta.checksum_error = false;
+        meta.to_hina = false;
         transition select(standard_metadata.ingress_port[6:0]) {
             HINA_RECIRC_PORT: parse_bridge;   /* a second pass (only this program sends to that port) */
             default: new_bridge;
@@ -68,6 +69,7 @@ parser HinaIngressParser(packet_in packet,
         }
     }
     state parse_hina {
+        meta.to_hina = true;  /* before the extract: a frame too short for it is still hina's to drop */
         packet.extract(hdr.hina);
         transition parse_lo;
     }
