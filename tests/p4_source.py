@@ -1288,7 +1288,7 @@ class Pipe:
         self.entries: dict[str, dict[tuple, tuple[str, tuple[int, ...]]]] = collections.defaultdict(dict)
         for e in entries:
             control, table = program.tables[e.table]
-            params = control.actions[e.action].params
+            params = () if e.action == "NoAction" else control.actions[e.action].params  # core.p4's: no parameters
             self.entries[e.table][tuple(_plane_value(e.match[k]) for k, _ in table.keys)] = (
                 e.action, tuple(_plane_value(e.params[p]) for p, _ in params))
         self.defaults: dict[str, tuple[str, tuple[int, ...]]] = {}

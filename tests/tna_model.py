@@ -18,8 +18,9 @@ fail).
 Written here by hand, because they are the hardware's, not the program's: the bytes the parsers find
 before the frame (the intrinsic metadata, and on ingress the port metadata the parser skips), the parser
 error a short frame raises (tna.p4's PARSER_ERROR_PARTIAL_HDR in parser_err), and the traffic manager:
-drop_ctl, multicast replication by the controller's groups, unicast, and the recirculation port's second
-pass (egress bypassed: the ingress deparser's bytes, bridge header first, come back in on that port).
+drop_ctl, multicast replication by the controller's groups, unicast (none where ingress named no port, or
+one past a pipe's 72), and the recirculation port's second pass (egress bypassed: the ingress deparser's
+bytes, bridge header first, come back in on that port).
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ from p4_source import TNA, Header, P4Unsupported, Struct, const_entries  # noqa:
 from hina.control.controller import p4_entries
 from hina.control.topology import Topology
 from hina.wire.headers import UDP_PORT, Drop
+
+# A Tofino pipe's ports: a unicast to a port number whose low 7 bits (the port within its pipe) are this or
+# more goes to no port, and the traffic manager drops it (p4testgen's Tofino target drops port 511 so)
+PIPE_PORTS = 72
+# The unicast port of a frame ingress gave none (no ucast_egress_port written, no multicast group): no
+# port, so dropped, as the chip's deparser sends such a frame nowhere
+NO_PORT = 511
 
 # P4's parser errors as tna.p4 names them in parser_err
 PARSER_ERRORS = {"PacketTooShort": "PARSER_ERROR_PARTIAL_HDR", "NoMatch": "PARSER_ERROR_NO_MATCH"}
@@ -94,7 +102,8 @@ class TnaModel:
         port, the bridge header and the frame)."""
         new = self.program.new
         hdr, meta, md, frame = self.parse(port, packet)
-        dprsr, tm = new("ingress_intrinsic_metadata_for_deparser_t"), new("ingress_intrinsic_metadata_for_tm_t")
+        dprsr = new("ingress_intrinsic_metadata_for_deparser_t")
+        tm = new("ingress_intrinsic_metadata_for_tm_t", ucast_egress_port=NO_PORT)
         self.pipe.apply("HinaIngress", "ingress", hdr=hdr, meta=meta, standard_metadata=md,
                         ig_prsr_md=new("ingress_intrinsic_metadata_from_parser_t",
                                        parser_err=self._parser_error(frame)),
@@ -108,6 +117,8 @@ class TnaModel:
             if tm.ucast_egress_port & 0x7F != self.recirc_port:
                 raise P4Unsupported(f"egress bypassed to port {tm.ucast_egress_port}, not the recirculation port")
             return [(tm.ucast_egress_port, None, bridged)]
+        if tm.ucast_egress_port & 0x7F >= PIPE_PORTS:
+            return []
         return [(tm.ucast_egress_port, 0, bridged)]
 
     def parse(self, port: int, packet: bytes) -> tuple[Struct, Struct, Header, p4_source.PacketIn]:
@@ -211,20 +222,23 @@ def _topology(ports: dict, jobs: list[dict], switches=()) -> dict:
     return {"switch": {"mac": "02:00:00:00:ff:fe", "ip": "10.0.255.254"}, "hosts": hosts, "jobs": jobs}
 
 
+SPINE_PORT = 33  # a leaf's first uplink: a front-panel port of pipe 0, past its workers' ports
+
+
 def tree(job_id: int, workers: int, per_leaf: int, spines: int, slot_base: int, slots: int,
          words: int = 32, p4: Path = P4) -> tuple[list[ModelPipeline], list[ModelPipeline]]:
     """A leaf/spine tree as tests/emulator/test_tree.py builds it of Pipelines: worker w under leaf
     w // per_leaf (on port w % per_leaf + 1), every leaf under every spine (spine s on the leaf's port
-    101 + s; leaf i on the spine's port i + 1), slot s rooted at spine s mod `spines`."""
+    SPINE_PORT + s; leaf i on the spine's port i + 1), slot s rooted at spine s mod `spines`."""
     n_leaves = -(-workers // per_leaf)
     leaves = []
     for i in range(n_leaves):
         children = range(i * per_leaf, min(workers, (i + 1) * per_leaf))
-        ports = {("w", w): w % per_leaf + 1 for w in children} | {("spine", s): 101 + s for s in range(spines)}
+        ports = {("w", w): w % per_leaf + 1 for w in children} | {("spine", s): SPINE_PORT + s for s in range(spines)}
         job = {"job_id": job_id, "workers": workers, "words": words, "slot_base": slot_base, "slots": slots,
                "mask": sum(1 << w for w in children),
                "members": [{"worker_id": w, "port": ports["w", w]} for w in children],
-               "parents": [{"worker_id": i, "port": 101 + s} for s in range(spines)]}
+               "parents": [{"worker_id": i, "port": SPINE_PORT + s} for s in range(spines)]}
         leaves.append(ModelPipeline(_topology(ports, [job], switches=("spine",)), ports, words, p4))
     tops = []
     for _ in range(spines):
