@@ -85,8 +85,10 @@ def missing(marker: str) -> str | None:
         import testgen  # tools/
 
         target = "bmv2" if marker == "testgen" else "tofino"
-        if testgen.binary(target) is None:
+        p4testgen = testgen.binary(target)
+        if p4testgen is None:
             return f"no p4testgen at {testgen.TARGETS[target]['binary']} ({testgen.TARGETS[target]['build']})"
+        return testgen.unfixed(target, p4testgen)
     if marker == "torch":
         try:
             import torch  # noqa: F401

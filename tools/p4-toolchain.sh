@@ -174,9 +174,18 @@ p4c_tree() {  # p4c_tree DEST [FN]: p4c's sources in DEST (FN adds to them), or 
     [[ -z ${2:-} ]] || "$2" "$d"
     echo "$P4RUNTIME_SRC" >"$stamp"
   fi
-  ((!TESTGEN)) || inja_sources "$d"
+  ((!TESTGEN)) || { inja_sources "$d"; testgen_fixes "$d"; }
   mkdir -p "$d/build"
 }
+
+# p4testgen's Tofino targets, mended for hina's TNA program (what and why: the patch's head): applied to the
+# tree once (idempotent; `make` rebuilds the files it changes), and the installed p4testgen marked with the
+# patch's digest, which tools/testgen.py and testgen_installed require of the tofino target's.
+TESTGEN_PATCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/p4testgen-tofino.patch
+testgen_fixes() {
+  patch -d "$1" -p1 -R --dry-run --silent <"$TESTGEN_PATCH" >/dev/null 2>&1 || patch -d "$1" -p1 --silent <"$TESTGEN_PATCH"
+}
+testgen_digest() { sha256sum "$TESTGEN_PATCH" | cut -c1-12; }
 
 z3_wheel() {  # Z3 4.8.14 <= version < 4.12 for the Tofino back end and p4testgen (Debian 12 has 4.8.12)
   [[ -f $WORK/z3/z3/lib/libz3.so ]] && return
@@ -207,6 +216,7 @@ install_testgen() {
   cp "$WORK/z3/z3/lib/libz3.so" "$3/"
   install -m 755 "$b/p4testgen" "$2/bin/p4testgen"
   cp "$1/backends/p4tools/modules/testgen/p4include/testgen.p4" "$2/share/p4c/p4include/"
+  testgen_digest >"$2/share/p4c/p4testgen-patch"
   testgen_installed "$2" "$4" "$5"
 }
 
@@ -267,8 +277,11 @@ has() { command -v "$1" >/dev/null && grep -q "$2" <<<"$("$1" --version 2>&1)"; 
 # bmv2_installed BIN: BIN is BMv2 $BMV2_TAG with its Thrift server (the controller's register resets)
 bmv2_installed() { has "$1" "$BMV2_TAG" && grep -q thrift-port <<<"$("$1" --help 2>&1)"; }
 # testgen_installed PREFIX TARGET ARCH: without --testgen, true; with it, PREFIX/bin/p4testgen runs for TARGET (it
-# refuses even --version without a target and an architecture)
-testgen_installed() { ((!TESTGEN)) || "$1/bin/p4testgen" --target "$2" --arch "$3" --version >/dev/null 2>&1; }
+# refuses even --version without a target and an architecture), and for tofino, built with p4testgen-tofino.patch
+testgen_installed() {
+  ((!TESTGEN)) || { "$1/bin/p4testgen" --target "$2" --arch "$3" --version >/dev/null 2>&1 \
+    && { [[ $2 != tofino ]] || [[ $(cat "$1/share/p4c/p4testgen-patch" 2>/dev/null) == "$(testgen_digest)" ]]; }; }
+}
 
 step apt-packages apt_deps
 if ((BMV2)); then

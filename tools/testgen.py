@@ -20,6 +20,7 @@ those it counts, and which it does not reach, by file and line.  `--render` draw
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -34,24 +35,29 @@ from hina.wire.headers import Drop
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests" / "testgen"
+PATCH = ROOT / "tools" / "p4testgen-tofino.patch"  # what tools/p4-toolchain.sh mends in p4testgen's Tofino target
 SEED = 1
 MAX_TESTS = 400
 # which path p4testgen takes next: the branch that reaches statements no test reached yet (the default, depth
-# first, spends its tests on the first branches it meets); it stops at MAX_TESTS, at every node covered, or
-# when no path is left
+# first, spends its tests on the first branches it meets); it stops at the target's most tests (MAX_TESTS
+# unless it says), at every node covered, or when no path is left
 SEARCH = ["--path-selection", "GREEDY_STATEMENT_SEARCH", "--stop-metric", "MAX_NODE_COVERAGE"]
 # what p4testgen counts as covered: statements (assignments, calls: extracts, emits, table applies) and
 # the constant entries of tables
 COVERAGE = ("STATEMENTS", "TABLE_ENTRIES")
-# BMv2's tests cross veth pairs: frames of an Ethernet header at least (the kernel sends nothing shorter)
-# and at most what an MTU of 1500 carries, in bits; ports 0-510 (511 is BMv2's drop port)
-VETH = ["--packet-size-range", f"{8 * 14}:{8 * 1514}", "--port-ranges", "0:510"]
+# frames of an Ethernet header at least (a veth pair sends nothing shorter) and at most what an MTU of 1500
+# carries, in bits
+SIZES = ["--packet-size-range", f"{8 * 14}:{8 * 1514}"]
 TARGETS = {
+    # BMv2's tests cross veth pairs; ports 0-510 (511 is BMv2's drop port)
     "bmv2": {"program": "p4/hina.p4", "binary": "/usr/local/bin/p4testgen", "build": "tools/p4-toolchain.sh --testgen",
-             "args": ["--target", "bmv2", "--arch", "v1model"], "wire": VETH},
+             "args": ["--target", "bmv2", "--arch", "v1model"], "wire": [*SIZES, "--port-ranges", "0:510"]},
+    # tna.p4 refuses to parse without the define (p4c-barefoot sets it); pipe 0's 72 ports, the recirculation
+    # port among them; 40 tests, the greedy search's first (past them, every path it tries next leaves Z3
+    # solving one query for minutes: docs/tofino.md)
     "tofino": {"program": "p4/tna/hina.p4", "binary": "/opt/p4c-tofino/bin/p4testgen",
                "build": "tools/p4-toolchain.sh --tofino --testgen", "args": ["--target", "tofino", "--arch", "tna"],
-               "wire": []},
+               "wire": ["-D__TARGET_TOFINO__=1", *SIZES, "--port-ranges", "0:71"], "max_tests": 40},
 }
 
 
@@ -69,6 +75,19 @@ def binary(target: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return candidate if run.returncode == 0 else None
+
+
+def unfixed(target: str, p4testgen: str) -> str | None:
+    """Why the Tofino target's p4testgen will not do (built without tools/p4testgen-tofino.patch, which
+    tools/p4-toolchain.sh applies to its tree and marks beside it by the patch's digest), or None."""
+    if target != "tofino":
+        return None
+    digest = hashlib.sha256(PATCH.read_bytes()).hexdigest()[:12]
+    stamp = Path(p4testgen).resolve().parent.parent / "share" / "p4c" / "p4testgen-patch"
+    if stamp.exists() and stamp.read_text().strip() == digest:
+        return None
+    return (f"{p4testgen} was not built with {PATCH.relative_to(ROOT)} as it is now "
+            f"({TARGETS[target]['build']} rebuilds it)")
 
 
 def _env(p4testgen: str) -> dict[str, str]:
@@ -99,21 +118,30 @@ def _version(cmd: list[str], p4testgen: str) -> str | None:
     return found and found.group(0) + (")" if "SHA" in found.group(0) else "")
 
 
-def command(target: str, p4testgen: str, out: Path, seed: int, max_tests: int) -> list[str]:
+def command(target: str, p4testgen: str, out: Path, seed: int, max_tests: int, program: str | None = None) -> list[str]:
     spec = TARGETS[target]
     coverage = [arg for item in COVERAGE for arg in ("--track-coverage", item)]
     return [p4testgen, *spec["args"], "--std", "p4-16", "--test-backend", "STF", "--seed", str(seed),
             "--max-tests", str(max_tests), *SEARCH, *spec["wire"], *coverage, "--print-coverage",
-            "--out-dir", str(out), "--test-name", "hina", spec["program"]]
+            "--out-dir", str(out), "--test-name", "hina", program or spec["program"]]
 
 
-def generate(target: str, seed: int = SEED, max_tests: int = MAX_TESTS) -> dict:
-    """Run the target's p4testgen into a scratch folder; its tests and coverage, as tests/testgen/ keeps them."""
+def most_tests(target: str) -> int:
+    """The most tests p4testgen writes of the target's program."""
+    return TARGETS[target].get("max_tests", MAX_TESTS)
+
+
+def generate(target: str, seed: int = SEED, max_tests: int | None = None, program: str | None = None) -> dict:
+    """Run the target's p4testgen into a scratch folder (at most `max_tests`, else the target's most) on its
+    program (or `program`, with the target's options); its tests and coverage, as tests/testgen/ keeps them."""
+    max_tests = max_tests or most_tests(target)
     p4testgen = binary(target)
     if p4testgen is None:
         raise RuntimeError(f"no p4testgen for {target} at {TARGETS[target]['binary']}")
+    if why := unfixed(target, p4testgen):
+        raise RuntimeError(why)
     with tempfile.TemporaryDirectory(prefix=f"testgen-{target}-") as scratch:
-        cmd = command(target, p4testgen, Path(scratch), seed, max_tests)
+        cmd = command(target, p4testgen, Path(scratch), seed, max_tests, program)
         start = time.monotonic()
         run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env(p4testgen))
         seconds = time.monotonic() - start
@@ -136,7 +164,7 @@ def _test_number(path: Path) -> int:
 # add TABLE [PRIORITY] KEY:VALUE ... ACTION(PARAM:VALUE,...); names quoted (bmv2) or not (tofino)
 _ADD = re.compile(r'add\s+"?([^"\s]+)"?\s+(?:(\d+)\s+)?(.*?)\s*"?([\w.$]+)"?\((.*)\)\s*$')
 _DEFAULT = re.compile(r'setdefault\s+"?([^"\s]+)"?\s+"?([\w.$]+)"?\((.*)\)\s*$')
-_PAIR = re.compile(r'"?([^"\s:]+(?:\[\d+:\d+\])?)"?\s*:\s*([^\s,]+)')
+_PAIR = re.compile(r'"?([^"\s:,]+(?:\[\d+:\d+\])?)"?\s*:\s*([^\s,]+)')
 
 
 # p4testgen's trace of the path, in the test's comments: the drop reason the program computes, and each count
@@ -352,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", choices=[*TARGETS, "all"], default="all")
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--max-tests", type=int, default=MAX_TESTS)
+    parser.add_argument("--max-tests", type=int, help="the most tests (default: each target's own)")
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     parser.add_argument("--render", action="store_true", help="the pages' blocks, not the tests")
     try:
@@ -361,13 +389,15 @@ def main(argv: list[str] | None = None) -> int:
         return int(exit_.code or 0)
     if args.render:
         return render_pages(args.check)
-    if args.max_tests <= 0:
+    if args.max_tests is not None and args.max_tests <= 0:
         print(f"testgen: --max-tests must be positive, not {args.max_tests}", file=sys.stderr)
         return 2
     targets = list(TARGETS) if args.target == "all" else [args.target]
-    ran = [t for t in targets if binary(t) is not None]
-    for target in set(targets) - set(ran):
-        print(f"testgen: no p4testgen for {target} at {TARGETS[target]['binary']} ({TARGETS[target]['build']})")
+    found = {t: binary(t) for t in targets}
+    ran = [t for t in targets if found[t] is not None and unfixed(t, found[t]) is None]
+    for target in sorted(set(targets) - set(ran)):
+        print("testgen: " + (unfixed(target, found[target]) if found[target] else
+                             f"no p4testgen for {target} at {TARGETS[target]['binary']} ({TARGETS[target]['build']})"))
     different = False
     for target in ran:
         data = generate(target, args.seed, args.max_tests)
