@@ -51,13 +51,13 @@ SIZES = ["--packet-size-range", f"{8 * 14}:{8 * 1514}"]
 TARGETS = {
     # BMv2's tests cross veth pairs; ports 0-510 (511 is BMv2's drop port)
     "bmv2": {"program": "p4/hina.p4", "binary": "/usr/local/bin/p4testgen", "build": "tools/p4-toolchain.sh --testgen",
-             "args": ["--target", "bmv2", "--arch", "v1model"], "wire": [*SIZES, "--port-ranges", "0:510"]},
+             "args": ["--target", "bmv2", "--arch", "v1model"], "options": [*SIZES, "--port-ranges", "0:510"]},
     # tna.p4 refuses to parse without the define (p4c-barefoot sets it); pipe 0's 72 ports, the recirculation
-    # port among them; 40 tests, the greedy search's first (past them, every path it tries next leaves Z3
-    # solving one query for minutes: docs/tofino.md)
+    # port among them; 40 tests, the greedy search's first (past them, the path it tries next leaves Z3 on
+    # one query for minutes: docs/tofino.md)
     "tofino": {"program": "p4/tna/hina.p4", "binary": "/opt/p4c-tofino/bin/p4testgen",
                "build": "tools/p4-toolchain.sh --tofino --testgen", "args": ["--target", "tofino", "--arch", "tna"],
-               "wire": ["-D__TARGET_TOFINO__=1", *SIZES, "--port-ranges", "0:71"], "max_tests": 40},
+               "options": ["-D__TARGET_TOFINO__=1", *SIZES, "--port-ranges", "0:71"], "max_tests": 40},
 }
 
 
@@ -122,7 +122,7 @@ def command(target: str, p4testgen: str, out: Path, seed: int, max_tests: int, p
     spec = TARGETS[target]
     coverage = [arg for item in COVERAGE for arg in ("--track-coverage", item)]
     return [p4testgen, *spec["args"], "--std", "p4-16", "--test-backend", "STF", "--seed", str(seed),
-            "--max-tests", str(max_tests), *SEARCH, *spec["wire"], *coverage, "--print-coverage",
+            "--max-tests", str(max_tests), *SEARCH, *spec["options"], *coverage, "--print-coverage",
             "--out-dir", str(out), "--test-name", "hina", program or spec["program"]]
 
 
