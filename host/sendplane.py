@@ -360,7 +360,12 @@ def _oldest(fl, picked, n):
 @njit(cache=True)
 def overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
     """RACK: resend the chunks a later-sent, answered chunk of their pipe overtook by more than the
-    allowance (or, among resent chunks, a later resend answered a round trip or more after it went)."""
+    allowance (or, among resent chunks, a later resend answered a round trip or more after it went).
+    A held chunk so overtaken asks the switch again, with no window cut: every peer sent it before the
+    later one, and a peer whose UPDATE was lost was told by the first PENDING, so the RESULT to this
+    worker is the likelier loss (waiting out the hold instead, one lost RESULT on a lossy path held
+    this worker's window, and then its peers', for milliseconds).  Its seq is the ask's: only a chunk
+    sent after the ask asks again."""
     t.rack_at = math.inf
     allowance = reordering(r)
     slots, pipes = t.slots, t.pipes
@@ -368,7 +373,7 @@ def overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
     n = np.int64(0)  # not a literal 0: `_by_seq` would be compiled once more for Literal[int](0)
     for slot in range(slots):
         s = fl[slot]
-        if s.chunk < 0 or s.held:  # held: the switch counted it and waits on a peer
+        if s.chunk < 0:
             continue
         pipe = rack[(t.slot_base + slot) % pipes]
         # overtaken: a chunk of its pipe sent after it was answered, and came after it in the order the
@@ -388,6 +393,11 @@ def overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
     if n == 0:
         return m
     for slot in _by_seq(fl, lost, n):
+        if fl[slot].held:  # asks, and waits for its hold again
+            stats.asked += 1
+            m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+            fl[slot].due = now + fl[slot].hold
+            continue
         window_loss(cw, fl[slot].sent, now, r.min_rtt)
         fl[slot].overtaken = True
         rtt_recovered(r)

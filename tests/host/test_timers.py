@@ -179,6 +179,30 @@ def test_while_other_chunks_are_answered_a_held_chunks_hold_grows_no_longer_than
     assert gaps[-1] == pytest.approx(2 * gaps[-2], rel=0.01) and gaps[-2] > gaps[7], gaps  # then doubling
 
 
+def test_a_held_chunk_a_later_chunk_overtook_asks_at_once_and_once_per_overtaking():
+    """Held, and then a chunk sent after it is answered: each peer had sent the held chunk before that one, and a
+    peer whose UPDATE was lost was told so by the first PENDING, so the RESULT to this worker is the likelier loss.
+    It asks when the overtaking answer's round trip and the reordering allowance have passed, not after its hold
+    (a lost RESULT on a lossy path once waited out holds of milliseconds, and every peer's window behind it); and
+    asks once per overtaking: an answer to a chunk sent before the ask is no new evidence."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(8, rtt=rtt, deadline=5.0)
+    frames = x.start(0.0)
+    held = offsets(frames[:1])[0]
+    assert x.receive(pending(frames[0], counted=0b101 | 1 << ME), 150e-6) == []
+    x.receive(answer(frames[1]), 200e-6)  # a chunk sent after the held one, answered
+    ask = x.next_timer()
+    assert ask <= 200e-6 + rtt.reordering + 1e-9
+    assert offsets(x.poll(ask)) == [held] and x.stats["asked"] == 1
+    for f in frames[2:]:  # sent before the ask: answered, they are no reason to ask again
+        assert held not in offsets(x.receive(answer(f), ask + 10e-6))
+    now = x.next_timer()
+    assert x.poll(now) == [] and x.stats["asked"] == 1
+    assert next_ask(x, held, now) >= ask + 2 * 100e-6  # then its hold again
+    x.receive(answer(frames[0]), ask + 100e-6)  # the RESULT the ask drew
+    assert x.stats["timeouts"] == 0 and x.stats["fast_retransmissions"] == 0 and rtt.reorder_scale == 1.0
+
+
 def test_a_held_chunk_past_its_deadline_says_the_switch_holds_it_and_whom_it_counted():
     x, _, _ = held_chunk()
     with pytest.raises(AggregationTimeout, match=r"the switch holds this worker's UPDATE and waits for the others "
