@@ -304,6 +304,16 @@ def _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats):
 
 
 @njit(cache=True)
+def _ask(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats):
+    """A held chunk asks the switch again (its UPDATE once more, answered from the copy) and waits for its
+    hold before the next ask."""
+    stats.asked += 1
+    m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+    fl[slot].due = now + fl[slot].hold
+    return m
+
+
+@njit(cache=True)
 def fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats):
     """Send the next chunks while the window has room, their slots are free (in order: chunk c waits
     for chunk c - W, as every worker's does) and the pacer lets them go (resends are not paced)."""
@@ -394,9 +404,7 @@ def overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats):
         return m
     for slot in _by_seq(fl, lost, n):
         if fl[slot].held:  # asks, and waits for its hold again
-            stats.asked += 1
-            m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
-            fl[slot].due = now + fl[slot].hold
+            m = _ask(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
             continue
         window_loss(cw, fl[slot].sent, now, r.min_rtt)
         fl[slot].overtaken = True
@@ -441,11 +449,10 @@ def _moved_on(t, r, chunks, wire, fl, frame, at, slot, pool_index, offset, now, 
             or get16(frame, at + AT_PHASE) != t.tag or s.version == pool_index >> _VERSION_SHIFT
             or nxt >= t.chunks or offset != chunks[nxt].wire_offset or now - s.sent < _srtt(r)):
         return m
-    stats.asked += 1
-    m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
     if s.held:
-        s.due = now + s.hold
-    return m
+        return _ask(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
+    stats.asked += 1
+    return _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
 
 
 @njit(cache=True)
@@ -677,9 +684,7 @@ def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats
                 # seconds, and other workers' holds lengthened them in turn); never past an eighth of the deadline
                 longest = max(backoff_cap(r), _first_hold(r, s)) if t.last_progress > s.sent else r.maximum
                 s.hold = min(2.0 * s.hold, longest, t.deadline / HOLD_ASKS)
-                stats.asked += 1
-                m = _resend(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
-                s.due = now + s.hold
+                m = _ask(t, chunks, wire, fl, slot, now, tx, iov, m, base, stats)
                 continue
             due[n] = slot
             n += 1
