@@ -7,8 +7,11 @@
  *   the packet goes to every member flagged STALE_RUN (the run cannot finish:
  *   all of its workers must stop, not only the sender).
  * - sender's bit already set: RESEND if the copy is complete (counter == the
- *   children's count) and holds the total (always, on the root), RESEND_UP if
- *   it is complete but was sent up and no total came back yet (trees), else
+ *   children's count) and holds the total (always, on the root); if it is
+ *   complete but was sent up and no total came back yet (trees), RESEND_UP for
+ *   one repeat and PENDING_BACK for the next children - 1 (`pendings` counts
+ *   them down; the parent's PENDING_DOWN clears it), so that every member
+ *   asking once more sends one partial up, not one each; else
  *   DUPLICATE, answered PENDING with the copy's bitmap: to every member the
  *   first time for this copy (its `pendings` bit, cleared by the copy's first
  *   arrival), to the sender after that (PENDING_BACK).  The counter, not the
@@ -38,7 +41,9 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(HINA_COPIES) offsets;
     register<bit<16>>(HINA_COPIES) phases;
     register<bit<8>>(HINA_COPIES) totals;   /* trees: the copy holds the job's total (from the parent) */
-    register<bit<1>>(HINA_COPIES) pendings; /* a PENDING for this copy went to every member already */
+    /* open copy: 1 when a PENDING for it went to every member already; sent up, no total yet: how many more
+     * repeats are answered PENDING, plus one (0 or 1: the next one sends the partial up again) */
+    register<bit<8>>(HINA_COPIES) pendings;
 
     /* Whether the parent's PENDING counts this switch: its bitmap (word 0) has the bit of this switch's
      * member id, matched with one entry a bit as on Tofino (p4/tna/pending.p4).  The word shifted right by
@@ -88,6 +93,7 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
                 parent_counted.apply();
                 if (counted == 1) {
                     meta.verdict = VERDICT_PENDING_DOWN;   /* the parent holds this partial, waits for others */
+                    pendings.write(meta.copy, 0);          /* it answered: the next repeat goes up again */
                 } else {
                     meta.verdict = VERDICT_RESEND_UP;      /* the partial was lost on the way up */
                 }
@@ -102,12 +108,22 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
                 if (meta.has_parent == 0 || total != 0) {
                     meta.verdict = VERDICT_RESEND;
                 } else {
-                    meta.verdict = VERDICT_RESEND_UP;
+                    /* sent up, no total yet: up again for one repeat, PENDING to the next children - 1 */
+                    bit<8> asks;
+                    pendings.read(asks, meta.copy);
+                    if (asks >= 2) {
+                        pendings.write(meta.copy, asks - 1);
+                        meta.bitmap = seen;
+                        meta.verdict = VERDICT_PENDING_BACK;
+                    } else {
+                        pendings.write(meta.copy, meta.children);
+                        meta.verdict = VERDICT_RESEND_UP;
+                    }
                 }
             } else {
                 /* the copy holds the sender's words and waits for others: counted DUPLICATE, nothing
                  * stored, answered with who is counted */
-                bit<1> told;
+                bit<8> told;
                 pendings.read(told, meta.copy);
                 pendings.write(meta.copy, 1);
                 meta.bitmap = seen;

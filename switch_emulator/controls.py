@@ -278,7 +278,16 @@ def arrival_bitmap(jobs, copies, values, counters, data, at, j, worker, pool_ind
                 job.resends += 1
                 _result(out, o, data, at, _RESEND_FLAG, values, row, count)
                 return TO_SENDER, j, frame_bytes
-            # sent up, no total yet: the partial up or the RESULT down was lost, so up again
+            # Sent up, no total yet: the partial up or the total down was lost, or the parent waits for others.
+            # Up again for one repeat, then the next `needed - 1` repeats are answered PENDING (the sender holds):
+            # each member asks once more for one partial up, not one each.  c.pending counts them down.
+            if c.pending >= 2:
+                c.pending -= 1
+                drop(jobs, counters, j, DUPLICATE)
+                job.pending += 1
+                _pending(out, o, data, at, count, seen)
+                return TO_SENDER, j, frame_bytes
+            c.pending = job.needed
             job.resent_up += 1
             _send_up(out, o, data, at, values, row, count, job.member)
             return TO_PARENT + tree_parent(job, pool_index), j, frame_bytes
@@ -385,7 +394,9 @@ def from_parent(jobs, copies, values, counters, data, at, source, j, out, o):
     row = job.value_base + local * count
     if data[at + AT_FLAGS] & _PENDING_FLAG:
         if get32(data, at + HEADER_BYTES) & (np.int64(1) << job.member):
-            # the parent holds this switch's partial and waits for others: every child is counted here
+            # the parent holds this switch's partial and waits for others: every child is counted here, and the
+            # next repeat sends the partial up again (the parent answered the last)
+            c.pending = 0
             job.pending += 1
             _pending(out, o, data, at, count, c.bitmap)
             return TO_GROUP, j, frame_bytes

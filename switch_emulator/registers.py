@@ -52,7 +52,7 @@ padding.
         int64_t offset;                       /* the chunk's offset (salted), as the frames carry it */
         int64_t phase;                        /* the chunk's phase tag */
         int64_t total;                        /* the copy holds the job's total (a tree's RESULT stored) */
-        int64_t pending;                      /* a PENDING for this copy went to every member already */
+        int64_t pending;                      /* open: every member heard PENDING; sent up: repeats left + 1 */
     };
     struct hina_counters {                    /* COUNTERS */
         int64_t frames;                       /* frames seen */

@@ -468,6 +468,19 @@ def leaf_repeat_cases() -> list[dict]:
               "but before the total came down (the UPDATE up or the RESULT down was lost): the partial goes up "
               "again", [(1, a), (2, b), (1, a)], [(5, up), (5, result(5, a, partial, msg_type=0, worker=0))])
 
+    a_up, b_up = (result(5, x, partial, msg_type=0, worker=0) for x in (a, b))
+    leaf_case("tree_repeats_after_forwarding_one_up_per_round", "children repeat their UPDATEs after the copy "
+              "went up, no total yet: the first repeat sends the partial up again, the next (children - 1 = 1) "
+              "is answered PENDING back to its sender alone with the leaf's bitmap, the one after goes up again",
+              [(1, a), (2, b), (1, a), (2, b), (1, a)],
+              [(5, up), (5, a_up), (2, result(2, b, [0b11], flags=PENDING)), (5, a_up)], {"duplicate": 1})
+
+    leaf_case("tree_parent_pending_lets_the_next_repeat_up", "after a repeat sent the partial up again, the "
+              "parent's PENDING counting this leaf goes down, and the next repeat (another child's) goes up "
+              "again at once: the parent answered the last one",
+              [(1, a), (2, b), (1, a), (5, counted_up), (2, b)],
+              [(5, up), (5, a_up)] + down(counted_up, [0b11], flags=PENDING) + [(5, b_up)])
+
     leaf_case("tree_duplicate_after_result_unicast", "a child repeats its UPDATE after the total came down: "
               "the stored total goes back to it alone (RESEND), nothing goes up",
               [(1, a), (2, b), (5, from_spine), (2, b)],

@@ -86,6 +86,8 @@ header hina_t {
 #endif
 #define HINA_EACH_WORD(M) M(00) HINA_LATER_WORDS(M)
 #define HINA_ZERO_BOTH(i) hdr.lo.w##i = 0; hdr.hi.w##i = 0;
+/* a PENDING answer's words: the copy's arrival bitmap (who is counted) as word 0, the rest 0 */
+#define HINA_PENDING_WORDS hdr.lo.w00 = (int<32>) meta.seen; hdr.hi.w00 = 0; HINA_LATER_WORDS(HINA_ZERO_BOTH)
 
 /* M(i, b) for each bit i of a 32-bit worker bitmap, b = 1 << i: a table matches "bit i of a field is set"
  * with one ternary entry a bit (a stage cannot AND two fields, nor shift by one) */
@@ -125,6 +127,7 @@ struct metadata_t {
     /* from job_config (set_job computes the slot's place in the job's range on the way) */
     bit<8>  workers;
     bit<32> full_mask;      /* the children's bits */
+    bit<8>  children;       /* arrivals that complete a copy (pending.p4 counts a sent-up copy's repeats by it) */
     bit<16> group;
     bit<32> slot_count;     /* 32 bits, as slot_base (job_config.p4 says why) */
     bit<8>  parents;        /* 0: this switch is the job's root */
@@ -157,7 +160,8 @@ struct metadata_t {
     bit<32> seen;           /* the copy's arrival bitmap before this frame */
     bit<32> mine;           /* seen & worker_bit: the sender already arrived */
     bit<32> rest;           /* seen ^ need: 0 when this arrival completes the copy */
-    bit<8>  told;           /* 1: every member heard a PENDING for this copy already (pending.p4) */
+    bit<8>  told;           /* open copy: 1 when every member heard a PENDING for it already; sent up, no
+                             * total yet: 1 when this repeat is answered PENDING, not sent up (pending.p4) */
     bit<1>  counted;        /* the parent's PENDING (word 0) counts this switch's member id */
     value_op_t value_op;
     bit<1>  guard;          /* 1: skip the values if the sender already arrived (a duplicate is never combined) */

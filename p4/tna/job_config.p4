@@ -8,8 +8,9 @@
 
 #include "headers.p4"
 
-/* job_id -> N, full mask (the children's bits), arrivals that complete a copy (its popcount: unused
- * here, the bitmap itself says when the copy is complete), multicast group, slot range, parents. */
+/* job_id -> N, full mask (the children's bits), arrivals that complete a copy (its popcount: the bitmap
+ * itself says when the copy is complete; pending.p4 counts a sent-up copy's repeats by it), multicast
+ * group, slot range, parents. */
 control JobConfig(inout headers_t hdr, inout metadata_t meta) {
     /* slot_base and slot_count are wider than BMv2's bit<16> (the controller's values fit both): the back
      * end cannot widen an action parameter inside an expression ("IR structure not yet handled by the
@@ -19,6 +20,7 @@ control JobConfig(inout headers_t hdr, inout metadata_t meta) {
                    bit<32> slot_count, bit<8> parents) {
         meta.workers = workers;
         meta.full_mask = full_mask;
+        meta.children = children;
         meta.group = group;
         meta.slot_count = slot_count;
         meta.parents = parents;

@@ -13,20 +13,27 @@
  * actions write the answer's words, a stage before the value stages read them (a duplicate never reaches
  * the values: the guard), so the answer takes no second pass.
  *
+ * A repeat of a copy this switch sent up (complete, no total yet; the sender arrived, the switch has a
+ * parent) sends the partial up again for one repeat and answers the next children - 1 PENDING, so that
+ * each member asking once more costs one partial up, not one each.  The same register counts them down
+ * (`ask`: the copy's open phase left 0 or 1 there, so the first repeat goes up) and the parent's counted
+ * PENDING clears it (it answered: the next repeat goes up).  `told` says PENDING, and Deliver writes the
+ * answer's words (slot_rules.p4): it comes after the value stages, which read the copy into them first,
+ * as for any repeat of a complete copy (which one this is, only this stage knows).
+ *
  * The parent's PENDING for a copy this switch sent up (complete, no total yet) is never stored:
  * `parent_counted` says whether the parent's bitmap (its word 0) holds this switch's member id, again an
  * entry a bit.  Counted, every child here is counted too: the answer goes down with this copy's bitmap
- * (the words written here, no register touched).  Not counted, the partial never reached the parent and
+ * (the words written here; the register cleared, so the next repeat goes up).  Not counted, the partial never reached the parent and
  * goes up again as a resend does (slot_rules.p4). */
 #ifndef _HINA_TNA_PENDING_P4_
 #define _HINA_TNA_PENDING_P4_
 
 #include "headers.p4"
 
-/* a PENDING answer's words: the copy's arrival bitmap (who is counted) as word 0, the rest 0 */
-#define HINA_PENDING_WORDS hdr.lo.w00 = (int<32>) meta.seen; hdr.hi.w00 = 0; HINA_LATER_WORDS(HINA_ZERO_BOTH)
 #define HINA_MEMBER_COUNTED(i, b) (i, b &&& b): counted();
-#define HINA_SENDER_ARRIVED(i, b) (PASS_NONE, MSG_UPDATE, _, STATE_OPEN, 1, _, b &&& b, b &&& b): mark_pending();
+#define HINA_SENDER_ARRIVED(i, b) (PASS_NONE, MSG_UPDATE, _, STATE_OPEN, 1, _, _, b &&& b, b &&& b): mark_pending();
+#define HINA_SENDER_ASKED(i, b) (PASS_NONE, MSG_UPDATE, _, STATE_DONE, 1, _, 1, b &&& b, b &&& b): ask_again();
 
 control ParentCounted(inout headers_t hdr, inout metadata_t meta) {
     action counted() {
@@ -67,6 +74,19 @@ control Pending(inout headers_t hdr, inout metadata_t meta) {
             value = 0;
         }
     };
+    /* a repeat of a copy sent up without a total yet: at 0 or 1, the partial goes up again and the next
+     * children - 1 repeats are to be answered PENDING; else one of those (1 comes back) */
+    RegisterAction<bit<8>, copy_index_t, bit<8>>(pending) ask = {
+        void apply(inout bit<8> value, out bit<8> rv) {
+            if (value == 0 || value == 1) {
+                value = meta.children;
+                rv = 0;
+            } else {
+                value = value - 1;
+                rv = 1;
+            }
+        }
+    };
 
     /* a duplicate of an open copy: counted (slot_rules.p4's verdict delivers), answered with its bitmap */
     action mark_pending() {
@@ -77,8 +97,13 @@ control Pending(inout headers_t hdr, inout metadata_t meta) {
     action clear_pending() {
         clear.execute(meta.copy);
     }
-    /* the parent's PENDING counts this switch: down with this copy's bitmap */
+    /* a repeat of a copy sent up without a total yet: up again, or (told) answered PENDING */
+    action ask_again() {
+        meta.told = ask.execute(meta.copy);
+    }
+    /* the parent's PENDING counts this switch: down with this copy's bitmap; the next repeat goes up again */
     action pending_down_words() {
+        clear.execute(meta.copy);
         HINA_PENDING_WORDS
     }
     table pending_update {
@@ -89,16 +114,18 @@ control Pending(inout headers_t hdr, inout metadata_t meta) {
             meta.state: ternary;
             meta.tags_ok: ternary;
             meta.counted: ternary;
+            meta.has_parent: ternary;
             meta.seen: ternary;
             meta.worker_bit: ternary;
         }
-        actions = { mark_pending; clear_pending; pending_down_words; NoAction; }
+        actions = { mark_pending; clear_pending; ask_again; pending_down_words; NoAction; }
         const entries = {
-            (PASS_NONE, MSG_UPDATE, _, STATE_FREE, 1, _, _, _): clear_pending();
+            (PASS_NONE, MSG_UPDATE, _, STATE_FREE, 1, _, _, _, _): clear_pending();
             HINA_EACH_BIT(HINA_SENDER_ARRIVED)
+            HINA_EACH_BIT(HINA_SENDER_ASKED)
             /* a refusal from the parent goes down as it came, whatever else it says */
-            (PASS_NONE, MSG_RESULT, FLAG_STALE_RUN &&& FLAG_STALE_RUN, _, _, _, _, _): NoAction();
-            (PASS_NONE, MSG_RESULT, FLAG_PENDING &&& FLAG_PENDING, STATE_DONE, 1, 1, _, _): pending_down_words();
+            (PASS_NONE, MSG_RESULT, FLAG_STALE_RUN &&& FLAG_STALE_RUN, _, _, _, _, _, _): NoAction();
+            (PASS_NONE, MSG_RESULT, FLAG_PENDING &&& FLAG_PENDING, STATE_DONE, 1, 1, _, _, _): pending_down_words();
         }
         default_action = NoAction();
     }

@@ -295,9 +295,16 @@ static __always_inline __u32 arrival_bitmap(struct hina_slot *s, __u32 v, struct
 			pending_bitmap(words, end, seen);
 		} else if (!job->parents || c->total)
 			verdict = RESEND; /* complete: the sender lost its RESULT */
-		else if (seen & bit)
-			verdict = RESEND_UP; /* sent up, no total yet: the partial or the total was lost, so up again */
-		else
+		else if ((seen & bit) && c->pending >= 2) {
+			/* sent up, no total yet, and a recent repeat sent it up again: answered PENDING, one of
+			 * the `needed - 1` repeats after each partial up again (the parent's PENDING resets it) */
+			c->pending--;
+			verdict = PENDING_BACK;
+			pending_bitmap(words, end, seen);
+		} else if (seen & bit) {
+			c->pending = job->needed; /* the partial or the total was lost, or the parent waits: up again */
+			verdict = RESEND_UP;
+		} else
 			verdict = DROPPED | DROP_STALE;
 		if (verdict == RESEND || verdict == RESEND_UP)
 			copy_out(s->words[v], words, end, n);
@@ -346,6 +353,7 @@ static __always_inline __u32 from_parent(struct hina_slot *s, __u32 v, struct hi
 	} else if (c->total) {
 		verdict = DROPPED | DROP_DUPLICATE;
 	} else if (counted) {
+		c->pending = 0; /* the parent answered: the next repeat sends the partial up again */
 		pending_bitmap(words, end, c->bitmap);
 		verdict = PENDING_DOWN;
 	} else if (pending) {

@@ -59,7 +59,8 @@ class SpinLock(ctypes.Structure):
 
 class Copy(ctypes.Structure):
     """One of a slot's two copies: its arrival bitmap and counter, the chunk's offset and phase tag, whether
-    it holds the total (trees), and whether a PENDING for it went to every member already."""
+    it holds the total (trees), and `pending`: while open, whether a PENDING for it went to every member
+    already; once sent up without a total, how many more repeats are answered PENDING (plus one)."""
 
     _fields_ = [("bitmap", c_uint32), ("counter", c_uint32), ("offset", c_uint32), ("phase", c_uint16),
                 ("total", c_uint8), ("pending", c_uint8)]

@@ -64,8 +64,12 @@ MUTATIONS = {
     "every PENDING to every member (the copy never marks that its members heard one)": [
         ("pending.p4", "rv = value;\n            value = 1;", "rv = value;\n            value = 0;")],
     "a first arrival leaves the copy's PENDING mark (its next chunk's first PENDING to the sender alone)": [
-        ("pending.p4", "(PASS_NONE, MSG_UPDATE, _, STATE_FREE, 1, _, _, _): clear_pending();",
-         "(PASS_NONE, MSG_UPDATE, _, STATE_FREE, 1, _, _, _): NoAction();")],
+        ("pending.p4", "(PASS_NONE, MSG_UPDATE, _, STATE_FREE, 1, _, _, _, _): clear_pending();",
+         "(PASS_NONE, MSG_UPDATE, _, STATE_FREE, 1, _, _, _, _): NoAction();")],
+    "every repeat of a copy sent up sends the partial up again (no countdown)": [
+        ("pending.p4", "value = meta.children;", "value = 0;")],
+    "the parent's PENDING leaves the countdown (the next repeat is answered PENDING, not sent up)": [
+        ("pending.p4", "clear.execute(meta.copy);\n        HINA_PENDING_WORDS", "HINA_PENDING_WORDS")],
     "a completion marks both copies DONE": [
         ("copy_state.p4", "(PASS_COMPLETE, MSG_UPDATE, 0): arg(0x0003);",
          "(PASS_COMPLETE, MSG_UPDATE, 0): arg(0x0303);"),
