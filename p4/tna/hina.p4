@@ -97,8 +97,12 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
                 pending.apply(hdr, meta);
             }
             /* (not under the test of drop_reason above, which value_op already carries: the verdict
-             * writes drop_reason, so a table under that test would have to be placed before it) */
-            if (meta.value_op != VALUE_NONE && (meta.guard == 0 || meta.mine == 0)) {
+             * writes drop_reason, so a table under that test would have to be placed before it).  A repeat
+             * answered PENDING (`told`) never reaches the values, which would OR its words into the copy:
+             * its words are written here instead, in a branch the values' exclude, so the same stage */
+            if (meta.told == 1) {
+                HINA_PENDING_WORDS
+            } else if (meta.value_op != VALUE_NONE && (meta.guard == 0 || meta.mine == 0)) {
                 HINA_EACH_WORD(HINA_VP_APPLY)
             }
             deliver.apply(hdr, meta, standard_metadata, ig_dprsr_md, ig_tm_md);

@@ -17,9 +17,9 @@
  * parent) sends the partial up again for one repeat and answers the next children - 1 PENDING, so that
  * each member asking once more costs one partial up, not one each.  The same register counts them down
  * (`ask`: the copy's open phase left 0 or 1 there, so the first repeat goes up) and the parent's counted
- * PENDING clears it (it answered: the next repeat goes up).  `told` says PENDING, and Deliver writes the
- * answer's words (slot_rules.p4): it comes after the value stages, which read the copy into them first,
- * as for any repeat of a complete copy (which one this is, only this stage knows).
+ * PENDING clears it (it answered: the next repeat goes up).  `told` says PENDING; the action cannot write
+ * the answer's words, since the value stages that read the copy for a partial going up OR the frame's
+ * words into it, so hina.p4 writes them where `told` keeps the value stages off the frame.
  *
  * The parent's PENDING for a copy this switch sent up (complete, no total yet) is never stored:
  * `parent_counted` says whether the parent's bitmap (its word 0) holds this switch's member id, again an

@@ -205,18 +205,6 @@ control Deliver(inout headers_t hdr, inout metadata_t meta,
         hdr.bridge.pass = PASS_NONE;
         meta.drop_reason = counted_as;
     }
-    /* a repeat of a copy sent up without a total yet, answered PENDING (pending.p4's `told`): back to its
-     * sender with the copy's bitmap as word 0, the rest 0 (the value stages skipped it) */
-    action pending_back(bit<1> to_sender) {
-        HINA_PENDING_WORDS
-        hdr.hina.msg_type = MSG_RESULT;
-        hdr.hina.flags = FLAG_PENDING;
-        ig_tm_md.ucast_egress_port = hdr.bridge.ingress_port;
-        hdr.bridge.is_result = 1;
-        hdr.bridge.to_sender = to_sender;
-        hdr.bridge.pass = PASS_NONE;
-        meta.drop_reason = DROP_DUPLICATE;
-    }
     table verdict {
         key = {
             hdr.bridge.pass: ternary;
@@ -234,7 +222,7 @@ control Deliver(inout headers_t hdr, inout metadata_t meta,
             meta.told: ternary;
         }
         actions = { refuse_stale_run; stale_down; recirculate_complete; recirculate_resend; recirculate_total;
-                    drop_as; send_up; result_down; answer_back; pending_back; }
+                    drop_as; send_up; result_down; answer_back; }
         const entries = {
             /* the second pass: COMPLETE or SEND_UP, RESEND or RESEND_UP, TOTAL (a total the parent sent as a
              * RESEND answers a repeat: it goes down flagged so, any other fresh) */
@@ -264,8 +252,8 @@ control Deliver(inout headers_t hdr, inout metadata_t meta,
             (PASS_NONE, _, _, MSG_UPDATE, _, STATE_TOTAL, _, _, _, _, _, _, _): recirculate_resend(0);
             (PASS_NONE, _, _, MSG_UPDATE, _, STATE_DONE, _, _, _, 0, _, _, _): recirculate_resend(0);
             (PASS_NONE, _, _, MSG_UPDATE, _, STATE_DONE, _, 0, _, _, _, _, _): drop_as(DROP_STALE);
-            (PASS_NONE, _, 1, MSG_UPDATE, _, STATE_DONE, _, _, _, _, _, _, 1): pending_back(1);
-            (PASS_NONE, _, 0, MSG_UPDATE, _, STATE_DONE, _, _, _, _, _, _, 1): pending_back(0);
+            (PASS_NONE, _, 1, MSG_UPDATE, _, STATE_DONE, _, _, _, _, _, _, 1): answer_back(FLAG_PENDING, 1, DROP_DUPLICATE);
+            (PASS_NONE, _, 0, MSG_UPDATE, _, STATE_DONE, _, _, _, _, _, _, 1): answer_back(FLAG_PENDING, 0, DROP_DUPLICATE);
             (PASS_NONE, _, _, MSG_UPDATE, _, STATE_DONE, _, _, _, _, _, _, _): recirculate_resend(1);
             /* into an open copy: complete when its bit was the last one missing (up where the switch has a
              * parent), else consumed; where the sender had arrived, a DUPLICATE answered PENDING (pending.p4

@@ -70,6 +70,8 @@ MUTATIONS = {
         ("pending.p4", "value = meta.children;", "value = 0;")],
     "the parent's PENDING leaves the countdown (the next repeat is answered PENDING, not sent up)": [
         ("pending.p4", "clear.execute(meta.copy);\n        HINA_PENDING_WORDS", "HINA_PENDING_WORDS")],
+    "a repeat answered PENDING runs the value stages (its answer carries the copy's words, not its bitmap)": [
+        ("hina.p4", "if (meta.told == 1) {", "if (meta.told == 2) {")],
     "a completion marks both copies DONE": [
         ("copy_state.p4", "(PASS_COMPLETE, MSG_UPDATE, 0): arg(0x0003);",
          "(PASS_COMPLETE, MSG_UPDATE, 0): arg(0x0303);"),
