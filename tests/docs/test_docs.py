@@ -425,10 +425,8 @@ def trees_figures(tables) -> list[tuple[str, str]]:
             f"{resends(lossy):,}, and the leaves sent {up:,} partials up once and {again:,} up again "
             f"({pct(again / up)}); with no loss, {again_quiet:,} up again "
             f"({pct(again_quiet / leaves(quiet, 'sent_up'), 1)}",
-            f"sent a partial up again for most worker resends ({leaves(spread, 'resent_up'):,} for "
-            f"{resends(spread):,})",
-            f"up to 3/4 of the {again:,}, about {pct(0.75 * again / up)} of the partial frames under 1% loss and "
-            f"{pct(0.75 * again_quiet / leaves(quiet, 'sent_up'), 1)} without"]
+            f"the leaves sent {leaves(spread, 'resent_up'):,} partials up again for {resends(spread):,} worker "
+            f"resends"]
 
     bmv2 = {name: tables.load(f"trees/bmv2/{name}.json")["runs"] for name, _ in tables.campaign.BMV2_TREES}
     mixed = [b["seconds"] / e["seconds"] for b, e in zip(bmv2["bmv2-leaves-emulator-spine"],
