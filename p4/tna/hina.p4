@@ -99,7 +99,8 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
             /* (not under the test of drop_reason above, which value_op already carries: the verdict
              * writes drop_reason, so a table under that test would have to be placed before it).  A repeat
              * answered PENDING (`told`) never reaches the values, which would OR its words into the copy:
-             * its words are written here instead, in a branch the values' exclude, so the same stage */
+             * its words are written here instead, in a branch that excludes the values', so that the
+             * compiler may place the two in one stage */
             if (meta.told == 1) {
                 HINA_PENDING_WORDS
             } else if (meta.value_op != VALUE_NONE && (meta.guard == 0 || meta.mine == 0)) {

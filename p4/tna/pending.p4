@@ -24,8 +24,8 @@
  * The parent's PENDING for a copy this switch sent up (complete, no total yet) is never stored:
  * `parent_counted` says whether the parent's bitmap (its word 0) holds this switch's member id, again an
  * entry a bit.  Counted, every child here is counted too: the answer goes down with this copy's bitmap
- * (the words written here; the register cleared, so the next repeat goes up).  Not counted, the partial never reached the parent and
- * goes up again as a resend does (slot_rules.p4). */
+ * (the words written here; the register cleared, so the next repeat goes up).  Not counted, the partial
+ * never reached the parent and goes up again as a resend does (slot_rules.p4). */
 #ifndef _HINA_TNA_PENDING_P4_
 #define _HINA_TNA_PENDING_P4_
 
