@@ -20,6 +20,7 @@ those it counts, and which it does not reach, by file and line.  `--render` draw
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -332,10 +333,25 @@ def _item(target: str, item: list) -> str:
     if item[0] == "table":
         return f"`{item[1]}` {item[2]}"
     kind, file, line, *way = item
-    folder = ROOT / Path(TARGETS[target]["program"]).parent
-    text = (folder / file).read_text().splitlines()[line - 1].strip() if (folder / file).exists() else ""
+    lines = _source_lines(str(Path(TARGETS[target]["program"]).parent / file))
+    text = lines[line - 1].strip() if line <= len(lines) else ""
     taken = f" ({way[0] if not isinstance(way[0], bool) else 'taken' if way[0] else 'not taken'})" if way else ""
     return f"`{file}:{line}` {kind}{taken}: `{text}`"
+
+
+@functools.cache
+def _source_lines(path: str) -> list[str]:
+    """The lines of P4 source `path` as they were at the commit the results were made from (their line
+    numbers are that source's; a later change to the program moves them), read with git; the file as it
+    is where git cannot tell (no repository, or a commit it lacks)."""
+    commit = (json.loads(RESULT.read_text())["meta"].get("commit") if RESULT.exists() else None) or ""
+    if re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], capture_output=True,
+                               text=True)
+        if shown.returncode == 0:
+            return shown.stdout.splitlines()
+    file = ROOT / path
+    return file.read_text().splitlines() if file.exists() else []
 
 
 def render_pages(check: bool) -> int:
