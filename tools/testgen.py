@@ -342,9 +342,12 @@ def _item(target: str, item: list) -> str:
 @functools.cache
 def _source_lines(path: str) -> list[str]:
     """The lines of P4 source `path` as they were at the commit the results were made from (their line
-    numbers are that source's; a later change to the program moves them), read with git; the file as it
-    is where git cannot tell (no repository, or a commit it lacks)."""
-    commit = (json.loads(RESULT.read_text())["meta"].get("commit") if RESULT.exists() else None) or ""
+    numbers are that source's; a later change to the program moves them): the copy the results keep
+    (`sources`), else read with git at that commit, else the file as it is."""
+    result = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+    if path in result.get("sources", {}):
+        return result["sources"][path].splitlines()
+    commit = result.get("meta", {}).get("commit") or ""
     if re.fullmatch(r"[0-9a-f]{7,40}", commit):
         shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], capture_output=True,
                                text=True)
