@@ -151,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{target}: {part['passed']}/{part['tests']} generated tests pass on {part['on']}; reached of "
               f"{reached['coverable']}: vectors {reached['vectors']}, generated {reached['generated']}, "
               f"together {reached['together']}")
+    # the programs' source as it is now, which the results' file and line numbers name (tools/testgen.py
+    # quotes it from here, whatever the program becomes later)
+    result["sources"] = {str(f.relative_to(ROOT)): f.read_text() for f in sorted((ROOT / "p4").rglob("*.p4"))}
     write_result(args.out, result, command_line("tests/testgen_report.py", argv), **p4_versions())
     print(f"wrote {args.out}")
     return 0
