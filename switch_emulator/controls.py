@@ -279,18 +279,15 @@ def arrival_bitmap(jobs, copies, values, counters, data, at, j, worker, pool_ind
                 _result(out, o, data, at, _RESEND_FLAG, values, row, count)
                 return TO_SENDER, j, frame_bytes
             # Sent up, no total yet: the partial up or the total down was lost, or the parent waits for others.
-            # Up again for one repeat, then the next `needed - 1` repeats are answered PENDING (the sender holds):
-            # each member asks once more for one partial up, not one each.  c.pending counts them down.
-            if c.pending >= 2:
-                c.pending -= 1
-                drop(jobs, counters, j, DUPLICATE)
-                job.pending += 1
-                _pending(out, o, data, at, count, seen)
-                return TO_SENDER, j, frame_bytes
-            c.pending = job.needed
-            job.resent_up += 1
-            _send_up(out, o, data, at, values, row, count, job.member)
-            return TO_PARENT + tree_parent(job, pool_index), j, frame_bytes
+            # Up again for one repeat, then the next `needed - 1` repeats are answered PENDING below (c.pending
+            # counts them down and stays at least 1, so to the sender alone): each member asks once more for one
+            # partial up, not one each.
+            if c.pending < 2:
+                c.pending = job.needed
+                job.resent_up += 1
+                _send_up(out, o, data, at, values, row, count, job.member)
+                return TO_PARENT + tree_parent(job, pool_index), j, frame_bytes
+            c.pending -= 1
         # The copy holds the sender's words and waits for others: dropped, nothing stored, and answered PENDING
         # with who is counted, so that the sender stops resending.  The first time for this copy every member
         # hears it (a member whose UPDATE was lost sends it again at once instead of at its timeout); after
