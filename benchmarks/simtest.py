@@ -277,7 +277,9 @@ class Bound:
     `fault_by` = `fault_at` + `seconds` + `deadline`."""
 
     start: float  # the last worker's first frame: the spread and a late straggler's lateness
-    lossless: tuple[float, ...]  # each job's time on the scale model (ports that fit: `window`)
+    lossless: tuple[float, ...]  # each job's time on the scale model (ports that fit: `window`; links `held` longer)
+    held: float  # seconds reordering links hold a chunk's round trip back, on average at most (the model's links')
+    flow: float  # how much slower reordering links pass a flow's frames (a held frame holds the frames behind it)
     in_domain: bool  # the model's ports held what every job's window W queues
     window: int  # the window each job's time is the model's at: W, or its share of one the ports hold
     growth: float  # (1 + duplication) x the expected transmissions of a chunk's last UPDATE
@@ -307,12 +309,13 @@ def _tail_sum(qs: list[float], copies: int = 1) -> float:
     return total
 
 
-def path_losses(fabric: Fabric, links: dict[tuple[str, str], ns3sim.Impairment]) -> list[float]:
-    """Each host's chance that one round trip of a chunk is lost: its own link both ways, then, tier by tier, a
-    link up to one of its switch's parents and back (the worst of them: a chunk's slot picks one)."""
+def path_losses(fabric: Fabric, links: dict[tuple[str, str], ns3sim.Impairment], what: str = "drop") -> list[float]:
+    """Each host's chance that one round trip of a chunk is lost (`what`: "drop"; "reorder": held back): its own
+    link both ways, then, tier by tier, a link up to one of its switch's parents and back (the worst of them: a
+    chunk's slot picks one)."""
     def p(a: str, b: str) -> float:
         im = links.get((a, b)) or links.get((b, a))
-        return im.drop if im else 0.0
+        return getattr(im, what) if im else 0.0
 
     above: dict[str, float] = {}
 
@@ -323,6 +326,24 @@ def path_losses(fabric: Fabric, links: dict[tuple[str, str], ns3sim.Impairment])
         return above[switch]
 
     return [1 - (1 - p(h.name, h.switch)) ** 2 * (1 - up(h.switch)) for h in fabric.hosts]
+
+
+def path_holds(fabric: Fabric, links: dict[tuple[str, str], ns3sim.Impairment]) -> list[float]:
+    """Each host's longest hold in one round trip of a chunk: every reordering link of its way up and back (the
+    worst way, as `path_losses`) holding the chunk's frame for its whole hold, each way."""
+    def h(a: str, b: str) -> float:
+        im = links.get((a, b)) or links.get((b, a))
+        return 2 * im.hold if im and im.reorder else 0.0
+
+    above: dict[str, float] = {}
+
+    def up(switch: str) -> float:
+        if switch not in above:
+            above[switch] = max((h(switch, parent) + up(parent) for parent, _, _ in fabric.parents(switch)),
+                                default=0.0)
+        return above[switch]
+
+    return [h(host.name, host.switch) + up(host.switch) for host in fabric.hosts]
 
 
 def state_bound(sc: Scenario) -> Bound:
@@ -336,8 +357,16 @@ def state_bound(sc: Scenario) -> Bound:
     # they hold it, and each job runs its share of that (its lossless time, the jobs' added: they share links)
     fit, in_domain = _fitting(sc, model_fabric, [c for _, chunks in sc.jobs for c in chunks], jobs * sc.slots)
     window = min(sc.slots, max(1, fit // jobs))
-    lossless = tuple(_model(sc, model_fabric, chunks, window)[0] for _, chunks in sc.jobs)
     links = impaired_links(sc, fabric)
+    # Links that hold frames back: where round trips set the time, a chunk waits for the last of its frames, so its
+    # round trip meets a hold with the chance that any host's does, for the longest way's holds, half of each on
+    # average (a hold is uniform up to it): the model's links that much longer.  Where the links set it, a held
+    # frame holds its flow (a flow stays in order), so a link passes a frame per frame time plus, with the chance
+    # r, half a hold.  The lossless time is the larger.
+    held = min(1.0, sum(path_losses(fabric, links, "reorder"))) * max(path_holds(fabric, links), default=0.0) / 2
+    flow = 1 + max((im.reorder for im in links.values()), default=0.0) * REORDER_FRAMES / 2
+    lossless = tuple(max(_model(sc, model_fabric, chunks, window, held)[0],
+                         flow * _model(sc, model_fabric, chunks, window)[0]) for _, chunks in sc.jobs)
     qs = path_losses(fabric, links)
     dup = max((im.dup for im in links.values()), default=0.0)
     hold = max((im.hold for im in links.values() if im.reorder), default=0.0)
@@ -356,13 +385,16 @@ def state_bound(sc: Scenario) -> Bound:
     deadline = max(DEADLINE_FLOOR, DEADLINE_BOUNDS * seconds)
     fault = sc.kill or sc.restart
     fault_at = fault["at"] * (start + sum(lossless)) if fault else None
-    return Bound(start, lossless, in_domain, window, growth, rtos, rto, rtt, seconds, deadline, fault_at,
+    return Bound(start, lossless, held, flow, in_domain, window, growth, rtos, rto, rtt, seconds, deadline, fault_at,
                  None if fault_at is None else fault_at + seconds + deadline)
 
 
-def _model(sc: Scenario, fabric: Fabric, chunks: list[int] | tuple[int, ...], window: int) -> tuple[float, bool]:
-    """The scale model's seconds for rounds of these chunks at this window, and whether its ports held them."""
-    net = Setup(fabric, delay=sc.delay_us * 1e-6, switch_latency=SWITCH_LATENCY, words=sc.words, slots=window)
+def _model(sc: Scenario, fabric: Fabric, chunks: list[int] | tuple[int, ...], window: int,
+           held: float = 0.0) -> tuple[float, bool]:
+    """The scale model's seconds for rounds of these chunks at this window, and whether its ports held them; `held`:
+    seconds a round trip is held back more, spread over its links' delay."""
+    delay = sc.delay_us * 1e-6 + held / (2 * Setup(fabric).depth)
+    net = Setup(fabric, delay=delay, switch_latency=SWITCH_LATENCY, words=sc.words, slots=window)
     model = aggregation_seconds(net, [(c * sc.words,) for c in chunks], cap=max(chunks) + 4 * window)
     return model["seconds"], model["in_domain"]
 
@@ -535,6 +567,8 @@ def replay_lines(sc: Scenario, record: dict, result: ns3sim.Ns3Run) -> list[str]
              f"bound: {b['seconds'] * 1e3:.3f} ms = start {b['start'] * 1e3:.3f} ms + per job "
              f"{MODEL_SLACK} x growth {b['growth']:.3f} x lossless "
              f"{', '.join(f'{t * 1e3:.3f}' for t in b['lossless'])} ms"
+             + (f" (reordering: round trips held {b['held'] * 1e6:.1f} us longer, or flows {b['flow']:.3f}x slower)"
+                if b.get("held") else "")
              + ("" if b["in_domain"] else f" (outside the model's domain: window {b['window']} of {sc.slots})")
              + f" + timeouts {', '.join(map(str, b['rtos']))} x {b['rto'] * 1e3:.3f} ms (loaded round trip "
              f"{b['rtt'] * 1e6:.1f} us); deadline {b['deadline'] * 1e3:.1f} ms"

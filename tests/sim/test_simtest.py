@@ -93,6 +93,17 @@ def test_the_bound_grows_with_loss_and_timeouts_and_each_term_is_stated():
     assert lossy.lossless == clean.lossless
     assert lossy.seconds == pytest.approx(simtest.MODEL_SLACK * lossy.growth * lossy.lossless[0]
                                           + lossy.rtos[0] * lossy.rto)
+    reordering = dataclasses.replace(sc, impair={"scope": "host links", "drop": 0.0, "dup": 0.0, "reorder": 0.05})
+    held = simtest.state_bound(reordering)
+    # reordering is no loss: it lengthens the lossless time, by the holds a round trip meets or its flows' slower pace
+    assert held.growth == 1 and held.rtos == (0,) and 0 < held.held and held.flow > 1
+    links = simtest.impaired_links(reordering, simtest.fabric_of(sc))
+    longest = max(simtest.path_holds(simtest.fabric_of(sc), links))
+    chance = min(1, sum(simtest.path_losses(simtest.fabric_of(sc), links, "reorder")))
+    assert held.held == pytest.approx(chance * longest / 2) and longest == pytest.approx(2 * simtest.REORDER_FRAMES
+                                                                  * simtest.frame_seconds(sc, sc.gbps * simtest.GBIT))
+    assert held.lossless[0] == pytest.approx(max(held.flow * clean.lossless[0],
+                                                 simtest._model(sc, simtest.fabric_of(sc), (40, 40), 16, held.held)[0]))
     late = simtest.state_bound(dataclasses.replace(sc, straggler={"rank": 3, "late_us": 500.0}, start_spread_us=20))
     assert late.start == pytest.approx(520e-6) and late.seconds == pytest.approx(clean.seconds + 520e-6)
     slow = simtest.state_bound(dataclasses.replace(sc, straggler={"rank": 3, "slow": 4}))
