@@ -35,6 +35,7 @@ import math
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 
@@ -309,41 +310,36 @@ def _tail_sum(qs: list[float], copies: int = 1) -> float:
     return total
 
 
-def path_losses(fabric: Fabric, links: dict[tuple[str, str], ns3sim.Impairment], what: str = "drop") -> list[float]:
-    """Each host's chance that one round trip of a chunk is lost (`what`: "drop"; "reorder": held back): its own
-    link both ways, then, tier by tier, a link up to one of its switch's parents and back (the worst of them: a
-    chunk's slot picks one)."""
-    def p(a: str, b: str) -> float:
-        im = links.get((a, b)) or links.get((b, a))
-        return getattr(im, what) if im else 0.0
+def _ways_up(fabric: Fabric, links: dict[tuple[str, str], ns3sim.Impairment],
+             of_link: Callable[[ns3sim.Impairment | None], float],
+             joined: Callable[[float, float], float]) -> list[float]:
+    """Each host's value of one round trip of a chunk: its own link's (`of_link`), joined with the worst way on
+    from its switch, tier by tier a link up to one of the switch's parents and back (a chunk's slot picks one)."""
+    def of(a: str, b: str) -> float:
+        return of_link(links.get((a, b)) or links.get((b, a)))
 
     above: dict[str, float] = {}
 
     def up(switch: str) -> float:  # the worst round trip from `switch` to a root and back
         if switch not in above:
-            above[switch] = max((1 - (1 - p(switch, parent)) ** 2 * (1 - up(parent))
-                                 for parent, _, _ in fabric.parents(switch)), default=0.0)
-        return above[switch]
-
-    return [1 - (1 - p(h.name, h.switch)) ** 2 * (1 - up(h.switch)) for h in fabric.hosts]
-
-
-def path_holds(fabric: Fabric, links: dict[tuple[str, str], ns3sim.Impairment]) -> list[float]:
-    """Each host's longest hold in one round trip of a chunk: every reordering link of its way up and back (the
-    worst way, as `path_losses`) holding the chunk's frame for its whole hold, each way."""
-    def h(a: str, b: str) -> float:
-        im = links.get((a, b)) or links.get((b, a))
-        return 2 * im.hold if im and im.reorder else 0.0
-
-    above: dict[str, float] = {}
-
-    def up(switch: str) -> float:
-        if switch not in above:
-            above[switch] = max((h(switch, parent) + up(parent) for parent, _, _ in fabric.parents(switch)),
+            above[switch] = max((joined(of(switch, parent), up(parent)) for parent, _, _ in fabric.parents(switch)),
                                 default=0.0)
         return above[switch]
 
-    return [h(host.name, host.switch) + up(host.switch) for host in fabric.hosts]
+    return [joined(of(h.name, h.switch), up(h.switch)) for h in fabric.hosts]
+
+
+def path_losses(fabric: Fabric, links: dict[tuple[str, str], ns3sim.Impairment], what: str = "drop") -> list[float]:
+    """Each host's chance that one round trip of a chunk is lost (`what`: "drop"; "reorder": held back): its own
+    link both ways, then the worst way up to a root and back."""
+    return _ways_up(fabric, links, lambda im: getattr(im, what) if im else 0.0,
+                    lambda p, rest: 1 - (1 - p) ** 2 * (1 - rest))
+
+
+def path_holds(fabric: Fabric, links: dict[tuple[str, str], ns3sim.Impairment]) -> list[float]:
+    """Each host's longest hold in one round trip of a chunk: every reordering link of its worst way up and back
+    holding the chunk's frame for its whole hold, each way."""
+    return _ways_up(fabric, links, lambda im: im.hold if im and im.reorder else 0.0, lambda h, rest: 2 * h + rest)
 
 
 def state_bound(sc: Scenario) -> Bound:
