@@ -576,15 +576,13 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
     t.last_progress = now
     t.probe_at = now + probe_after(r)
     if not t.heard:
-        # progress again: the chunks a timeout held back are due now, unless `_progress` below says the switch
-        # could not have completed them yet (they come after this one in its pipe, answered in order)
         t.heard = True
         for other in range(t.slots):
             o = fl[other]
-            if o.chunk >= 0 and o.suppressed:
+            if o.chunk >= 0 and o.suppressed:  # progress again: a full timeout first
                 o.suppressed = False
                 o.rto = r.rto
-                o.due = now
+                o.due = now + r.rto
                 t.earliest = min(t.earliest, o.due)
     s.held = False
     s.done_chunk, s.done_version = chunk, s.version
@@ -593,8 +591,7 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
     version[slot] ^= 1
     s.chunk = -1
     t.in_flight -= 1
-    if not frame[at + AT_FLAGS] & _RESEND_FLAG:  # a RESEND answers from a copy completed before it was asked
-        _progress(t, fl, slot, chunk, now)
+    _progress(t, fl, slot, chunk, now)
     m = overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats)
     return fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats), OK
 
@@ -605,14 +602,9 @@ def _progress(t, fl, slot, chunk, now):
     completed before it (every worker sends in the same order, and a pipe completes them in that order), so
     their timers count from now, not from when this worker sent them.  A window sent ahead of its peers
     (paced, or simply earlier) waits on them, not on a loss; RACK, not the timer, finds a chunk that a later
-    one overtook.  Not so where a chunk after it was answered first: this one was late (a loss, this worker's
-    or a peer's, recovered), and its answer says nothing of when the later ones could complete (pushed back
-    by each such answer on a lossy path, a lost UPDATE waited out a timer from the last of them)."""
+    one overtook."""
     pipes = t.pipes
     pipe = (t.slot_base + slot) % pipes
-    for other in range(t.slots):
-        if (t.slot_base + other) % pipes == pipe and fl[other].done_chunk > chunk:
-            return
     for other in range(t.slots):
         o = fl[other]
         if o.chunk > chunk and (t.slot_base + other) % pipes == pipe and o.due < now + o.rto:

@@ -100,40 +100,6 @@ def test_a_chunks_timer_counts_from_when_the_switch_could_have_completed_it():
     assert x.done and x.stats["timeouts"] == 0 and x.stats["retransmissions"] == 0
 
 
-def test_a_late_answer_restarts_no_later_chunks_timer():
-    """Chunk 1 is answered at 30 us, chunk 0 (lost, found by RACK, resent) at 80 us: chunk 0 was late, so its
-    answer does not say when chunks 2 and 3 could have completed, and their timers keep counting from chunk 1's
-    answer (restarted by each late answer on a lossy path, a lost UPDATE waited out a timeout from the last)."""
-    rtt = RttEstimator(path=20e-6)
-    x = transfer(4, rtt=rtt)
-    f0, f1, f2, f3 = x.start(0.0)
-    due = 30e-6 + rtt.rto  # chunks 2 and 3 count from chunk 1's answer, with the timeout they went with
-    x.receive(answer(f1), 30e-6)
-    (again,) = x.poll(40e-6)  # chunk 0 overtaken: sent again
-    assert offsets([again]) == offsets([f0]) and x.stats["fast_retransmissions"] == 1
-    x.receive(answer(f0), 80e-6)
-    assert due < 80e-6 + rtt.probe_after and x.poll(due - 1e-7) == []
-    assert offsets(x.poll(due)) == offsets([f2]) and x.stats["timeouts"] == 1  # not one timeout after 80 us
-
-
-def test_chunks_a_timeout_held_back_go_at_once_when_a_resend_is_answered_from_a_complete_copy():
-    """A switch restarted after a window's UPDATEs reached it, and every RESULT was lost.  The tail probe sends
-    the oldest chunk again and the switch answers it RESEND from the copy it completed: that answer restarts no
-    timer (the copy was complete before it was asked), so the timeout comes as due and sends the next; its
-    RESEND answer lets the chunks the timeout held back go at once, not one probe or timeout each."""
-    rtt = RttEstimator(path=20e-6)
-    x = transfer(4, rtt=rtt)
-    f0, f1, f2, f3 = x.start(0.0)
-    (probe,) = x.poll(rtt.probe_after)
-    assert offsets([probe]) == offsets([f0]) and x.stats["probes"] == 1
-    assert x.receive(answer(probe, flags=Flags.RESEND), 55e-6) == []
-    assert x.next_timer() == pytest.approx(rtt.rto)  # as due when the window went
-    (timed_out,) = x.poll(rtt.rto)
-    assert offsets([timed_out]) == offsets([f1]) and x.stats["timeouts"] == 1
-    assert x.receive(answer(timed_out, flags=Flags.RESEND), 75e-6) == []
-    assert offsets(x.poll(75e-6)) == offsets([f2, f3])  # the timeout's tail, at once
-
-
 def test_an_answer_flagged_resend_is_no_round_trip():
     """A switch answered a repeat from the copy it holds (a leaf from its stored total): the answer came sooner
     than the whole path's round trip because it answers the resend; taken for the first transmission's it
