@@ -361,13 +361,12 @@ def state_bound(sc: Scenario) -> Bound:
     # r, half a hold.  The lossless time is the larger.
     held = min(1.0, sum(path_losses(fabric, links, "reorder"))) * max(path_holds(fabric, links), default=0.0) / 2
     flow = 1 + max((im.reorder for im in links.values()), default=0.0) * REORDER_FRAMES / 2
-    lossless = tuple(max(_model(sc, model_fabric, chunks, window, held)[0],
-                         flow * _model(sc, model_fabric, chunks, window)[0]) for _, chunks in sc.jobs)
+    depth = Setup(model_fabric).depth
+    lossless = tuple(_lossless(sc, model_fabric, chunks, window, held / (2 * depth), flow) for _, chunks in sc.jobs)
     qs = path_losses(fabric, links)
     dup = max((im.dup for im in links.values()), default=0.0)
     hold = max((im.hold for im in links.values() if im.reorder), default=0.0)
     growth = float((1 + dup) * (1 + _tail_sum(qs)))
-    depth = Setup(model_fabric).depth
     slowest = min([fabric.rate / slow, *fabric.link_rates().values()])
     rtt = (2 * depth * (sc.delay_us * 1e-6 + SWITCH_LATENCY + frame_seconds(sc, slowest) + hold)
            + jobs * sc.slots * frame_seconds(sc, fabric.rate / slow))  # every job's window queued at the NIC
@@ -385,12 +384,18 @@ def state_bound(sc: Scenario) -> Bound:
                  None if fault_at is None else fault_at + seconds + deadline)
 
 
+def _lossless(sc: Scenario, fabric: Fabric, chunks: tuple[int, ...], window: int, held: float, flow: float) -> float:
+    """A job's lossless time: the model's, or where links reorder the larger of the model with each link `held`
+    seconds longer and `flow` times the model's."""
+    seconds = _model(sc, fabric, chunks, window)[0]
+    return max(flow * seconds, _model(sc, fabric, chunks, window, held)[0]) if held else seconds
+
+
 def _model(sc: Scenario, fabric: Fabric, chunks: list[int] | tuple[int, ...], window: int,
            held: float = 0.0) -> tuple[float, bool]:
     """The scale model's seconds for rounds of these chunks at this window, and whether its ports held them; `held`:
-    seconds a round trip is held back more, spread over its links' delay."""
-    delay = sc.delay_us * 1e-6 + held / (2 * Setup(fabric).depth)
-    net = Setup(fabric, delay=delay, switch_latency=SWITCH_LATENCY, words=sc.words, slots=window)
+    seconds each link's delay is longer (a reordering link's holds)."""
+    net = Setup(fabric, delay=sc.delay_us * 1e-6 + held, switch_latency=SWITCH_LATENCY, words=sc.words, slots=window)
     model = aggregation_seconds(net, [(c * sc.words,) for c in chunks], cap=max(chunks) + 4 * window)
     return model["seconds"], model["in_domain"]
 

@@ -102,8 +102,9 @@ def test_the_bound_grows_with_loss_and_timeouts_and_each_term_is_stated():
     chance = min(1, sum(simtest.path_losses(simtest.fabric_of(sc), links, "reorder")))
     assert held.held == pytest.approx(chance * longest / 2) and longest == pytest.approx(2 * simtest.REORDER_FRAMES
                                                                   * simtest.frame_seconds(sc, sc.gbps * simtest.GBIT))
+    per_link = held.held / (2 * simtest.Setup(simtest.fabric_of(sc)).depth)  # a round trip crosses 2 D links
     assert held.lossless[0] == pytest.approx(max(held.flow * clean.lossless[0],
-                                                 simtest._model(sc, simtest.fabric_of(sc), (40, 40), 16, held.held)[0]))
+                                                 simtest._model(sc, simtest.fabric_of(sc), (40, 40), 16, per_link)[0]))
     late = simtest.state_bound(dataclasses.replace(sc, straggler={"rank": 3, "late_us": 500.0}, start_spread_us=20))
     assert late.start == pytest.approx(520e-6) and late.seconds == pytest.approx(clean.seconds + 520e-6)
     slow = simtest.state_bound(dataclasses.replace(sc, straggler={"rank": 3, "slow": 4}))
