@@ -340,11 +340,17 @@ def _item(target: str, item: list) -> str:
 
 
 @functools.cache
+def _stored_result() -> dict:
+    """The committed results, read once for every source file quoted from them."""
+    return json.loads(RESULT.read_text()) if RESULT.exists() else {}
+
+
+@functools.cache
 def _source_lines(path: str) -> list[str]:
     """The lines of P4 source `path` as they were at the commit the results were made from (their line
     numbers are that source's; a later change to the program moves them): the copy the results keep
     (`sources`), else read with git at that commit, else the file as it is."""
-    result = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+    result = _stored_result()
     if path in result.get("sources", {}):
         return result["sources"][path].splitlines()
     commit = result.get("meta", {}).get("commit") or ""
