@@ -534,13 +534,18 @@ class _Settings:
     check_each: bool = False
 
 
-def _sender(run: _Settings, fabric: Fabric) -> tuple[RttEstimator, CongestionWindow]:
+def _sender(run: _Settings, fabric: Fabric, mbps: float | None = None) -> tuple[RttEstimator, CongestionWindow]:
     """A worker's RTT estimator and congestion window, as a `hina.host.Worker` makes them with `run.congestion`:
     the estimator those rules pair with, started from what the worker's join exchange measures (`initial_rtt`, else
-    the path's round trip: `hina.sim.scale.Setup.path_rtt`; the fabrics are alike from every host), its timers
-    firing when due (ns-3's clock needs no tick)."""
-    path = run.initial_rtt or Setup(fabric, run.delay, run.switch_latency, words=run.words,
-                                    slots=run.slots).path_rtt()
+    the path's round trip: `hina.sim.scale.Setup.path_rtt`; the fabrics are alike from every host but for a host
+    whose own link runs at another rate, `mbps`, which its frame crosses twice), its timers firing when due (ns-3's
+    clock needs no tick)."""
+    path = run.initial_rtt
+    if not path:
+        net = Setup(fabric, run.delay, run.switch_latency, words=run.words, slots=run.slots)
+        path = net.path_rtt()
+        if mbps is not None and mbps != fabric.rate:
+            path += 2 * net.frame_bytes * 8 * (1 / mbps - 1 / fabric.rate) / 1e6
     rtt = (RttEstimator.fair if run.congestion.fair else RttEstimator)(path=path)
     return rtt, CongestionWindow(run.slots, run.congestion)
 
@@ -573,7 +578,7 @@ class _Simulation:
         for j in range(len(jobs)):  # job j: id JOB + j on slots [j W, (j + 1) W) of every switch
             for rank in range(hosts):
                 wk = _Worker(len(self.workers), j, rank, leaf_of[rank][1], SlotPool(j * run.slots, run.slots),
-                             _sender(run, fabric))
+                             _sender(run, fabric, faults.rates.get(rank)))
                 self.workers.append(wk)
                 self.by_host[rank].append(wk)
         self.pipelines = [Pipeline() for _ in fabric.switches]

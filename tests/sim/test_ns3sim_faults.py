@@ -186,6 +186,18 @@ def test_a_late_or_slower_worker_sets_everyone_s_pace():
 
 
 @needs_ns3
+def test_a_slower_worker_s_timer_fits_its_own_link():
+    """A worker on a link 8x slower measures its own link in its join exchange: its full frames take 8x as long
+    there, and a timer fit to its peers' path would fire on every chunk the link still carries (each resend one more
+    frame up the slow link and one more answer down it)."""
+    fabric = Fabric.star(8, rate=10 * GBIT, queue=64)
+    slow = run(fabric, [job(8, 11, 3)], faults=Faults(rates={2: 10 * GBIT / 8}))
+    assert slow.exact and all(w.outcome == "sum" for w in slow.workers)
+    straggler = slow.workers[2]
+    assert (straggler.retransmissions, straggler.timeouts) == (0, 0)
+
+
+@needs_ns3
 def test_every_worker_s_result_is_checked_when_asked(monkeypatch):
     """check_each: a result a worker assembled wrong (a word of its answers changed after its RESULTs, which
     were right) is caught at the worker, where the RESULTs alone would not show it."""
