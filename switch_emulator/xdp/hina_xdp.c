@@ -220,27 +220,63 @@ static __always_inline int mac_forward(struct hina_totals *t, struct hina_meta *
 }
 
 /* value_processor, under the slot's lock: the frame's K words written into the copy (first arrival)
- * or combined with it (ADD modulo 2^32, OR, signed MAX), and the copy's words written back into the
- * frame: the RESULT where the copy completes, and harmless where it does not (the frame is absorbed).
+ * or combined with it (ADD modulo 2^32, OR, signed MAX); where the arrival completes the copy, the
+ * copy's words written back into the frame as they are combined (the RESULT, or the partial up), and
+ * otherwise not (the frame is absorbed: its words are read once and dropped with it).
  * One loop per operator, each without a branch inside but its end: the verifier walks every iteration
- * of a loop, and a branch inside would multiply the paths it walks past its limit. */
+ * of a loop, and a branch inside would multiply the paths it walks past its limit.  Four words a step,
+ * behind one check of the frame's end and of K, then at most three one at a time: a check per word
+ * cost as much as the word's own work (8 workers' UPDATEs of 865 words under BPF_PROG_TEST_RUN: 950 ns
+ * an absorbed frame, 1,060 a completing one, with a check per word and every frame written back; 600
+ * and 860 now). */
 #define WORD_LOOP(name, body)                                                                            \
 	static __always_inline void name(__u32 *stored, __u8 *words, void *end, __u32 n)                   \
 	{                                                                                                    \
-		for (__u32 i = 0; i < MAX_WORDS; i++) {                                                      \
+		if (n > MAX_WORDS)                                                                           \
+			return;                                                                              \
+		void *stop = words + 4 * (n & ~3U); /* K's steps of four end here */                        \
+		__u32 i = 0;                                                                                 \
+		for (; i + 4 <= MAX_WORDS; i += 4) {                                                         \
 			__u32 *p = (__u32 *)(words + 4 * i);                                                 \
-			if (i >= n || (void *)(p + 1) > end)                                                 \
+			if ((void *)(p + 4) > stop || (void *)(p + 4) > end)                                 \
 				break;                                                                       \
-			body;                                                                                \
+			body(p, i);                                                                          \
+			body(p + 1, i + 1);                                                                  \
+			body(p + 2, i + 2);                                                                  \
+			body(p + 3, i + 3);                                                                  \
+		}                                                                                            \
+		/* the last n % 4 words, from where the steps end: the frame holds all n (job_config checked its \
+		 * length), so that is n rounded down to 4, worked out again so that the verifier walks the words \
+		 * after the steps once and not once for each step the loop may have ended at */                \
+		for (__u32 k = n & ~3U, j = 0; j < 3; j++, k++) {                                           \
+			if (k >= n || k >= MAX_WORDS)                                                        \
+				break;                                                                       \
+			__u32 at = k;                                                                        \
+			asm volatile("" : "+r"(at)); /* the checked k: not 4 n again, which it cannot bound */   \
+			__u32 *p = (__u32 *)(words + 4 * at);                                                \
+			if ((void *)(p + 1) > end)                                                           \
+				break;                                                                       \
+			body(p, k);                                                                          \
 		}                                                                                            \
 	}
 #define MAX_OF(a, b) ((__s32)(a) > (__s32)(b) ? (a) : (b))
-WORD_LOOP(write_words, stored[i] = bpf_ntohl(*p))
-WORD_LOOP(combine_add, *p = bpf_htonl(stored[i] += bpf_ntohl(*p)))
-WORD_LOOP(combine_or, *p = bpf_htonl(stored[i] |= bpf_ntohl(*p)))
-WORD_LOOP(combine_max, *p = bpf_htonl(stored[i] = MAX_OF(bpf_ntohl(*p), stored[i])))
+#define WRITE(p, k) (stored[k] = bpf_ntohl(*(p)))
+#define ABSORB_ADD(p, k) (stored[k] += bpf_ntohl(*(p)))
+#define ABSORB_OR(p, k) (stored[k] |= bpf_ntohl(*(p)))
+#define ABSORB_MAX(p, k) (stored[k] = MAX_OF(bpf_ntohl(*(p)), stored[k]))
+#define COMBINE_ADD(p, k) (*(p) = bpf_htonl(stored[k] += bpf_ntohl(*(p))))
+#define COMBINE_OR(p, k) (*(p) = bpf_htonl(stored[k] |= bpf_ntohl(*(p))))
+#define COMBINE_MAX(p, k) (*(p) = bpf_htonl(stored[k] = MAX_OF(bpf_ntohl(*(p)), stored[k])))
+#define COPY_OUT(p, k) (*(p) = bpf_htonl(stored[k]))
+WORD_LOOP(write_words, WRITE)
+WORD_LOOP(absorb_add, ABSORB_ADD)
+WORD_LOOP(absorb_or, ABSORB_OR)
+WORD_LOOP(absorb_max, ABSORB_MAX)
+WORD_LOOP(combine_add, COMBINE_ADD)
+WORD_LOOP(combine_or, COMBINE_OR)
+WORD_LOOP(combine_max, COMBINE_MAX)
 /* the copy's words into the frame: a RESULT sent again, a partial sent up again */
-WORD_LOOP(copy_out, *p = bpf_htonl(stored[i]))
+WORD_LOOP(copy_out, COPY_OUT)
 
 /* A PENDING answer's words: the copy's arrival bitmap (who is counted) as word 0, written by the rules under
  * the slot's lock, and the rest zeros, written after it by one helper call from `zeros`: a loop over up to
@@ -259,11 +295,19 @@ static __always_inline void pending_zeros(struct xdp_md *ctx, __u32 n)
 		bpf_xdp_store_bytes(ctx, UDP_END + HINA_HEADER_BYTES + 4, z->words, 4 * (n - 1));
 }
 
-static __always_inline void value_processor(__u32 *stored, __u8 *words, void *end, __u32 n, __u32 op, int first)
+static __always_inline void value_processor(__u32 *stored, __u8 *words, void *end, __u32 n, __u32 op, int first,
+					    int complete)
 {
 	if (first) /* (a first arrival that completes its copy, a job of one, leaves the frame's words as they are) */
 		write_words(stored, words, end, n);
-	else if (op == OP_ADD)
+	else if (!complete) {
+		if (op == OP_ADD)
+			absorb_add(stored, words, end, n);
+		else if (op == OP_OR)
+			absorb_or(stored, words, end, n);
+		else
+			absorb_max(stored, words, end, n);
+	} else if (op == OP_ADD)
 		combine_add(stored, words, end, n);
 	else if (op == OP_OR)
 		combine_or(stored, words, end, n);
@@ -313,7 +357,7 @@ static __always_inline __u32 arrival_bitmap(struct hina_slot *s, __u32 v, struct
 		seen |= bit;
 		c->bitmap = seen;
 		int first = seen == bit;
-		value_processor(s->words[v], words, end, n, op, first);
+		value_processor(s->words[v], words, end, n, op, first, seen == job->full);
 		if (first) {
 			c->offset = offset;
 			c->phase = phase;

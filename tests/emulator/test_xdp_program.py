@@ -165,6 +165,26 @@ def test_overflow_at_the_largest_job(xdp_program, op, fill, want):
 
 
 @needs_xdp
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 6, 7, 862, 863, 864])
+def test_every_word_of_any_k_is_combined(xdp_program, k):
+    """The program combines words four at a time and the last K mod 4 one at a time: each remainder, with
+    every operator, gives numpy's answer in every word, the last ones too."""
+    rng = np.random.default_rng(k)
+    inputs = rng.integers(-(2**31), 2**31, size=(3, k), dtype=np.int64)
+    expects = [(inputs.sum(axis=0) & 0xFFFFFFFF).astype(np.uint32).view(np.int32),
+               np.bitwise_or.reduce(inputs.astype(np.int32), axis=0), inputs.max(axis=0).astype(np.int32)]
+    for op, expect in enumerate(expects):
+        sw = _switch(xdp_program, _star(3, k))
+        out = []
+        for w in range(3):
+            out += sw.process(1, _words_frame(1, inputs[w].tolist(), worker=w, op=op, sport=40000 + w))
+        assert len(out) == 3
+        for _, frame in out:
+            assert np.frombuffer(frame[58:58 + 4 * k], ">i4").tolist() == expect.tolist(), f"op {op}"
+        sw.close()
+
+
+@needs_xdp
 def test_a_flood_of_valid_looking_updates_changes_nothing(xdp_program):
     """Two jobs aggregate while job 1's slots are flooded with UPDATEs from a stranger and from job 2's worker:
     both jobs' RESULTs exact, every flood frame counted unauthorized against job 1."""
