@@ -111,6 +111,8 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
                     out: np.ndarray | None = None) -> dict[str, Any]:
     """Aggregate once and report what an orchestrator needs: a digest of the result and the costs."""
     before = worker.stats.copy()  # the worker's counters run over its whole life: report this round's
+    io = worker.batch_io
+    sent = io.sent if io is not None else 0
     spent = worker.profile.copy()
     cpu = resource.getrusage(resource.RUSAGE_SELF)  # microseconds (os.times counts clock ticks: 10 ms)
     start = time.perf_counter()
@@ -122,7 +124,10 @@ def timed_aggregate(worker: Worker, params: codec.CodecParams, grad: np.ndarray,
     profile.update(cpu_user=cpu_after.ru_utime - cpu.ru_utime, cpu_system=cpu_after.ru_stime - cpu.ru_stime)
     return {
         "digest": digest(result.fixed), "seconds": seconds, "wire_bytes": stats["bytes"],
-        "frames": stats["frames"], "retransmissions": stats["retransmissions"],
+        "frames": stats["frames"],
+        # what left by batched sends: its messages, fewer than its frames where the kernel cut them (segmentation
+        # offload); 0 without batched I/O
+        "messages": io.sent - sent if io is not None else 0, "retransmissions": stats["retransmissions"],
         "timeouts": stats["timeouts"], "fast_retransmissions": stats["fast_retransmissions"],
         "probes": stats["probes"],
         # PENDING answers heard (the switch holds the chunk and waits for the members it lacks), and the chunks

@@ -349,8 +349,10 @@ class ExperimentConfig:
     # the workers' congestion windows and pacers (CongestionSettings(fair=False): the delay rule alone)
     congestion: CongestionSettings = CongestionSettings()
     pace: bool = True  # each worker paces its new chunks at its own link's rate, where `congestion` names none
-    # segmentation offload where the emulator is the switch: the hosts' stacks hand their links super-frames,
-    # the emulator cuts them and gathers each member's RESULTs into super-frames (False: frame by frame)
+    # segmentation offload where the emulator or the XDP switch is the switch: the workers hand their stacks a
+    # batch of datagrams as one buffer; the emulator takes the super-frames the links carry, cuts them and gathers
+    # each member's RESULTs into super-frames; before the XDP switch, whose program takes no super-frame, the
+    # hosts' stacks cut them (False: frame by frame)
     offload: bool = True
 
     def __post_init__(self) -> None:
@@ -575,11 +577,15 @@ class Experiment:
 
     @property
     def segmentation_offload(self) -> bool:
-        """Whether the hosts hand their links super-frames (transmit checksum and segmentation offload on):
-        where the emulator, reading virtio_net_hdrs on its batched path, is the switch; not BMv2, which reads
-        frames as they are, nor the emulator's impaired path (a delay line without netem), nor an emulator
-        with pipes (which steer each frame to its slot's pipe: a super-frame of several slots would reach one)."""
-        return (self.cfg.offload and self.cfg.switch == "emulator" and self.cfg.pipes == 1
+        """Whether the workers send with segmentation offload and the hosts keep transmit checksum and
+        segmentation offload on: where the emulator, reading virtio_net_hdrs on its batched path, is the
+        switch, and the links carry super-frames; where the XDP switch is, whose program takes no super-frame:
+        the kernel clears a veth's software segmentation features while its peer runs an XDP program without
+        multi-buffer support, so the host's own stack cuts the worker's batch into frames before its link; not
+        BMv2, which reads frames as they are, nor the emulator's impaired path (a delay line without netem), nor
+        an emulator with pipes (which steer each frame to its slot's pipe: a super-frame of several slots would
+        reach one)."""
+        return (self.cfg.offload and self.cfg.switch in ("emulator", "xdp") and self.cfg.pipes == 1
                 and not (self.cfg.delay and not self.netem))
 
     def _switch_profile(self) -> dict | None:
@@ -755,7 +761,8 @@ def _summarize(reports: list[dict], errors: list[str], exact: bool, cfg: Experim
             "line_rate_seconds": line_rate, "retransmissions": sum(x["retransmissions"] for x in ok),
             "timeouts": sum(x.get("timeouts", 0) for x in ok), "probes": sum(x.get("probes", 0) for x in ok),
             "pending": sum(x.get("pending", 0) for x in ok), "asked": sum(x.get("asked", 0) for x in ok),
-            "frames": sum(x["frames"] for x in ok), "phase_seconds": phases, "compute_seconds": compute,
+            "frames": sum(x["frames"] for x in ok), "messages": sum(x.get("messages", 0) for x in ok),
+            "phase_seconds": phases, "compute_seconds": compute,
             # the workers' own account of the aggregation, summed over them (Worker.profile, their CPU time)
             "profile": {k: sum(x.get("profile", {}).get(k, 0.0) for x in ok)
                         for k in sorted({k for x in ok for k in x.get("profile", {})})}}

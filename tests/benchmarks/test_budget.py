@@ -57,9 +57,8 @@ def test_a_table_holds_both_switches_and_rows_from_before_the_choice_read_as_the
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--switches", "xdp", "--variants", "offload and pacing"],
-     "budget.py: --variants 'offload and pacing': the XDP switch takes frames as the wire carries them (no "
-     "super-frames); choose from 'frame by frame, unpaced', 'frame by frame, paced'"),
+    (["--variants", "fast"], "budget.py: argument --variants: invalid choice: 'fast' (choose from 'frame by frame, "
+                             "unpaced', 'offload and pacing', 'frame by frame, paced')"),
     (["--switches", "bmv2"], "budget.py: argument --switches: invalid choice: 'bmv2' (choose from 'emulator', 'xdp')"),
 ])
 def test_a_bad_switch_or_data_path_is_one_line_and_status_2(argv, message, capsys):
