@@ -98,7 +98,8 @@ def per_mode(results):
         assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
         jobs = {name: c["jobs"][1] for name, c in run["switches"].items()}
         yield run, {name: {k: c.get(k, 0) - before.get(name, {}).get(k, 0)
-                           for k in ("results", "sent_up", "resent_up", "resends")} for name, c in jobs.items()}
+                           for k in ("results", "sent_up", "resent_up", "resends", "pending")}
+                     for name, c in jobs.items()}
         before = jobs
 
 
@@ -126,10 +127,13 @@ def three_tier_runs(results):
 def again(mode: dict, uplink: str) -> tuple[float, float]:
     """How many times over an uplink ("child-parent") carried its chunks in one mode, by the switches'
     counters: up, the child's partials and those it sent up again (once per child of its own that resent
-    one, design.md); down, the parent's totals and those it answered again to a repeated partial."""
+    one, design.md); down, the parent's totals and its answers to a repeated partial: the total again
+    (RESEND) or, where its copy still waits for another child, PENDING (a frame of the job's size, to every
+    child the first time)."""
     child, parent = uplink.split("-")
     up = 1 + mode[child].get("resent_up", 0) / mode[child]["sent_up"]
-    return up, 1 + mode[parent].get("resends", 0) / mode[parent]["results"]
+    again_down = mode[parent].get("resends", 0) + mode[parent].get("pending", 0)
+    return up, 1 + again_down / mode[parent]["results"]
 
 
 def test_three_tiers_every_mode_exact_one_partial_per_chunk_per_tier():
