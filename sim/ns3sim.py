@@ -534,18 +534,22 @@ class _Settings:
     check_each: bool = False
 
 
-def _sender(run: _Settings, fabric: Fabric, mbps: float | None = None) -> tuple[RttEstimator, CongestionWindow]:
+def _join_rtts(run: _Settings, fabric: Fabric, rates: Mapping[int, float]) -> list[float]:
+    """What each host's join exchange measures (`initial_rtt`, else the path's round trip:
+    `hina.sim.scale.Setup.path_rtt`): the fabrics are alike from every host but for a host whose own link runs at
+    another rate (`rates`, rank -> Mbit/s), which its frame crosses twice at that rate."""
+    hosts = len(fabric.hosts)
+    if run.initial_rtt:
+        return [run.initial_rtt] * hosts
+    net = Setup(fabric, run.delay, run.switch_latency, words=run.words, slots=run.slots)
+    path, bits = net.path_rtt(), net.frame_bytes * 8
+    return [path + 2 * bits * (1 / rates[r] - 1 / fabric.rate) / 1e6 if r in rates else path for r in range(hosts)]
+
+
+def _sender(run: _Settings, path: float) -> tuple[RttEstimator, CongestionWindow]:
     """A worker's RTT estimator and congestion window, as a `hina.host.Worker` makes them with `run.congestion`:
-    the estimator those rules pair with, started from what the worker's join exchange measures (`initial_rtt`, else
-    the path's round trip: `hina.sim.scale.Setup.path_rtt`; the fabrics are alike from every host but for a host
-    whose own link runs at another rate, `mbps`, which its frame crosses twice), its timers firing when due (ns-3's
-    clock needs no tick)."""
-    path = run.initial_rtt
-    if not path:
-        net = Setup(fabric, run.delay, run.switch_latency, words=run.words, slots=run.slots)
-        path = net.path_rtt()
-        if mbps is not None and mbps != fabric.rate:
-            path += 2 * net.frame_bytes * 8 * (1 / mbps - 1 / fabric.rate) / 1e6
+    the estimator those rules pair with, started from what its join exchange measured (`path`: `_join_rtts`), its
+    timers firing when due (ns-3's clock needs no tick)."""
     rtt = (RttEstimator.fair if run.congestion.fair else RttEstimator)(path=path)
     return rtt, CongestionWindow(run.slots, run.congestion)
 
@@ -573,12 +577,13 @@ class _Simulation:
         self.frame_bytes = Ring.frame_size(run.words)
         self.configs, leaf_of = switch_jobs(fabric, run.words, run.slots)
         hosts = len(fabric.hosts)
+        joins = _join_rtts(run, fabric, faults.rates)
         self.workers: list[_Worker] = []
         self.by_host: list[list[_Worker]] = [[] for _ in range(hosts)]  # rank -> its worker of each job
         for j in range(len(jobs)):  # job j: id JOB + j on slots [j W, (j + 1) W) of every switch
             for rank in range(hosts):
                 wk = _Worker(len(self.workers), j, rank, leaf_of[rank][1], SlotPool(j * run.slots, run.slots),
-                             _sender(run, fabric, faults.rates.get(rank)))
+                             _sender(run, joins[rank]))
                 self.workers.append(wk)
                 self.by_host[rank].append(wk)
         self.pipelines = [Pipeline() for _ in fabric.switches]
