@@ -102,11 +102,6 @@ DEFAULT_VARIANTS = {"emulator": ("frame by frame, unpaced", "offload and pacing"
                     "xdp": ("frame by frame, paced", "offload and pacing")}
 
 
-def variants_for(switch: str, chosen: list[str] | None) -> list[str]:
-    """The data paths a switch runs: `chosen` (--variants), else its defaults."""
-    return list(DEFAULT_VARIANTS[switch] if chosen is None else chosen)
-
-
 def hina_runs(workers: int, bw: float, modes: list[str], length: int, density: float, rounds: int, variant: str,
               log, switch: str = "emulator") -> list[dict[str, Any]]:
     from hina.mininet.hina_net import Experiment, ExperimentConfig
@@ -461,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out = default_out("budget_loopback.json" if args.loopback else "budget.json")
     if args.loopback:
         return loopback_main(args, argv)
-    paths = [(switch, v) for switch in dict.fromkeys(args.switches) for v in variants_for(switch, args.variants)]
+    paths = [(switch, v) for switch in dict.fromkeys(args.switches) for v in args.variants or DEFAULT_VARIANTS[switch]]
     if os.geteuid() != 0:
         print("budget.py: Mininet needs root (sudo)", file=sys.stderr)
         return 2
