@@ -2,9 +2,12 @@
 wire format's, hostile frames (fuzz, floods, overflow) are dropped and counted as the emulator counts them and
 never leave a wrong word, and the jobs it cannot hold are refused in one line."""
 
+import json
 import random
 import re
+import runpy
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,6 +185,17 @@ def test_every_word_of_any_k_is_combined(xdp_program, k):
         for _, frame in out:
             assert np.frombuffer(frame[58:58 + 4 * k], ">i4").tolist() == expect.tolist(), f"op {op}"
         sw.close()
+
+
+@needs_xdp
+def test_the_program_s_benchmark_times_both_kinds_of_arrival(capsys):
+    """benchmarks/xdp_bench.py, small: a duration for the absorbed arrivals and the completing ones, both the
+    kernel's (positive), and the verifier's count of the program it timed."""
+    bench = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "xdp_bench.py"))
+    assert bench["main"](["--workers", "3", "--words", "7", "--slots", "4"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["absorbed_ns"]["median"] > 0 and result["completing_ns"]["median"] > 0
+    assert result["verified_instructions"] > 100_000
 
 
 @needs_xdp
