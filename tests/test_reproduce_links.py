@@ -9,6 +9,7 @@ and no network; the quota's cgroups need root; one slow test calibrates a 2-work
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -87,12 +88,29 @@ def test_each_mininet_claim_with_timed_figures_needs_its_steps_rate_in_its_exper
 
 
 @needs_mininet_package
+def test_through_the_xdp_switch_a_claim_needs_the_rate_the_xdp_experiment_holds():
+    """--switch xdp re-runs a claim's steps through the XDP switch, at its MTU: the rate checked is that experiment's,
+    not the emulator's (which holds other rates on the same machine)."""
+    run = run_module()
+    from hina.mininet.hina_net import default_mtu
+
+    xdp = default_mtu("xdp")
+    for name, key in (("compare-lstm", run.rate_key(8, switch="xdp", mtu=xdp)),
+                      ("tta", run.rate_key(4, switch="xdp", mtu=xdp))):
+        assert [n.key for n in reproduce.link_needs(reproduce.CLAIMS[name], "xdp")] == [key], name
+    tree = [n.key for n in reproduce.link_needs(reproduce.CLAIMS["tree-leaves"], "xdp")]
+    assert tree == [run.rate_key(8, "leafspine:2,1,4", 4.0, switch="xdp", mtu=xdp),
+                    run.rate_key(8, "leafspine:2,1,4", 4.0, leaves="plain", switch="xdp", mtu=xdp)]
+    assert reproduce.link_needs(reproduce.CLAIMS["tta"]) == reproduce.link_needs(reproduce.CLAIMS["tta"], "emulator")
+
+
+@needs_mininet_package
 def test_a_steps_flags_make_the_key_mininet_run_would_record_for_them(tmp_path):
     """The calibration reproduce.py runs for a need records it under the need's own key (else the cache would
     never answer): mininet/run.py's own parser and key, on the calibration step's arguments."""
     run = run_module()
-    for claim in reproduce.CLAIMS.values():
-        for need in reproduce.link_needs(claim):
+    for claim, switch in itertools.product(reproduce.CLAIMS.values(), ("emulator", "xdp")):
+        for need in reproduce.link_needs(claim, switch):
             step = reproduce.calibration_step(need, tmp_path)
             assert step.args[:3] == ("mininet/run.py", "--calibrate", "--calibrate-quick")
             args = run.build_parser().parse_args(list(step.args[1:]))

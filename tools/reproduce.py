@@ -629,13 +629,15 @@ def rate_drift(claim: Claim) -> list[str]:
             for what, names in found.items()]
 
 
-def link_needs(claim: Claim) -> list[LinkNeed]:
+def link_needs(claim: Claim, switch: str = "emulator") -> list[LinkNeed]:
     """The link rates the claim's figures hold at only while the links, not this machine, set the time: each of
-    its Mininet steps that names one, where the claim has such figures (those that carry the runs' verdicts);
+    its Mininet steps that names one, through `switch` as a re-run runs it (`switched`: the XDP switch holds
+    other rates than the emulator), where the claim has such figures (those that carry the runs' verdicts);
     none for a claim whose figures hold at any rate (exactness, a check)."""
     if not timed(claim):
         return []
-    found = [n for n in map(step_need, steps_of(claim)) if n is not None]
+    steps = [(switched(s, switch) or s) if switch != "emulator" else s for s in steps_of(claim)]
+    found = [n for n in map(step_need, steps) if n is not None]
     return list({(kid(n), n.mbps): n for n in reversed(found)}.values())[::-1]  # each once, as first named
 
 
@@ -691,13 +693,13 @@ def calibrate_for(need: LinkNeed, folder: Path, bar: Progress) -> tuple[dict | N
     return (None, why) if why else (entry, "")
 
 
-def check_links(chosen: list[Claim], folder: Path, recalibrate: bool = False,
-                calibrate: bool = True) -> dict[str, list[tuple[LinkNeed, bool | None, str]]]:
-    """Each chosen claim's link needs, and whether this machine holds each (True, False, or None: not known)
-    with the words that say so.  The cache answers where it can; else (and once per experiment with
+def check_links(chosen: list[Claim], folder: Path, recalibrate: bool = False, calibrate: bool = True,
+                switch: str = "emulator") -> dict[str, list[tuple[LinkNeed, bool | None, str]]]:
+    """Each chosen claim's link needs (through `switch`), and whether this machine holds each (True, False, or
+    None: not known) with the words that say so.  The cache answers where it can; else (and once per experiment with
     `recalibrate`) a quick calibration into `folder` does, highest rate first, unless not `calibrate`."""
     run = mininet_run()
-    needs = {c.name: link_needs(c) for c in chosen}
+    needs = {c.name: link_needs(c, switch) for c in chosen}
     ordered = sorted({(kid(n), n.mbps): n for ns in needs.values() for n in ns}.values(), key=lambda n: -n.mbps)
     fresh: set[str] = set()  # experiments calibrated here, now
     failed: dict[str, str] = {}  # experiment -> why its calibration failed
@@ -945,10 +947,10 @@ def fidelity_lines(claim: Claim, old: dict[str, dict], new: dict[str, dict] | No
             print(f"  {name}, what set the time: committed {a or '-'}; new {b or '-'}")
 
 
-def list_claims() -> None:
+def list_claims(switch: str = "emulator") -> None:
     times = timings()
     links = check_links([c for c in CLAIMS.values() if not missing(c) and not rate_drift(c)], Path(),
-                        calibrate=False)
+                        calibrate=False, switch=switch)
     for claim in CLAIMS.values():
         figures = committed_figures(claim)
         print(f"{claim.name}: {claim.statement} ({claim.page})")
@@ -1107,12 +1109,13 @@ def quota_here(percent: float) -> str | None:
             + ("no CPU quota" if have is None else f"a CPU quota of {have * 100:g}%"))
 
 
-def refuse(chosen: list[Claim], folder: Path, recalibrate: bool, force: bool) -> dict[str, str]:
-    """Check the chosen claims' link rates against this machine (`check_links`, calibrating into `folder` where
-    the cache cannot say) and print the line of each it does not hold, up front; the refused (none with
-    `force`), name -> line."""
+def refuse(chosen: list[Claim], folder: Path, recalibrate: bool, force: bool,
+           switch: str = "emulator") -> dict[str, str]:
+    """Check the chosen claims' link rates (through `switch`) against this machine (`check_links`, calibrating
+    into `folder` where the cache cannot say) and print the line of each it does not hold, up front; the refused
+    (none with `force`), name -> line."""
     drifted = {c.name: rate_drift(c) for c in chosen}
-    answers = check_links([c for c in chosen if not drifted[c.name]], folder, recalibrate)
+    answers = check_links([c for c in chosen if not drifted[c.name]], folder, recalibrate, switch=switch)
     refused = {}
     for claim in chosen:
         line = (drift_refusal(claim, drifted[claim.name], force) if drifted[claim.name] else
@@ -1135,7 +1138,7 @@ def dry_run(chosen: list[Claim], scratch: Path, switch: str = "emulator") -> Non
         if rate_drift(claim):
             print(drift_refusal(claim, rate_drift(claim)))
     here = [c for c in chosen if not missing(c) and not rate_drift(c)]
-    for name, answers in check_links(here, scratch / "calibrate", calibrate=False).items():
+    for name, answers in check_links(here, scratch / "calibrate", calibrate=False, switch=switch).items():
         for n, held, said in answers:
             first = "" if held is not None else "; a re-run calibrates it first: " + shlex.join(
                 ["python", *calibration_step(n, scratch / "calibrate").args])
@@ -1169,7 +1172,7 @@ def main(argv: list[str] | None = None) -> int:
             print_committed(claim)
         return 0
     if not chosen:
-        list_claims()
+        list_claims(args.switch)
         return 0
     scratch = (args.out.resolve() if args.out else fresh_scratch())
     if provenance.committed(scratch):
@@ -1189,7 +1192,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"reproduce.py: {claim.name} cannot run here: {'; '.join(why)}", file=sys.stderr)
             return 2
     scratch.mkdir(parents=True, exist_ok=True)
-    refused = refuse(chosen, scratch / "calibrate", args.recalibrate, args.force)
+    refused = refuse(chosen, scratch / "calibrate", args.recalibrate, args.force, args.switch)
     if len(refused) == len(chosen):
         print(f"reproduce.py: nothing run: this machine holds less than the link rate of {', '.join(refused)}")
         return 2
