@@ -94,6 +94,8 @@ CALIBRATIONS = (("calibrate-star-8w", "--workers 8 --bw 1000"), ("calibrate-star
 # highest rate at which dense aggregation stayed network-bound (benchmarks/results/calibrate/: the 8-worker star
 # 487-562 Mbit/s over two runs, the 4-worker star 1471 at most a third, the 4:1 leaf/spine tree 487)
 STAR_MBPS, STAR4_MBPS, TREE_MBPS = "250", "500", "200"
+# the same comparison through the XDP switch, at about half the rate its 8-worker star held network-bound (721)
+XDP_STAR_MBPS = "350"
 # the rate no calibration chose: the cross-traffic runs' and the one-shot comparison's (the scale model's
 # validation runs have theirs below)
 CROSS_MBPS = "100"
@@ -154,6 +156,9 @@ STEPS: tuple[Step, ...] = (
              "switch's, beside the kernel alone"),
     Step.row("compare-faithful", "mininet", "compare_faithful.json", f"{COMPARE} {STAR} --name compare_faithful",
              "every system and preset on the 8-worker star at a calibrated rate"),
+    Step.row("compare-xdp", "mininet", "compare_xdp.json", f"{COMPARE} --workers 8 --rounds 2 --bws {XDP_STAR_MBPS} "
+             f"--loopback off --switch xdp --out {R} --name compare_xdp",
+             "every system and preset on the 8-worker star through the XDP switch, at the rate it holds"),
     Step.row("compare-straggler", "mininet", "compare_straggler.json", f"{COMPARE} --presets lstm deeplight {STAR} "
              "--straggler rank7:+50% --compute 1000 --name compare_straggler",
              "LSTM and DeepLight with rank 7 starting 50% of a 1 s step late"),
