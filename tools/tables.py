@@ -941,6 +941,14 @@ def fidelity_compare() -> str:
     return block([*rows_md(header, cells), "", compare_summary_line(data, env)], (name, data))
 
 
+@table("fidelity-compare-xdp")
+def fidelity_compare_xdp() -> str:
+    """docs/fidelity.md: the same comparison through the XDP switch, at the rate its calibration holds."""
+    name, env = "compare_xdp.json", f"mininet {int(campaign.XDP_STAR_MBPS) / 1000:g} Gbit/s"
+    header, cells, data = compare_cells(name, env, with_verdict=True)
+    return block([*rows_md(header, cells), "", compare_summary_line(data, env)], (name, data))
+
+
 @table("fidelity-gbit")
 def fidelity_gbit() -> str:
     """docs/fidelity.md: the one-shot comparison on Mininet (0.1, 1 and 10 Gbit/s) with its verdicts."""
