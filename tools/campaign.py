@@ -136,7 +136,12 @@ TTA_RUNS = (("4", "every system trained to the target held-out loss and on to th
             ("4_dense_model", "per step on a model with dense gradients",
              f"--bw {STAR4_MBPS} --workers 4 {EXACT} --vocab 2000 --samples 0 --steps 30 --eval-every 30"),
             ("8_per_iteration", "per step at 8 ranks",
-             f"--bw {STAR_MBPS} --workers 8 {EXACT} --steps 20 --eval-every 20"))
+             f"--bw {STAR_MBPS} --workers 8 {EXACT} --steps 20 --eval-every 20"),
+            # through the XDP switch: 4 ranks at the same rate, 8 ranks at the rate its star holds
+            ("4_xdp", "per step through the XDP switch",
+             f"--bw {STAR4_MBPS} --workers 4 --switch xdp {EXACT} --steps 30 --eval-every 30"),
+            ("8_xdp", "per step at 8 ranks through the XDP switch",
+             f"--bw {XDP_STAR_MBPS} --workers 8 --switch xdp {EXACT} --steps 20 --eval-every 20"))
 
 RUN, COMPARE, SCALE, NS3, TTA = ("mininet/run.py", "benchmarks/compare.py", "benchmarks/scale_model.py",
                                  "benchmarks/ns3_scale.py", "benchmarks/time_to_accuracy.py")
