@@ -196,10 +196,89 @@ static __always_inline int to_port(struct hina_totals *t, __u32 port)
 	return action;
 }
 
-/* mac_forward: a frame that is not hina, out of its destination MAC's port, or flooded. */
-static __always_inline int mac_forward(struct hina_totals *t, struct hina_meta *m, void *data, void *end)
+static __always_inline __u32 fold(__u64 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (sum & 0xffff) + (sum >> 16);
+}
+
+/* complete_checksum: a TCP or UDP segment in IPv4 (no options, not a fragment) that mac_forward sends on, its
+ * transport checksum completed where it is partial.  A host's stack leaves the checksum partial, the
+ * pseudo-header's sum, for a device that offloads it (a veth does) and marks the frame so; a redirect drops
+ * the mark, and the host that receives the frame drops it as corrupt.  A device completes what the mark names;
+ * here a field that holds the pseudo-header's sum is taken for partial (a complete checksum that happens to
+ * equal it is rewritten to the same value: the one over the segment).  Sums run on 16-bit words as loaded,
+ * which a ones' complement sum allows in either byte order.  The segment is read into the stack a chunk at a
+ * time (bpf_xdp_load_bytes: an offset, not a packet pointer, so the verifier walks each chunk once), the
+ * last chunk zero-padded to whole words.  A global function, so that the verifier walks it once and not once
+ * per path that reaches it (it takes the context: a global function takes no packet pointer); 1 where it
+ * completed a checksum. */
+#define IPPROTO_TCP_ 6
+#define CSUM_CHUNK 256 /* bytes read into the stack at a time */
+#define CSUM_CHUNKS 16 /* a segment of up to 4,096 bytes, more than a page-sized frame holds */
+__attribute__((noinline)) int complete_checksum(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	__u8 *eth = data, *ip = eth + ETH_BYTES, *l4 = eth + IP_END;
+	if ((void *)l4 > end || be16(eth + 12) != ETH_P_IPV4 || ip[0] != IPV4_NO_OPTIONS || (be16(ip + 6) & 0x3fff))
+		return 0;
+	__u32 at = ip[9] == IPPROTO_TCP_ ? 16 : ip[9] == IPPROTO_UDP_ ? 6 : 0; /* the checksum's offset */
+	__u32 length = be16(ip + 2);
+	if (!at || length < 20 + at + 2 || length > 20 + CSUM_CHUNK * CSUM_CHUNKS || IP_END + length - 20 > end - data)
+		return 0;
+	length -= 20; /* the segment's */
+	__u16 *check = (__u16 *)(l4 + at);
+	if ((void *)(check + 1) > end)
+		return 0;
+	__u16 given = *check;
+	__u64 pseudo = (__u64)*(__u16 *)(ip + 12) + *(__u16 *)(ip + 14) + *(__u16 *)(ip + 16) + *(__u16 *)(ip + 18) +
+		       bpf_htons(ip[9]) + bpf_htons(length);
+	if (given != fold(pseudo))
+		return 0; /* complete already (or wrong: left for the receiver to find) */
+	__u8 chunk[CSUM_CHUNK];
+	__s64 sum = 0;
+	__u32 done = 0;
+	for (int i = 0; i < CSUM_CHUNKS && length - done >= CSUM_CHUNK; i++) {
+		if (bpf_xdp_load_bytes(ctx, IP_END + done, chunk, CSUM_CHUNK) < 0)
+			return 0;
+		sum = bpf_csum_diff(NULL, 0, (__be32 *)chunk, CSUM_CHUNK, sum);
+		if (sum < 0)
+			return 0;
+		done += CSUM_CHUNK;
+	}
+	__u32 rest = length - done;
+	if (rest >= CSUM_CHUNK)
+		return 0;
+	if (rest) {
+		__builtin_memset(chunk, 0, sizeof(chunk));
+		if (bpf_xdp_load_bytes(ctx, IP_END + done, chunk, rest) < 0)
+			return 0;
+		__u32 words = (rest + 3) & ~3U; /* the zeros after it pad it to whole words */
+		if (words > CSUM_CHUNK)
+			return 0;
+		sum = bpf_csum_diff(NULL, 0, (__be32 *)chunk, words, sum);
+		if (sum < 0)
+			return 0;
+	}
+	__u16 out = ~fold((__u64)sum + pseudo + (__u16)~given); /* the segment's words less the field as it came */
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	check = (__u16 *)(data + IP_END + at);
+	if ((void *)(check + 1) > end)
+		return 0;
+	*check = out == 0 && at == 6 ? 0xffff : out; /* UDP's 0 says "no checksum" */
+	return 1;
+}
+
+/* mac_forward: a frame that is not hina, out of its destination MAC's port, or flooded, with its transport
+ * checksum completed (`complete_checksum`). */
+static __always_inline int mac_forward(struct xdp_md *ctx, struct hina_totals *t, struct hina_meta *m)
 {
 	struct hina_mac_key key = {};
+	complete_checksum(ctx);
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
 	if (data + ETH_BYTES > end) {
 		count_drop(t, NULL, DROP_TRUNCATED);
 		return XDP_DROP;
@@ -617,7 +696,7 @@ int hina_ingress(struct xdp_md *ctx)
 	/* parser: IPv4 without options, UDP to HINA_UDP_PORT is hina; anything else goes by its MAC */
 	if ((void *)(eth + UDP_END) > end || be16(eth + 12) != ETH_P_IPV4 || eth[ETH_BYTES] != IPV4_NO_OPTIONS ||
 	    eth[ETH_BYTES + 9] != IPPROTO_UDP_ || be16(eth + IP_END + 2) != HINA_UDP_PORT)
-		return mac_forward(t, m, data, end);
+		return mac_forward(ctx, t, m);
 	__u32 claimed = be16(eth + IP_END + 4) - 8, present = length - UDP_END;
 	if (present < HINA_HEADER_BYTES || be16(eth + IP_END + 4) < 8 + HINA_HEADER_BYTES) {
 		t->drops[0]++;

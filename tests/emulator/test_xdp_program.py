@@ -276,3 +276,51 @@ def test_reset_and_rejoin_empty_the_copies_under_their_locks(xdp_program):
     slot = sw.program.slot(1)
     assert slot.copies[0].bitmap == slot.copies[0].counter == 0 and not any(slot.words[0])
     sw.close()
+
+
+def _ones_complement(data: bytes) -> int:
+    """RFC 1071's sum of 16-bit big-endian words, folded (not complemented)."""
+    data += b"\0" * (len(data) % 2)
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+def _segment(proto: int, payload: bytes, check: str) -> bytes:
+    """A TCP or UDP segment from host 1 to host 2 of fuzz.topology(), in Ethernet / IPv4, its transport checksum
+    "partial" (the pseudo-header's sum, as a host's stack leaves it for its device), "complete", "wrong" or (UDP)
+    "none"."""
+    src, dst = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+    header = (struct.pack("!HHIIBBHHH", 40000, 5001, 1, 0, 5 << 4, 0x18, 512, 0, 0) if proto == 6 else
+              struct.pack("!HHHH", 40000, 5001, 8 + len(payload), 0))
+    segment = bytearray(header + payload)
+    at = 16 if proto == 6 else 6
+    pseudo = _ones_complement(src + dst + struct.pack("!BBH", 0, proto, len(segment)))
+    value = {"partial": pseudo, "none": 0, "wrong": pseudo ^ 0x5A5A,
+             "complete": (~_ones_complement(src + dst + struct.pack("!BBH", 0, proto, len(segment)) + bytes(segment))
+                          & 0xFFFF) or (0xFFFF if proto == 17 else 0)}[check]
+    segment[at : at + 2] = struct.pack("!H", value)
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(segment), 7, 0x4000, 64, proto, 0, src, dst))
+    ip[10:12] = struct.pack("!H", ~_ones_complement(bytes(ip)) & 0xFFFF)
+    return bytes.fromhex("020000000002" "020000000001" "0800") + bytes(ip) + bytes(segment)
+
+
+@needs_xdp
+@pytest.mark.parametrize("proto", [6, 17], ids=["tcp", "udp"])
+def test_a_partial_transport_checksum_is_completed_where_the_frame_is_forwarded(xdp_program, proto):
+    """A host's stack leaves a TCP or UDP checksum partial for its device; the redirect that forwards the frame
+    drops the mark that says so, so the switch completes it: every length, up to a page-sized frame's, leaves
+    host 1 for host 2 with the checksum over its segment and every other byte as it came; a complete checksum,
+    a wrong one and UDP's "none" leave as they came."""
+    sw = _switch(xdp_program, fuzz.topology())
+    rng = random.Random(proto)
+    for size in (0, 1, 2, 3, 5, 235, 236, 237, 255, 256, 257, 511, 512, 513, 1000, 1459, 3000, 3446):
+        payload = bytes(rng.randrange(256) for _ in range(size))
+        partial, complete = _segment(proto, payload, "partial"), _segment(proto, payload, "complete")
+        assert partial != complete
+        assert sw.process(1, partial) == [(2, complete)], size
+        assert sw.process(1, complete) == [(2, complete)], size
+        for check in ("wrong", "none") if proto == 17 else ("wrong",):
+            frame = _segment(proto, payload, check)
+            assert sw.process(1, frame) == [(2, frame)], (size, check)

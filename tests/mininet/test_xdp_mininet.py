@@ -3,6 +3,7 @@ the rules in the kernel on the switch's veths: stars, ranks sharing a host, tree
 mix them with the emulator, BMv2 and plain leaves; every worker's sum exact, and every XDP switch's program
 counted the frames it ran on."""
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -54,6 +55,35 @@ def test_the_workers_segmentation_offload_reaches_the_xdp_switch_as_frames():
         counters = results["counters"]
         assert not {"truncated", "bad_length"} & counters["drops"].keys()
         assert counters["profile"]["xdp_ingress_runs"] >= counters["frames"] >= run["frames"]
+
+
+def test_tcp_crosses_the_xdp_star_beside_the_workers_offload():
+    """With the workers' offload on (the hosts keep transmit checksum offload, so their TCP checksums leave
+    partial) a TCP stream between two hosts arrives whole through the switch's MAC table: the program completes
+    each segment's checksum, which a redirect would otherwise leave partial for the receiver to drop (DDP's gloo
+    pairs hung so)."""
+    sent = 256 * 8000
+    server = ("import socket, hashlib; s = socket.create_server(('', 5201)); c, _ = s.accept(); h = hashlib.sha256(); "
+              "n = 0\nwhile b := c.recv(65536): h.update(b); n += len(b)\nprint(n, h.hexdigest())")
+    client = (f"import socket; c = socket.create_connection(('{{ip}}', 5201), timeout=10); "
+              f"c.sendall(bytes(range(256)) * {sent // 256}); c.close()")
+
+    class Stream(hina_net.Experiment):
+        def _aggregate(self, mode, topology):
+            h1, h2 = self._hosts()[:2]
+            listening = h2.popen([sys.executable, "-c", server], stdout=subprocess.PIPE, text=True)
+            for _ in range(50):
+                if "5201" in h2.cmd("ss -ltn"):
+                    break
+            h1.cmd(f"timeout 20 {sys.executable} -c \"{client.format(ip=h2.IP())}\"")
+            out, _ = listening.communicate(timeout=20)
+            return {"received": out.split(), "runs": []}
+
+    cfg = hina_net.ExperimentConfig(workers=2, switch="xdp", mtu=3506, bw=200.0, modes=("tcp",), ping=False)
+    assert cfg.offload
+    stream = Stream(cfg, log=lambda m: None, run_id=RUN)
+    want = [str(sent), hashlib.sha256(bytes(range(256)) * (sent // 256)).hexdigest()]
+    assert stream.run()["runs"][0]["received"] == want
 
 
 def test_ranks_sharing_a_host_each_get_their_own_replica():
