@@ -9,7 +9,6 @@ kernel's own (the test run's `duration`, the program alone), reported as medians
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import statistics
@@ -40,35 +39,28 @@ def main(argv: list[str] | None = None) -> int:
     from hina.emulator.xdp import libbpf
     from hina.emulator.xdp.tables import Program
     from hina.emulator.xdp.testrun import XdpFrameSwitch
-    from hina.wire.headers import pack_header
+    from hina.wire.frames import encapsulate, ip_bytes, mac_bytes
+    from hina.wire.headers import UDP_PORT, pack_header
 
     w, k = args.workers, args.words
-    members = tuple(Member(r, 1, ("10.0.0.1", 40000 + r)) for r in range(w))
-    topology = Topology(fuzz.SWITCH_MAC, fuzz.SWITCH_IP, (Host(1, "02:00:00:00:00:01", "10.0.0.1"),),
-                        (JobConfig(1, w, k, 0, args.slots, members),))
+    host = Host(1, "02:00:00:00:00:01", "10.0.0.1")
+    members = tuple(Member(r, 1, (host.ip, 40000 + r)) for r in range(w))
+    topology = Topology(fuzz.SWITCH_MAC, fuzz.SWITCH_IP, (host,), (JobConfig(1, w, k, 0, args.slots, members),))
     program = Program(slots=max(4096, args.slots))
     switch = XdpFrameSwitch(topology, program=program)
-    switch._on_port(1)
+    switch.on_port(1)
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     rng = np.random.default_rng(1)
 
     def update(rank: int, slot: int) -> bytes:
         words = rng.integers(-2**20, 2**20, k).astype(">i4").tobytes()
         hina = pack_header(0, 0, 1, rank, 0, slot, slot * k, k, 5) + words
-        frame = bytearray(fuzz.wrap(1, hina))
-        frame[34:36] = (40000 + rank).to_bytes(2, "big")  # the member's UDP source port
-        return bytes(frame)
-
-    out = ctypes.create_string_buffer(16384)
+        return encapsulate(hina, src_mac=mac_bytes(host.mac), dst_mac=mac_bytes(fuzz.SWITCH_MAC),
+                           src_ip=ip_bytes(host.ip), dst_ip=ip_bytes(fuzz.SWITCH_IP), sport=40000 + rank,
+                           dport=UDP_PORT, ident=1)
 
     def run(frame: bytes) -> int:
-        data = ctypes.create_string_buffer(frame, len(frame))
-        ctx = libbpf.XdpMd(data=0, data_end=len(frame), ingress_ifindex=switch.loopback)
-        opts = libbpf.TestRunOpts(sz=ctypes.sizeof(libbpf.TestRunOpts), data_in=ctypes.addressof(data),
-                                  data_out=ctypes.addressof(out), data_size_in=len(frame), data_size_out=len(out),
-                                  ctx_in=ctypes.addressof(ctx), ctx_size_in=ctypes.sizeof(ctx), repeat=1)
-        libbpf._check(libbpf.lib().bpf_prog_test_run_opts(program.ingress, ctypes.byref(opts)), "BPF_PROG_TEST_RUN")
-        return opts.duration
+        return libbpf.prog_test_run(program.ingress, frame, ingress_ifindex=switch.loopback).duration
 
     frames = [[update(r, s) for r in range(w)] for s in range(args.slots)]
     absorbed, completing = [], []

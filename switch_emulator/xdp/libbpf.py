@@ -15,6 +15,7 @@ import ctypes
 import errno
 import functools
 import os
+import typing
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_uint32, c_uint64, c_void_p
 
 BPF_F_LOCK = 4  # a map update or lookup that takes the value's spin lock
@@ -215,10 +216,19 @@ class BpfObject:
             self._obj = None
 
 
+class TestRun(typing.NamedTuple):
+    """What one BPF_PROG_TEST_RUN gave: the program's return value, the frame it left (metadata first) and the
+    kernel's time for the run (ns, the program alone)."""
+
+    retval: int
+    frame: bytes
+    duration: int
+
+
 def prog_test_run(prog_fd: int, frame: bytes, *, meta: int = 0, ingress_ifindex: int = 0,
-             out_size: int = 16384) -> tuple[int, bytes]:
+                  out_size: int = 16384) -> TestRun:
     """Run an XDP program once on `frame` (its first `meta` bytes are XDP metadata) arriving on
-    `ingress_ifindex` (0: the loopback device): its return value and the frame it left, metadata first."""
+    `ingress_ifindex` (0: the loopback device)."""
     din = ctypes.create_string_buffer(frame, len(frame))
     dout = ctypes.create_string_buffer(out_size)
     ctx = XdpMd(data=meta, data_end=len(frame), ingress_ifindex=ingress_ifindex)
@@ -226,7 +236,7 @@ def prog_test_run(prog_fd: int, frame: bytes, *, meta: int = 0, ingress_ifindex:
                        data_size_in=len(frame), data_size_out=out_size, ctx_in=ctypes.addressof(ctx),
                        ctx_size_in=ctypes.sizeof(ctx), repeat=1)
     _check(lib().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)), "BPF_PROG_TEST_RUN")
-    return opts.retval, dout.raw[: opts.data_size_out]
+    return TestRun(opts.retval, dout.raw[: opts.data_size_out], opts.duration)
 
 
 def xdp_attach(ifindex: int, prog_fd: int, flags: int = XDP_FLAGS_DRV_MODE) -> None:

@@ -97,7 +97,7 @@ class Program:
     def command(self, op: CommandOp, base: int, slots: int, worker: int = 0, full: int = 0, needed: int = 0) -> int:
         """Run one slot command over slots [base, base + slots), each under its lock; the copies it emptied."""
         cmd = Command(op=op, worker=worker, base=base, slots=slots, full=full, needed=needed)
-        _, out = prog_test_run(self.control, _bytes(cmd), out_size=ctypes.sizeof(Command))
+        out = prog_test_run(self.control, _bytes(cmd), out_size=ctypes.sizeof(Command)).frame
         return Command.from_buffer_copy(out).cleared
 
     def slot(self, slot: int) -> Slot:

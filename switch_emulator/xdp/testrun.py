@@ -35,7 +35,7 @@ class XdpFrameSwitch(XdpDataPlane):
         super().__init__(interfaces=None, slots=slots, topology=topology, program=program)
         self.loopback = socket.if_nametoindex("lo")  # a test run's frames arrive on an interface that exists
 
-    def _on_port(self, port: int) -> None:
+    def on_port(self, port: int) -> None:
         """Frames of the next run arrive on (or, for the egress rewrite, leave by) switch port `port`."""
         self.program.maps["ports"].update(_bytes(_u32(self.loopback)), _bytes(_u32(port)))
 
@@ -51,8 +51,8 @@ class XdpFrameSwitch(XdpDataPlane):
             os.sched_setaffinity(0, pinned)
 
     def _process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
-        self._on_port(ingress_port)
-        _, out = prog_test_run(self.program.ingress, bytes(frame), ingress_ifindex=self.loopback)
+        self.on_port(ingress_port)
+        out = prog_test_run(self.program.ingress, bytes(frame), ingress_ifindex=self.loopback).frame
         meta = Meta.from_buffer_copy(out[:META_BYTES])
         kind = MetaKind(meta.kind)
         if kind == MetaKind.NONE:
@@ -66,8 +66,8 @@ class XdpFrameSwitch(XdpDataPlane):
             ports = [meta.port]
         sent = []
         for port in ports:
-            self._on_port(port)
-            action, copy = prog_test_run(self.program.egress_test, out, meta=META_BYTES, ingress_ifindex=self.loopback)
-            if action == XDP_PASS:
-                sent.append((port, copy[META_BYTES:]))
+            self.on_port(port)
+            run = prog_test_run(self.program.egress_test, out, meta=META_BYTES, ingress_ifindex=self.loopback)
+            if run.retval == XDP_PASS:
+                sent.append((port, run.frame[META_BYTES:]))
         return sent

@@ -47,7 +47,7 @@ def test_one_slot_from_several_cpus_sums_exactly(xdp_program, tmp_path):
     if len(cpus) < 2:
         pytest.skip("needs two CPUs")
     sw = XdpFrameSwitch(topology(), program=xdp_program)
-    sw._on_port(1)
+    sw.on_port(1)
     rng = np.random.default_rng(7)
     inputs = rng.integers(-(2**31), 2**31, size=(WORKERS, WORDS), dtype=np.int64)
     frames = [[update(w, s, inputs[w] + s) for s in range(SLOTS)] for w in range(WORKERS)]
@@ -58,7 +58,7 @@ def test_one_slot_from_several_cpus_sums_exactly(xdp_program, tmp_path):
         for s in range(SLOTS):
             together.wait()  # both CPUs into the same slot at the same moment
             for w in range(half * 16, half * 16 + 16):
-                _, frame = prog_test_run(xdp_program.ingress, frames[w][s], ingress_ifindex=sw.loopback)
+                frame = prog_test_run(xdp_program.ingress, frames[w][s], ingress_ifindex=sw.loopback).frame
                 if Meta.from_buffer_copy(frame).kind == MetaKind.GROUP:
                     out.write(s.to_bytes(2, "big") + frame[ctypes.sizeof(Meta):][58:58 + 4 * WORDS])
 
