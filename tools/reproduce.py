@@ -636,8 +636,7 @@ def link_needs(claim: Claim, switch: str = "emulator") -> list[LinkNeed]:
     none for a claim whose figures hold at any rate (exactness, a check)."""
     if not timed(claim):
         return []
-    steps = [(switched(s, switch) or s) if switch != "emulator" else s for s in steps_of(claim)]
-    found = [n for n in map(step_need, steps) if n is not None]
+    found = [n for n in (step_need(through(s, switch)) for s in steps_of(claim)) if n is not None]
     return list({(kid(n), n.mbps): n for n in reversed(found)}.values())[::-1]  # each once, as first named
 
 
@@ -861,6 +860,11 @@ def switched(step: campaign.Step, switch: str) -> campaign.Step | None:
     return dataclasses.replace(step, args=tuple(args))
 
 
+def through(step: campaign.Step, switch: str) -> campaign.Step:
+    """The step through `switch` where it has a hina switch (`switched`), else as it is."""
+    return (switched(step, switch) or step) if switch != "emulator" else step
+
+
 def switch_refusal(claims: list[Claim], switch: str, running: bool = True) -> str | None:
     """Why --switch `switch` cannot re-run these claims (one line), or None: each claim must have a step it
     changes, and (`running`: not a dry run) the XDP switch must load here."""
@@ -988,8 +992,7 @@ def how_to_run() -> str:
 
 def rerun_step(step: campaign.Step, scratch: Path, switch: str = "emulator") -> campaign.Step:
     """The step as a re-run runs it: into `scratch`, through `switch` where the step has a hina switch."""
-    step = scratch_step(step, scratch)
-    return (switched(step, switch) or step) if switch != "emulator" else step
+    return through(scratch_step(step, scratch), switch)
 
 
 def run_steps(names: list[str], scratch: Path, switch: str = "emulator") -> dict[str, int]:

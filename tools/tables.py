@@ -933,20 +933,22 @@ def fidelity_calibrate() -> str:
     return block(lines, *runs)
 
 
+def compare_with_verdicts(name: str, env: str) -> str:
+    """A comparison's seconds, bytes and verdicts at one rate, and its summary line."""
+    header, cells, data = compare_cells(name, env, with_verdict=True)
+    return block([*rows_md(header, cells), "", compare_summary_line(data, env)], (name, data))
+
+
 @table("fidelity-compare")
 def fidelity_compare() -> str:
     """docs/fidelity.md: the comparison at the calibrated rate, seconds, bytes and verdicts."""
-    name, env = HEADLINE
-    header, cells, data = compare_cells(name, env, with_verdict=True)
-    return block([*rows_md(header, cells), "", compare_summary_line(data, env)], (name, data))
+    return compare_with_verdicts(*HEADLINE)
 
 
 @table("fidelity-compare-xdp")
 def fidelity_compare_xdp() -> str:
     """docs/fidelity.md: the same comparison through the XDP switch, at the rate its calibration holds."""
-    name, env = "compare_xdp.json", f"mininet {int(campaign.XDP_STAR_MBPS) / 1000:g} Gbit/s"
-    header, cells, data = compare_cells(name, env, with_verdict=True)
-    return block([*rows_md(header, cells), "", compare_summary_line(data, env)], (name, data))
+    return compare_with_verdicts("compare_xdp.json", f"mininet {int(campaign.XDP_STAR_MBPS) / 1000:g} Gbit/s")
 
 
 @table("fidelity-gbit")
