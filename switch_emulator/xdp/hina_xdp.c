@@ -306,7 +306,7 @@ static __always_inline int mac_forward(struct xdp_md *ctx, struct hina_totals *t
  * of a loop, and a branch inside would multiply the paths it walks past its limit.  Four words a step,
  * behind one check of the frame's end and of K, then at most three one at a time: a check per word
  * cost as much as the word's own work (benchmarks/xdp_bench.py, 8 workers' UPDATEs of 865 words: 950 ns
- * an absorbed frame, 1,050 a completing one, with a check per word and every frame written back; 590
+ * an absorbed frame, 1,050 a completing one, with a check per word and every frame written back; 580
  * and 870 now). */
 #define WORD_LOOP(name, body)                                                                            \
 	static __always_inline void name(__u32 *stored, __u8 *words, void *end, __u32 n)                   \
