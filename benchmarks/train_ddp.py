@@ -32,7 +32,6 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,6 +47,7 @@ import numpy as np
 from hina.control.controller import P4_WORDS
 from hina.control.fabric import TARGETS
 from hina.host.job import DEFAULT_SLOTS, DEFAULT_WORDS
+from hina.wire.sockio import free_tcp_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -274,19 +274,13 @@ def tuples_again(cfg: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]
     return {**cfg, **{k: tuple(cfg[k]) for k in fields if cfg.get(k) is not None}}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(cfg: RunConfig, *, timeout: float = 600.0, target=None) -> dict[str, Any]:
     """Spawn cfg.workers ranks, wait for them; every rank's steps, or the errors they raised.
 
     target: what each rank runs, `target(cfg, rank, store_port, conn)` (default `run_rank`; another
     benchmark's own, with its own config dataclass)."""
     ctx = mp.get_context("spawn")
-    port = free_port()
+    port, = free_tcp_ports()
     procs, conns = [], []
     for rank in range(cfg.workers):
         parent, child = ctx.Pipe(duplex=False)

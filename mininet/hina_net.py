@@ -26,7 +26,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import string
 import subprocess
 import sys
@@ -48,8 +47,10 @@ except ImportError as exc:  # without Mininet, `mininet` is this folder and the 
 
 from hina import codec, kernels
 from hina.cliargs import MAX_PIPES, plural
+from hina.control import bmv2
+from hina.control.bmv2 import start_bmv2, stop_switch
 from hina.control.config import Member
-from hina.control.controller import P4_BUILD, Bmv2Target, ControlError, EmulatorTarget
+from hina.control.controller import P4_BUILD, ControlError, EmulatorTarget
 from hina.control.fabric import TARGETS
 from hina.control.topology import Host, Topology
 from hina.host.congestion_settings import CongestionSettings
@@ -130,7 +131,7 @@ def netem_available() -> bool:
 
 # BMv2's switch binary, and where `tools/p4-toolchain.sh --fast-bmv2 /opt/bmv2-fast` installs the -O3 build
 # without logging (off PATH) that benchmarks/switch_bench.py times the emulator against
-BMV2_BINARY = "simple_switch_grpc"
+BMV2_BINARY = bmv2.BINARY
 FAST_BMV2 = "/opt/bmv2-fast/bin/simple_switch_grpc"
 
 
@@ -227,13 +228,7 @@ def _stop_switch_process(target, proc: subprocess.Popen | None) -> None:
     if target is not None:
         with contextlib.suppress(Exception):
             target.close()
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(5)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    stop_switch(proc)
 
 
 class EmulatorSwitch(Switch):
@@ -273,13 +268,6 @@ class XdpSwitch(EmulatorSwitch):
     pipes = 1
 
 
-def free_tcp_port() -> int:
-    """A TCP port nothing listens on now (BMv2's gRPC and Thrift servers: several runs share the machine)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Bmv2Switch(Switch):
     """BMv2 simple_switch_grpc running p4/hina.p4 (pushed over P4Runtime by the controller); its gRPC and
     Thrift servers on free ports of their own."""
@@ -290,25 +278,11 @@ class Bmv2Switch(Switch):
         super().__init__(name, **params)
         self.proc: subprocess.Popen | None = None
         self.target = None
-        self.grpc_port, self.thrift_port = free_tcp_port(), free_tcp_port()
 
     def start(self, controllers) -> None:
-        cmd = [self.binary, "--device-id", "0", "--thrift-port", str(self.thrift_port), "--no-p4"]
-        for intf in self.intfList():
-            if intf.name != "lo":
-                cmd += ["-i", f"{self.ports[intf]}@{intf.name}"]
-        cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}"]
-        self.log = open(tempfile.mkstemp(prefix="hina-bmv2-", suffix=".log")[1], "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while True:  # until its P4Runtime server answers (each try waits up to 2 s), the process alive
-            try:
-                self.target = Bmv2Target(f"127.0.0.1:{self.grpc_port}", thrift_port=self.thrift_port, timeout=2)
-                return
-            except ControlError as exc:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError(f"simple_switch_grpc did not come up ({exc}); see {self.log.name}") from None
-                time.sleep(0.2)
+        self.log = Path(tempfile.mkstemp(prefix="hina-bmv2-", suffix=".log")[1])
+        self.proc, self.target = start_bmv2(((self.ports[intf], intf.name) for intf in self.intfList()
+                                             if intf.name != "lo"), self.log, binary=self.binary)
 
     def stop(self, deleteIntfs: bool = True) -> None:
         _stop_switch_process(self.target, self.proc)

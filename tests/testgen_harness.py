@@ -34,7 +34,6 @@ import veth_harness
 from hina.control.controller import Bmv2Target
 
 STORED = Path(__file__).resolve().parent / "testgen"
-GRPC_PORT = 50151
 
 
 def stored(target: str) -> dict:
@@ -183,7 +182,7 @@ def run_on_bmv2(test: dict, log: Path | None = None) -> tuple[list[tuple[int, by
     """Every frame a fresh simple_switch_grpc sends for `test`, and its drop counters that moved (with `log`:
     its trace log there)."""
     target = functools.partial(GeneratedTarget, test)
-    start = functools.partial(veth_harness.start_bmv2, grpc_port=GRPC_PORT, log=log, target=target)
+    start = functools.partial(veth_harness.start_bmv2, log=log, target=target)
     out, drops = veth_harness.run_case(_as_case(test), start, settle=0.3)
     return out, {reason: n for reason, n in drops.items() if n}
 

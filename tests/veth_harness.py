@@ -15,11 +15,13 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from veth import veth_pairs
 
+from hina.control import bmv2
 from hina.control.controller import Bmv2Target, EmulatorTarget
 from hina.control.topology import Topology
 
@@ -46,19 +48,12 @@ def start_xdp(ports):
     return start_emulator(ports, extra=["--xdp"])
 
 
-def start_bmv2(ports, grpc_port=50151, thrift_port=9190, log: Path | None = None, target=Bmv2Target):
+def start_bmv2(ports, log: Path | None = None, target=Bmv2Target):
     """simple_switch_grpc on hs<p> per port, the program pushed by `target` (a Bmv2Target, or a class made
     like one); with `log`, every step it takes (its trace log, each primitive and condition with its line in
     the P4 source) into that file."""
-    cmd = ["simple_switch_grpc", "--device-id", "0", "--thrift-port", str(thrift_port), "--no-p4"]
-    if log is not None:
-        cmd += ["--log-file", str(log), "--log-level", "trace", "--log-flush"]
-    for p in ports:
-        cmd += ["-i", f"{p}@hs{p}"]
-    cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for_port(grpc_port, proc)
-    return proc, target(f"127.0.0.1:{grpc_port}", thrift_port=thrift_port)
+    output = Path(tempfile.mkstemp(prefix="hina-bmv2-", suffix=".log")[1])
+    return bmv2.start_bmv2(((p, f"hs{p}") for p in ports), output, trace=log, target=target)
 
 
 def run_case(case: dict, start, settle: float) -> tuple[list[tuple[int, bytes]], dict[str, int]]:
@@ -104,14 +99,3 @@ def _drain(socks: dict[int, socket.socket]) -> list[tuple[int, bytes]]:
             if addr[2] != PACKET_OUTGOING:
                 got.append((port, data))
     return got
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"simple_switch_grpc exited: {proc.stderr.read()}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"simple_switch_grpc did not open its gRPC port {port} within {timeout} s")

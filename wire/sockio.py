@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import random
 import select
 import socket
 import struct
@@ -276,3 +277,29 @@ def set_buffers(sock: socket.socket, size: int = SOCKET_BUFFER) -> int:
         except PermissionError:
             sock.setsockopt(socket.SOL_SOCKET, opt, size)
     return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+
+EPHEMERAL_PORTS = "/proc/sys/net/ipv4/ip_local_port_range"  # the range the kernel picks local ports from
+
+
+def free_tcp_ports(n: int = 1, host: str = "127.0.0.1") -> list[int]:
+    """`n` distinct TCP ports nothing holds now, for servers another process starts on them (BMv2's gRPC
+    and Thrift, torch's rendezvous). Taken below the kernel's ephemeral range: a port bind(0) hands out lies
+    in that range, where any connection opened before the server binds may take it as its local port."""
+    try:
+        with open(EPHEMERAL_PORTS) as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    ports: list[int] = []
+    below = range(min(max(1024, low // 2), low), low)
+    for port in random.SystemRandom().sample(below, min(512, len(below))):
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        ports.append(port)
+        if len(ports) == n:
+            return ports
+    raise OSError(errno.EADDRINUSE, f"fewer than {n} free TCP ports below {low} on {host}")

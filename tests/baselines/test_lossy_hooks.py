@@ -12,13 +12,14 @@ counted are the ones the hook's messages carry.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 from helpers import torch_missing
+
+from hina.wire.sockio import free_tcp_ports
 
 pytestmark = pytest.mark.torch
 
@@ -81,14 +82,8 @@ print(json.dumps(reports))
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(kind: str, tmp_path, world: int = WORLD) -> tuple[list[dict], list[list[dict]]]:
-    port = _free_port()
+    port, = free_tcp_ports()
     procs = [subprocess.Popen([sys.executable, "-c", RANK, str(r), str(world), str(port), kind,
                                str(tmp_path / f"{kind}{r}.npz"), str(N), str(STEPS)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]

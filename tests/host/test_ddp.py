@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hina.wire.sockio import free_tcp_ports
+
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -226,20 +228,12 @@ def test_device_path_averages_to_the_host_path_s_bits(torch, switch, monkeypatch
         assert not torch.equal(device_buckets[0][i], values[0][i])  # averaged, not left as it was
 
 
-def _free_tcp_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ddp_example(switch, tmp_path, *extra: str) -> tuple[list[subprocess.CompletedProcess], list[dict]]:
     """examples/ddp_torchrun.py as two ranks on loopback (torchrun's environment set by hand)."""
     import json
     import os
 
-    port, out = _free_tcp_port(), tmp_path / "steps.json"
+    (port,), out = free_tcp_ports(), tmp_path / "steps.json"
     procs = []
     for rank in range(2):
         env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
