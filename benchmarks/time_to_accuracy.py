@@ -366,8 +366,7 @@ def train(cfg: TtaConfig, rank: int, store_port: int) -> dict[str, Any]:
 
     torch.set_num_threads(cfg.threads)
     data = corpus.load(vocab_size=cfg.vocab)
-    store = cfg.store or ("127.0.0.1", store_port)
-    dist.init_process_group("gloo", init_method=f"tcp://{store[0]}:{store[1]}", rank=rank, world_size=cfg.workers)
+    train_ddp.join_group(cfg, rank, store_port)
     hook = transport = None
     try:
         torch.manual_seed(cfg.seed)

@@ -191,14 +191,30 @@ def said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"
 
 
+# seconds a rank waits for the others to join, and for any one gloo call: a rank whose peers never connect (a
+# network that drops their TCP) fails with torch's error after this, not after torch's 30 minutes a call
+RENDEZVOUS = 300.0
+
+
+def join_group(cfg, rank: int, store_port: int) -> None:
+    """Join the ranks' gloo process group at cfg.store (or this machine's `store_port`), waiting at most
+    RENDEZVOUS (or the bucket deadline, where longer) for the others and for each call after."""
+    import datetime
+
+    import torch.distributed as dist
+
+    store = cfg.store or ("127.0.0.1", store_port)
+    dist.init_process_group("gloo", init_method=f"tcp://{store[0]}:{store[1]}", rank=rank, world_size=cfg.workers,
+                            timeout=datetime.timedelta(seconds=max(RENDEZVOUS, cfg.deadline)))
+
+
 def train(cfg: RunConfig, rank: int, store_port: int) -> list[dict[str, Any]]:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     torch.set_num_threads(cfg.threads)
-    store = cfg.store or ("127.0.0.1", store_port)
-    dist.init_process_group("gloo", init_method=f"tcp://{store[0]}:{store[1]}", rank=rank, world_size=cfg.workers)
+    join_group(cfg, rank, store_port)
     hook = transport = None
     try:
         model, batch_loss = build(cfg)

@@ -22,6 +22,7 @@ from hina.baselines import registry
 from hina.benchmarks import time_to_accuracy as tta
 from hina.benchmarks import train_ddp
 from hina.host import corpus
+from hina.wire.sockio import free_tcp_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_MISSING = corpus.missing()
@@ -195,3 +196,15 @@ def test_the_plan_runs_the_reference_first_and_each_kind_of_network_once(tmp_pat
     assert [c.backend for c in configs if c.writes_reference] == ["hina", "hina"]
     assert {c.reference for c in configs if c.seed == 1} == {str(tmp_path / "seed1")} and (tmp_path / "seed1").is_dir()
     assert [c.backend for c in tta.plan(base, ["int8", "gloo"], [0], tmp_path)] == ["gloo", "int8"]
+
+
+@pytest.mark.torch
+def test_a_rank_whose_peers_never_join_fails_at_the_rendezvous_bound(tmp_path):
+    """One rank of two, the other never there: it fails with torch's timeout after RENDEZVOUS (here 2 s), not
+    after torch's 30 minutes."""
+    port, = free_tcp_ports()
+    code = ("import sys; from hina.benchmarks import time_to_accuracy as tta, train_ddp\n"
+            "train_ddp.RENDEZVOUS = 2.0\n"
+            f"train_ddp.join_group(tta.TtaConfig(workers=2, deadline=1.0), 0, {port})\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "timed out" in proc.stderr.lower(), proc.stderr[-2000:]
