@@ -4,6 +4,7 @@ switch's bind, costs a restart on other ports, never a switch that stays up with
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 
@@ -50,3 +51,13 @@ def test_a_taken_port_restarts_the_switch_on_others(server, p4_build, tmp_path, 
             target.close()
             bmv2.stop_switch(proc)
         assert proc.poll() is not None
+
+
+def test_a_switch_that_exits_at_once_is_reported_with_its_status_and_log(tmp_path):
+    """A binary that exits (here `false`) fails the start at once, naming its exit status and its log, instead
+    of waiting out the timeout."""
+    log = tmp_path / "bmv2.log"
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=rf"false exited with status 1 .*; see {log}"):
+        bmv2.start_bmv2([], log, binary="false", timeout=30)
+    assert time.monotonic() - start < 10
