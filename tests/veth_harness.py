@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def start_bmv2(ports, log: Path | None = None, target=Bmv2Target):
     """simple_switch_grpc on hs<p> per port, the program pushed by `target` (a Bmv2Target, or a class made
     like one); with `log`, every step it takes (its trace log, each primitive and condition with its line in
     the P4 source) into that file."""
-    output = Path(tempfile.mkstemp(prefix="hina-bmv2-", suffix=".log")[1])
+    output = Path(tempfile.gettempdir()) / f"hina-veth-bmv2-{os.getpid()}.log"  # each start writes it anew
     return bmv2.start_bmv2(((p, f"hs{p}") for p in ports), output, trace=log, target=target)
 
 
