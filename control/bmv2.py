@@ -43,11 +43,8 @@ def start_bmv2(interfaces: Iterable[tuple[int, str]], log: Path, *, binary: str 
         with open(log, "w") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         connected = _connect(proc, log, f"127.0.0.1:{grpc_port}", thrift_port, target, timeout)
-        if connected is not None and PORT_TAKEN not in _text(log):  # Thrift's bind, on its own thread
-            return proc, connected
         if connected is not None:
-            with contextlib.suppress(Exception):
-                connected.close()
+            return proc, connected
         stop_switch(proc)
     raise RuntimeError(f"{binary} found a port it binds taken {START_TRIES} times; see {log}")
 
@@ -55,11 +52,11 @@ def start_bmv2(interfaces: Iterable[tuple[int, str]], log: Path, *, binary: str 
 def _connect(proc: subprocess.Popen, log: Path, grpc_addr: str, thrift_port: int,
              target: Callable[..., Bmv2Target], timeout: float) -> Bmv2Target | None:
     """The target once the P4Runtime server answers (each try waits up to 2 s); None where the log says a
-    port was taken."""
+    port was taken (Thrift's bind fails on a thread of its own, so the log is read after an answer too)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return target(grpc_addr, thrift_port=thrift_port, timeout=2)
+            connected = target(grpc_addr, thrift_port=thrift_port, timeout=2)
         except ControlError as exc:
             if PORT_TAKEN in _text(log):
                 return None
@@ -69,6 +66,12 @@ def _connect(proc: subprocess.Popen, log: Path, grpc_addr: str, thrift_port: int
                 stop_switch(proc)
                 raise RuntimeError(f"{proc.args[0]} did not come up within {timeout:g} s ({exc}); see {log}") from None
             time.sleep(0.2)
+            continue
+        if PORT_TAKEN not in _text(log):
+            return connected
+        with contextlib.suppress(Exception):
+            connected.close()
+        return None
 
 
 def _text(log: Path) -> str:
