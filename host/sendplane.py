@@ -108,9 +108,10 @@ SLOT = np.dtype([
     ("held", np.bool_), ("counted", np.int64), ("hold", np.float64),
 ], align=True)
 # rack[pipe]: the latest transmission answered of a chunk sent once, its round trip and chunk; same for resent
-# chunks
+# chunks; when the pipe's last chunk was answered, and the gap before that answer (the pipe's pace)
 RACK = np.dtype([("fresh_seq", np.int64), ("fresh_rtt", np.float64), ("resent_seq", np.int64),
-                 ("resent_rtt", np.float64), ("fresh_chunk", np.int64), ("resent_chunk", np.int64)])
+                 ("resent_rtt", np.float64), ("fresh_chunk", np.int64), ("resent_chunk", np.int64),
+                 ("done_at", np.float64), ("gap", np.float64)])
 # chunks[chunk]: its words' offset in the phase, how many, the op, the offset the wire carries (salted)
 CHUNK = np.dtype([("offset", np.int64), ("count", np.int64), ("op", np.int64), ("wire_offset", np.int64)])
 R_SAMPLES = 4  # the last round trips whose least a standing queue raises (`recent`)
@@ -456,7 +457,7 @@ def _moved_on(t, r, chunks, wire, fl, frame, at, slot, pool_index, offset, now, 
 
 
 @njit(cache=True)
-def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats):
+def _pending(t, r, rack, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats):
     """The switch answered a repeated UPDATE of the chunk in `slot` with PENDING: its copy holds the members
     in `counted` and waits for the rest.  Counted, this worker stops resending the chunk: it is held, and
     asks again only after `hold`, which doubles each time (a peer that is late for seconds costs a few
@@ -474,6 +475,8 @@ def _pending(t, r, chunks, wire, fl, slot, counted, now, tx, iov, m, base, stats
             s.suppressed = False
             s.hold = min(_first_hold(r, s), t.deadline / HOLD_ASKS)
             s.due = now + s.hold  # the hold replaces the timer; an answer to an ask leaves the next ask's time
+            if _pipe_head(t, fl, slot) == slot:
+                _ask_soon(t, r, s, rack[(t.slot_base + slot) % t.pipes], now)
         return m
     if s.held or now - s.sent < _now_rtt(r):
         return m
@@ -530,7 +533,7 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
         t.stale_slot = slot
         return m, STALE_RUN
     if frame[at + AT_FLAGS] & _PENDING_FLAG:
-        return _pending(t, r, chunks, wire, fl, slot, get32(frame, at + HEADER_BYTES), now, tx, iov, m, base,
+        return _pending(t, r, rack, chunks, wire, fl, slot, get32(frame, at + HEADER_BYTES), now, tx, iov, m, base,
                         stats), OK
     swap_copy(answers, 4 * c.offset, frame, at + HEADER_BYTES, 4 * count)
     rtt = now - s.sent
@@ -591,24 +594,63 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
     version[slot] ^= 1
     s.chunk = -1
     t.in_flight -= 1
-    _progress(t, fl, slot, chunk, now)
+    _progress(t, r, fl, pipe, slot, chunk, now)
     m = overtaken(t, r, cw, rack, chunks, wire, fl, now, tx, iov, m, base, stats)
     return fill(t, r, cw, version, chunks, wire, fl, now, tx, iov, m, base, stats), OK
 
 
 @njit(cache=True)
-def _progress(t, fl, slot, chunk, now):
+def _progress(t, r, fl, pipe, slot, chunk, now):
     """The switch completed `chunk` (in `slot`) now: the chunks after it in its pipe could not have been
     completed before it (every worker sends in the same order, and a pipe completes them in that order), so
     their timers count from now, not from when this worker sent them.  A window sent ahead of its peers
     (paced, or simply earlier) waits on them, not on a loss; RACK, not the timer, finds a chunk that a later
-    one overtook."""
+    one overtook.
+
+    The next chunk of the pipe, if the switch holds it (PENDING), asks again soon: its last peer sent it
+    right after this one, so it completes a pipe's pace after it (the gap between this answer and the one
+    before), and a RESULT that does not come within twice that, and a least round trip, was lost.  Without
+    this, a lost RESULT of a held chunk (a phase's last, with nothing after it to overtake it) waited out a
+    hold that had doubled while the late peer was on its way.  Too soon costs one ask and a PENDING answer."""
     pipes = t.pipes
-    pipe = (t.slot_base + slot) % pipes
+    at = (t.slot_base + slot) % pipes
+    pipe.gap, pipe.done_at = now - pipe.done_at, now
     for other in range(t.slots):
         o = fl[other]
-        if o.chunk > chunk and (t.slot_base + other) % pipes == pipe and o.due < now + o.rto:
+        if o.chunk > chunk and (t.slot_base + other) % pipes == at and o.due < now + o.rto:
             o.due = now + o.rto
+    succ = _pipe_head(t, fl, slot)
+    if succ != NO_SLOT and fl[succ].held and fl[succ].chunk > chunk:  # one before it still waits: RACK's to find
+        _ask_soon(t, r, fl[succ], pipe, now)
+
+
+@njit(cache=True)
+def _pipe_head(t, fl, slot):
+    """The slot of the least chunk in flight in `slot`'s pipe (NO_SLOT: none): the next one it completes."""
+    pipes = t.pipes
+    at = (t.slot_base + slot) % pipes
+    head = NO_SLOT
+    for other in range(t.slots):
+        o = fl[other]
+        if o.chunk >= 0 and (t.slot_base + other) % pipes == at and (head == NO_SLOT or o.chunk < fl[head].chunk):
+            head = other
+    return head
+
+
+@njit(cache=True)
+def _ask_soon(t, r, s, pipe, now):
+    """A held chunk next in its pipe, while the pipe completes chunks at its pace (its last answer came no
+    more than the pace ago), asks again once it is that late: a pace after the last answer, twice the gap
+    before it and at least the median recent round trip, which a switch's queue raises (asked sooner, into a
+    slow switch's queue, the chunk is not complete yet, and each answered PENDING is one more frame that
+    queue must serve), and at least that round trip after now (`_progress`)."""
+    median = recent_median(r)
+    trip = max(r.min_rtt if math.isinf(median) else median, r.tick)
+    pace = max(2.0 * pipe.gap, trip)
+    if math.isinf(pace) or now - pipe.done_at > pace:
+        return
+    s.due = min(s.due, max(pipe.done_at + pace, now + trip))
+    t.earliest = min(t.earliest, s.due)
 
 
 @njit(cache=True)

@@ -287,7 +287,7 @@ class PhaseTransfer:
                                             done_version=-1, done_retries=-1)
         # RACK, per pipe: the latest transmission answered of a chunk sent once and its round trip,
         # then the same for resent chunks answered late enough
-        self._rack, self._rack_bytes = records(sp.RACK, self.pipes, fresh_seq=-1, resent_seq=-1)
+        self._rack, self._rack_bytes = records(sp.RACK, self.pipes, fresh_seq=-1, resent_seq=-1, done_at=-math.inf)
         self._stats, self._stats_bytes = records(sp.STATS)
         self.ring = ring or Ring(words, slots)
         if self.ring.frame_bytes != Ring.frame_size(words) or not self.room(0):

@@ -205,6 +205,68 @@ def test_a_held_chunk_a_later_chunk_overtook_asks_at_once_and_once_per_overtakin
     assert x.stats["timeouts"] == 0 and x.stats["fast_retransmissions"] == 0 and rtt.reorder_scale == 1.0
 
 
+def late_peer_completes(x, frames, *, at, pace):
+    """Every chunk of `frames` held for a late peer from 150 us (each ask answered PENDING) until `at`, when the
+    peer comes and the switch completes all but the last, one every `pace`; the last one's RESULT is lost.
+    When the last chunk asks again after that."""
+    counted = 0b101 | 1 << ME
+    for f in frames:
+        assert x.receive(pending(f, counted=counted), 150e-6) == []
+    now = 150e-6
+    while (now := x.next_timer()) < at:
+        for f in x.poll(now):
+            assert x.receive(pending(f, counted=counted), now + 100e-6) == []
+    for i, f in enumerate(frames[:-1]):
+        x.receive(answer(f), at + i * pace)
+    return next_ask(x, offsets(frames[-1:])[0], at)
+
+
+def test_a_held_chunk_next_in_its_pipe_asks_a_pace_after_the_chunk_before_it():
+    """A late peer comes and the switch completes its chunks in turn, 10 us apart; the last one's RESULT is lost.
+    The peer sends in order, so that chunk completed a pace after the one before it: it asks once twice that pace,
+    and at least a least round trip, have passed since, not after its hold, grown while the peer was late (a
+    phase's last chunk has nothing after it to overtake it)."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(4, rtt=rtt, deadline=5.0)
+    frames = x.start(0.0)
+    last = 3.1e-3 + 2 * 10e-6  # the chunk before the last one answered
+    ask = late_peer_completes(x, frames, at=3.1e-3, pace=10e-6)
+    assert last + 100e-6 - 1e-9 <= ask <= last + 100e-6 + 1e-9, ask
+    x.receive(answer(frames[3], flags=Flags.RESEND), ask + 100e-6)  # the copy's total, to the ask
+    assert x.done and x.stats["timeouts"] == 0
+
+
+def test_a_held_chunk_whose_pipe_is_slower_than_a_round_trip_waits_twice_its_pace():
+    """The same, but the switch completes a chunk every 300 us (a slow pipe): asked a round trip after the chunk
+    before it, the chunk would not be complete yet, so it waits twice the pace (one ask more per chunk into a
+    slow switch's queue would slow it further)."""
+    x = transfer(4, rtt=RttEstimator(path=100e-6), deadline=5.0)
+    frames = x.start(0.0)
+    ask = late_peer_completes(x, frames, at=3.1e-3, pace=300e-6)
+    assert ask == pytest.approx(3.1e-3 + 2 * 300e-6 + 2 * 300e-6)
+
+
+def test_a_held_chunk_that_later_chunks_pass_asks_once_not_once_per_answer():
+    """Chunk 0 held, and the chunks after it answered one by one, 10 us apart (its missing UPDATE is a peer's loss,
+    to be found by that peer): RACK has it ask once; the pipe's pace has it ask only for the chunk next after an
+    answered one.  Asking at every answer, each counted member of a slow BMv2's job sent thousands of asks a
+    round into its queue (rounds of 40-55 s against 3 s)."""
+    x = transfer(8, rtt=RttEstimator(path=100e-6), deadline=5.0)
+    frames = x.start(0.0)
+    held = offsets(frames[:1])[0]
+    for f in frames:
+        assert x.receive(pending(f, counted=0b101 | 1 << ME), 150e-6) == []
+    asks = 0
+    for i, f in enumerate(frames[1:]):
+        now = 1e-3 + i * 10e-6
+        while x.next_timer() < now:
+            asks += offsets(x.poll(x.next_timer())).count(held)
+        asks += offsets(x.receive(answer(f), now)).count(held)
+    while x.next_timer() < 1.5e-3:
+        asks += offsets(x.poll(x.next_timer())).count(held)
+    assert asks == 1 + 1, asks  # one ask by its hold before the peers came (at 450 us), one by RACK
+
+
 def test_a_held_chunk_past_its_deadline_says_the_switch_holds_it_and_whom_it_counted():
     x, _, _ = held_chunk()
     with pytest.raises(AggregationTimeout, match=r"the switch holds this worker's UPDATE and waits for the others "
