@@ -609,7 +609,7 @@ def _progress(t, r, fl, pipe, slot, chunk, now):
 
     The next chunk of the pipe, if the switch holds it (PENDING), asks again soon: its last peer sent it
     right after this one, so it completes a pipe's pace after it (the gap between this answer and the one
-    before), and a RESULT that does not come within twice that, and a least round trip, was lost.  Without
+    before), and a RESULT that does not come within twice that, and a recent round trip, was lost.  Without
     this, a lost RESULT of a held chunk (a phase's last, with nothing after it to overtake it) waited out a
     hold that had doubled while the late peer was on its way.  Too soon costs one ask and a PENDING answer."""
     pipes = t.pipes

@@ -286,7 +286,7 @@ class PhaseTransfer:
         self._fl, self._fl_bytes = records(sp.SLOT, slots, chunk=-1, version=-1, seq=-1, retries=-1, done_chunk=-1,
                                             done_version=-1, done_retries=-1)
         # RACK, per pipe: the latest transmission answered of a chunk sent once and its round trip,
-        # then the same for resent chunks answered late enough
+        # then the same for resent chunks answered late enough; when the pipe last completed a chunk (never yet)
         self._rack, self._rack_bytes = records(sp.RACK, self.pipes, fresh_seq=-1, resent_seq=-1, done_at=-math.inf)
         self._stats, self._stats_bytes = records(sp.STATS)
         self.ring = ring or Ring(words, slots)
