@@ -431,28 +431,20 @@ def trees_figures(tables) -> list[tuple[str, str]]:
     bmv2 = {name: tables.load(f"trees/bmv2/{name}.json")["runs"] for name, _ in tables.campaign.BMV2_TREES}
     mixed = [b["seconds"] / e["seconds"] for b, e in zip(bmv2["bmv2-leaves-emulator-spine"],
                                                          bmv2["emulator-leaves-bmv2-spine"])]
-    auto = bmv2["bmv2-leafspine214"][0]
-    aligned = next(r for r in bmv2["bmv2-leafspine214"] if r["mode"] == "aligned")
     plain = bmv2["bmv2-spine-plain-leaves"]
     i = next(i for i, r in enumerate(plain) if r["mode"] == "dense")
-    stalled = [next(r for r in plain if r["mode"] == m) for m in ("auto", "aligned")]
-
-    def busy(run: dict) -> float:
-        return run["fidelity"]["machine_cores_busy"]
+    auto, aligned = (next(r for r in plain if r["mode"] == m) for m in ("auto", "aligned"))
 
     def duplicates(run: dict) -> int:  # the spine's counter, for the network's life up to this run
         return sum((sw.get("drops") or {}).get("duplicate", 0) for sw in (run.get("switches") or {}).values())
 
     out += [f"a tree runs {span(mixed, '.1f')}x faster, mode by mode, than with BMv2 leaves under an emulator spine",
-            f"Auto's first round in the all-BMv2 tree took {auto['rounds'][0]['seconds']:.1f} s against "
-            f"{aligned['seconds']:.1f} s for the same aligned encoding",
-            f"{sum(r['retransmissions'] for r in stalled):,}, came from auto and aligned, whose values phase stalled: "
-            f"{stalled[0]['seconds']:.0f} s and {stalled[1]['seconds']:.0f} s, with {stalled[0]['timeouts']:,} and "
-            f"{stalled[1]['timeouts']:,} timeouts, the machine idle ({busy(stalled[0]):.2f} and {busy(stalled[1]):.2f} "
-            "of 2 cores)",
+            f"in this run (commit {tables.load('trees/bmv2/bmv2-spine-plain-leaves.json')['commit'][:7]}) they took "
+            f"{auto['seconds']:.2f} s and {aligned['seconds']:.2f} s",
             f"the workers resent {sum(x['retransmissions'] for r in plain for x in r['rounds']):,} frames in the five "
             f"modes, {plain[i]['retransmissions']:,} of them in dense's {plain[i]['frames']:,}: "
-            f"{plain[i]['timeouts']:,} on a timeout",
+            f"{plain[i]['timeouts']:,} on a timeout, {plain[i]['asked']:,} asks of a chunk the spine held, "
+            f"{plain[i]['probes']:,} tail probes",
             f"the spine dropped {duplicates(plain[i]) - duplicates(plain[i - 1]):,} of dense's frames as duplicates"]
 
     rows = tables.load("trees/tree-compare.json")["rows"]
