@@ -224,8 +224,8 @@ def late_peer_completes(x, frames, *, at, pace):
 def test_a_held_chunk_next_in_its_pipe_asks_a_pace_after_the_chunk_before_it():
     """A late peer comes and the switch completes its chunks in turn, 10 us apart; the last one's RESULT is lost.
     The peer sends in order, so that chunk completed a pace after the one before it: it asks once twice that pace,
-    and at least a least round trip, have passed since, not after its hold, grown while the peer was late (a
-    phase's last chunk has nothing after it to overtake it)."""
+    and at least a round trip (the recent ones' median; the path's before any), have passed since, not after its
+    hold, grown while the peer was late (a phase's last chunk has nothing after it to overtake it)."""
     rtt = RttEstimator(path=100e-6)
     x = transfer(4, rtt=rtt, deadline=5.0)
     frames = x.start(0.0)
