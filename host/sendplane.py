@@ -615,13 +615,17 @@ def _progress(t, r, fl, pipe, slot, chunk, now):
     pipes = t.pipes
     at = (t.slot_base + slot) % pipes
     pipe.gap, pipe.done_at = now - pipe.done_at, now
+    head = NO_SLOT  # the pipe's least chunk in flight (`_pipe_head`), found in the same pass
     for other in range(t.slots):
         o = fl[other]
-        if o.chunk > chunk and (t.slot_base + other) % pipes == at and o.due < now + o.rto:
+        if o.chunk < 0 or (t.slot_base + other) % pipes != at:
+            continue
+        if o.chunk > chunk and o.due < now + o.rto:
             o.due = now + o.rto
-    succ = _pipe_head(t, fl, slot)
-    if succ != NO_SLOT and fl[succ].held and fl[succ].chunk > chunk:  # one before it still waits: RACK's to find
-        _ask_soon(t, r, fl[succ], pipe, now)
+        if head == NO_SLOT or o.chunk < fl[head].chunk:
+            head = other
+    if head != NO_SLOT and fl[head].held and fl[head].chunk > chunk:  # one before it still waits: RACK's to find
+        _ask_soon(t, r, fl[head], pipe, now)
 
 
 @njit(cache=True)
