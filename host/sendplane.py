@@ -90,6 +90,9 @@ TRANSFER = np.dtype([
     ("stuck_slot", np.int64),  # the slot whose chunk waited past the deadline
     # a RESULT came since the last timeout; a timeout's probe went, and no chunk sent once was answered since
     ("heard", np.bool_), ("probing", np.bool_),
+    # the last tail probe: its transmission's seq (-1: none) and when it went; it was answered from a complete
+    # copy as soon as the path's least round trip allows, and nothing else was answered since
+    ("probe_seq", np.int64), ("probe_sent", np.float64), ("probe_answered", np.bool_),
 ], align=True)
 # fl[slot]: the chunk in flight in that slot, and the last chunk answered there
 SLOT = np.dtype([
@@ -467,6 +470,7 @@ def _pending(t, r, rack, chunks, wire, fl, slot, counted, now, tx, iov, m, base,
     srtt may hold a late peer's waits, and a worker that took this answer for its own UPDATE still on its
     way was never told again)."""
     stats.pending += 1
+    t.probe_answered = False
     s = fl[slot]
     s.counted = counted
     if counted >> t.worker & 1:
@@ -538,6 +542,10 @@ def receive(t, r, cw, rack, version, chunks, wire, answers, fl, frame, at, lengt
     swap_copy(answers, 4 * c.offset, frame, at + HEADER_BYTES, 4 * count)
     rtt = now - s.sent
     min_rtt = r.min_rtt
+    # the probe answered from a complete copy (its RESULT had been lost), as soon as the path's least round trip
+    # allows: nothing queued and nothing waiting for a peer held it
+    t.probe_answered = (s.seq == t.probe_seq and rtt < 2.0 * min_rtt
+                        and frame[at + AT_FLAGS] & _RESEND_FLAG != 0)
     fresh = s.retries == 0
     # answered sooner after its resend than any round trip seen: it answers an earlier transmission.  Not so
     # an answer flagged RESEND: a switch answered a repeated UPDATE from the copy it holds (a leaf answers
@@ -711,7 +719,22 @@ def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats
                     n += 1
             if n:
                 stats.probes += 1
-                m = _resend(t, chunks, wire, fl, _oldest(fl, in_flight, n), now, tx, iov, m, base, stats)
+                if t.probe_answered:
+                    # The last probe was answered at once and nothing else since: the path is clear, and what
+                    # went before that probe waited two round trips more without an answer.  Their RESULTs
+                    # were lost (a tail's, or all of them where a switch lost its state and drops them as
+                    # stale), so all of them go again: one probe a silence would complete one chunk a
+                    # silence.  A chunk waiting for a late peer is held (PENDING) and stays out of this.
+                    t.probe_seq = -1
+                    for i in range(n):
+                        if fl[in_flight[i]].sent < t.probe_sent:
+                            m = _resend(t, chunks, wire, fl, in_flight[i], now, tx, iov, m, base, stats)
+                else:
+                    probe = _oldest(fl, in_flight, n)
+                    m = _resend(t, chunks, wire, fl, probe, now, tx, iov, m, base, stats)
+                    t.probe_seq = fl[probe].seq
+                t.probe_sent = now
+                t.probe_answered = False
     if now >= t.earliest:
         slots = t.slots
         due = np.empty(slots, np.int64)

@@ -280,7 +280,7 @@ class PhaseTransfer:
         self._t, self._t_bytes = records(  # the transfer's scalars
             sp.TRANSFER, chunks=self.chunks, words=words, job=job_id, worker=worker_id, tag=self.tag,
             slot_base=pool.slot_base, slots=slots, pipes=self.pipes, last_progress=now, earliest=math.inf,
-            rack_at=math.inf, deadline=deadline, probe_at=math.inf, pace_at=math.inf,
+            rack_at=math.inf, deadline=deadline, probe_at=math.inf, pace_at=math.inf, probe_seq=-1,
             oldest=math.inf, stuck_slot=sp.NO_SLOT)
         # slot -> the chunk in flight there (-1: none), and the last one answered there
         self._fl, self._fl_bytes = records(sp.SLOT, slots, chunk=-1, version=-1, seq=-1, retries=-1, done_chunk=-1,

@@ -115,6 +115,26 @@ def test_an_answer_flagged_resend_is_no_round_trip():
     assert rtt.srtt == srtt and x.stats["spurious_resends"] == 0 and rtt.reorder_scale == 1.0
 
 
+@pytest.mark.parametrize("from_copy", [True, False], ids=["answered-from-a-complete-copy", "answered-fresh"])
+def test_after_a_probe_answered_from_a_complete_copy_the_rest_of_the_silence_goes_at_once(from_copy):
+    """A leaf restarted after it had sent its partials up: the spine's RESULTs reach it and it drops them as stale,
+    so no chunk of the window is answered.  The tail probe (the oldest chunk) is answered a round trip later from
+    the spine's complete copy (RESEND): the path is clear and that chunk's RESULT had been lost, so at the next
+    silence everything that went before the probe goes again at once; one probe a silence completed one chunk a
+    silence (8 chunks: 1.1 ms where the bound was 0.49).  Answered fresh instead, the probe may have met a late
+    peer's UPDATE: the next silence probes one chunk again."""
+    rtt = RttEstimator(path=100e-6)
+    x = transfer(8, rtt=rtt)
+    frames = x.start(0.0)
+    x.receive(answer(frames[0]), 100e-6)
+    (probe,) = x.poll(310e-6)  # two round trips of silence: the oldest chunk alone
+    assert offsets([probe]) == offsets(frames[1:2]) and x.stats["probes"] == 1
+    x.receive(answer(probe, flags=Flags.RESEND if from_copy else 0), 390e-6)
+    again = x.poll(600e-6)  # silent again for two round trips, before any chunk's timeout
+    assert x.stats["probes"] == 2 and x.stats["timeouts"] == 0
+    assert offsets(again) == offsets(frames[2:] if from_copy else frames[2:3])
+
+
 # -- PENDING: the switch holds the chunk and waits for a peer -----------------------------------------------------
 def held_chunk():
     """Chunk 0 of a phase of one chunk goes, is resent (the tail probe: a peer is late), and its repeat is
