@@ -90,8 +90,8 @@ TRANSFER = np.dtype([
     ("stuck_slot", np.int64),  # the slot whose chunk waited past the deadline
     # a RESULT came since the last timeout; a timeout's probe went, and no chunk sent once was answered since
     ("heard", np.bool_), ("probing", np.bool_),
-    # the last tail probe: its transmission's seq (-1: none) and when it went; it was answered from a complete
-    # copy as soon as the path's least round trip allows, and nothing else was answered since
+    # the last tail probe: its transmission's seq (-1: none yet) and when it went; it was answered from a
+    # complete copy as soon as the path's least round trip allows, and nothing else was answered since
     ("probe_seq", np.int64), ("probe_sent", np.float64), ("probe_answered", np.bool_),
 ], align=True)
 # fl[slot]: the chunk in flight in that slot, and the last chunk answered there
@@ -725,7 +725,6 @@ def poll(t, r, cw, rack, version, chunks, wire, fl, now, tx, iov, m, base, stats
                     # were lost (a tail's, or all of them where a switch lost its state and drops them as
                     # stale), so all of them go again: one probe a silence would complete one chunk a
                     # silence.  A chunk waiting for a late peer is held (PENDING) and stays out of this.
-                    t.probe_seq = -1
                     for i in range(n):
                         if fl[in_flight[i]].sent < t.probe_sent:
                             m = _resend(t, chunks, wire, fl, in_flight[i], now, tx, iov, m, base, stats)
