@@ -1,7 +1,7 @@
 """Simulation testing as FoundationDB does it: a seed draws a scenario, ns-3 runs it, its sums and time are checked.
 
     python benchmarks/simtest.py --runs 200 --seed 1 [--json] [--out PATH]
-    python benchmarks/simtest.py --replay SEED
+    python benchmarks/simtest.py --replay SEED [--trace RANK ...] [--between T0 T1]
 
 The campaign's seed draws one seed per run (the first N of a longer campaign's are the N of a shorter one),
 and each run's seed draws its scenario (`draw`): a fabric (star, leaf/spine, fat tree, 4 to 256 workers,
@@ -12,7 +12,9 @@ straggler (late, or on a slower link), a worker killed mid-round, a switch resta
 jobs installed again), several jobs at once on disjoint slots.  The run is `hina.sim.ns3sim` with every
 worker's own sender (a `hina.host.Worker`'s default rules) and every switch's own pipeline, every RESULT
 and every worker's result checked against numpy's sum.  Everything that happens follows from the seed:
-`--replay SEED` runs that scenario alone and says what happened to every worker.
+`--replay SEED` runs that scenario alone and says what happened to every worker; with `--trace`, the workers on
+the hosts of those ranks write every frame they receive and send as they go, and their estimator and window
+(`ns3sim.Trace`; `--between` T0 T1 milliseconds: only then), which is how a run over its bound is read.
 
 Before the run its time bound is stated (`state_bound`, docs/reliability.md "The simulation campaign"):
 the scale model's lossless time on the same fabric, grown by the loss and a bounded number of
@@ -423,8 +425,9 @@ def faults_of(sc: Scenario, bound: Bound, fabric: Fabric) -> ns3sim.Faults:
         if restart else None)
 
 
-def run(sc: Scenario) -> tuple[dict, ns3sim.Ns3Run]:
-    """Run one scenario: its bound stated, then ns-3; its record (`judge`'s verdicts) and the run itself."""
+def run(sc: Scenario, trace: ns3sim.Trace | None = None) -> tuple[dict, ns3sim.Ns3Run]:
+    """Run one scenario: its bound stated, then ns-3 (with `trace`, some workers' frames written as they go);
+    its record (`judge`'s verdicts) and the run itself."""
     bound = state_bound(sc)
     fabric = fabric_of(sc)
     jobs = [ns3sim.SimJob([(c * sc.words,) for c in chunks],
@@ -434,7 +437,7 @@ def run(sc: Scenario) -> tuple[dict, ns3sim.Ns3Run]:
     result = ns3sim.simulate_jobs(fabric, jobs, words=sc.words, slots=sc.slots, cap=None, delay=sc.delay_us * 1e-6,
                                   switch_latency=SWITCH_LATENCY, start_spread=sc.start_spread_us * 1e-6, seed=sc.seed,
                                   deadline=bound.deadline, faults=faults_of(sc, bound, fabric),
-                                  check_each=True)
+                                  check_each=True, trace=trace)
     wall = time.perf_counter() - started
     return _record(sc, bound, result, wall), result
 
@@ -550,10 +553,11 @@ def distribution(records: list[dict]) -> list[str]:
     return lines
 
 
-def replay(seed: int, as_json: bool) -> int:
-    """One scenario alone, verbosely: what was drawn, the bound, every worker's end, the faults, the drops."""
+def replay(seed: int, as_json: bool, trace: ns3sim.Trace | None = None) -> int:
+    """One scenario alone, verbosely: what was drawn, the bound, every worker's end, the faults, the drops; with
+    `trace`, some workers' frames first, as the run goes."""
     sc = draw(seed)
-    record, result = run(sc)
+    record, result = run(sc, trace)
     if as_json:
         print(json.dumps(record), flush=True)
     for line in replay_lines(sc, record, result):
@@ -628,6 +632,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the campaign's seed, which draws every run's (default: 0)")
     ap.add_argument("--replay", type=between(0), metavar="SEED",
                     help="run the scenario of this run seed alone, verbosely (writes no result file)")
+    ap.add_argument("--trace", type=between(0), nargs="+", metavar="RANK",
+                    help="with --replay: the workers on these hosts write every frame they send and receive")
+    ap.add_argument("--between", type=float, nargs=2, metavar=("T0", "T1"),
+                    help="with --trace: only from T0 to T1 milliseconds of simulated time")
     ap.add_argument("--json", action="store_true", help="one JSON line per run on stdout, and last the summary")
     ap.add_argument("--out", type=out_path, default=default_out("simtest.json"), help=out_help("simtest.json"))
     ap.add_argument("--table", type=existing_file, metavar="RESULT_JSON",
@@ -637,12 +645,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print("\n".join(distribution(json.loads(args.table.read_text())["runs"])))
         return 0
+    if args.trace and args.replay is None:
+        ap.error("--trace goes with --replay SEED")
+    if args.between and not args.trace:
+        ap.error("--between goes with --trace")
+    if args.between and not 0 <= args.between[0] <= args.between[1]:
+        ap.error(f"--between {args.between[0]:g} {args.between[1]:g}: T0 from 0 up to T1 wanted")
+    if args.trace:
+        hosts = draw(args.replay).workers
+        if max(args.trace) >= hosts:
+            ap.error(f"--trace {max(args.trace)}: seed {args.replay} draws {hosts} hosts (ranks 0 to {hosts - 1})")
     missing = ns3sim.available()
     if missing:
         print(f"simtest.py: {missing}", file=sys.stderr)
         return 2
     if args.replay is not None:
-        return replay(args.replay, args.json)
+        trace = None
+        if args.trace:
+            start, end = (t / 1e3 for t in args.between) if args.between else (0.0, math.inf)
+            trace = ns3sim.Trace(frozenset(args.trace), lambda line: print(line, flush=True), start, end)
+        return replay(args.replay, args.json, trace)
     return campaign(args)
 
 

@@ -427,6 +427,20 @@ class Faults:
 
 
 @dataclasses.dataclass(frozen=True)
+class Trace:
+    """Which workers' frames a run writes out (`write`, a line each) between `start` and `end` (seconds): every
+    worker on the hosts of `ranks`, every job's.  A line per frame it received (RESULT, RESEND, PENDING with who
+    the answering switch had counted, STALE_RUN) and per frame it sent (the chunk, the how-many-th time, and
+    for a resend what sent it: a timeout, a tail probe, RACK, or an ask of a chunk the switch holds), then its
+    round-trip estimator and window where a step changed them."""
+
+    ranks: frozenset[int]
+    write: Callable[[str], None]
+    start: float = 0.0
+    end: float = math.inf
+
+
+@dataclasses.dataclass(frozen=True)
 class SimJob:
     """One job over every host of the fabric: its rounds (each a tuple of segment words) and what its workers
     send (zeros; `RealWords`; or a `_Given` payload per worker)."""
@@ -560,9 +574,13 @@ class _Simulation:
     with a frame, each worker's rounds one after another (`_next_round`, `_finish`) and how a worker ends
     otherwise (`_end`: its deadline passed, its run refused, killed)."""
 
-    def __init__(self, ns, fabric: Fabric, jobs: Sequence[SimJob], run: _Settings, faults: Faults, progress):
+    def __init__(self, ns, fabric: Fabric, jobs: Sequence[SimJob], run: _Settings, faults: Faults, progress,
+                 trace: Trace | None = None):
         self.ns, self.glue = ns, ns.cppyy.gbl.hina_ns3
         self.fabric, self.jobs, self.run_, self.faults, self.progress = fabric, jobs, run, faults, progress
+        self.trace = trace
+        self.traced_sends: collections.Counter = collections.Counter()  # (worker, round, offset) -> times sent
+        self.traced_state: dict[int, str] = {}  # worker -> its estimator and window as last written
         self.chunks = [[round_chunks(r, run.words) for r in job.rounds] for job in jobs]
         self.simulated = [[c if run.cap is None else min(c, run.cap) for c in chunks] for chunks in self.chunks]
         # with zeros, every worker's RESULT words land in one buffer per job and round (the same words; N
@@ -662,6 +680,8 @@ class _Simulation:
         x = wk.xfer
         if x is None:
             return
+        if self._traced(wk, now):
+            self._trace_in(wk, frame, now)
         data = self.jobs[wk.job].data
         # a refusal (STALE_RUN) carries the refused UPDATE's words and a PENDING answer the copy's bitmap, not a sum
         if data is not None and frame[AT_MSG_TYPE] == MsgType.RESULT and not frame[AT_FLAGS] & _NOT_A_SUM:
@@ -679,6 +699,7 @@ class _Simulation:
     def _call(self, wk: _Worker, step: Callable[[float], list[bytes]], now: float) -> None:
         """A step of the worker's sender (`receive`, `poll`); its frames out, or the worker's end where the step
         raised as a worker raises: its deadline passed, or the switch refused its run."""
+        before = wk.xfer.stats if self._traced(wk) else None  # its sends counted from the first
         try:
             frames = step(now)
         except AggregationTimeout as exc:
@@ -687,7 +708,50 @@ class _Simulation:
         except StaleSwitchState as exc:
             self._end(wk, now, "refused", exc)
             return
+        if before is not None:
+            self._trace_out(wk, frames, before, now)
         self._out(wk, frames, now)
+
+    # -- the trace (`Trace`) ---------------------------------------------------------------------------------
+    _CAUSES = (("timeouts", "timeout"), ("probes", "tail probe"), ("fast_retransmissions", "RACK"), ("asked", "ask"))
+
+    def _traced(self, wk: _Worker, now: float | None = None) -> bool:
+        """Whether `wk` is traced (and, given `now`, its lines written then)."""
+        tr = self.trace
+        return tr is not None and wk.rank in tr.ranks and (now is None or tr.start <= now <= tr.end)
+
+    def _trace_line(self, wk: _Worker, now: float, what: str) -> None:
+        self.trace.write(f"{now * 1e3:10.4f} ms  job {wk.job} rank {wk.rank:>3}  {what}")
+
+    def _trace_in(self, wk: _Worker, frame: bytes, now: float) -> None:
+        flags = frame[AT_FLAGS]
+        kind = ("STALE_RUN" if flags & Flags.STALE_RUN else "PENDING" if flags & Flags.PENDING
+                else "RESEND" if flags & Flags.RESEND else "RESULT")
+        what = f"<- {kind:<9} chunk {int.from_bytes(frame[_OFFSET], 'big') // self.run_.words}"
+        if flags & Flags.PENDING and not flags & Flags.STALE_RUN:
+            counted = int.from_bytes(frame[HEADER_BYTES:HEADER_BYTES + 4], "big")
+            what += (f": {bin(counted).count('1')} counted ({counted:#x}), this worker "
+                     + ("among them" if counted >> wk.wid & 1 else "not"))
+        self._trace_line(wk, now, what)
+
+    def _trace_out(self, wk: _Worker, frames: list[bytes], before: collections.Counter, now: float) -> None:
+        after = wk.xfer.stats
+        causes = ", ".join(name for key, name in self._CAUSES if after[key] > before[key])
+        shown = self._traced(wk, now)
+        for f in frames:
+            offset = int.from_bytes(f[_OFFSET], "big")
+            key = (wk.index, wk.round, offset)
+            self.traced_sends[key] += 1
+            n = self.traced_sends[key]
+            if shown:
+                self._trace_line(wk, now, f"-> UPDATE    chunk {offset // self.run_.words}"
+                                          + ("" if n == 1 else f", time {n}" + (f" ({causes})" if causes else "")))
+        r = wk.rtt.state[0]
+        state = (f"srtt {r['srtt'] * 1e6:.1f} us, least {r['min_rtt'] * 1e6:.1f} us, timeout {r['rto'] * 1e6:.1f} us,"
+                 f" window {wk.window.cwnd:.2f}")
+        if shown and self.traced_state.get(wk.index) != state:
+            self.traced_state[wk.index] = state
+            self._trace_line(wk, now, f"   {state}")
 
     def _out(self, wk: _Worker, frames: list[bytes], now: float) -> None:
         """A worker's frames onto its link; its timer moved, or its round finished."""
@@ -748,7 +812,7 @@ class _Simulation:
             self.progress(f"{plural(len(self.fabric.hosts), 'worker')}: round {r + 1}/{len(job.rounds)} "
                           f"({n:,} of {plural(self.chunks[j][r], 'chunk')} simulated) at {now * 1e3:.3f} ms simulated, "
                           f"{self._wall():.0f} s wall")
-        self._out(wk, wk.xfer.start(now), now)
+        self._call(wk, wk.xfer.start, now)
 
     def _end(self, wk: _Worker, now: float, outcome: str, error: BaseException | str = "") -> None:
         """A worker has ended (`OUTCOMES`): its last transfer's counts kept, its timers and frames ignored from now
@@ -950,7 +1014,7 @@ def simulate_jobs(fabric: Fabric, jobs: Sequence[SimJob], *, words: int = max_wo
                   cap: int | None = None, delay: float = 1e-6, switch_latency: float = 1e-6,
                   initial_rtt: float | None = None, start_spread: float = 0.0, seed: int = 0, deadline: float = 60.0,
                   faults: Faults = Faults(), congestion: CongestionSettings = SIMULATED_HOST, check_each: bool = False,
-                  progress: Callable[[str], None] | None = None) -> Ns3Run:
+                  progress: Callable[[str], None] | None = None, trace: Trace | None = None) -> Ns3Run:
     """Run `jobs` at once over `fabric` on ns-3, each over every host (a worker of each job on each host, job j on
     slots [j `slots`, (j + 1) `slots`) of every switch), with `faults`; every worker's end is in the result
     (`Ns3Run.workers`), whether its rounds summed, its deadline (`deadline` seconds without progress) passed, the
@@ -959,8 +1023,8 @@ def simulate_jobs(fabric: Fabric, jobs: Sequence[SimJob], *, words: int = max_wo
     congestion: the workers' rules (`SIMULATED_HOST`: a `hina.host.Worker`'s defaults on a host no scheduler delays,
     as the scale model's), with the RTT estimator a worker pairs them with; initial_rtt: what each worker's join
     exchange measured (None: the path's round trip).  check_each: every worker's result of every round checked
-    against numpy's sum (its own memory: N results at once), not only every RESULT it received.  `simulate` says
-    the rest."""
+    against numpy's sum (its own memory: N results at once), not only every RESULT it received.  trace: some
+    workers' frames written out as they go (`Trace`).  `simulate` says the rest."""
     if fabric.rate is None:
         raise ValueError("ns-3 needs the hosts' rate: give the fabric a rate (Mbit/s)")
     if not jobs:
@@ -970,7 +1034,7 @@ def simulate_jobs(fabric: Fabric, jobs: Sequence[SimJob], *, words: int = max_wo
                          f"{plural(len(jobs) * slots, 'slot')}, more than a switch's {MAX_SLOTS:,}")
     run = _Settings(words, slots, cap, delay, switch_latency, initial_rtt, start_spread, seed, deadline, congestion,
                     check_each)
-    return _Simulation(load(), fabric, jobs, run, faults, progress).run()
+    return _Simulation(load(), fabric, jobs, run, faults, progress, trace).run()
 
 
 def simulate(fabric: Fabric, rounds: Sequence[Round], *, words: int = max_words(9000), slots: int = 64,

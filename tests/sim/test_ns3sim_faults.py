@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import importlib.machinery
 import importlib.util
+import re
 import signal
 
 import pytest
@@ -195,6 +196,34 @@ def test_a_slower_worker_s_timer_fits_its_own_link():
     assert slow.exact and all(w.outcome == "sum" for w in slow.workers)
     straggler = slow.workers[2]
     assert (straggler.retransmissions, straggler.timeouts) == (0, 0)
+
+
+@needs_ns3
+def test_a_traced_worker_writes_every_frame_it_sends_and_receives_and_what_resent_it():
+    """`Trace` on one worker behind a lossy link: a line per UPDATE it sent (as many as its frames, each resend
+    numbered and named by what sent it), per RESULT each of its chunks got, a PENDING with who was counted; no
+    line of another worker; `start`/`end` keep the lines to their span; the run the same as untraced."""
+    fabric = Fabric.star(4, rate=10 * GBIT)
+    faults = Faults(links={("h2", "l1"): Impairment(drop=0.1)})  # rank 1's link
+    lines: list[str] = []
+    traced = run(fabric, [job(4, 60, 2)], faults=faults, seed=3, trace=ns3sim.Trace(frozenset({1}), lines.append))
+    plain = run(fabric, [job(4, 60, 2)], faults=faults, seed=3)
+    assert [(w.at, w.frames) for w in traced.workers] == [(w.at, w.frames) for w in plain.workers] and traced.exact
+    me = traced.workers[1]
+    assert me.retransmissions > 0 and lines and all(" job 0 rank   1 " in line for line in lines)
+    sent = [line for line in lines if "-> UPDATE" in line]
+    resent = [line for line in sent if ", time " in line]
+    assert len(sent) == me.frames and len(resent) == me.retransmissions
+    assert all(re.search(r", time \d+ \((timeout|tail probe|RACK|ask)", line) for line in resent), resent
+    answered = {int(m.group(1)) for line in lines for m in [re.search(r"<- (?:RESULT|RESEND) +chunk (\d+)", line)] if m}
+    assert answered == set(range(60))
+    assert any(re.search(r"<- PENDING +chunk \d+: \d+ counted \(0x[0-9a-f]+\), this worker (among them|not)", line)
+               for line in lines)
+    assert any("srtt" in line and "window" in line for line in lines)
+    span: list[str] = []
+    run(fabric, [job(4, 60, 2)], faults=faults, seed=3, trace=ns3sim.Trace(frozenset({1}), span.append, 1e-4, 2e-4))
+    assert span and all(1e-1 <= float(line.split()[0]) <= 2e-1 for line in span)
+    assert len(span) < len(lines)
 
 
 @needs_ns3

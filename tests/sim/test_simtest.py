@@ -239,7 +239,13 @@ def test_a_run_past_its_bound_is_reported_over_bound(monkeypatch, capsys, tmp_pa
                                         (["--runs", "many"], "--runs: expected an integer"),
                                         (["--seed", "-1"], "--seed: must be at least 0"),
                                         (["--replay", "x"], "--replay: expected an integer"),
-                                        (["--frobnicate"], "unrecognized arguments")])
+                                        (["--frobnicate"], "unrecognized arguments"),
+                                        (["--trace", "3"], "--trace goes with --replay SEED"),
+                                        (["--replay", "7", "--between", "1", "2"], "--between goes with --trace"),
+                                        (["--replay", "7", "--trace", "1", "--between", "2", "1"],
+                                         "--between 2 1: T0 from 0 up to T1 wanted"),
+                                        (["--replay", "1897926286", "--trace", "30"],
+                                         "--trace 30: seed 1897926286 draws 30 hosts (ranks 0 to 29)")])
 def test_bad_arguments_are_one_line_and_exit_2(argv, says):
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simtest.py"), *argv], capture_output=True,
                           text=True, timeout=120)
