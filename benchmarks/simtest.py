@@ -1,7 +1,7 @@
 """Simulation testing as FoundationDB does it: a seed draws a scenario, ns-3 runs it, its sums and time are checked.
 
     python benchmarks/simtest.py --runs 200 --seed 1 [--json] [--out PATH]
-    python benchmarks/simtest.py --replay SEED [--trace RANK ...] [--between T0 T1]
+    python benchmarks/simtest.py --replay SEED [--trace RANK ...] [--chunk N ...] [--between T0 T1]
 
 The campaign's seed draws one seed per run (the first N of a longer campaign's are the N of a shorter one),
 and each run's seed draws its scenario (`draw`): a fabric (star, leaf/spine, fat tree, 4 to 256 workers,
@@ -13,8 +13,9 @@ jobs installed again), several jobs at once on disjoint slots.  The run is `hina
 worker's own sender (a `hina.host.Worker`'s default rules) and every switch's own pipeline, every RESULT
 and every worker's result checked against numpy's sum.  Everything that happens follows from the seed:
 `--replay SEED` runs that scenario alone and says what happened to every worker; with `--trace`, the workers on
-the hosts of those ranks write every frame they receive and send as they go, and their estimator and window
-(`ns3sim.Trace`; `--between` T0 T1 milliseconds: only then), which is how a run over its bound is read.
+the hosts of those ranks write every frame they receive and send as they go, and their estimator and window,
+and with `--chunk` every switch writes what it made of each frame of those chunks (`ns3sim.Trace`; `--between`
+T0 T1 milliseconds: only then), which is how a run over its bound is read.
 
 Before the run its time bound is stated (`state_bound`, docs/reliability.md "The simulation campaign"):
 the scale model's lossless time on the same fabric, grown by the loss and a bounded number of
@@ -634,8 +635,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the scenario of this run seed alone, verbosely (writes no result file)")
     ap.add_argument("--trace", type=between(0), nargs="+", metavar="RANK",
                     help="with --replay: the workers on these hosts write every frame they send and receive")
+    ap.add_argument("--chunk", type=between(0), nargs="+", metavar="N",
+                    help="with --replay: every switch writes what it made of each frame of these chunks")
     ap.add_argument("--between", type=float, nargs=2, metavar=("T0", "T1"),
-                    help="with --trace: only from T0 to T1 milliseconds of simulated time")
+                    help="with --trace or --chunk: only from T0 to T1 milliseconds of simulated time")
     ap.add_argument("--json", action="store_true", help="one JSON line per run on stdout, and last the summary")
     ap.add_argument("--out", type=out_path, default=default_out("simtest.json"), help=out_help("simtest.json"))
     ap.add_argument("--table", type=existing_file, metavar="RESULT_JSON",
@@ -645,10 +648,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print("\n".join(distribution(json.loads(args.table.read_text())["runs"])))
         return 0
-    if args.trace and args.replay is None:
-        ap.error("--trace goes with --replay SEED")
-    if args.between and not args.trace:
-        ap.error("--between goes with --trace")
+    if (args.trace or args.chunk) and args.replay is None:
+        ap.error(f"--{'trace' if args.trace else 'chunk'} goes with --replay SEED")
+    if args.between and not (args.trace or args.chunk):
+        ap.error("--between goes with --trace or --chunk")
     if args.between and not 0 <= args.between[0] <= args.between[1]:
         ap.error(f"--between {args.between[0]:g} {args.between[1]:g}: T0 from 0 up to T1 wanted")
     if args.trace:
@@ -661,9 +664,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.replay is not None:
         trace = None
-        if args.trace:
+        if args.trace or args.chunk:
             start, end = (t / 1e3 for t in args.between) if args.between else (0.0, math.inf)
-            trace = ns3sim.Trace(frozenset(args.trace), lambda line: print(line, flush=True), start, end)
+            trace = ns3sim.Trace(frozenset(args.trace or ()), lambda line: print(line, flush=True), start, end,
+                                 frozenset(args.chunk or ()))
         return replay(args.replay, args.json, trace)
     return campaign(args)
 

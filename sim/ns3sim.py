@@ -80,6 +80,7 @@ from hina.wire.headers import (
     AT_JOB_ID,
     AT_MSG_TYPE,
     AT_OFFSET,
+    AT_PHASE,
     AT_WORKER_ID,
     FIELDS,
     FRAME_OVERHEAD,
@@ -99,6 +100,7 @@ UNLIMITED = 1 << 30  # packets a switch port of a fabric without a `queue` holds
 _OFFSET = slice(AT_OFFSET, AT_OFFSET + dict(FIELDS)["offset"] // 8)
 _COUNT = slice(AT_COUNT, AT_COUNT + dict(FIELDS)["count"] // 8)
 _JOB = slice(AT_JOB_ID, AT_JOB_ID + dict(FIELDS)["job_id"] // 8)
+_PHASE = slice(AT_PHASE, AT_PHASE + dict(FIELDS)["phase"] // 8)
 _NOT_A_SUM = Flags.STALE_RUN | Flags.PENDING  # answers whose words are not a sum: a refusal's, a bitmap
 
 GLUE = r"""
@@ -432,12 +434,16 @@ class Trace:
     worker on the hosts of `ranks`, every job's.  A line per frame it received (RESULT, RESEND, PENDING with who
     the answering switch had counted, STALE_RUN) and per frame it sent (the chunk, the how-many-th time, and
     for a resend what sent it: a timeout, a tail probe, RACK, or an ask of a chunk the switch holds), then its
-    round-trip estimator and window where a step changed them."""
+    round-trip estimator and window where a step changed them.  And for the chunks numbered in `chunks` (of
+    every job and round), every switch's view: each frame of theirs a switch took, from which member or its
+    parent, and what its pipeline made of it (a RESULT to its members, the partial up, a RESEND or PENDING back,
+    absorbed, or dropped and why)."""
 
     ranks: frozenset[int]
     write: Callable[[str], None]
     start: float = 0.0
     end: float = math.inf
+    chunks: frozenset[int] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -658,10 +664,16 @@ class _Simulation:
     # -- a switch and a worker -----------------------------------------------------------------
     def _switch_frame(self, sw: int, port: int, frame: bytes, now: float) -> None:
         """The switch's pipeline takes the frame; what it emits leaves on its ports after its latency."""
+        traced = self._traced_chunk(frame, now)
         if now < self.down_until[sw]:
             self.restart_lost += 1
+            if traced:
+                self._trace_switch(sw, port, frame, "lost: the switch is restarting", now)
             return
+        before = self.pipelines[sw].drops if traced else None
         emit = self.pipelines[sw].update(frame, port)
+        if traced:
+            self._trace_switch(sw, port, frame, self._verdict(sw, emit, before), now)
         if emit is None:
             return
         dests, out = emit
@@ -752,6 +764,39 @@ class _Simulation:
         if shown and self.traced_state.get(wk.index) != state:
             self.traced_state[wk.index] = state
             self._trace_line(wk, now, f"   {state}")
+
+    def _traced_chunk(self, frame: bytes, now: float) -> bool:
+        tr = self.trace
+        return (tr is not None and bool(tr.chunks) and tr.start <= now <= tr.end
+                and int.from_bytes(frame[_OFFSET], "big") // self.run_.words in tr.chunks)
+
+    @staticmethod
+    def _kind(frame: bytes) -> str:
+        flags = frame[AT_FLAGS]
+        if frame[AT_MSG_TYPE] == MsgType.UPDATE:
+            return "UPDATE"
+        return ("STALE_RUN" if flags & Flags.STALE_RUN else "PENDING" if flags & Flags.PENDING
+                else "RESEND" if flags & Flags.RESEND else "RESULT")
+
+    def _verdict(self, sw: int, emit, before: collections.Counter) -> str:
+        """What a switch's pipeline made of a frame: what it emitted and where, or why it dropped it."""
+        if emit is None:
+            dropped = self.pipelines[sw].drops - before
+            return f"dropped: {', '.join(d.name.lower() for d in dropped)}" if dropped else "counted"
+        dests, out = emit
+        kind = self._kind(out)
+        if kind == "PENDING":
+            kind += f" ({int.from_bytes(out[HEADER_BYTES:HEADER_BYTES + 4], 'big'):#x} counted)"
+        where = f"port {dests[0]}" if len(dests) == 1 else f"{len(dests)} ports"
+        return f"{kind if kind != 'UPDATE' else 'the partial up'} to {where}"
+
+    def _trace_switch(self, sw: int, port: int, frame: bytes, verdict: str, now: float) -> None:
+        job = int.from_bytes(frame[_JOB], "big") - JOB
+        rnd = int.from_bytes(frame[_PHASE], "big") + 1  # a round's phase tag is its index
+        chunk = int.from_bytes(frame[_OFFSET], "big") // self.run_.words
+        sender = "its parent" if frame[AT_MSG_TYPE] == MsgType.RESULT else f"member {frame[AT_WORKER_ID]}"
+        self.trace.write(f"{now * 1e3:10.4f} ms  switch {self.fabric.switches[sw].name} port {port}  <- "
+                         f"{self._kind(frame):<9} job {job} round {rnd} chunk {chunk} from {sender}: {verdict}")
 
     def _out(self, wk: _Worker, frames: list[bytes], now: float) -> None:
         """A worker's frames onto its link; its timer moved, or its round finished."""

@@ -227,6 +227,28 @@ def test_a_traced_worker_writes_every_frame_it_sends_and_receives_and_what_resen
 
 
 @needs_ns3
+def test_a_traced_chunk_shows_what_every_switch_made_of_each_of_its_frames():
+    """`Trace.chunks`: a line per frame of those chunks a switch took, from which member, and its verdict; each
+    round's copy completes once (the RESULT to the 4 members) after at least one UPDATE from every member, and
+    a member sending it again past that is answered from the complete copy (RESEND) or told PENDING."""
+    fabric = Fabric.star(4, rate=10 * GBIT)
+    faults = Faults(links={("h2", "l1"): Impairment(drop=0.2)})
+    lines: list[str] = []
+    result = run(fabric, [job(4, 60, 2)], faults=faults, seed=3,
+                 trace=ns3sim.Trace(frozenset(), lines.append, chunks=frozenset({5, 40})))
+    assert result.exact and lines and all(" switch l1 port " in line for line in lines)
+    for chunk in (5, 40):
+        for rnd in (1, 2):
+            mine = [line for line in lines if f" round {rnd} chunk {chunk} from member " in line]
+            done = [i for i, line in enumerate(mine) if line.endswith(": RESULT to 4 ports")]
+            assert len(done) == 1, mine
+            assert {re.search(r"from member (\d+)", line).group(1) for line in mine[:done[0] + 1]} == set("0123")
+            assert all(re.search(r": (RESEND to port \d|PENDING \(0x[0-9a-f]+ counted\) to|dropped: )", line)
+                       for line in mine[done[0] + 1:]), mine
+    assert not any("chunk 6 " in line for line in lines)
+
+
+@needs_ns3
 def test_every_worker_s_result_is_checked_when_asked(monkeypatch):
     """check_each: a result a worker assembled wrong (a word of its answers changed after its RESULTs, which
     were right) is caught at the worker, where the RESULTs alone would not show it."""
