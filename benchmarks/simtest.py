@@ -427,8 +427,8 @@ def faults_of(sc: Scenario, bound: Bound, fabric: Fabric) -> ns3sim.Faults:
 
 
 def run(sc: Scenario, trace: ns3sim.Trace | None = None) -> tuple[dict, ns3sim.Ns3Run]:
-    """Run one scenario: its bound stated, then ns-3 (with `trace`, some workers' frames written as they go);
-    its record (`judge`'s verdicts) and the run itself."""
+    """Run one scenario: its bound stated, then ns-3 (with `trace`, what some workers and switches did written as
+    it goes); its record (`judge`'s verdicts) and the run itself."""
     bound = state_bound(sc)
     fabric = fabric_of(sc)
     jobs = [ns3sim.SimJob([(c * sc.words,) for c in chunks],
@@ -556,7 +556,7 @@ def distribution(records: list[dict]) -> list[str]:
 
 def replay(seed: int, as_json: bool, trace: ns3sim.Trace | None = None) -> int:
     """One scenario alone, verbosely: what was drawn, the bound, every worker's end, the faults, the drops; with
-    `trace`, some workers' frames first, as the run goes."""
+    `trace`, first, as the run goes, what some workers and the switches did (`ns3sim.Trace`)."""
     sc = draw(seed)
     record, result = run(sc, trace)
     if as_json:

@@ -436,8 +436,8 @@ class Trace:
     for a resend what sent it: a timeout, a tail probe, RACK, or an ask of a chunk the switch holds), then its
     round-trip estimator and window where a step changed them.  And for the chunks numbered in `chunks` (of
     every job and round), every switch's view: each frame of theirs a switch took, from which member or its
-    parent, and what its pipeline made of it (a RESULT to its members, the partial up, a RESEND or PENDING back,
-    absorbed, or dropped and why)."""
+    parent, and what its pipeline made of it (counted, the partial up, a RESULT to its members, a RESEND or PENDING
+    back, or dropped and why)."""
 
     ranks: frozenset[int]
     write: Callable[[str], None]
@@ -736,11 +736,9 @@ class _Simulation:
         self.trace.write(f"{now * 1e3:10.4f} ms  job {wk.job} rank {wk.rank:>3}  {what}")
 
     def _trace_in(self, wk: _Worker, frame: bytes, now: float) -> None:
-        flags = frame[AT_FLAGS]
-        kind = ("STALE_RUN" if flags & Flags.STALE_RUN else "PENDING" if flags & Flags.PENDING
-                else "RESEND" if flags & Flags.RESEND else "RESULT")
+        kind = self._kind(frame)
         what = f"<- {kind:<9} chunk {int.from_bytes(frame[_OFFSET], 'big') // self.run_.words}"
-        if flags & Flags.PENDING and not flags & Flags.STALE_RUN:
+        if kind == "PENDING":
             counted = int.from_bytes(frame[HEADER_BYTES:HEADER_BYTES + 4], "big")
             what += (f": {bin(counted).count('1')} counted ({counted:#x}), this worker "
                      + ("among them" if counted >> wk.wid & 1 else "not"))
@@ -772,6 +770,7 @@ class _Simulation:
 
     @staticmethod
     def _kind(frame: bytes) -> str:
+        """UPDATE, or which answer: a RESULT, a RESEND (from a complete copy), a PENDING, a STALE_RUN refusal."""
         flags = frame[AT_FLAGS]
         if frame[AT_MSG_TYPE] == MsgType.UPDATE:
             return "UPDATE"
