@@ -255,6 +255,18 @@ def test_bad_arguments_are_one_line_and_exit_2(argv, says):
     assert says in done.stderr and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@needs_ns3
+def test_a_trace_read_only_in_part_ends_quietly():
+    """`--trace ... | head`: the reader closes the pipe after a few lines, and the replay ends without a traceback."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "simtest.py"), "--replay", "7", "--trace", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = [proc.stdout.readline() for _ in range(3)]
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 1 and all(" rank   0 " in line for line in first)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
 def test_the_committed_campaign_is_a_step_of_tools_campaign():
     steps = {s.name: s for s in campaign.steps()}
     assert steps["simtest"].outputs == (f"{campaign.R}/simtest.json",)
