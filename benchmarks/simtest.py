@@ -2,6 +2,7 @@
 
     python benchmarks/simtest.py --runs 200 --seed 1 [--json] [--out PATH]
     python benchmarks/simtest.py --replay SEED [--trace RANK ...] [--chunk N ...] [--between T0 T1]
+    python benchmarks/simtest.py --table RESULT_JSON | --compare BASE NEW
 
 The campaign's seed draws one seed per run (the first N of a longer campaign's are the N of a shorter one),
 and each run's seed draws its scenario (`draw`): a fabric (star, leaf/spine, fat tree, 4 to 256 workers,
@@ -555,6 +556,73 @@ def distribution(records: list[dict]) -> list[str]:
     return lines
 
 
+MOVES = 10  # the runs `compare` names beside those that crossed their bound: the largest changes of time over bound
+
+
+def compare(base: list[dict], new: list[dict], moves: int = MOVES) -> tuple[list[str], bool]:
+    """Two campaigns run by run (a change to the sender or the switches against the committed result file): for
+    each, its inexact runs, its runs over their bound and the excess over the bound summed over the runs (how far
+    past 1 their time over bound went, in all), the median time over bound, timeouts and retransmissions; then
+    every run that crossed its bound either way and the largest other changes.  Runs are matched by their seed,
+    which draws the scenario; only the seeds both hold are compared.  Returns the lines, and whether the new
+    campaign is worse somewhere: a run inexact or over its bound that the base had exact or within it."""
+    old_by, new_by = {r["seed"]: r for r in base}, {r["seed"]: r for r in new}
+    common = [seed for seed in old_by if seed in new_by]
+    pairs = [(old_by[seed], new_by[seed]) for seed in common]
+
+    def column(records: list[dict]) -> list[str]:
+        ratios = [r["ratio"] for r in records if r["ratio"] is not None]
+        return [f"{sum(r['inexact'] for r in records)}", f"{sum(r['over_bound'] for r in records)}",
+                f"{sum(max(0.0, x - 1.0) for x in ratios):.2f}",
+                f"{float(np.median(ratios)):.3f}" if ratios else "-",
+                f"{sum(r['timeouts'] for r in records):,}", f"{sum(r['retransmissions'] for r in records):,}"]
+
+    rows = ("inexact", "over their bound", "excess over the bound, summed", "time / bound, median", "timeouts",
+            "retransmissions")
+    left = [a for a, _ in pairs]
+    right = [b for _, b in pairs]
+    lines = [f"{len(common)} runs in both (base {len(base)}, new {len(new)})", "", "| | base | new |",
+             "|---|---:|---:|"]
+    lines += [f"| {row} | {a} | {b} |" for row, a, b in zip(rows, column(left), column(right), strict=True)]
+
+    def ratio(r: dict) -> str:
+        return "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+
+    def line(a: dict, b: dict) -> str:
+        return f"  seed {a['seed']}: {ratio(a)} -> {ratio(b)}  {a['scenario']['fabric'].replace('_', ' ')}, " \
+               f"{a['scenario']['workers']} workers  ({replay_command(a['seed'])})"
+
+    def failed(r: dict) -> bool:
+        return bool(r["inexact"] or r["over_bound"])
+
+    worse = [(a, b) for a, b in pairs if failed(b) and not failed(a)]
+    better = [(a, b) for a, b in pairs if failed(a) and not failed(b)]
+    for title, group in (("failed in new, not in base", worse), ("failed in base, not in new", better)):
+        lines += ["", f"{title}: {len(group)}", *(line(a, b) for a, b in group)]
+    crossed = {a["seed"] for a, _ in worse + better}
+    moved = sorted(((a, b) for a, b in pairs if a["seed"] not in crossed
+                    and a["ratio"] is not None and b["ratio"] is not None),
+                   key=lambda ab: -abs(ab[1]["ratio"] - ab[0]["ratio"]))[:moves]
+    lines += ["", f"the largest other changes of time over bound: {len(moved)}", *(line(a, b) for a, b in moved)]
+    return lines, bool(worse)
+
+
+TABLE_FIELDS = frozenset({"ratio", "inexact", "over_bound", "ends"})  # what `distribution` reads of a run
+COMPARE_FIELDS = TABLE_FIELDS | {"seed", "scenario", "timeouts", "retransmissions"}  # and `compare`
+
+
+def result_runs(path, flag: str, fields: frozenset[str]) -> list[dict]:
+    """The runs of a result file `simtest.py` wrote, each with `fields`; else a ValueError naming `flag` and the
+    file."""
+    try:
+        runs = json.loads(path.read_text())["runs"]
+        if not isinstance(runs, list) or not all(isinstance(r, dict) and fields <= r.keys() for r in runs):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"{flag} {path}: not a result file of simtest.py (no list of runs)") from None
+    return runs
+
+
 def replay(seed: int, as_json: bool, trace: ns3sim.Trace | None = None) -> int:
     """One scenario alone, verbosely: what was drawn, the bound, every worker's end, the faults, the drops; with
     `trace`, first, as the run goes, what some workers and the switches did (`ns3sim.Trace`)."""
@@ -644,11 +712,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=out_path, default=default_out("simtest.json"), help=out_help("simtest.json"))
     ap.add_argument("--table", type=existing_file, metavar="RESULT_JSON",
                     help="print a result file's distribution of time over bound, as docs/reliability.md shows it")
+    ap.add_argument("--compare", type=existing_file, nargs=2, metavar=("BASE", "NEW"),
+                    help="two result files run by run: what failed, the excess over the bound, what moved (exit "
+                         "status 1 when NEW fails a run that BASE did not)")
     args = ap.parse_args(argv)
     args.argv = argv
-    if args.table:
-        print("\n".join(distribution(json.loads(args.table.read_text())["runs"])))
-        return 0
+    try:
+        if args.table:
+            print("\n".join(distribution(result_runs(args.table, "--table", TABLE_FIELDS))))
+            return 0
+        if args.compare:
+            base, new = (result_runs(path, "--compare", COMPARE_FIELDS) for path in args.compare)
+            if not {r["seed"] for r in base} & {r["seed"] for r in new}:
+                ap.error(f"--compare {args.compare[0]} {args.compare[1]}: no run seed in both (campaigns of "
+                         "different --seed?)")
+            lines, worse = compare(base, new)
+            print("\n".join(lines))
+            return 1 if worse else 0
+    except ValueError as e:
+        ap.error(str(e))
     if (args.trace or args.chunk) and args.replay is None:
         ap.error(f"--{'trace' if args.trace else 'chunk'} goes with --replay SEED")
     if args.between and not (args.trace or args.chunk):

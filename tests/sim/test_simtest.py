@@ -194,6 +194,62 @@ def test_the_distribution_counts_every_summed_run_once_by_its_time_over_bound(tm
     assert "5 runs summed: time / bound median 0.30" in out and "most 1.20" in out
 
 
+def _run(seed: int, ratio: float | None, *, over: bool | None = None, inexact: bool = False, timeouts: int = 0,
+         retransmissions: int = 0) -> dict:
+    """A run as a result file holds it, with what `--table` and `--compare` read."""
+    return {"seed": seed, "ratio": ratio, "inexact": inexact, "over_bound": ratio is not None and ratio > 1
+            if over is None else over, "ends": {"sum": 4}, "timeouts": timeouts,
+            "retransmissions": retransmissions, "scenario": {"fabric": "fat_tree", "workers": 4}}
+
+
+def test_compare_matches_runs_by_seed_and_names_every_run_that_crossed_its_bound(tmp_path, capsys):
+    base = [_run(1, 0.5, timeouts=3, retransmissions=10), _run(2, 1.5, timeouts=5), _run(3, 0.9),
+            _run(4, 0.6), _run(5, 0.7), _run(6, None, over=False)]
+    new = [_run(5, 0.2), _run(4, 0.61), _run(3, 1.2, retransmissions=4), _run(2, 0.8, timeouts=1),
+           _run(1, 0.5, inexact=True), _run(7, 3.0)]  # listed in another order; 7 is not in the base
+    (tmp_path / "base.json").write_text(json.dumps({"runs": base}))
+    (tmp_path / "new.json").write_text(json.dumps({"runs": new}))
+    assert simtest.main(["--compare", str(tmp_path / "base.json"), str(tmp_path / "new.json")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "5 runs in both (base 6, new 6)"
+    assert ["| inexact | 0 | 1 |", "| over their bound | 1 | 1 |", "| excess over the bound, summed | 0.50 | 0.20 |",
+            "| time / bound, median | 0.700 | 0.610 |", "| timeouts | 8 | 1 |", "| retransmissions | 10 | 4 |"] == [
+        line for line in lines if line.startswith("| ") and "base" not in line]
+    worse = lines.index("failed in new, not in base: 2")
+    assert [line.split(":")[0].strip() for line in lines[worse + 1 : worse + 3]] == ["seed 1", "seed 3"]
+    assert "  seed 3: 0.90 -> 1.20  fat tree, 4 workers  (python benchmarks/simtest.py --replay 3)" in lines
+    better = lines.index("failed in base, not in new: 1")
+    assert lines[better + 1].startswith("  seed 2: 1.50 -> 0.80")
+    moved = lines.index("the largest other changes of time over bound: 2")
+    assert [line.split(":")[0].strip() for line in lines[moved + 1 :]] == ["seed 5", "seed 4"]
+    # only better: nothing that the base passed fails, so the exit status says so
+    (tmp_path / "better.json").write_text(json.dumps({"runs": [_run(2, 0.8), *base[2:]]}))
+    assert simtest.main(["--compare", str(tmp_path / "base.json"), str(tmp_path / "better.json")]) == 0
+
+
+@pytest.mark.parametrize("text, argv, says", [
+    ("{}", ["--table", "{f}"], "--table {f}: not a result file of simtest.py"),
+    ("not json", ["--compare", "{f}", "{f}"], "--compare {f}: not a result file of simtest.py"),
+    ('{"runs": [{"seed": 1, "ratio": 0.5}]}', ["--compare", "{f}", "{f}"], "--compare {f}: not a result file"),
+])
+def test_a_file_that_is_not_a_result_file_is_one_line_and_status_2(tmp_path, capsys, text, argv, says):
+    f = tmp_path / "r.json"
+    f.write_text(text)
+    with pytest.raises(SystemExit) as exited:
+        simtest.main([a.format(f=f) for a in argv])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says.format(f=f) in err
+
+
+def test_compare_refuses_two_campaigns_with_no_seed_in_common(tmp_path, capsys):
+    (tmp_path / "a.json").write_text(json.dumps({"runs": [_run(1, 0.5)]}))
+    (tmp_path / "b.json").write_text(json.dumps({"runs": [_run(2, 0.5)]}))
+    with pytest.raises(SystemExit) as exited:
+        simtest.main(["--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    assert exited.value.code == 2 and "no run seed in both" in capsys.readouterr().err
+
+
 class _Corrupting(ns3sim.Pipeline):
     """A switch whose first RESULT multicast to more than one port carries a wrong last word."""
 
