@@ -2,7 +2,8 @@
 
     python benchmarks/simtest.py --runs 200 --seed 1 [--json] [--out PATH]
     python benchmarks/simtest.py --replay SEED [--trace RANK ...] [--chunk N ...] [--between T0 T1]
-    python benchmarks/simtest.py --table RESULT_JSON | --compare BASE NEW
+    python benchmarks/simtest.py --table RESULT_JSON
+    python benchmarks/simtest.py --compare BASE NEW
 
 The campaign's seed draws one seed per run (the first N of a longer campaign's are the N of a shorter one),
 and each run's seed draws its scenario (`draw`): a fabric (star, leaf/spine, fat tree, 4 to 256 workers,
@@ -565,7 +566,8 @@ def compare(base: list[dict], new: list[dict], moves: int = MOVES) -> tuple[list
     past 1 their time over bound went, in all), the median time over bound, timeouts and retransmissions; then
     every run that crossed its bound either way and the largest other changes.  Runs are matched by their seed,
     which draws the scenario; only the seeds both hold are compared.  Returns the lines, and whether the new
-    campaign is worse somewhere: a run inexact or over its bound that the base had exact or within it."""
+    campaign is worse somewhere: a run that fails (inexact or over its bound) where the base's did not, or is
+    inexact where the base's was exact."""
     old_by, new_by = {r["seed"]: r for r in base}, {r["seed"]: r for r in new}
     common = [seed for seed in old_by if seed in new_by]
     pairs = [(old_by[seed], new_by[seed]) for seed in common]
@@ -595,9 +597,11 @@ def compare(base: list[dict], new: list[dict], moves: int = MOVES) -> tuple[list
     def failed(r: dict) -> bool:
         return bool(r["inexact"] or r["over_bound"])
 
-    worse = [(a, b) for a, b in pairs if failed(b) and not failed(a)]
+    # worse: failed where the base did not, or inexact where the base was exact (over its bound, say)
+    worse = [(a, b) for a, b in pairs if failed(b) and not failed(a) or b["inexact"] and not a["inexact"]]
     better = [(a, b) for a, b in pairs if failed(a) and not failed(b)]
-    for title, group in (("failed in new, not in base", worse), ("failed in base, not in new", better)):
+    for title, group in (("failed in new, not in base (or inexact, not in base)", worse),
+                         ("failed in base, not in new", better)):
         lines += ["", f"{title}: {len(group)}", *(line(a, b) for a, b in group)]
     crossed = {a["seed"] for a, _ in worse + better}
     moved = sorted(((a, b) for a, b in pairs if a["seed"] not in crossed
@@ -619,7 +623,7 @@ def result_runs(path, flag: str, fields: frozenset[str]) -> list[dict]:
         if not isinstance(runs, list) or not all(isinstance(r, dict) and fields <= r.keys() for r in runs):
             raise TypeError
     except (ValueError, KeyError, TypeError):
-        raise ValueError(f"{flag} {path}: not a result file of simtest.py (no list of runs)") from None
+        raise ValueError(f"{flag} {path}: not a result file of simtest.py") from None
     return runs
 
 
@@ -714,7 +718,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="print a result file's distribution of time over bound, as docs/reliability.md shows it")
     ap.add_argument("--compare", type=existing_file, nargs=2, metavar=("BASE", "NEW"),
                     help="two result files run by run: what failed, the excess over the bound, what moved (exit "
-                         "status 1 when NEW fails a run that BASE did not)")
+                         "status 1 when NEW fails a run that BASE did not, or is inexact where BASE was exact)")
     args = ap.parse_args(argv)
     args.argv = argv
     try:

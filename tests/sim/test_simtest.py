@@ -215,7 +215,7 @@ def test_compare_matches_runs_by_seed_and_names_every_run_that_crossed_its_bound
     assert ["| inexact | 0 | 1 |", "| over their bound | 1 | 1 |", "| excess over the bound, summed | 0.50 | 0.20 |",
             "| time / bound, median | 0.700 | 0.610 |", "| timeouts | 8 | 1 |", "| retransmissions | 10 | 4 |"] == [
         line for line in lines if line.startswith("| ") and "base" not in line]
-    worse = lines.index("failed in new, not in base: 2")
+    worse = lines.index("failed in new, not in base (or inexact, not in base): 2")
     assert [line.split(":")[0].strip() for line in lines[worse + 1 : worse + 3]] == ["seed 1", "seed 3"]
     assert "  seed 3: 0.90 -> 1.20  fat tree, 4 workers  (python benchmarks/simtest.py --replay 3)" in lines
     better = lines.index("failed in base, not in new: 1")
@@ -225,6 +225,10 @@ def test_compare_matches_runs_by_seed_and_names_every_run_that_crossed_its_bound
     # only better: nothing that the base passed fails, so the exit status says so
     (tmp_path / "better.json").write_text(json.dumps({"runs": [_run(2, 0.8), *base[2:]]}))
     assert simtest.main(["--compare", str(tmp_path / "base.json"), str(tmp_path / "better.json")]) == 0
+    # a run over its bound in both, but inexact in the new one: worse
+    (tmp_path / "inexact.json").write_text(json.dumps({"runs": [_run(2, 1.5, inexact=True), *base[2:]]}))
+    assert simtest.main(["--compare", str(tmp_path / "base.json"), str(tmp_path / "inexact.json")]) == 1
+    assert "  seed 2: 1.50 -> 1.50" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("text, argv, says", [
