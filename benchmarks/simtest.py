@@ -567,12 +567,13 @@ def compare(base: list[dict], new: list[dict], moves: int = MOVES) -> tuple[list
     every run that crossed its bound either way and the largest other changes.  Runs are matched by their seed,
     which draws the scenario; only the seeds both hold are compared.  Returns the lines, and whether the new
     campaign is worse somewhere: a run that fails (inexact or over its bound) where the base's did not, or is
-    inexact where the base's was exact."""
-    old_by, new_by = {r["seed"]: r for r in base}, {r["seed"]: r for r in new}
-    common = [seed for seed in old_by if seed in new_by]
-    pairs = [(old_by[seed], new_by[seed]) for seed in common]
+    inexact where the base's was exact.  A ValueError where they share no seed."""
+    new_by = {r["seed"]: r for r in new}
+    pairs = [(a, new_by[a["seed"]]) for a in base if a["seed"] in new_by]
+    if not pairs:
+        raise ValueError("no run seed in both (campaigns of different --seed?)")
 
-    def column(records: list[dict]) -> list[str]:
+    def column(records: tuple[dict, ...]) -> list[str]:
         ratios = [r["ratio"] for r in records if r["ratio"] is not None]
         return [f"{sum(r['inexact'] for r in records)}", f"{sum(r['over_bound'] for r in records)}",
                 f"{sum(max(0.0, x - 1.0) for x in ratios):.2f}",
@@ -581,9 +582,8 @@ def compare(base: list[dict], new: list[dict], moves: int = MOVES) -> tuple[list
 
     rows = ("inexact", "over their bound", "excess over the bound, summed", "time / bound, median", "timeouts",
             "retransmissions")
-    left = [a for a, _ in pairs]
-    right = [b for _, b in pairs]
-    lines = [f"{len(common)} runs in both (base {len(base)}, new {len(new)})", "", "| | base | new |",
+    left, right = zip(*pairs)
+    lines = [f"{len(pairs)} runs in both (base {len(base)}, new {len(new)})", "", "| | base | new |",
              "|---|---:|---:|"]
     lines += [f"| {row} | {a} | {b} |" for row, a, b in zip(rows, column(left), column(right), strict=True)]
 
@@ -727,10 +727,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.compare:
             base, new = (result_runs(path, "--compare", COMPARE_FIELDS) for path in args.compare)
-            if not {r["seed"] for r in base} & {r["seed"] for r in new}:
-                ap.error(f"--compare {args.compare[0]} {args.compare[1]}: no run seed in both (campaigns of "
-                         "different --seed?)")
-            lines, worse = compare(base, new)
+            try:
+                lines, worse = compare(base, new)
+            except ValueError as e:
+                raise ValueError(f"--compare {args.compare[0]} {args.compare[1]}: {e}") from None
             print("\n".join(lines))
             return 1 if worse else 0
     except ValueError as e:
