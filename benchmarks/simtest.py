@@ -1,6 +1,6 @@
 """Simulation testing as FoundationDB does it: a seed draws a scenario, ns-3 runs it, its sums and time are checked.
 
-    python benchmarks/simtest.py --runs 200 --seed 1 [--json] [--out PATH]
+    python benchmarks/simtest.py --runs 200 --seed 1 [--jobs N] [--json] [--out PATH]
     python benchmarks/simtest.py --replay SEED [--trace RANK ...] [--chunk N ...] [--between T0 T1]
     python benchmarks/simtest.py --table RESULT_JSON
     python benchmarks/simtest.py --compare BASE NEW
@@ -37,11 +37,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -672,18 +673,36 @@ def replay_lines(sc: Scenario, record: dict, result: ns3sim.Ns3Run) -> list[str]
     return lines
 
 
+def _run_seed(seed: int) -> dict:
+    """One run's record, as a campaign's process pool makes it."""
+    record, _ = run(draw(seed))
+    return record
+
+
+def _records(runs: list[int], jobs: int) -> Iterator[dict]:
+    """Each run's record, in the order of `runs`: `jobs` processes at once.  Every run follows from its seed
+    alone, so the records are the same whatever `jobs` is but for their wall seconds.  The processes are
+    forked, not spawned: ns-3 and the compiled kernels are loaded once, and a test's patches hold in them."""
+    if jobs == 1:
+        yield from map(_run_seed, runs)
+        return
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        yield from pool.imap(_run_seed, runs)
+
+
 def campaign(args) -> int:
     runs = seeds(args.seed, args.runs)
     records = []
+    jobs = min(args.jobs, len(runs))
     with Progress(len(runs), "simtest") as bar:
-        for seed in runs:
-            sc = draw(seed)
-            bar.start(f"seed {seed}: {sc.describe()}")
-            record, _ = run(sc)
+        bar.start(f"seed {runs[0]}: {draw(runs[0]).describe()}" + (f" ({jobs} at once)" if jobs > 1 else ""))
+        for i, record in enumerate(_records(runs, jobs)):
             records.append(record)
             if args.json:
                 bar.print(json.dumps(record), stream=sys.stdout)
             bar.done(line_of(record))
+            if i + 1 < len(runs):
+                bar.start(f"seed {runs[i + 1]}: {draw(runs[i + 1]).describe()}")
     total = summary(records)
     result = {"parameters": {"runs": args.runs, "seed": args.seed, "seeds": runs},
               "constants": {"model_slack": MODEL_SLACK, "rto_rtts": RTO_RTTS, "rto_floor": RTO_FLOOR,
@@ -712,6 +731,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --replay: every switch writes what it made of each frame of these chunks")
     ap.add_argument("--between", type=float, nargs=2, metavar=("T0", "T1"),
                     help="with --trace or --chunk: only from T0 to T1 milliseconds of simulated time")
+    ap.add_argument("--jobs", type=between(1, 1024), default=os.cpu_count() or 1,
+                    help="runs at once, each in a process of its own (default: the CPU count, "
+                         f"{os.cpu_count() or 1} here); the results do not depend on it")
     ap.add_argument("--json", action="store_true", help="one JSON line per run on stdout, and last the summary")
     ap.add_argument("--out", type=out_path, default=default_out("simtest.json"), help=out_help("simtest.json"))
     ap.add_argument("--table", type=existing_file, metavar="RESULT_JSON",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
 import statistics
 import subprocess
@@ -159,6 +160,27 @@ def test_a_scenario_replays_to_the_same_outcome_alone_or_after_another():
 
 
 @needs_ns3
+def test_a_campaign_in_several_processes_gives_each_run_s_record_in_the_seeds_order(monkeypatch, tmp_path):
+    """--jobs 2 runs the scenarios in two processes of their own, and every record is the one the campaign makes in
+    its own process alone, in the same order."""
+    run = simtest.run
+
+    def where(sc, trace=None):  # forked, this patch holds in the pool's processes too
+        record, result = run(sc, trace)
+        return {**record, "pid": os.getpid()}, result
+
+    monkeypatch.setattr(simtest, "run", where)
+    records = {}
+    for jobs in (1, 2):
+        simtest.main(["--runs", "6", "--seed", "7", "--jobs", str(jobs), "--out", str(tmp_path / f"{jobs}.json")])
+        records[jobs] = json.loads((tmp_path / f"{jobs}.json").read_text())["runs"]
+    assert {r["pid"] for r in records[1]} == {os.getpid()}
+    assert len({r["pid"] for r in records[2]}) == 2 and os.getpid() not in {r["pid"] for r in records[2]}
+    alike = [[{k: v for k, v in same(r).items() if k != "pid"} for r in records[jobs]] for jobs in (1, 2)]
+    assert alike[0] == alike[1] and [r["seed"] for r in records[2]] == simtest.seeds(7, 6)
+
+
+@needs_ns3
 def test_a_small_campaign_is_exact_and_over_its_bound_only_where_a_kept_regression_is(tmp_path, capsys):
     """CI's campaign (`tools/campaign.py`'s step simtest-ci): one JSON line per run, the summary last; no run inexact,
     and every run over its bound one that tests/sim/simtest_regressions.json keeps as still over it."""
@@ -298,6 +320,7 @@ def test_a_run_past_its_bound_is_reported_over_bound(monkeypatch, capsys, tmp_pa
 @pytest.mark.parametrize("argv, says", [(["--runs", "0"], "--runs: must be an integer from 1"),
                                         (["--runs", "many"], "--runs: expected an integer"),
                                         (["--seed", "-1"], "--seed: must be at least 0"),
+                                        (["--jobs", "0"], "--jobs: must be an integer from 1 to 1024"),
                                         (["--replay", "x"], "--replay: expected an integer"),
                                         (["--frobnicate"], "unrecognized arguments"),
                                         (["--trace", "3"], "--trace goes with --replay SEED"),
