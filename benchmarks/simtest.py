@@ -34,6 +34,7 @@ Needs ns-3's Python bindings: pip install 'hina[ns3]' (`make install` does).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -673,36 +674,37 @@ def replay_lines(sc: Scenario, record: dict, result: ns3sim.Ns3Run) -> list[str]
     return lines
 
 
-def _run_seed(seed: int) -> dict:
+def _record_of(sc: Scenario) -> dict:
     """One run's record, as a campaign's process pool makes it."""
-    record, _ = run(draw(seed))
+    record, _ = run(sc)
     return record
 
 
-def _records(runs: list[int], jobs: int) -> Iterator[dict]:
-    """Each run's record, in the order of `runs`: `jobs` processes at once.  Every run follows from its seed
-    alone, so the records are the same whatever `jobs` is but for their wall seconds.  The processes are
+def _records(scenarios: list[Scenario], jobs: int) -> Iterator[dict]:
+    """Each run's record, in the order of `scenarios`: `jobs` processes at once.  Every run follows from its
+    seed alone, so the records are the same whatever `jobs` is but for their wall seconds.  The processes are
     forked, not spawned: ns-3 and the compiled kernels are loaded once, and a test's patches hold in them."""
     if jobs == 1:
-        yield from map(_run_seed, runs)
+        yield from map(_record_of, scenarios)
         return
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        yield from pool.imap(_run_seed, runs)
+        yield from pool.imap(_record_of, scenarios)
 
 
 def campaign(args) -> int:
     runs = seeds(args.seed, args.runs)
-    records = []
+    scenarios = [draw(seed) for seed in runs]
     jobs = min(args.jobs, len(runs))
-    with Progress(len(runs), "simtest") as bar:
-        bar.start(f"seed {runs[0]}: {draw(runs[0]).describe()}" + (f" ({jobs} at once)" if jobs > 1 else ""))
-        for i, record in enumerate(_records(runs, jobs)):
-            records.append(record)
-            if args.json:
-                bar.print(json.dumps(record), stream=sys.stdout)
-            bar.done(line_of(record))
-            if i + 1 < len(runs):
-                bar.start(f"seed {runs[i + 1]}: {draw(runs[i + 1]).describe()}")
+    records = []
+    with Progress(len(runs), "simtest" + (f", {jobs} runs at once" if jobs > 1 else "")) as bar:
+        with contextlib.closing(_records(scenarios, jobs)) as made:  # closed, the pool's processes end
+            for sc in scenarios:
+                bar.start(f"seed {sc.seed}: {sc.describe()}")  # the run whose record comes next
+                record = next(made)
+                records.append(record)
+                if args.json:
+                    bar.print(json.dumps(record), stream=sys.stdout)
+                bar.done(line_of(record))
     total = summary(records)
     result = {"parameters": {"runs": args.runs, "seed": args.seed, "seeds": runs},
               "constants": {"model_slack": MODEL_SLACK, "rto_rtts": RTO_RTTS, "rto_floor": RTO_FLOOR,
