@@ -306,3 +306,49 @@ class FakeMachine:
                     "CPU-bound: the machine, 2.00 of 2 cores busy"}
         return {"runs": [{"exact": True, "seconds": 1.0, "line_rate_seconds": 1.0, "fidelity": fidelity,
                           "rounds": [{"fidelity": fidelity}]}]}
+
+
+def tree_modes(results: dict):
+    """Each mode's run through a tree, checked exact, with the job's counters of this mode alone on each switch
+    that keeps them (a switch's counters add up over the modes; BMv2 counts its drops only and is left out)."""
+    before: dict = {}
+    for run in results["runs"]:
+        assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
+        jobs = {name: c["jobs"][1] for name, c in run["switches"].items() if "jobs" in c}
+        yield run, {name: {k: c.get(k, 0) - before.get(name, {}).get(k, 0)
+                           for k in ("results", "sent_up", "resent_up", "resends", "pending")}
+                    for name, c in jobs.items()}
+        before = jobs
+
+
+def worker_bytes(results: dict, run: dict, uplink: str) -> float:
+    """The bytes each worker on an uplink's lower switch sent on its own link in one mode's run, on average and
+    per round (as the uplinks' bytes are); every worker's where no host hangs on that switch (a higher tier)."""
+    child = uplink.split("-")[0]
+    hosts = results["topology"]["fabric"]["hosts"]
+    ranks = [r for r, h in enumerate(hosts) if h["switch"] == child] or range(len(hosts))
+    sent = [w["wire_bytes"] for rnd in run["rounds"] for w in rnd["workers"] if w["rank"] in ranks]
+    return sum(sent) / len(sent)
+
+
+def again(mode: dict, uplink: str) -> tuple[float, float]:
+    """How many times over an uplink ("child-parent") carried its chunks in one mode, by the switches'
+    counters: up, the child's partials and those it sent up again (once per child of its own that resent
+    one, design.md); down, the parent's totals and its answers to a repeated partial: the total again
+    (RESEND) or, where its copy still waits for another child, PENDING (a frame of the job's size, to every
+    child the first time). A switch without counters (BMv2) counts as sending nothing again."""
+    child, parent = uplink.split("-")
+    up = 1 + mode[child]["resent_up"] / mode[child]["sent_up"] if child in mode else 1.0
+    down = 1 + (mode[parent]["resends"] + mode[parent]["pending"]) / mode[parent]["results"] if parent in mode \
+        else 1.0
+    return up, down
+
+
+def uplinks_carry_one_worker_each(results: dict, run: dict, mode: dict) -> None:
+    """Leaf aggregation: each uplink carries about one worker's bytes each way, not its rack's, and more only as
+    the switches' counters say it went again (`again`)."""
+    for k, v in run["uplinks"].items():
+        up, down = again(mode, k)
+        worker = worker_bytes(results, run, k)
+        assert 0 < v["up"] < 1.5 * up * worker, (run["mode"], k, v, worker, mode)
+        assert 0 < v["down"] < 1.5 * down * worker, (run["mode"], k, v, worker, mode)

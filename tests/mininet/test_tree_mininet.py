@@ -5,6 +5,7 @@ every worker's frames)."""
 import subprocess
 
 import pytest
+from helpers import tree_modes, uplinks_carry_one_worker_each, worker_bytes
 
 try:
     from hina.mininet import hina_net, topo
@@ -23,18 +24,11 @@ def tree_experiment(spec, **kw):
 
 def test_two_leaves_one_spine_every_mode_exact_and_one_partial_per_uplink():
     results = tree_experiment("leafspine:2,1,2", modes=("dense", "auto"), loss=1.0)
-    for run, mode in per_mode(results):
+    for run, mode in tree_modes(results):
         assert set(run["uplinks"]) == {"l1-s1", "l2-s1"}
         leaves = {name: c for name, c in mode.items() if name.startswith("l")}
         assert all(c["sent_up"] > 0 and c["results"] == c["sent_up"] for c in leaves.values()), leaves
-        # leaf aggregation: each uplink carries about one worker's bytes each way, not its two workers',
-        # and more only as the leaf sends a partial up again, once per child that resends it, or the spine
-        # answers a repeated partial again (design.md)
-        for k, v in run["uplinks"].items():
-            up, down = again(mode, k)
-            worker = rack_bytes(results, run, k) / 2
-            assert v["up"] < 1.5 * up * worker, (run["mode"], k, v, worker, mode)
-            assert v["down"] < 1.5 * down * worker, (run["mode"], k, v, worker, mode)
+        uplinks_carry_one_worker_each(results, run, mode)
     assert results["topology"]["uplink_mbps"] == {"l1-s1": 200.0, "l2-s1": 200.0}
 
 
@@ -71,36 +65,18 @@ def test_plain_leaves_the_spine_sums_every_worker_and_each_uplink_carries_its_ra
     worker's bytes down), and every worker's sum is exact."""
     results = tree_experiment("leafspine:2,1,2", modes=("dense", "auto"), leaves="plain", loss=1.0)
     assert results["topology"]["switches"] == {"l1": "bridge", "l2": "bridge", "s1": "emulator"}
-    for run, mode in per_mode(results):
+    for run, mode in tree_modes(results):
         assert set(mode) == {"s1"}  # the only hina switch
         answered = 1 + mode["s1"]["resends"] / mode["s1"]["results"]  # and answered again to a repeat
         for k, v in run["uplinks"].items():
-            rack = rack_bytes(results, run, k)
+            rack = 2 * worker_bytes(results, run, k)  # its two workers'
             # (more than the round's bytes by what the workers send the switch as they start: their hello)
             assert 0.9 * rack < v["up"] < 1.25 * rack, (run["mode"], k, v, rack)
             assert v["down"] < 1.5 * answered * rack / 2, (run["mode"], k, v, rack, mode)
 
 
-def rack_bytes(results: dict, run: dict, uplink: str) -> float:
-    """The bytes the workers below an uplink's lower switch sent on their own links in one mode's run, per
-    round (as the uplinks' bytes are)."""
-    leaf = uplink.split("-")[0]
-    ranks = [r for r, h in enumerate(results["topology"]["fabric"]["hosts"]) if h["switch"] == leaf]
-    sent = sum(w["wire_bytes"] for rnd in run["rounds"] for w in rnd["workers"] if w["rank"] in ranks)
-    return sent / len(run["rounds"])
 
 
-def per_mode(results):
-    """Each mode's run, checked exact, with each switch's counters of this mode alone (a switch's counters
-    add up over the modes)."""
-    before = {}
-    for run in results["runs"]:
-        assert run["exact"] and all(r["exact"] and not r["errors"] for r in run["rounds"]), run
-        jobs = {name: c["jobs"][1] for name, c in run["switches"].items()}
-        yield run, {name: {k: c.get(k, 0) - before.get(name, {}).get(k, 0)
-                           for k in ("results", "sent_up", "resent_up", "resends", "pending")}
-                     for name, c in jobs.items()}
-        before = jobs
 
 
 def three_tier_runs(results):
@@ -114,7 +90,7 @@ def three_tier_runs(results):
     # a leaf's uplink at its 2 hosts' rate, an aggregation switch's at its 4 hosts' (oversubscription 1)
     assert topology["uplink_mbps"] == {"l1-a1": 200.0, "l2-a1": 200.0, "l3-a2": 200.0, "l4-a2": 200.0,
                                        "a1-c1": 400.0, "a2-c1": 400.0}
-    for run, mode in per_mode(results):
+    for run, mode in tree_modes(results):
         assert set(mode) == set(topology["tiers"]) and set(run["uplinks"]) == set(topology["uplink_mbps"])
         chunks = mode["c1"]["results"]  # the core completes each chunk once
         assert chunks > 0
@@ -122,18 +98,6 @@ def three_tier_runs(results):
             if name != "c1":  # one partial up per chunk on every tier, each total taken once
                 assert c["sent_up"] == chunks and c["results"] == c["sent_up"], (run["mode"], name, c)
         yield run, mode
-
-
-def again(mode: dict, uplink: str) -> tuple[float, float]:
-    """How many times over an uplink ("child-parent") carried its chunks in one mode, by the switches'
-    counters: up, the child's partials and those it sent up again (once per child of its own that resent
-    one, design.md); down, the parent's totals and its answers to a repeated partial: the total again
-    (RESEND) or, where its copy still waits for another child, PENDING (a frame of the job's size, to every
-    child the first time)."""
-    child, parent = uplink.split("-")
-    up = 1 + mode[child].get("resent_up", 0) / mode[child]["sent_up"]
-    again_down = mode[parent].get("resends", 0) + mode[parent].get("pending", 0)
-    return up, 1 + again_down / mode[parent]["results"]
 
 
 def test_three_tiers_every_mode_exact_one_partial_per_chunk_per_tier():
@@ -146,11 +110,7 @@ def test_three_tiers_every_mode_exact_one_partial_per_chunk_per_tier():
     results = tree_experiment("three-tier", modes=MODES)
     assert [run["mode"] for run in results["runs"]] == list(MODES)
     for run, mode in three_tier_runs(results):
-        for k, v in run["uplinks"].items():
-            up, down = again(mode, k)  # more only as partials and totals went again (a stall's timeouts)
-            assert v["up"] < 1.5 * up * run["wire_bytes_per_worker"], (run["mode"], k, v, run["wire_bytes_per_worker"],
-                                                                        mode)
-            assert v["down"] < 1.5 * down * run["wire_bytes_per_worker"], (run["mode"], k, v, mode)
+        uplinks_carry_one_worker_each(results, run, mode)  # more only as partials and totals went again
 
 
 def test_three_tiers_recover_loss_on_every_link_exactly():
