@@ -44,6 +44,9 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
     /* open copy: 1 when a PENDING for it went to every member already; sent up, no total yet: how many more
      * repeats are answered PENDING, plus one (0 or 1: the next one sends the partial up again) */
     register<bit<8>>(HINA_COPIES) pendings;
+    /* trees: the worker_id whose UPDATE completed a copy sent up, which the parent's total names on its way
+     * down where it names this switch (its partial completed the parent's copy), else OTHER_SUBTREE */
+    register<bit<8>>(HINA_COPIES) lasts;
 
     /* Whether the parent's PENDING counts this switch: its bitmap (word 0) has the bit of this switch's
      * member id, matched with one entry a bit as on Tofino (p4/tna/pending.p4).  The word shifted right by
@@ -100,6 +103,11 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
             } else {
                 totals.write(meta.copy, 1);
                 meta.verdict = VERDICT_TOTAL;
+                if (hdr.hina.worker_id == meta.member) {
+                    lasts.read(hdr.hina.worker_id, meta.copy);
+                } else {
+                    hdr.hina.worker_id = OTHER_SUBTREE;
+                }
             }
         } else if (seen != 0 && (offset != hdr.hina.offset || phase != hdr.hina.phase)) {
             meta.verdict = VERDICT_STALE_RUN;
@@ -163,6 +171,7 @@ control ArrivalBitmap(inout headers_t hdr, inout metadata_t meta) {
                 meta.verdict = VERDICT_CONSUMED;
             } else if (meta.has_parent == 1) {
                 meta.verdict = VERDICT_SEND_UP;
+                lasts.write(meta.copy, hdr.hina.worker_id);
             } else {
                 meta.verdict = VERDICT_COMPLETE;
             }

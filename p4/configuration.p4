@@ -45,6 +45,8 @@ const bit<8> OP_MAX = 2;
 const bit<8> FLAG_RESEND = 1;
 const bit<8> FLAG_STALE_RUN = 2;   /* refused: the copy holds another run's chunk */
 const bit<8> FLAG_PENDING = 4;     /* a repeat met a copy still waiting: word 0 says who is counted */
+/* a total down a tree names the worker whose UPDATE completed the job's copy, or this: another subtree's */
+const bit<8> OTHER_SUBTREE = 0xFF;
 
 /* Drop reasons: the index into the `drops` counter; the emulator's
  * hina.wire.headers.Drop declares them, and the emulator counts by it. */

@@ -87,6 +87,7 @@ from hina.wire.headers import (
     AT_POOL_INDEX,
     AT_WORKER_ID,
     HEADER_BYTES,
+    OTHER_SUBTREE,
     UDP_PORT,
     VERSION_BIT,
     Drop,
@@ -326,6 +327,7 @@ def arrival_bitmap(jobs, copies, values, counters, data, at, j, worker, pool_ind
     if seen != job.full:
         return NOTHING, j, 0
     if job.parents != 0:  # complete here: one UPDATE up to the slot's parent, the total comes back down
+        c.last = worker  # (the total names this worker to the children if it completed the parent's copy too)
         job.sent_up += 1
         _send_up(out, o, data, at, values, row, count, job.member)
         return TO_PARENT + tree_parent(job, pool_index), j, frame_bytes
@@ -408,6 +410,9 @@ def from_parent(jobs, copies, values, counters, data, at, source, j, out, o):
     # a fresh multicast down; but a total the parent sent as a RESEND answers a repeat, and its children must
     # know it (a worker takes no round trip from an answer to a resend)
     out[o + AT_FLAGS] = data[at + AT_FLAGS] & _RESEND_FLAG
+    # the worker whose UPDATE completed the job's copy: the one that completed this copy where the parent's
+    # total names this switch, else another subtree's
+    out[o + AT_WORKER_ID] = c.last if data[at + AT_WORKER_ID] == job.member else OTHER_SUBTREE
     return TO_GROUP, j, frame_bytes
 
 

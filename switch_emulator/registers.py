@@ -53,6 +53,7 @@ padding.
         int64_t phase;                        /* the chunk's phase tag */
         int64_t total;                        /* the copy holds the job's total (a tree's RESULT stored) */
         int64_t pending;                      /* open: every member heard PENDING; sent up: repeats left + 1 */
+        int64_t last;                         /* the worker_id whose UPDATE completed the copy (trees) */
     };
     struct hina_counters {                    /* COUNTERS */
         int64_t frames;                       /* frames seen */
@@ -93,7 +94,7 @@ JOB = np.dtype([
     ("resent_up", np.int64), ("pending", np.int64), ("drops", np.int64, (DROP_REASONS,)),
 ])
 COPY = np.dtype([("bitmap", np.int64), ("counter", np.int64), ("offset", np.int64), ("phase", np.int64),
-                 ("total", np.int64), ("pending", np.int64)])
+                 ("total", np.int64), ("pending", np.int64), ("last", np.int64)])
 COUNTERS = np.dtype([("frames", np.int64), ("drops", np.int64, (DROP_REASONS,))])
 JOB_IDS = 1 << 16  # job_index's rows: every job_id
 NO_JOB = -1

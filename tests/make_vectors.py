@@ -20,7 +20,7 @@ from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw, raw
 
-from hina.wire.headers import HEADER_BYTES, UDP_HEADER_BYTES, UDP_PORT, pack_header
+from hina.wire.headers import HEADER_BYTES, OTHER_SUBTREE, UDP_HEADER_BYTES, UDP_PORT, pack_header
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 K = 32
@@ -377,9 +377,15 @@ def leaf_cases_into(cases: list[dict]):
     return leaf_case
 
 
-def down(sent, words, flags=0):
-    """The parent's RESULT multicast to the leaf's children."""
-    return [(p, result(p, sent, words, flags=flags)) for p in TREE_CHILDREN]
+def down(sent, words, flags=0, worker=None):
+    """The parent's RESULT multicast to the leaf's children; `worker`, the worker_id it goes down with."""
+    return [(p, result(p, sent, words, flags=flags, worker=worker)) for p in TREE_CHILDREN]
+
+
+def total_down(sent, words, flags=0, worker=OTHER_SUBTREE):
+    """The parent's total multicast to the leaf's children, naming the worker whose UPDATE completed the job's
+    copy: OTHER_SUBTREE where the parent's total names another member than this leaf's (0)."""
+    return down(sent, words, flags, worker)
 
 
 def leaf_updates():
@@ -410,12 +416,18 @@ def leaf_cases() -> list[dict]:
     from_spine, total = spine_total()
     leaf_case("tree_result_from_parent_multicast_down", "the parent's RESULT for a copy sent up is stored and "
               "multicast to the children", [(1, a), (2, b), (5, from_spine)],
-              [(5, up)] + down(from_spine, total))
+              [(5, up)] + total_down(from_spine, total))
+
+    named = frame(5, hina(total, msg_type=1, worker=0))  # member 0, this leaf, completed the spine's copy
+    leaf_case("tree_total_names_the_worker_that_completed_it", "the parent's total names this leaf (its member "
+              "id, 0) as the one whose partial completed the parent's copy: it goes down naming the child whose "
+              "UPDATE completed this leaf's copy (worker 1), so that child knows its own UPDATE completed the "
+              "job's", [(1, a), (2, b), (5, named)], [(5, up)] + total_down(named, total, worker=1))
 
     resent_down = frame(5, hina(total, msg_type=1, worker=1, flags=RESEND))
     leaf_case("tree_resent_total_goes_down_flagged", "a total the parent sent as a RESEND (it answers a partial "
               "sent up again) goes down flagged RESEND: it answers a repeat, and a worker takes no round trip "
-              "from it", [(1, a), (2, b), (5, resent_down)], [(5, up)] + down(resent_down, total, flags=RESEND))
+              "from it", [(1, a), (2, b), (5, resent_down)], [(5, up)] + total_down(resent_down, total, flags=RESEND))
 
     a1 = update(1, [1], worker=0, slot=1)
     b1 = update(2, [2], worker=1, slot=1)
@@ -431,7 +443,7 @@ def leaf_cases() -> list[dict]:
     total1 = frame(5, hina([90, -1], msg_type=1, worker=1, version=1, offset=4 * K))
     leaf_case("tree_result_from_parent_into_copy_1", "the parent's total for copy 1 of slot 0 (the slot's second "
               "use) is stored there and multicast down", [(1, a1v), (2, b1v), (5, total1)],
-              [(5, result(5, b1v, [9], msg_type=0, worker=0))] + down(total1, [90, -1]))
+              [(5, result(5, b1v, [9], msg_type=0, worker=0))] + total_down(total1, [90, -1]))
 
     lone = update(1, [3, 4], worker=0, slot=1)
     cases.append(case("tree_leaf_of_one_child", "a leaf with one child below it: its first UPDATE completes the "
@@ -484,14 +496,14 @@ def leaf_repeat_cases() -> list[dict]:
     leaf_case("tree_duplicate_after_result_unicast", "a child repeats its UPDATE after the total came down: "
               "the stored total goes back to it alone (RESEND), nothing goes up",
               [(1, a), (2, b), (5, from_spine), (2, b)],
-              [(5, up)] + down(from_spine, total) + [(2, result(2, b, total, flags=RESEND))])
+              [(5, up)] + total_down(from_spine, total) + [(2, result(2, b, total, flags=RESEND))])
 
     from_other_spine = frame(6, hina(total, msg_type=1, worker=1))  # port 6 is slot 1's parent, not slot 0's
     from_host = frame(3, hina(total, msg_type=1, worker=1))
     leaf_case("tree_result_from_non_parent_dropped", "a RESULT from a port that is not the slot's parent (the "
               "other spine, a host) is dropped and counted; the parent's still lands",
               [(1, a), (2, b), (6, from_other_spine), (3, from_host), (5, from_spine)],
-              [(5, up)] + down(from_spine, total), {"not_parent": 2})
+              [(5, up)] + total_down(from_spine, total), {"not_parent": 2})
 
     late = frame(5, hina(total, msg_type=1, worker=1, offset=8 * K))
     leaf_case("tree_late_result_stale", "a RESULT for another chunk than the copy sent up (late, the copy moved "
@@ -507,7 +519,7 @@ def leaf_repeat_cases() -> list[dict]:
 
     leaf_case("tree_second_result_duplicate", "a second RESULT for a copy holding the total (it answers a "
               "partial sent up again) is dropped as a duplicate", [(1, a), (2, b), (5, from_spine), (5, from_spine)],
-              [(5, up)] + down(from_spine, total), {"duplicate": 1})
+              [(5, up)] + total_down(from_spine, total), {"duplicate": 1})
     return cases
 
 

@@ -42,7 +42,7 @@ FIELDS: tuple[tuple[str, int], ...] = (
     ("msg_type", 8),  # MsgType
     ("op", 8),  # Op: how the switch combines the words
     ("job_id", 16),
-    ("worker_id", 8),  # the sender's bit in the arrival bitmap (a switch's member id in a tree)
+    ("worker_id", 8),  # the sender's bit in the arrival bitmap (a switch's member id in a tree; OTHER_SUBTREE)
     ("flags", 8),  # Flags
     ("version", 1),  # which of the slot's two copies
     ("slot", 15),
@@ -111,6 +111,13 @@ __all__ = [
 class MsgType(enum.IntEnum):
     UPDATE = 0  # worker to switch (and a switch's partial up to its parent)
     RESULT = 1  # switch to worker (and a parent's total down)
+
+
+# A total coming down a tree names, in worker_id, the worker whose UPDATE completed the job's copy, so that
+# a worker can tell a RESULT its own UPDATE completed from one that waited for a peer; a switch below the root
+# sends this value instead where the completing UPDATE came up through another subtree.
+OTHER_SUBTREE = 0xFF
+assert OTHER_SUBTREE >= MAX_WORKERS  # never a worker's id
 
 
 class Flags(enum.IntFlag):

@@ -163,6 +163,7 @@ struct metadata_t {
     bit<8>  told;           /* open copy: 1 when every member heard a PENDING for it already; sent up, no
                              * total yet: 1 when this repeat is answered PENDING, not sent up (pending.p4) */
     bit<1>  counted;        /* the parent's PENDING (word 0) counts this switch's member id */
+    bit<8>  named;          /* worker_id XOR member: 0 where the parent's total names this switch (completer.p4) */
     value_op_t value_op;
     bit<1>  guard;          /* 1: skip the values if the sender already arrived (a duplicate is never combined) */
     drop_reason_t drop_reason;

@@ -4,7 +4,7 @@
  * the same tables and actions (control/controller.py's entries fit both), held to the same packet
  * vectors by its model where no Tofino runs (docs/tofino.md).  What Tofino changes: each register is
  * read and written once per pass, in one stage, so the slot's state is split over registers in the
- * order the rules need it (copy_state, run_tags, arrival_bitmap, pending, then the values), and a completed
+ * order the rules need it (copy_state, run_tags, arrival_bitmap, pending, completer, then the values), and a completed
  * copy, a resend and a stored total finish in a second pass through the recirculation port.
  * This file only includes and wires the controls.
  */
@@ -25,6 +25,7 @@
 #include "arrival_bitmap.p4"
 #include "slot_rules.p4"
 #include "pending.p4"
+#include "completer.p4"
 #include "value_processor.p4"
 #include "forwarding.p4"
 
@@ -49,6 +50,7 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
     Arrived() arrived;
     ParentCounted() parent_counted;
     Pending() pending;
+    Completer() completer;
     Deliver() deliver;
     Forwarding() forwarding;
     HINA_EACH_WORD(HINA_VP_DECLARE)
@@ -95,6 +97,7 @@ control HinaIngress(inout headers_t hdr, inout metadata_t meta,
                 value_plan.apply(hdr, meta);
                 arrived.apply(hdr, meta);
                 pending.apply(hdr, meta);
+                completer.apply(hdr, meta);
             }
             /* (not under the test of drop_reason above, which value_op already carries: the verdict
              * writes drop_reason, so a table under that test would have to be placed before it).  A repeat

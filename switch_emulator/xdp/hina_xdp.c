@@ -447,6 +447,8 @@ static __always_inline __u32 arrival_bitmap(struct hina_slot *s, __u32 v, struct
 			c->counter++;
 		}
 		verdict = seen != job->full ? CONSUMED : job->parents ? SEND_UP : COMPLETE;
+		if (verdict == SEND_UP)
+			c->last = hina[AT_WORKER_ID]; /* the total names it to the children if it completed the parent's too */
 	}
 	bpf_spin_unlock(&s->lock);
 	return verdict;
@@ -485,6 +487,9 @@ static __always_inline __u32 from_parent(struct hina_slot *s, __u32 v, struct hi
 	} else {
 		write_words(s->words[v], words, end, job->words);
 		c->total = 1;
+		/* the worker whose UPDATE completed the job's copy: the one that completed this copy where the
+		 * parent's total names this switch, else another subtree's */
+		hina[AT_WORKER_ID] = hina[AT_WORKER_ID] == job->member ? c->last : OTHER_SUBTREE;
 		verdict = TOTAL;
 	}
 	bpf_spin_unlock(&s->lock);

@@ -59,11 +59,12 @@ class SpinLock(ctypes.Structure):
 
 class Copy(ctypes.Structure):
     """One of a slot's two copies: its arrival bitmap and counter, the chunk's offset and phase tag, whether
-    it holds the total (trees), and `pending`: while open, whether a PENDING for it went to every member
-    already; once sent up without a total, how many more repeats are answered PENDING (plus one)."""
+    it holds the total (trees), `pending`: while open, whether a PENDING for it went to every member
+    already; once sent up without a total, how many more repeats are answered PENDING (plus one); and `last`
+    (trees), the worker_id whose UPDATE completed it, which the total names on its way down."""
 
     _fields_ = [("bitmap", c_uint32), ("counter", c_uint32), ("offset", c_uint32), ("phase", c_uint16),
-                ("total", c_uint8), ("pending", c_uint8)]
+                ("total", c_uint8), ("pending", c_uint8), ("last", c_uint8), ("pad", c_uint8 * 3)]
 
 
 class Slot(ctypes.Structure):
@@ -206,7 +207,7 @@ def constants() -> dict[str, int]:
            "DROP_REASONS": DROP_REASONS, "MAX_WORDS": MAX_WORDS, "MAX_PORTS": MAX_PORTS, "MAX_JOBS": MAX_JOBS,
            "GROUP_ENTRIES": GROUP_ENTRIES, "PORT_IDS": dataplane.PORT_IDS, "OTHER_IDS": dataplane.OTHER_IDS,
            "RAW_IDS": dataplane.RAW_IDS, "RAW_PORTS": dataplane.RAW_PORTS,
-           "NO_MEMBER": dataplane.NO_MEMBER & (1 << 64) - 1}
+           "NO_MEMBER": dataplane.NO_MEMBER & (1 << 64) - 1, "OTHER_SUBTREE": headers.OTHER_SUBTREE}
     out.update({f"AT_{name.upper()}": at for name, at in headers.FIELD_AT.items() if name not in ("version", "slot")})
     out["AT_POOL_INDEX"] = headers.AT_POOL_INDEX
     out.update({f"MSG_{m.name}": int(m) for m in MsgType})

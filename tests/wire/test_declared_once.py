@@ -50,6 +50,7 @@ def test_p4_constants_are_the_declarations_codes(program):
     drops = {k[5:]: v for k, v in consts.items() if k.startswith("DROP_") and k not in ("DROP_NONE", "DROP_REASONS")}
     assert {d.name: d.value for d in Drop} == drops
     assert consts["DROP_REASONS"] == headers.DROP_REASONS and consts["DROP_NONE"] == 0
+    assert consts["OTHER_SUBTREE"] == headers.OTHER_SUBTREE
 
 
 def test_scapy_layer_has_the_declared_fields_widths_and_flag_names():
