@@ -75,10 +75,6 @@ def test_plain_leaves_the_spine_sums_every_worker_and_each_uplink_carries_its_ra
             assert v["down"] < 1.5 * answered * rack / 2, (run["mode"], k, v, rack, mode)
 
 
-
-
-
-
 def three_tier_runs(results):
     """Each mode's run through the three-tier file, checked: exact, and every switch below the core sent
     exactly one partial up per chunk (its `sent_up` against the core's completions) and took each total
