@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import collections
 import math
+import threading
 
 import numpy as np
 
@@ -452,25 +453,29 @@ class Ring:
 
 
 _warm = False
+_warming = threading.RLock()  # re-entered by `_drive`'s own transfer; a second thread waits on it
 
 
 def warm() -> None:
     """Compile (or load from the disk cache) the kernels before the first chunk goes: once per process.
-    On a machine that has not compiled them, one process does while any other waits (`hina.kernels`).
+    On a machine that has not compiled them, one process does while any other waits (`hina.kernels`),
+    and in a process, one thread while any other waits: a worker in a second thread (the emulator and
+    its workers in one process) whose kernels were still compiling would start its limits with them.
 
     Every `PhaseTransfer` calls it, not only a `Worker`: numba checks a cached kernel against its own
     file alone, so after an edit to `congestion_rules.py` (or `wire/headers.py`) the sender's cached
     kernels still hold the old rules they compiled in; `hina.kernels`' stamp names those files and clears
     the cache, and a simulation or a test would otherwise run the old rules."""
     global _warm
-    if _warm:
-        return
-    _warm = True  # `_drive`'s own transfer must not warm again
-    try:
-        kernels.ensure("sender", _drive)
-    except BaseException:
-        _warm = False
-        raise
+    with _warming:
+        if _warm:
+            return
+        _warm = True  # `_drive`'s own transfer must not warm again
+        try:
+            kernels.ensure("sender", _drive)
+        except BaseException:
+            _warm = False
+            raise
 
 
 def _drive() -> None:

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -137,6 +138,38 @@ def test_a_failed_compile_writes_no_stamp(tmp_path, monkeypatch):
         kernels.ensure("switch", broken, quiet=True)
     assert not kernels.stamp("switch").exists()
     assert "switch" not in kernels._ready
+
+
+def test_a_second_thread_waits_for_the_first_ones_compile(monkeypatch):
+    """The emulator and its workers in one process (docs/worker.md's example): two workers made at once in two
+    threads, on a machine whose sender kernels are not compiled.  The second must not return from `warm` (and
+    start its limits) while the first still compiles them, and the group is ensured once."""
+    from hina.host import window
+
+    compiles, done = [], []
+
+    def ensure(group, load, build=None, **kw):  # a compile that takes a while, and a transfer inside it
+        compiles.append(group)
+        time.sleep(0.3)
+        window.warm()  # `_drive`'s own transfer warms again: re-entered, not waited on
+        done.append(time.monotonic())
+
+    monkeypatch.setattr(window, "_warm", False)  # as in a fresh process
+    monkeypatch.setattr(window.kernels, "ensure", ensure)
+    returned = []
+
+    def worker():
+        window.warm()
+        returned.append(time.monotonic())
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.05)  # the second starts while the first compiles
+    for thread in threads:
+        thread.join(5)
+    assert compiles == ["sender"] and len(returned) == 2, (compiles, returned)
+    assert min(returned) >= done[0], "a thread went on while the kernels were still compiling"
 
 
 def test_python_m_hina_kernels_refuses_an_unknown_group():
